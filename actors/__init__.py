@@ -1,0 +1,23 @@
+"""barnraise actors: the pykka actor base, the registry, and (later) the agents."""
+
+from actors.base import (
+    DEFAULT_TIMEOUT,
+    A2AActor,
+    Agent,
+    Behaviour,
+    DeliveryError,
+    RequestError,
+    WaitTimeout,
+)
+from actors.registry import Registry
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "A2AActor",
+    "Agent",
+    "Behaviour",
+    "DeliveryError",
+    "Registry",
+    "RequestError",
+    "WaitTimeout",
+]

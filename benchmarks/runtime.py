@@ -1,0 +1,342 @@
+"""Runtime benchmarks: barnraise's dispatchers against bare pykka, in one run.
+
+Every figure is the median of ``repeats`` runs; each baseline is written here,
+with pykka used as directly as its documentation shows, and measured in the
+same process as the barnraise figure it is compared with (except the scale
+benchmark, whose two sides run in fresh child processes so that each peak RSS
+is its own).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+
+from actors.base import A2AActor, Agent
+from actors.registry import Registry
+from sim.dispatch import Dispatcher, make_dispatcher
+from sim.messages import Message
+
+
+def median_of(repeats: int, fn: Callable[[], float]) -> tuple[float, list[float]]:
+    runs = [fn() for _ in range(repeats)]
+    return statistics.median(runs), runs
+
+
+# -- throughput ------------------------------------------------------------------------
+
+
+class _PykkaCounter(pykka.ThreadingActor):
+    use_daemon_thread = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def on_receive(self, message: Any) -> None:
+        self.count += 1
+
+    def total(self) -> int:
+        return self.count
+
+
+class _Counter(A2AActor):
+    agent_type = "bench"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def handle_task_update(self, message: Message) -> None:
+        self.count += 1
+
+
+def _pairs(agents: int, messages: int, seed: int = 1) -> list[tuple[int, int]]:
+    rng = random.Random(seed)
+    return [(rng.randrange(agents), rng.randrange(agents)) for _ in range(messages)]
+
+
+def pykka_tell_throughput(agents: int, messages: int) -> float:
+    pairs = _pairs(agents, messages)
+    refs = [_PykkaCounter.start() for _ in range(agents)]
+    try:
+        start = time.perf_counter()
+        for sender, recipient in pairs:
+            refs[recipient].tell({"from": sender, "n": 1})
+        # An ask queues behind every tell already in that actor's inbox.
+        total = sum(ref.proxy().total().get(timeout=120) for ref in refs)
+        elapsed = time.perf_counter() - start
+    finally:
+        for ref in refs:
+            ref.stop()
+    assert total == messages, total
+    return messages / elapsed
+
+
+def barnraise_throughput(mode: str, agents: int, messages: int) -> float:
+    pairs = _pairs(agents, messages)
+    # Unbounded mailboxes, as pykka's are: this measures speed, not overflow.
+    dispatcher = make_dispatcher(mode, seed=1, mailbox_capacity=messages + 1)
+    names = [f"agent-{i}" for i in range(agents)]
+    for name in names:
+        dispatcher.spawn(_Counter, name)
+    try:
+        start = time.perf_counter()
+        for sender, recipient in pairs:
+            dispatcher.send(dispatcher.message(names[sender], names[recipient], "task_update",
+                                               {"n": 1}))
+        if mode == "deterministic":
+            dispatcher.run()
+        else:
+            assert dispatcher.wait_idle(timeout=120, settle=0.0)  # type: ignore[attr-defined]
+        elapsed = time.perf_counter() - start
+        total = sum(dispatcher.actor(n).count for n in names)  # type: ignore[attr-defined]
+    finally:
+        dispatcher.shutdown()
+    assert total == messages, total
+    return messages / elapsed
+
+
+def bench_throughput(agents: int, messages: int, repeats: int) -> dict[str, Any]:
+    pykka_rate, pykka_runs = median_of(repeats, lambda: pykka_tell_throughput(agents, messages))
+    rt_rate, rt_runs = median_of(repeats,
+                                 lambda: barnraise_throughput("realtime", agents, messages))
+    det_rate, det_runs = median_of(
+        repeats, lambda: barnraise_throughput("deterministic", agents, messages))
+    return {
+        "agents": agents, "messages": messages, "unit": "messages/s (median)",
+        "pykka_tell": round(pykka_rate), "realtime": round(rt_rate),
+        "deterministic": round(det_rate),
+        "ratio_realtime": round(rt_rate / pykka_rate, 3),
+        "ratio_deterministic": round(det_rate / pykka_rate, 3),
+        "target_realtime": 0.8, "target_deterministic": 1.0,
+        "runs": {"pykka_tell": [round(r) for r in pykka_runs],
+                 "realtime": [round(r) for r in rt_runs],
+                 "deterministic": [round(r) for r in det_runs]},
+    }
+
+
+# -- request / reply ---------------------------------------------------------------------
+
+
+class _PykkaEcho(pykka.ThreadingActor):
+    use_daemon_thread = True
+
+    def on_receive(self, message: Any) -> Any:
+        return message
+
+
+class _PykkaAsker(pykka.ThreadingActor):
+    use_daemon_thread = True
+
+    def __init__(self, peer: pykka.ActorRef[Any]) -> None:
+        super().__init__()
+        self.peer = peer
+
+    def round_trips(self, n: int) -> int:
+        for i in range(n):
+            self.peer.ask({"i": i}, timeout=30)
+        return n
+
+
+def pykka_ask_rate(round_trips: int) -> float:
+    echo = _PykkaEcho.start()
+    asker = _PykkaAsker.start(echo)
+    try:
+        start = time.perf_counter()
+        asker.proxy().round_trips(round_trips).get(timeout=300)
+        return round_trips / (time.perf_counter() - start)
+    finally:
+        asker.stop()
+        echo.stop()
+
+
+class _Echo(Agent):
+    def handle_task_assignment(self, message: Message) -> None:
+        self.reply(message, "task_result", message.content)
+
+
+def barnraise_request_rate(round_trips: int) -> float:
+    async def asker(agent: Agent) -> None:
+        for i in range(round_trips):
+            await agent.request("echo", "task_assignment", {"i": i})
+
+    dispatcher = make_dispatcher("deterministic", seed=1)
+    dispatcher.spawn(_Echo, "echo")
+    start = time.perf_counter()
+    dispatcher.spawn(Agent, "asker", behaviours=(asker,))
+    report = dispatcher.run()
+    elapsed = time.perf_counter() - start
+    assert report.reason == "quiescent", report
+    dispatcher.shutdown()
+    return round_trips / elapsed
+
+
+def bench_request_reply(round_trips: int, repeats: int) -> dict[str, Any]:
+    pk, pk_runs = median_of(repeats, lambda: pykka_ask_rate(round_trips))
+    det, det_runs = median_of(repeats, lambda: barnraise_request_rate(round_trips))
+    return {
+        "round_trips": round_trips, "unit": "round trips/s (median)",
+        "pykka_ask": round(pk), "deterministic": round(det), "ratio": round(det / pk, 2),
+        "target": 5.0,
+        "runs": {"pykka_ask": [round(r) for r in pk_runs],
+                 "deterministic": [round(r) for r in det_runs]},
+    }
+
+
+# -- fan-out ---------------------------------------------------------------------------------
+
+
+def pykka_fanout_rate(subscribers: int, events: int) -> float:
+    refs = [_PykkaCounter.start() for _ in range(subscribers)]
+    try:
+        start = time.perf_counter()
+        for i in range(events):
+            event = {"event": "tick", "i": i}
+            for ref in refs:
+                ref.tell(event)
+        total = sum(ref.proxy().total().get(timeout=120) for ref in refs)
+        elapsed = time.perf_counter() - start
+    finally:
+        for ref in refs:
+            ref.stop()
+    assert total == subscribers * events
+    return float(total) / elapsed
+
+
+class _Subscriber(A2AActor):
+    agent_type = "bench"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def on_start(self) -> None:
+        self.subscribe("ticks")
+
+    def handle_status_update(self, message: Message) -> None:
+        self.count += 1
+
+
+def barnraise_fanout_rate(subscribers: int, events: int) -> float:
+    dispatcher = make_dispatcher("deterministic", seed=1)
+    for i in range(subscribers):
+        dispatcher.spawn(_Subscriber, f"sub-{i}")
+    start = time.perf_counter()
+    for i in range(events):
+        dispatcher.send(dispatcher.message("publisher", "topic:ticks", "status_update",
+                                           {"event": "tick", "i": i}))
+        dispatcher.run()
+    elapsed = time.perf_counter() - start
+    total = sum(a.count for a in dispatcher.actors.values())  # type: ignore[attr-defined]
+    dispatcher.shutdown()
+    assert total == subscribers * events, total
+    return total / elapsed
+
+
+def bench_fanout(subscribers: int, events: int, repeats: int) -> dict[str, Any]:
+    pk, pk_runs = median_of(repeats, lambda: pykka_fanout_rate(subscribers, events))
+    det, det_runs = median_of(repeats, lambda: barnraise_fanout_rate(subscribers, events))
+    return {
+        "subscribers": subscribers, "events": events, "unit": "deliveries/s (median)",
+        "pykka_tell_each": round(pk), "deterministic": round(det), "ratio": round(det / pk, 2),
+        "target": 10.0,
+        "runs": {"pykka_tell_each": [round(r) for r in pk_runs],
+                 "deterministic": [round(r) for r in det_runs]},
+    }
+
+
+# -- scale -------------------------------------------------------------------------------------
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def scale_pykka(actors: int) -> dict[str, float]:
+    """Child-process side: start and stop ``actors`` bare ThreadingActors."""
+    start = time.perf_counter()
+    refs = [_PykkaCounter.start() for _ in range(actors)]
+    for ref in refs:
+        ref.stop(block=False)
+    for ref in refs:
+        ref.actor_stopped.wait(60)
+    return {"seconds": time.perf_counter() - start, "peak_rss_mib": _peak_rss_mib()}
+
+
+def scale_barnraise(agents: int) -> dict[str, float]:
+    """Child-process side: spawn, register and stop ``agents`` idle agents."""
+    start = time.perf_counter()
+    dispatcher: Dispatcher = make_dispatcher("deterministic", seed=1)
+    registry = dispatcher.spawn(Registry, "registry")
+    for i in range(agents):
+        dispatcher.spawn(Agent, f"agent-{i}")
+    dispatcher.run()
+    registered = len(registry.records)
+    for i in range(agents):
+        dispatcher.stop_actor(f"agent-{i}")
+    dispatcher.run()
+    elapsed = time.perf_counter() - start
+    assert registered == agents, registered
+    assert not registry.records, len(registry.records)
+    return {"seconds": elapsed, "peak_rss_mib": _peak_rss_mib()}
+
+
+def _child(kind: str, count: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.runtime", kind, str(count)],
+        check=True, capture_output=True, text=True, timeout=900,
+    )
+    result: dict[str, float] = json.loads(out.stdout)
+    return result
+
+
+def bench_scale(agents: int, pykka_actors: int, repeats: int) -> dict[str, Any]:
+    pk_runs = [_child("scale-pykka", pykka_actors) for _ in range(repeats)]
+    br_runs = [_child("scale-barnraise", agents) for _ in range(repeats)]
+    pk = statistics.median(r["seconds"] for r in pk_runs)
+    br = statistics.median(r["seconds"] for r in br_runs)
+    rss = max(r["peak_rss_mib"] for r in br_runs)
+    return {
+        "agents": agents, "pykka_actors": pykka_actors, "unit": "seconds (median)",
+        "pykka_start_stop": round(pk, 3), "deterministic_spawn_register_stop": round(br, 3),
+        "time_ratio": round(br / pk, 3), "target_time_ratio_max": 2.0,
+        "peak_rss_mib": round(rss, 1), "target_peak_rss_mib_max": 1024,
+        "runs": {"pykka": [round(r["seconds"], 3) for r in pk_runs],
+                 "barnraise": [round(r["seconds"], 3) for r in br_runs]},
+    }
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    if quick:  # a smoke run: the code paths, at sizes that take seconds
+        return {
+            "throughput": bench_throughput(10, 5_000, 1),
+            "request_reply": bench_request_reply(500, 1),
+            "fanout": bench_fanout(50, 20, 1),
+            "scale": bench_scale(2_000, 200, 1),
+        }
+    return {
+        "throughput": bench_throughput(100, 200_000, 5),
+        "request_reply": bench_request_reply(20_000, 5),
+        "fanout": bench_fanout(1_000, 200, 3),
+        "scale": bench_scale(100_000, 10_000, 3),
+    }
+
+
+if __name__ == "__main__":
+    kind, count = sys.argv[1], int(sys.argv[2])
+    if kind == "scale-pykka":
+        print(json.dumps(scale_pykka(count)))
+    elif kind == "scale-barnraise":
+        print(json.dumps(scale_barnraise(count)))
+    else:
+        raise SystemExit(f"unknown child benchmark {kind!r}")

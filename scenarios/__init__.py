@@ -1,0 +1,1 @@
+"""Scenario scripts: one module per scenario (they arrive with the agents issue)."""

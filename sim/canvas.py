@@ -1,0 +1,418 @@
+"""The shared tile canvas: numpy layers, bulk writes, snapshots, verification.
+
+A :class:`TileCanvas` is a ``size`` x ``size`` grid with two layers, both indexed
+``[row, col]`` (``[y, x]``):
+
+- ``tiles`` (uint8): the :class:`Tile` code of each cell, ``Tile.EMPTY`` (0) when
+  nothing is there;
+- ``writer`` (int32): the agent index of the cell's last writer, 0 when nobody has
+  written it (since creation, or as restored from a snapshot).
+
+Every write is a rectangular numpy slice assignment; nothing loops over cells in
+Python. The canvas knows nothing about claims or coordination modes: the regions
+actor decides whether a write is allowed and uses :class:`WriteResult` to account
+for it.
+"""
+
+from __future__ import annotations
+
+import numbers
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from sim.geometry import Rect
+
+__all__ = [
+    "CanvasSnapshot",
+    "Defect",
+    "MatchResult",
+    "Tile",
+    "TileCanvas",
+    "WriteResult",
+    "parse_tile",
+]
+
+
+class Tile(IntEnum):
+    """Tile types. Codes are stable: they are stored in checkpoints."""
+
+    EMPTY = 0
+    SYSTEM = 1
+    CODE = 2
+    DATA = 3
+    SHADER = 4
+    CARTRIDGE = 5
+    NETWORK = 6
+    STORAGE = 7
+
+
+# Lookup table over every uint8 value: validating a block is one fancy-index
+# and stays correct even if future codes are not contiguous.
+_VALID_CODE = np.zeros(256, dtype=bool)
+_VALID_CODE[[int(t) for t in Tile]] = True
+_TOP_CODE = max(int(t) for t in Tile)
+_CONTIGUOUS_CODES = len(Tile) == _TOP_CODE + 1
+
+_MAX_WRITER = int(np.iinfo(np.int32).max)
+
+_MAGIC = b"BRCV"
+_FORMAT_VERSION = 1
+_HEADER = struct.Struct("<4sBI")  # magic, format version, size
+
+
+def parse_tile(value: object) -> Tile:
+    """A :class:`Tile` from a Tile, an int code, or a name (case-insensitive).
+
+    Raises ValueError naming the value for anything else (unknown names or
+    codes, bools, floats).
+    """
+    if isinstance(value, Tile):
+        return value
+    if isinstance(value, str):
+        member = Tile.__members__.get(value.strip().upper())
+        if member is not None:
+            return member
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        code = int(value)
+        if 0 <= code <= 255 and _VALID_CODE[code]:
+            return Tile(code)
+    names = ", ".join(t.name.lower() for t in Tile)
+    raise ValueError(f"unknown tile {value!r}: expected one of {names} or codes 0-{max(Tile)}")
+
+
+def _tile_array(values: object, name: str) -> NDArray[np.uint8]:
+    """A uint8 array of valid tile codes; ValueError naming ``name`` otherwise."""
+    try:
+        arr = np.asarray(values)
+    except ValueError as exc:  # ragged nested sequences
+        raise ValueError(f"{name} must be a rectangular array of tile codes: {exc}") from None
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integer tile codes, got dtype {arr.dtype}")
+    if arr.dtype != np.uint8:
+        if arr.size and (int(arr.min()) < 0 or int(arr.max()) > 255):
+            bad = int(arr.min()) if int(arr.min()) < 0 else int(arr.max())
+            raise ValueError(f"{name} contains invalid tile code {bad}")
+        arr = arr.astype(np.uint8)
+    # While codes are contiguous from 0, a max() is all the check needed and
+    # is much cheaper than the table lookup on a large block.
+    if arr.size == 0 or (_CONTIGUOUS_CODES and int(arr.max()) <= _TOP_CODE):
+        return arr
+    valid = _VALID_CODE[arr]
+    if not bool(valid.all()):
+        raise ValueError(f"{name} contains invalid tile code {int(arr[~valid][0])}")
+    return arr
+
+
+def _writer_id(writer: object) -> int:
+    if (
+        isinstance(writer, bool)
+        or not isinstance(writer, numbers.Integral)
+        or not 1 <= int(writer) <= _MAX_WRITER
+    ):
+        raise ValueError(f"writer must be an agent index in 1..{_MAX_WRITER}, got {writer!r}")
+    return int(writer)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What one write did to the canvas.
+
+    - ``cells``: cells written (the region's area).
+    - ``placed``: non-empty tiles written (writing ``EMPTY`` clears, it places nothing).
+    - ``changed``: cells whose tile code differs from before.
+    - ``lost_work``: cells whose previous writer was a different agent (non-zero
+      and not ``writer``), whatever the old and new tiles are. An identical tile
+      written over another agent's still counts: it is duplicated effort, and
+      this is the contention figure free-mode experiments report.
+    """
+
+    region: Rect
+    cells: int
+    placed: int
+    changed: int
+    lost_work: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CanvasSnapshot:
+    """Read-only copies of both layers at one moment."""
+
+    tiles: NDArray[np.uint8]
+    writer: NDArray[np.int32]
+
+    @property
+    def size(self) -> int:
+        return int(self.tiles.shape[0])
+
+
+class Defect(NamedTuple):
+    """One cell where the canvas differs from the blueprint, in canvas coordinates."""
+
+    x: int
+    y: int
+    expected: Tile
+    actual: Tile
+
+
+@dataclass(frozen=True, slots=True)
+class MatchResult:
+    """A canvas checked against a blueprint.
+
+    - ``total``: the blueprint's non-empty cells; the denominator of progress.
+    - ``matching``: those of them the canvas has right. Empty blueprint cells
+      never count here, so ``matching <= total``.
+    - ``defect_count``: every differing cell: a missing or wrong tile on a
+      non-empty blueprint cell, or an extra tile where the blueprint is empty.
+    - ``defects``: the first ``limit`` of those in row-major order.
+    """
+
+    matching: int
+    total: int
+    defects: list[Defect]
+    defect_count: int
+
+    @property
+    def fraction(self) -> float:
+        """``matching / total``; 1.0 for a blueprint with no non-empty cells."""
+        return self.matching / self.total if self.total else 1.0
+
+    @property
+    def complete(self) -> bool:
+        """True when the checked area equals the blueprint exactly (no defects)."""
+        return self.defect_count == 0
+
+
+class TileCanvas:
+    """A ``size`` x ``size`` tile grid with a last-writer layer. See the module docstring."""
+
+    __slots__ = ("_size", "_tiles", "_writer")
+
+    def __init__(self, size: int = 1000) -> None:
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+            raise ValueError(f"size must be an integer >= 1, got {size!r}")
+        self._size: int = int(size)
+        self._tiles: NDArray[np.uint8] = np.zeros((self._size, self._size), dtype=np.uint8)
+        self._writer: NDArray[np.int32] = np.zeros((self._size, self._size), dtype=np.int32)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def tiles(self) -> NDArray[np.uint8]:
+        """Read-only view of the tile layer (changes as the canvas changes)."""
+        view = self._tiles.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def writer(self) -> NDArray[np.int32]:
+        """Read-only view of the last-writer layer (changes as the canvas changes)."""
+        view = self._writer.view()
+        view.flags.writeable = False
+        return view
+
+    def _region(self, region: Rect | Mapping[str, Any], name: str = "region") -> Rect:
+        r = Rect.parse(region, name)
+        if not r.within(self._size):
+            raise ValueError(
+                f"{name} {r.to_dict()} is outside the {self._size} x {self._size} canvas"
+            )
+        return r
+
+    def write(self, region: Rect | Mapping[str, Any], values: object, writer: int) -> WriteResult:
+        """Write ``values`` into ``region`` on behalf of agent ``writer`` (>= 1).
+
+        ``values`` is either one tile (a :class:`Tile`, code or name) that fills
+        the region, or a 2-D integer array of shape ``(height, width)``. The write
+        is all-or-nothing: any ValueError (naming ``region``, ``values`` or
+        ``writer``) leaves the canvas untouched. Every written cell's writer
+        becomes ``writer``.
+        """
+        r = self._region(region)
+        who = _writer_id(writer)
+        fill: Tile | None = None
+        block_values: NDArray[np.uint8] | None = None
+        if isinstance(values, (str, numbers.Integral)):
+            try:
+                fill = parse_tile(values)
+            except ValueError as exc:
+                raise ValueError(f"values: {exc}") from None
+        else:
+            block_values = _tile_array(values, "values")
+            expected = (r.height, r.width)
+            if block_values.shape != expected:
+                raise ValueError(
+                    f"values must have shape (height, width) = {expected}, got {block_values.shape}"
+                )
+        rows, cols = r.slices()
+        tiles = self._tiles[rows, cols]
+        writers = self._writer[rows, cols]
+        lost = int(np.count_nonzero((writers != 0) & (writers != who)))
+        if fill is not None:
+            changed = int(np.count_nonzero(tiles != fill))
+            placed = r.area if fill != Tile.EMPTY else 0
+            tiles[...] = fill
+        elif block_values is not None:
+            changed = int(np.count_nonzero(tiles != block_values))
+            placed = int(np.count_nonzero(block_values))
+            tiles[...] = block_values
+        writers[...] = who
+        return WriteResult(region=r, cells=r.area, placed=placed, changed=changed, lost_work=lost)
+
+    def write_cell(self, x: int, y: int, tile: Tile | int | str, writer: int) -> WriteResult:
+        """Write one tile at column ``x``, row ``y``.
+
+        ValueError naming ``x`` or ``y`` when off the canvas, ``tile`` for an
+        unknown tile, ``writer`` for a bad agent index.
+        """
+        for name, value in (("x", x), ("y", y)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Integral)
+                or not 0 <= int(value) < self._size
+            ):
+                raise ValueError(f"{name} must be an integer in 0..{self._size - 1}, got {value!r}")
+        try:
+            code = parse_tile(tile)
+        except ValueError as exc:
+            raise ValueError(f"tile: {exc}") from None
+        return self.write(Rect(int(x), int(y), 1, 1), code, writer)
+
+    def snapshot(self) -> CanvasSnapshot:
+        """Copies of both layers; later writes do not affect the snapshot."""
+        tiles = self._tiles.copy()
+        writer = self._writer.copy()
+        tiles.flags.writeable = False
+        writer.flags.writeable = False
+        return CanvasSnapshot(tiles=tiles, writer=writer)
+
+    def _check_snapshot(self, snapshot: object) -> CanvasSnapshot:
+        if not isinstance(snapshot, CanvasSnapshot):
+            raise ValueError(f"snapshot must be a CanvasSnapshot, got {type(snapshot).__name__}")
+        if snapshot.tiles.shape != self._tiles.shape:
+            raise ValueError(
+                f"snapshot is {snapshot.tiles.shape[0]} x {snapshot.tiles.shape[1]}, "
+                f"canvas is {self._size} x {self._size}"
+            )
+        return snapshot
+
+    def restore(self, snapshot: CanvasSnapshot) -> None:
+        """Make both layers equal to ``snapshot`` (ValueError naming it on a size mismatch)."""
+        snap = self._check_snapshot(snapshot)
+        np.copyto(self._tiles, snap.tiles)
+        np.copyto(self._writer, snap.writer)
+
+    def diff(self, snapshot: CanvasSnapshot) -> int:
+        """Number of cells whose tile differs from ``snapshot`` (writers are ignored)."""
+        snap = self._check_snapshot(snapshot)
+        return int(np.count_nonzero(self._tiles != snap.tiles))
+
+    def count_nonempty(self, region: Rect | Mapping[str, Any] | None = None) -> int:
+        """Non-empty cells on the whole canvas, or inside ``region``."""
+        if region is None:
+            return int(np.count_nonzero(self._tiles))
+        return int(np.count_nonzero(self._tiles[self._region(region).slices()]))
+
+    def compress(self, level: int = 6) -> bytes:
+        """Both layers as bytes for a checkpoint: a small header, then zlib data.
+
+        Header: magic ``BRCV``, format version (1), size (uint32 LE). Payload:
+        the tile layer (uint8) then the writer layer (int32 LE), row-major.
+        """
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 9:
+            raise ValueError(f"level must be an integer in 0..9, got {level!r}")
+        packer = zlib.compressobj(level)
+        parts = [
+            _HEADER.pack(_MAGIC, _FORMAT_VERSION, self._size),
+            packer.compress(self._tiles.data),
+            packer.compress(np.ascontiguousarray(self._writer, dtype="<i4").data),
+            packer.flush(),
+        ]
+        return b"".join(parts)
+
+    @classmethod
+    def decompress(cls, data: bytes | bytearray | memoryview) -> TileCanvas:
+        """Rebuild a canvas from :meth:`compress` output.
+
+        Raises ValueError naming ``data`` when it is not such output (wrong
+        magic or version, corrupt or truncated payload, invalid tile codes).
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ValueError(f"data must be bytes, got {type(data).__name__}")
+        raw = bytes(data)
+        if len(raw) < _HEADER.size:
+            raise ValueError("data is too short to be a compressed canvas")
+        magic, version, size = _HEADER.unpack_from(raw)
+        if magic != _MAGIC:
+            raise ValueError("data is not a compressed canvas (bad magic)")
+        if version != _FORMAT_VERSION:
+            raise ValueError(f"data has unsupported canvas format version {version}")
+        if size < 1:
+            raise ValueError("data declares a canvas size of 0")
+        cells = size * size
+        expected = cells * 5
+        unpacker = zlib.decompressobj()
+        try:
+            # max_length bounds memory even if the payload is a decompression bomb.
+            payload = unpacker.decompress(raw[_HEADER.size :], expected + 1)
+        except zlib.error as exc:
+            raise ValueError(f"data has a corrupt payload: {exc}") from None
+        if len(payload) != expected or not unpacker.eof or unpacker.unconsumed_tail:
+            raise ValueError(f"data payload has the wrong length for a {size} x {size} canvas")
+        tiles = np.frombuffer(payload, dtype=np.uint8, count=cells).reshape(size, size)
+        writer = np.frombuffer(payload, dtype="<i4", count=cells, offset=cells).reshape(size, size)
+        if not bool(_VALID_CODE[tiles].all()):
+            raise ValueError("data contains invalid tile codes")
+        if bool((writer < 0).any()):
+            raise ValueError("data contains negative writer indices")
+        canvas = cls(size)
+        np.copyto(canvas._tiles, tiles)
+        np.copyto(canvas._writer, writer)
+        return canvas
+
+    def match(
+        self,
+        blueprint: ArrayLike,
+        region: Rect | Mapping[str, Any] | None = None,
+        *,
+        limit: int = 100,
+    ) -> MatchResult:
+        """Compare the canvas with ``blueprint``; see :class:`MatchResult` for the counts.
+
+        Without ``region`` the blueprint covers the whole canvas (shape ``(size,
+        size)``); with it, the blueprint covers ``region`` (shape ``(height,
+        width)``) and defects are still reported in canvas coordinates. At most
+        ``limit`` defects are listed. ValueError names ``blueprint``, ``region``
+        or ``limit``.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be an integer >= 0, got {limit!r}")
+        r = Rect(0, 0, self._size, self._size) if region is None else self._region(region)
+        plan = _tile_array(blueprint, "blueprint")
+        if plan.shape != (r.height, r.width):
+            raise ValueError(f"blueprint must have shape {(r.height, r.width)}, got {plan.shape}")
+        actual = self._tiles[r.slices()]
+        wanted = plan != 0
+        same = actual == plan
+        wrong = ~same
+        defect_count = int(np.count_nonzero(wrong))
+        first = np.flatnonzero(wrong)[:limit]
+        rows, cols = np.unravel_index(first, plan.shape)
+        defects = [
+            Defect(r.x + int(c), r.y + int(rr), Tile(int(plan[rr, c])), Tile(int(actual[rr, c])))
+            for rr, c in zip(rows, cols, strict=True)
+        ]
+        return MatchResult(
+            matching=int(np.count_nonzero(same & wanted)),
+            total=int(np.count_nonzero(wanted)),
+            defects=defects,
+            defect_count=defect_count,
+        )

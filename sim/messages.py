@@ -1,0 +1,270 @@
+"""A2A messages: the one value type every actor sends and receives.
+
+A :class:`Message` is a frozen ``msgspec.Struct``. The same value travels inside
+the process and, encoded as canonical JSON, across process boundaries. The
+schema follows the A2A design notes: ``message_id, timestamp, from_agent,
+to_agent, message_type, priority, content, metadata{region, capabilities,
+correlation_id}, signature, expires_at``.
+
+Everything that can go wrong with a message's shape raises :class:`MessageError`
+(a ``ValueError``) whose ``field`` names the offending field and whose text says
+what is wrong. Nothing else is raised for bad input.
+
+Canonical form: compact JSON with sorted keys and every field present (a
+default is written out, so ``priority`` 5 and ``Priority.NORMAL`` give the same
+bytes), with ``signature`` set to null. Signatures are hex HMAC-SHA256 over it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from enum import IntEnum
+from typing import Any, Final
+
+import msgspec
+
+__all__ = [
+    "BROADCAST",
+    "DEFAULT_MAX_CONTENT_BYTES",
+    "MESSAGE_TYPES",
+    "Message",
+    "MessageError",
+    "Metadata",
+    "Priority",
+    "Region",
+    "canonical_bytes",
+    "decode",
+    "encode",
+    "encode_content",
+    "sign",
+    "verify",
+]
+
+BROADCAST: Final = "broadcast"
+TOPIC_PREFIX: Final = "topic:"
+TYPE_PREFIX: Final = "type:"
+
+#: Content larger than this (encoded) is refused unless a caller sets its own limit.
+DEFAULT_MAX_CONTENT_BYTES: Final = 64 * 1024
+
+MESSAGE_TYPES: Final = frozenset(
+    {
+        "task_assignment",
+        "task_update",
+        "task_result",
+        "status_update",
+        "coordination_request",
+        "coordination_response",
+        "heartbeat",
+        "error_report",
+        "registry_query",
+        "registry_response",
+        "subscription",
+    }
+)
+
+
+class Priority(IntEnum):
+    """Named priorities of the design notes; any integer 1..10 is accepted."""
+
+    LOW = 1
+    NORMAL = 5
+    HIGH = 8
+    CRITICAL = 10
+
+
+class MessageError(ValueError):
+    """A message (or its wire form) is invalid. ``field`` names what is wrong."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"invalid message: {field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class Region(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """A rectangle on the canvas: top-left ``(x, y)``, then its size."""
+
+    x: int
+    y: int
+    width: int
+    height: int
+
+    def __post_init__(self) -> None:
+        for name in ("x", "y", "width", "height"):
+            value = getattr(self, name)
+            if type(value) is not int:
+                raise MessageError(f"metadata.region.{name}", f"expected an int, got {value!r}")
+        if self.width < 1 or self.height < 1:
+            raise MessageError("metadata.region", "width and height must be at least 1")
+
+
+class Metadata(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """Routing and correlation data that is not the payload."""
+
+    region: Region | None = None
+    capabilities: tuple[str, ...] = ()
+    correlation_id: str | None = None
+
+
+_NO_METADATA: Final = Metadata()
+_PRIORITY_TYPES: Final = (int, Priority)
+_NUMBER_TYPES: Final = (float, int)
+
+
+class Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One A2A message.
+
+    ``to_agent`` is an agent id, ``"broadcast"``, ``"topic:NAME"`` or
+    ``"type:ROLE"``. ``timestamp`` and ``expires_at`` are simulation seconds.
+    Construction checks every field and raises :class:`MessageError`.
+    """
+
+    message_id: str
+    timestamp: float
+    from_agent: str
+    to_agent: str
+    message_type: str
+    priority: int = 5
+    content: dict[str, Any] = msgspec.field(default_factory=dict)
+    metadata: Metadata = _NO_METADATA
+    signature: str | None = None
+    expires_at: float | None = None
+
+    def __post_init__(self) -> None:
+        # This runs for every message on the hot path: the common case is a
+        # handful of exact-type tests; only a failure pays for finding out why.
+        if (
+            type(self.message_id) is str and self.message_id
+            and type(self.from_agent) is str and self.from_agent
+            and type(self.to_agent) is str and self.to_agent
+            and self.message_type in MESSAGE_TYPES
+            and type(self.priority) in _PRIORITY_TYPES and 1 <= self.priority <= 10
+            and type(self.timestamp) in _NUMBER_TYPES
+            and type(self.content) is dict
+            and type(self.metadata) is Metadata
+            and (self.expires_at is None or type(self.expires_at) in _NUMBER_TYPES)
+            and (self.signature is None or type(self.signature) is str)
+        ):
+            return
+        self._explain()
+
+    def _explain(self) -> None:
+        for name in ("message_id", "from_agent", "to_agent"):
+            value = getattr(self, name)
+            if type(value) is not str or not value:
+                raise MessageError(name, f"expected a non-empty string, got {value!r}")
+        if self.message_type not in MESSAGE_TYPES:
+            raise MessageError(
+                "message_type",
+                f"unknown type {self.message_type!r}; expected one of {sorted(MESSAGE_TYPES)}",
+            )
+        if type(self.priority) not in _PRIORITY_TYPES:
+            raise MessageError("priority", f"expected an int 1..10, got {self.priority!r}")
+        if not 1 <= self.priority <= 10:
+            raise MessageError("priority", f"must be between 1 and 10, got {self.priority}")
+        if type(self.timestamp) not in _NUMBER_TYPES:
+            raise MessageError("timestamp", f"expected a number, got {self.timestamp!r}")
+        if type(self.content) is not dict:
+            raise MessageError(
+                "content", f"expected a JSON object, got {type(self.content).__name__}"
+            )
+        if type(self.metadata) is not Metadata:
+            raise MessageError(
+                "metadata", f"expected Metadata, got {type(self.metadata).__name__}"
+            )
+        if self.expires_at is not None and type(self.expires_at) not in _NUMBER_TYPES:
+            raise MessageError("expires_at", f"expected a number or null, got {self.expires_at!r}")
+        raise MessageError("signature", f"expected a hex string or null, got {self.signature!r}")
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self.metadata.correlation_id
+
+
+_encoder: Final = msgspec.json.Encoder(order="sorted")
+_decoder: Final = msgspec.json.Decoder(Message)
+
+
+def encode_content(content: dict[str, Any], max_bytes: int = DEFAULT_MAX_CONTENT_BYTES) -> bytes:
+    """Canonical JSON of a content object; checks that it is JSON and not too large."""
+    try:
+        data = _encoder.encode(content)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise MessageError("content", f"not JSON-encodable: {exc}") from None
+    if len(data) > max_bytes:
+        raise MessageError("content", f"{len(data)} bytes encoded, over the limit of {max_bytes}")
+    return data
+
+
+def canonical_bytes(message: Message) -> bytes:
+    """The bytes a signature covers: the canonical form with ``signature`` null."""
+    if message.signature is not None:
+        message = msgspec.structs.replace(message, signature=None)
+    try:
+        return _encoder.encode(message)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise MessageError("content", f"not JSON-encodable: {exc}") from None
+
+
+def sign(message: Message, secret: bytes) -> Message:
+    """Return ``message`` with ``signature`` set to HMAC-SHA256 of its canonical form."""
+    digest = hmac.new(secret, canonical_bytes(message), hashlib.sha256).hexdigest()
+    return msgspec.structs.replace(message, signature=digest)
+
+
+def verify(message: Message, secret: bytes) -> None:
+    """Raise :class:`MessageError` (field ``signature``) unless the signature matches."""
+    if message.signature is None:
+        raise MessageError("signature", "missing; this message must be signed")
+    expected = hmac.new(secret, canonical_bytes(message), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, message.signature):
+        raise MessageError("signature", "does not match the message (tampered or wrong secret)")
+
+
+def encode(message: Message, secret: bytes | None = None) -> bytes:
+    """Wire form: canonical JSON including the signature (signed first if ``secret``)."""
+    if secret is not None:
+        message = sign(message, secret)
+    try:
+        return _encoder.encode(message)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise MessageError("content", f"not JSON-encodable: {exc}") from None
+
+
+def decode(
+    data: bytes | str,
+    secret: bytes | None = None,
+    *,
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+) -> Message:
+    """Parse and validate a wire message; with ``secret``, also verify its signature."""
+    if isinstance(data, str):
+        data = data.encode()
+    try:
+        message = _decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        if isinstance(exc.__cause__, MessageError):  # raised by a __post_init__ check
+            raise exc.__cause__ from None
+        raise MessageError(_field_of(str(exc)), str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise MessageError("message", f"not valid JSON: {exc}") from None
+    # Re-encoding the content gives the size the canonical form would have.
+    encode_content(message.content, max_content_bytes)
+    if secret is not None:
+        verify(message, secret)
+    return message
+
+
+def _field_of(error: str) -> str:
+    """The dotted path of the field a msgspec validation error is about."""
+    path = ""
+    marker = " - at `$."
+    if marker in error:
+        path = re.sub(r"\[\d+\]", "", error.rsplit(marker, 1)[1].rstrip("`"))
+    named = re.search(r"(?:unknown|missing required) field `([^`]+)`", error)
+    if named:
+        return f"{path}.{named.group(1)}" if path else named.group(1)
+    return path or "message"

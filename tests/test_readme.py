@@ -1,0 +1,27 @@
+"""The README's code runs, and its quick start is exactly two commands."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_quick_start_has_exactly_two_commands() -> None:
+    text = README.read_text()
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```bash\n(.*?)```", quick, re.S)
+    commands = [line for line in block.splitlines() if line.strip()]
+    assert commands == ["pip install . && barnraise demo",
+                        "pip install '.[test]' && python -m pytest"]
+
+
+def test_the_python_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    [code] = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    exec(compile(code, str(README), "exec"), {"__name__": "readme_example"})
+    out = capsys.readouterr().out
+    assert "final ball 6" in out
+    assert "run ended: quiescent" in out
