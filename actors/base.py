@@ -277,25 +277,48 @@ class A2AActor(pykka.ThreadingActor):
             self._rng = np.random.default_rng(seed_for(self.dispatcher.seed, self.name))
         return self._rng
 
-    def _handle_receive(self, message: Any) -> Any:
-        # Realtime mode: pykka's loop hands every letter here. Ours are a
-        # (message, encoded) pair or a Timer; take them before pykka's chain of
-        # isinstance checks for its own control messages.
-        kind = type(message)
-        if kind is tuple:
-            self._letter(message[0], message[1])
-            return None
-        if kind is Timer:
-            try:
-                if not self.stopped:
-                    self.a2a_timer(message)
-            except Exception as exc:
-                self.dispatcher.report_error(self.name, "timer", exc)
-            finally:
-                if not message.daemon:
-                    self.handled += 1
-            return None
-        return super()._handle_receive(message)
+    def _actor_loop_running(self) -> None:
+        # Realtime mode: the body of this actor's thread, in place of pykka's
+        # (the hook pykka offers implementors of new actor types, alongside
+        # _create_actor_inbox). barnraise mail comes out of the mailbox as a
+        # (message, encoded) tuple or a Timer and goes straight to its handler;
+        # anything else is a pykka envelope: a stop request, or a proxy call.
+        get = self.actor_inbox.get
+        stopped = self.actor_stopped
+        while not stopped.is_set():
+            item = get()
+            kind = type(item)
+            if kind is tuple:
+                self._letter(item[0], item[1])
+            elif kind is Timer:
+                self._timer_letter(item)
+            else:
+                self._envelope(item)
+
+    def _envelope(self, envelope: Any) -> None:
+        try:
+            response = self._handle_receive(envelope.message)
+        except Exception as exc:
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()
+            else:
+                self.dispatcher.report_error(self.name, "pykka message", exc)
+        except BaseException:
+            self._stop()
+            raise
+        else:
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+
+    def _timer_letter(self, timer: Timer) -> None:
+        try:
+            if not self.stopped:
+                self.a2a_timer(timer)
+        except Exception as exc:
+            self.dispatcher.report_error(self.name, "timer", exc)
+        finally:
+            if not timer.daemon:
+                self.handled += 1
 
     def _letter(self, msg: Message, encoded: bytes) -> None:
         dispatcher = self.dispatcher

@@ -9,6 +9,7 @@ is its own).
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import resource
@@ -27,9 +28,19 @@ from sim.dispatch import Dispatcher, make_dispatcher
 from sim.messages import Message
 
 
-def median_of(repeats: int, fn: Callable[[], float]) -> tuple[float, list[float]]:
-    runs = [fn() for _ in range(repeats)]
-    return statistics.median(runs), runs
+def interleaved(repeats: int, **sides: Callable[[], float]) -> dict[str, list[float]]:
+    """Run each side once per round, rounds repeated: drift on a shared machine
+    then lands on every side alike. Garbage is collected before each run."""
+    runs: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(repeats):
+        for name, fn in sides.items():
+            gc.collect()
+            runs[name].append(fn())
+    return runs
+
+
+def _summary(runs: dict[str, list[float]]) -> dict[str, float]:
+    return {name: statistics.median(values) for name, values in runs.items()}
 
 
 # -- throughput ------------------------------------------------------------------------
@@ -107,21 +118,21 @@ def barnraise_throughput(mode: str, agents: int, messages: int) -> float:
 
 
 def bench_throughput(agents: int, messages: int, repeats: int) -> dict[str, Any]:
-    pykka_rate, pykka_runs = median_of(repeats, lambda: pykka_tell_throughput(agents, messages))
-    rt_rate, rt_runs = median_of(repeats,
-                                 lambda: barnraise_throughput("realtime", agents, messages))
-    det_rate, det_runs = median_of(
-        repeats, lambda: barnraise_throughput("deterministic", agents, messages))
+    runs = interleaved(
+        repeats,
+        pykka_tell=lambda: pykka_tell_throughput(agents, messages),
+        realtime=lambda: barnraise_throughput("realtime", agents, messages),
+        deterministic=lambda: barnraise_throughput("deterministic", agents, messages),
+    )
+    med = _summary(runs)
     return {
         "agents": agents, "messages": messages, "unit": "messages/s (median)",
-        "pykka_tell": round(pykka_rate), "realtime": round(rt_rate),
-        "deterministic": round(det_rate),
-        "ratio_realtime": round(rt_rate / pykka_rate, 3),
-        "ratio_deterministic": round(det_rate / pykka_rate, 3),
+        "pykka_tell": round(med["pykka_tell"]), "realtime": round(med["realtime"]),
+        "deterministic": round(med["deterministic"]),
+        "ratio_realtime": round(med["realtime"] / med["pykka_tell"], 3),
+        "ratio_deterministic": round(med["deterministic"] / med["pykka_tell"], 3),
         "target_realtime": 0.8, "target_deterministic": 1.0,
-        "runs": {"pykka_tell": [round(r) for r in pykka_runs],
-                 "realtime": [round(r) for r in rt_runs],
-                 "deterministic": [round(r) for r in det_runs]},
+        "runs": {k: [round(r) for r in v] for k, v in runs.items()},
     }
 
 
@@ -182,14 +193,14 @@ def barnraise_request_rate(round_trips: int) -> float:
 
 
 def bench_request_reply(round_trips: int, repeats: int) -> dict[str, Any]:
-    pk, pk_runs = median_of(repeats, lambda: pykka_ask_rate(round_trips))
-    det, det_runs = median_of(repeats, lambda: barnraise_request_rate(round_trips))
+    runs = interleaved(repeats, pykka_ask=lambda: pykka_ask_rate(round_trips),
+                       deterministic=lambda: barnraise_request_rate(round_trips))
+    med = _summary(runs)
     return {
         "round_trips": round_trips, "unit": "round trips/s (median)",
-        "pykka_ask": round(pk), "deterministic": round(det), "ratio": round(det / pk, 2),
-        "target": 5.0,
-        "runs": {"pykka_ask": [round(r) for r in pk_runs],
-                 "deterministic": [round(r) for r in det_runs]},
+        "pykka_ask": round(med["pykka_ask"]), "deterministic": round(med["deterministic"]),
+        "ratio": round(med["deterministic"] / med["pykka_ask"], 2), "target": 5.0,
+        "runs": {k: [round(r) for r in v] for k, v in runs.items()},
     }
 
 
@@ -244,14 +255,16 @@ def barnraise_fanout_rate(subscribers: int, events: int) -> float:
 
 
 def bench_fanout(subscribers: int, events: int, repeats: int) -> dict[str, Any]:
-    pk, pk_runs = median_of(repeats, lambda: pykka_fanout_rate(subscribers, events))
-    det, det_runs = median_of(repeats, lambda: barnraise_fanout_rate(subscribers, events))
+    runs = interleaved(repeats,
+                       pykka_tell_each=lambda: pykka_fanout_rate(subscribers, events),
+                       deterministic=lambda: barnraise_fanout_rate(subscribers, events))
+    med = _summary(runs)
     return {
         "subscribers": subscribers, "events": events, "unit": "deliveries/s (median)",
-        "pykka_tell_each": round(pk), "deterministic": round(det), "ratio": round(det / pk, 2),
-        "target": 10.0,
-        "runs": {"pykka_tell_each": [round(r) for r in pk_runs],
-                 "deterministic": [round(r) for r in det_runs]},
+        "pykka_tell_each": round(med["pykka_tell_each"]),
+        "deterministic": round(med["deterministic"]),
+        "ratio": round(med["deterministic"] / med["pykka_tell_each"], 2), "target": 10.0,
+        "runs": {k: [round(r) for r in v] for k, v in runs.items()},
     }
 
 

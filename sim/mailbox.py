@@ -2,10 +2,11 @@
 
 Letters leave in order of priority (10 first), then arrival. ``offer`` never
 blocks: a full mailbox refuses the letter and the caller dead-letters it.
-The class satisfies pykka's inbox protocol (``put``, ``get``, ``empty``), so a
-``ThreadingActor`` runs its loop over it unchanged; pykka's own control
-messages (stop, proxy calls) arrive through ``put`` at priority 0, which puts
-a stop request behind every letter already queued.
+The class satisfies pykka's inbox protocol (``put``, ``get``, ``empty``);
+pykka's own control messages (stop, proxy calls) arrive through ``put`` at
+priority 0, which puts a stop request behind every letter already queued.
+``get`` returns payloads as they were offered and envelopes as they were put:
+the actor's loop (``actors.base.A2AActor``) tells them apart.
 
 Why not ``queue.PriorityQueue``: its every put and get takes a Python-level
 ``Condition``. Here each priority level is a ``collections.deque`` (append and
@@ -22,21 +23,11 @@ from collections import deque
 from queue import SimpleQueue
 from typing import Any, Final
 
-__all__ = ["DEFAULT_CAPACITY", "Letter", "PriorityMailbox"]
+__all__ = ["DEFAULT_CAPACITY", "PriorityMailbox"]
 
 DEFAULT_CAPACITY: Final = 1000
 _LEVELS: Final = 11  # priorities 10 (index 0) down to 1, then 0 for pykka's control messages
 _creating: Final = threading.Lock()
-
-
-class Letter:
-    """What the pykka actor loop takes out of a mailbox: a payload and no reply future."""
-
-    __slots__ = ("message",)
-    reply_to = None  # pykka checks this; barnraise never uses pykka futures for mail
-
-    def __init__(self, message: Any) -> None:
-        self.message = message
 
 
 class PriorityMailbox:
@@ -52,14 +43,12 @@ class PriorityMailbox:
         self._levels: list[deque[Any] | None] = [None] * _LEVELS
         self._tokens: SimpleQueue[None] = SimpleQueue()
 
-    def _level(self, priority: int) -> deque[Any]:
-        level = self._levels[10 - priority]
-        if level is None:
-            with _creating:  # rare: racing first senders must share one deque
-                level = self._levels[10 - priority]
-                if level is None:
-                    level = self._levels[10 - priority] = deque()
-        return level
+    def _new_level(self, index: int) -> deque[Any]:
+        with _creating:  # rare: racing first senders must share one deque
+            level = self._levels[index]
+            if level is None:
+                level = self._levels[index] = deque()
+            return level
 
     def offer(self, payload: Any, priority: int, *, bounded: bool = True) -> bool:
         """Queue ``payload``; False (and nothing queued) when the mailbox is full.
@@ -72,13 +61,17 @@ class PriorityMailbox:
         """
         if bounded and self._tokens.qsize() >= self.capacity:
             return False
-        self._level(priority).append(Letter(payload))
+        level = self._levels[10 - priority]
+        if level is None:
+            level = self._new_level(10 - priority)
+        level.append(payload)
         self._tokens.put(None)
         return True
 
     def put(self, envelope: Any, /) -> None:
         """pykka's entry point for its control messages; never refused."""
-        self._level(0).append(envelope)
+        level = self._levels[10] or self._new_level(10)
+        level.append(envelope)
         self._tokens.put(None)
 
     def get(self) -> Any:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import threading
 
-from sim.mailbox import Letter, PriorityMailbox
+from sim.mailbox import PriorityMailbox
 
 
 def drain(box: PriorityMailbox) -> list[object]:
     out = []
     while not box.empty():
-        item = box.get()
-        out.append(item.message if isinstance(item, Letter) else item)
+        out.append(box.get())
     return out
 
 
@@ -43,7 +42,7 @@ def test_control_messages_queue_behind_every_letter() -> None:
 def test_get_blocks_until_a_letter_arrives() -> None:
     box = PriorityMailbox(5)
     got: list[object] = []
-    reader = threading.Thread(target=lambda: got.append(box.get().message))
+    reader = threading.Thread(target=lambda: got.append(box.get()))
     reader.start()
     box.offer("hello", 5)
     reader.join(timeout=5)
