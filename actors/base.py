@@ -285,11 +285,35 @@ class A2AActor(pykka.ThreadingActor):
         # anything else is a pykka envelope: a stop request, or a proxy call.
         get = self.actor_inbox.get
         stopped = self.actor_stopped
+        dispatcher = self.dispatcher
+        clock = dispatcher.clock
+        trace = dispatcher.trace
+        records = trace._records
+        trace_seq = trace._seq
+        name = self.name
+        receive = self.a2a_receive
         while not stopped.is_set():
             item = get()
             kind = type(item)
             if kind is tuple:
-                self._letter(item[0], item[1])
+                # A message: the common case, inlined (this loop is the hot path).
+                msg, encoded = item
+                try:
+                    expires = msg.expires_at
+                    if self.stopped:
+                        dispatcher._dead_letter(msg, "offline", name)
+                    elif expires is not None and expires <= clock.now:
+                        dispatcher._dead_letter(msg, "expired", name)
+                    else:
+                        if trace.enabled:
+                            records.append((next(trace_seq), clock.now, "deliver",
+                                            msg.from_agent, name, msg.message_type, encoded))
+                        self.delivered += 1
+                        receive(msg)
+                except Exception as exc:
+                    dispatcher.report_error(name, msg.message_type, exc)
+                finally:
+                    self.handled += 1
             elif kind is Timer:
                 self._timer_letter(item)
             else:
@@ -319,28 +343,6 @@ class A2AActor(pykka.ThreadingActor):
         finally:
             if not timer.daemon:
                 self.handled += 1
-
-    def _letter(self, msg: Message, encoded: bytes) -> None:
-        dispatcher = self.dispatcher
-        try:
-            if self.stopped:
-                dispatcher._dead_letter(msg, "offline", self.name)
-                return
-            now = dispatcher.clock.now
-            expires = msg.expires_at
-            if expires is not None and expires <= now:
-                dispatcher._dead_letter(msg, "expired", self.name)
-                return
-            trace = dispatcher.trace
-            if trace.enabled:
-                trace._records.append((next(trace._seq), now, "deliver", msg.from_agent,
-                                       self.name, msg.message_type, encoded))
-            self.delivered += 1
-            self.a2a_receive(msg)
-        except Exception as exc:
-            dispatcher.report_error(self.name, msg.message_type, exc)
-        finally:
-            self.handled += 1
 
     def a2a_timer(self, timer: Timer) -> None:
         if not timer.cancelled:

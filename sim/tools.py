@@ -1,0 +1,335 @@
+"""The tool table: every tool, once, with its JSON input schema and owner.
+
+Every surface is generated from :data:`TOOLS`: the Python client (``client.call`` and a
+method per tool), and later the CLI, the WebSocket endpoint and the MCP server. A
+tool is served by the actor that owns the state it touches (``Tool.service``); that
+actor validates the arguments (:func:`validate`) and enforces the policy, so no
+surface can go around either.
+
+Results are JSON-able dicts with ``success``. A failure is
+``{"success": False, "error": CODE, "message": ...}`` and never an exception in the
+caller; :data:`ERROR_CODES` lists the codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = [
+    "ERROR_CODES",
+    "SERVICES",
+    "TOOLS",
+    "Tool",
+    "ToolError",
+    "fail",
+    "ok",
+    "validate",
+]
+
+SERVICES: Final = ("coordinator", "regions", "tasks", "coordination")
+
+ERROR_CODES: Final = frozenset({
+    "invalid_argument", "unknown_tool", "permission_denied", "session_not_found",
+    "session_full", "name_taken", "invalid_token", "not_a_member", "region_conflict",
+    "out_of_bounds", "claim_not_found", "not_owner", "write_refused", "task_not_found",
+    "dependency_cycle", "unknown_dependency", "invalid_transition", "checkpoint_not_found",
+    "no_blueprint", "lock_not_held", "timeout", "no_reply",
+})
+
+
+class ToolError(Exception):
+    """Raised inside a service to turn into a failure result."""
+
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        assert code in ERROR_CODES, code
+        super().__init__(message)
+        self.code = code
+        self.extra = extra
+
+    def result(self) -> dict[str, Any]:
+        return fail(self.code, str(self), **self.extra)
+
+
+def ok(**fields: Any) -> dict[str, Any]:
+    return {"success": True, **fields}
+
+
+def fail(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"success": False, "error": code, "message": message, **extra}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what it is called, who serves it, what it takes."""
+
+    name: str
+    service: str
+    description: str
+    input_schema: Mapping[str, Any]
+    #: False only for tools a caller uses before it is a member (create, join).
+    member_only: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description,
+                "inputSchema": dict(self.input_schema)}
+
+
+# -- schema pieces ------------------------------------------------------------------------
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required),
+            "additionalProperties": False}
+
+
+_SESSION = {"type": "string", "description": "Session id; a client bound to a session may omit it"}
+_REGION = _obj({
+    "x": {"type": "integer", "minimum": 0}, "y": {"type": "integer", "minimum": 0},
+    "width": {"type": "integer", "minimum": 1}, "height": {"type": "integer", "minimum": 1},
+}, ("x", "y", "width", "height"))
+_TILE = {"type": ["string", "integer"], "description": "A tile type name (system, code, data, "
+         "shader, cartridge, network, storage, empty) or its number"}
+_PRIORITY = {"type": "string", "enum": ["low", "medium", "high", "critical"], "default": "medium"}
+_ROLES = ["architect", "builder", "tester", "observer"]
+
+
+def _tool(name: str, service: str, description: str, properties: dict[str, Any],
+          required: tuple[str, ...] = (), *, member_only: bool = True,
+          session: bool = True) -> Tool:
+    props = {"session_id": _SESSION, **properties} if session else properties
+    return Tool(name, service, description, _obj(props, required), member_only)
+
+
+_TOOL_LIST: Final = [
+    # -- sessions ------------------------------------------------------------------
+    _tool("session_create", "coordinator", "Create a collaborative build session.", {
+        "session_name": {"type": "string", "minLength": 1},
+        "max_agents": {"type": "integer", "minimum": 1, "default": 10},
+        "grid_size": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 1000},
+        "coordination_mode": {"type": "string", "enum": ["free", "coordinated", "sequential"],
+                              "default": "coordinated"},
+        "blueprint": {"type": "array", "description": "Target tiles: rows of tile types"},
+        "config": _obj({
+            "auto_assign_regions": {"type": "boolean", "default": False},
+            "auto_region_size": {"type": "integer", "minimum": 1, "default": 100},
+            "require_approval": {"type": "boolean", "default": False},
+            "approval_timeout": {"type": "number", "minimum": 0, "default": 300},
+            "checkpoint_interval": {"type": "number", "minimum": 0, "default": 0},
+            "private": {"type": "boolean", "default": False},
+        }),
+    }, ("session_name",), member_only=False, session=False),
+    _tool("session_join", "coordinator", "Join a session as an agent.", {
+        "agent_name": {"type": "string", "minLength": 1},
+        "role": {"type": "string", "enum": _ROLES, "default": "builder"},
+        "capabilities": {"type": "array", "items": {"type": "string"}, "default": []},
+        "invite_token": {"type": "string"},
+    }, ("session_id", "agent_name"), member_only=False),
+    _tool("session_leave", "coordinator", "Leave a session, releasing or handing over claims.", {
+        "handoff_to": {"type": "string"},
+    }),
+    _tool("session_get_state", "coordinator", "Agents, regions, tasks and progress.", {
+        "include": {"type": "array", "items": {"type": "string", "enum": [
+            "agents", "regions", "tasks", "progress", "events", "all"]}, "default": ["all"]},
+    }),
+    # -- regions and building -----------------------------------------------------------
+    _tool("region_claim", "regions", "Claim a region of the canvas (a lease).", {
+        "region": _REGION,
+        "purpose": {"type": "string", "default": ""},
+        "exclusive": {"type": "boolean", "default": True},
+        "timeout": {"type": "number", "minimum": 0, "default": 300},
+    }, ("region",)),
+    _tool("region_release", "regions", "Release a claim, or transfer it to another agent.", {
+        "claim_id": {"type": "string"}, "transfer_to": {"type": "string"},
+    }, ("claim_id",)),
+    _tool("region_query", "regions", "Claims over a region, and its free part.", {
+        "region": _REGION,
+    }, ("region",)),
+    _tool("builder_place_tile", "regions", "Place one tile.", {
+        "tile_type": _TILE, "x": {"type": "integer", "minimum": 0},
+        "y": {"type": "integer", "minimum": 0},
+    }, ("tile_type", "x", "y")),
+    _tool("builder_place_tiles", "regions", "Place a block of tiles: a 2-D array or a fill.", {
+        "region": _REGION,
+        "tiles": {"type": ["array", "string", "integer"],
+                  "description": "Rows of tile types, or one tile type to fill with"},
+    }, ("region", "tiles")),
+    _tool("builder_load_shader", "regions", "Load a shader into a region.", {
+        "region": _REGION, "shader_name": {"type": "string", "minLength": 1},
+    }, ("region", "shader_name")),
+    _tool("builder_assemble_cartridge", "regions", "Assemble a cartridge from a region.", {
+        "region": _REGION, "name": {"type": "string", "minLength": 1},
+    }, ("region", "name")),
+    _tool("blueprint_set", "regions", "Set the session's target tiles.", {
+        "blueprint": {"type": "array", "description": "Rows of tile types"},
+    }, ("blueprint",)),
+    _tool("build_test", "regions", "Compare a region with the blueprint.", {
+        "region": _REGION,
+        "max_defects": {"type": "integer", "minimum": 0, "default": 50},
+    }, ("region",)),
+    # -- tasks -----------------------------------------------------------------------
+    _tool("task_delegate", "tasks", "Create a task for an agent, or for any.", {
+        "target_agent_id": {"type": "string", "default": "any"},
+        "task_type": {"type": "string", "enum": [
+            "build", "test", "review", "evolve", "assemble", "migrate"]},
+        "region": _REGION,
+        "description": {"type": "string", "default": ""},
+        "priority": _PRIORITY,
+        "dependencies": {"type": "array", "items": {"type": "string"}, "default": []},
+        "deadline": {"type": "number", "minimum": 0},
+        "max_retries": {"type": "integer", "minimum": 0, "default": 0},
+    }, ("task_type",)),
+    _tool("task_accept", "tasks", "Accept a task (claims its region).", {
+        "task_id": {"type": "string"},
+    }, ("task_id",)),
+    _tool("task_report", "tasks", "Report a task completed, failed, blocked or cancelled.", {
+        "task_id": {"type": "string"},
+        "status": {"type": "string", "enum": ["completed", "failed", "blocked", "cancelled"]},
+        "result": {"type": "object", "default": {}},
+        "artifacts": {"type": "array", "items": {"type": "object"}, "default": []},
+        "message": {"type": "string", "default": ""},
+    }, ("task_id", "status")),
+    _tool("task_get_queue", "tasks", "Tasks by priority, then age.", {
+        "filter": _obj({
+            "assigned_to": {"type": "string"},
+            "status": {"type": "string", "enum": [
+                "pending", "in_progress", "completed", "failed", "blocked", "cancelled", "all"]},
+            "priority": {"type": "string", "enum": ["low", "medium", "high", "critical"]},
+        }),
+    }),
+    _tool("approval_respond", "tasks", "Answer an approval request.", {
+        "task_id": {"type": "string"},
+        "decision": {"type": "string", "enum": ["approve", "reject", "skip"]},
+        "comment": {"type": "string", "default": ""},
+    }, ("task_id", "decision")),
+    # -- checkpoints -----------------------------------------------------------------
+    _tool("build_checkpoint", "coordinator", "Save tiles, artifacts and session state.", {
+        "checkpoint_name": {"type": "string", "default": ""},
+        "description": {"type": "string", "default": ""},
+        "include": {"type": "array", "items": {"type": "string", "enum": [
+            "tiles", "shaders", "cartridges", "session_state"]},
+            "default": ["tiles", "shaders", "cartridges", "session_state"]},
+    }),
+    _tool("build_rollback", "coordinator", "Restore a checkpoint.", {
+        "checkpoint_id": {"type": "string"},
+        "notify_agents": {"type": "boolean", "default": True},
+    }, ("checkpoint_id",)),
+    # -- A2A -------------------------------------------------------------------------
+    _tool("a2a_send_message", "coordinator", "Send an A2A message to an agent.", {
+        "to_agent": {"type": "string"},
+        "message_type": {"type": "string", "default": "status_update"},
+        "content": {"type": "object", "default": {}},
+        "priority": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
+        "expires_in": {"type": "number", "minimum": 0},
+    }, ("to_agent",)),
+    _tool("a2a_broadcast", "coordinator", "Send to every session agent (or one type).", {
+        "agent_type": {"type": "string", "enum": _ROLES},
+        "message_type": {"type": "string", "default": "status_update"},
+        "content": {"type": "object", "default": {}},
+        "exclude_self": {"type": "boolean", "default": True},
+    }),
+    _tool("a2a_subscribe", "coordinator", "Subscribe to session events or a topic.", {
+        "event_type": {"type": "string"}, "topic": {"type": "string"},
+        "filter": {"type": "object"},
+    }),
+    _tool("a2a_discover", "coordinator", "Find session agents by type, capability, region.", {
+        "agent_type": {"type": "string", "enum": _ROLES}, "capability": {"type": "string"},
+        "region_overlaps": _REGION,
+    }),
+    _tool("a2a_lock_acquire", "coordination", "Take a named lock (a lease), waiting if asked.", {
+        "lock_id": {"type": "string", "minLength": 1},
+        "wait": {"type": "number", "minimum": 0, "default": 0,
+                 "description": "Seconds to wait for the lock; 0 answers at once"},
+        "lease": {"type": "number", "minimum": 0, "default": 60},
+    }, ("lock_id",)),
+    _tool("a2a_lock_release", "coordination", "Release a named lock.", {
+        "lock_id": {"type": "string", "minLength": 1},
+    }, ("lock_id",)),
+    _tool("a2a_barrier_enter", "coordination", "Wait at a barrier until all arrive.", {
+        "barrier_id": {"type": "string", "minLength": 1},
+        "expected_count": {"type": "integer", "minimum": 1},
+        "expected_agents": {"type": "array", "items": {"type": "string"}},
+        "timeout": {"type": "number", "minimum": 0, "default": 300},
+    }, ("barrier_id",)),
+]
+
+TOOLS: Final[Mapping[str, Tool]] = {tool.name: tool for tool in _TOOL_LIST}
+
+
+# -- validation ---------------------------------------------------------------------------
+
+_JSON_TYPES: Final = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+    "object": (dict,), "array": (list, tuple), "null": (type(None),),
+}
+
+
+def _type_ok(value: Any, names: str | list[str]) -> bool:
+    for name in [names] if isinstance(names, str) else names:
+        # bool is an int in Python, never in JSON
+        if isinstance(value, bool) and name in ("integer", "number"):
+            continue
+        if isinstance(value, _JSON_TYPES[name]):
+            return True
+    return False
+
+
+def _check(value: Any, schema: Mapping[str, Any], path: str) -> Any:
+    expected = schema.get("type")
+    if expected is not None and not _type_ok(value, expected):
+        shown = expected if isinstance(expected, str) else " or ".join(expected)
+        raise ToolError("invalid_argument", f"{path}: expected {shown}, got {value!r}",
+                        field=path)
+    if "enum" in schema and value not in schema["enum"]:
+        raise ToolError("invalid_argument",
+                        f"{path}: must be one of {schema['enum']}, got {value!r}", field=path)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise ToolError("invalid_argument",
+                            f"{path}: must be at least {schema['minimum']}, got {value}",
+                            field=path)
+        if "maximum" in schema and value > schema["maximum"]:
+            raise ToolError("invalid_argument",
+                            f"{path}: must be at most {schema['maximum']}, got {value}",
+                            field=path)
+    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
+        raise ToolError("invalid_argument", f"{path}: must not be empty", field=path)
+    if isinstance(value, dict) and "properties" in schema:
+        return _check_object(value, schema, path)
+    if isinstance(value, (list, tuple)) and "items" in schema:
+        return [_check(item, schema["items"], f"{path}[{i}]") for i, item in enumerate(value)]
+    return value
+
+
+def _check_object(value: Mapping[str, Any], schema: Mapping[str, Any], path: str) -> dict[str, Any]:
+    properties: Mapping[str, Any] = schema["properties"]
+    prefix = f"{path}." if path else ""
+    if schema.get("additionalProperties") is False:
+        for key in value:
+            if key not in properties:
+                raise ToolError("invalid_argument", f"{prefix}{key}: unknown argument",
+                                field=f"{prefix}{key}")
+    out: dict[str, Any] = {}
+    for key, sub in properties.items():
+        if key in value and value[key] is not None:
+            out[key] = _check(value[key], sub, f"{prefix}{key}")
+        elif key in schema.get("required", ()):
+            raise ToolError("invalid_argument", f"{prefix}{key}: required", field=f"{prefix}{key}")
+        elif "default" in sub:
+            default = sub["default"]
+            out[key] = list(default) if isinstance(default, list) else (
+                dict(default) if isinstance(default, dict) else default)
+        elif sub.get("type") == "object" and "properties" in sub:
+            out[key] = _check_object({}, sub, f"{prefix}{key}")
+    return out
+
+
+def validate(tool: Tool, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Check ``args`` against the tool's schema; return them with defaults filled in.
+
+    Raises :class:`ToolError` with code ``invalid_argument`` and ``field`` set.
+    """
+    if not isinstance(args, Mapping):
+        raise ToolError("invalid_argument", f"arguments must be an object, got {args!r}",
+                        field="")
+    return _check_object(args, tool.input_schema, "")
