@@ -413,6 +413,19 @@ class Dispatcher:
     def _stop(self, actor: Endpoint) -> None:
         raise NotImplementedError
 
+    def set_agent_type(self, name: str, agent_type: str | None) -> None:
+        """Change the type an actor is routed by (``type:ROLE``, broadcasts)."""
+        actor = self.actor(name)
+        with self._lock:
+            if actor.agent_type is not None:
+                self._by_type.get(actor.agent_type, {}).pop(name, None)
+            actor.agent_type = agent_type
+            if agent_type is None:
+                self._agents.pop(name, None)
+            elif not actor.stopped:
+                self._agents[name] = actor
+                self._by_type.setdefault(agent_type, {})[name] = actor
+
     def set_online(self, name: str, online: bool) -> None:
         """Mark an agent reachable or not (the registry does, on heartbeat loss)."""
         if online:
@@ -806,6 +819,24 @@ class DeterministicDispatcher(Dispatcher):
         if not self._keys:
             return False
         self.run(max_steps=1, _any=True)
+        return True
+
+    def run_until(self, done: Callable[[], bool], deadline: float | None = None) -> bool:
+        """Process entries until ``done()`` holds; False if it cannot any more.
+
+        Without a deadline it cannot once nothing live is left (only daemon
+        upkeep remains). With one, everything due by the deadline runs, daemon
+        upkeep included, and the clock then stands at the deadline.
+        """
+        keys = self._keys
+        while not done():
+            if deadline is None:
+                if not keys or self._live <= 0:
+                    return False
+            elif not keys or keys[0][0] > deadline:
+                self.clock.now = max(self.clock.now, deadline)
+                return done()
+            self.run(max_steps=1, _any=True)
         return True
 
     def run(

@@ -319,7 +319,8 @@ def _check_object(value: Mapping[str, Any], schema: Mapping[str, Any], path: str
             default = sub["default"]
             out[key] = list(default) if isinstance(default, list) else (
                 dict(default) if isinstance(default, dict) else default)
-        elif sub.get("type") == "object" and "properties" in sub:
+        elif sub.get("type") == "object" and "properties" in sub and not sub.get("required"):
+            # an options object (config, filter): present with its defaults filled in
             out[key] = _check_object({}, sub, f"{prefix}{key}")
     return out
 

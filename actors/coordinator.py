@@ -1,0 +1,346 @@
+"""The session coordinator: sessions, membership, checkpoints, and the A2A tools.
+
+It owns each session's identity, configuration and membership (names, roles,
+colours, invite tokens) and the checkpoint index. Everything else it asks of
+the service that owns it, with internal operations (``actors.service``):
+
+``regions``  ``_state``, ``_release_all``, ``_auto_claim``, ``_blueprint``,
+             ``_checkpoint``, ``_rollback``, ``_claims_of``
+``tasks``    ``_state``, ``_requeue_agent``, ``_checkpoint``, ``_rollback``
+
+A checkpoint is kept where its data lives: each service stores its own part
+under the checkpoint id, and the coordinator keeps the index (name, time,
+contents, size). Times are simulation seconds.
+"""
+
+from __future__ import annotations
+
+import colorsys
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from actors.service import Call, Member, SessionInfo, SessionService
+from sim.messages import MESSAGE_TYPES
+from sim.tools import SERVICES, ToolError, ok
+
+__all__ = ["Coordinator"]
+
+_PALETTE: Final = ("#4CAF50", "#2196F3", "#FF9800", "#9C27B0", "#F44336", "#00BCD4",
+                   "#FFEB3B", "#795548", "#E91E63", "#3F51B5", "#8BC34A", "#607D8B")
+
+
+def color_for(index: int) -> str:
+    """A colour for the ``index``-th member: the palette, then golden-ratio hues."""
+    if index < len(_PALETTE):
+        return _PALETTE[index]
+    hue = (index * 0.618033988749895) % 1.0
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.65, 0.9)
+    return f"#{int(r * 255):02X}{int(g * 255):02X}{int(b * 255):02X}"
+
+
+@dataclass(slots=True)
+class _Session:
+    info: SessionInfo
+    invite_token: str
+    private: bool
+    joined: int = 0  # members ever joined: the next colour
+    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stop_autosave: Any = None
+
+
+class Coordinator(SessionService):
+    service_name = "coordinator"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._state: dict[str, _Session] = {}
+        self._serial = 0
+
+    def _new_id(self, prefix: str) -> str:
+        self._serial += 1
+        return f"{prefix}_{int(self.rng.integers(0, 2**32)):08x}{self._serial:x}"
+
+    def _tell_services(self, op: str, **content: Any) -> None:
+        # The coordinator owns membership, so it applies the change to itself at
+        # once (two joins back to back must both see it); the others get it at
+        # HIGH priority before the caller hears back, so by the time the caller's
+        # next request reaches a service, the update is ahead of it.
+        getattr(self, f"op{op}")(content)
+        for service in SERVICES:
+            if service != self.name:
+                self.send(service, "coordination_request", {"op": op, **content}, priority=8)
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def tool_session_create(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        config = args["config"]
+        session_id = self._new_id("session")
+        info = SessionInfo(
+            session_id=session_id, session_name=args["session_name"],
+            grid_size=args["grid_size"], coordination_mode=args["coordination_mode"],
+            config=config, created_at=self.now, max_agents=args["max_agents"],
+        )
+        token = f"join_{int(self.rng.integers(0, 2**48)):012x}"
+        self._state[session_id] = _Session(info, token, config["private"])
+        self._tell_services("_session", session=info.to_dict())
+        if args.get("blueprint") is not None:
+            result = await self.ask("regions", "_blueprint", session_id=session_id,
+                                    blueprint=args["blueprint"])
+            if not result.get("success"):
+                self._drop_session(session_id)
+                raise ToolError("invalid_argument", f"blueprint: {result.get('message')}",
+                                field="blueprint")
+        if config["checkpoint_interval"] > 0:
+            self._state[session_id].stop_autosave = self.dispatcher.call_every(
+                config["checkpoint_interval"], self, lambda: self._start_autosave(session_id))
+        return ok(session_id=session_id, session_name=info.session_name,
+                  created_at=info.created_at, invite_token=token,
+                  coordination_mode=info.coordination_mode, grid_size=info.grid_size,
+                  state={"agents_count": 0, "regions_claimed": 0, "tasks_pending": 0,
+                         "progress_percent": 0.0})
+
+    def _drop_session(self, session_id: str) -> None:
+        self._state.pop(session_id, None)
+        self._tell_services("_session_closed", session_id=session_id)
+
+    def op_session_closed(self, content: dict[str, Any]) -> None:
+        self.sessions.pop(content["session_id"], None)
+        self.members.pop(content["session_id"], None)
+
+    async def tool_session_join(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        session = self._state[call.session_id]
+        members = self.members[call.session_id]
+        if session.private and args.get("invite_token") != session.invite_token:
+            raise ToolError("invalid_token", "this session is private; the invite token "
+                            "given does not match")
+        if call.caller in members:
+            raise ToolError("name_taken", f"{call.caller} has already joined as "
+                            f"{members[call.caller].name}")
+        if any(m.name == args["agent_name"] for m in members.values()):
+            raise ToolError("name_taken", f"agent_name {args['agent_name']!r} is taken "
+                            "in this session", field="agent_name")
+        if len(members) >= session.info.max_agents:
+            raise ToolError("session_full", f"the session has its {session.info.max_agents} "
+                            "agents")
+        member = Member(call.caller, args["agent_name"], args["role"],
+                        list(args["capabilities"]), color_for(session.joined), self.now)
+        session.joined += 1
+        self._tell_services("_member_joined", session_id=call.session_id,
+                            member=member.to_dict())
+        self.dispatcher.set_agent_type(call.caller, member.role)
+        self.emit_event(call.session_id, "agent_joined", {
+            "agent_id": member.agent_id, "name": member.name, "role": member.role})
+        assigned = None
+        config = session.info.config
+        if config["auto_assign_regions"] and member.role == "builder":
+            claim = await self.ask("regions", "_auto_claim", session_id=call.session_id,
+                                   agent_id=member.agent_id, size=config["auto_region_size"])
+            assigned = claim if claim.get("success") else None
+        state = await self._state_of(call.session_id, ("agents", "regions", "tasks"))
+        return ok(agent_id=member.agent_id, session_id=call.session_id, role=member.role,
+                  name=member.name, assigned_color=member.color, assigned_region=assigned,
+                  session_state={"agents": state["agents"],
+                                 "claimed_regions": state["regions"],
+                                 "pending_tasks": state["pending_tasks"]})
+
+    async def tool_session_leave(self, call: Call) -> dict[str, Any]:
+        if call.member is None:
+            raise ToolError("not_a_member", f"{call.caller} is not in {call.session_id}")
+        handoff = call.args.get("handoff_to")
+        members = self.members[call.session_id]
+        if handoff is not None and handoff not in members:
+            by_name = [m.agent_id for m in members.values() if m.name == handoff]
+            if not by_name:
+                raise ToolError("invalid_argument", f"handoff_to: {handoff!r} is not a member",
+                                field="handoff_to")
+            handoff = by_name[0]
+        if handoff == call.caller:
+            raise ToolError("invalid_argument", "handoff_to: cannot hand off to yourself",
+                            field="handoff_to")
+        released = await self.ask("regions", "_release_all", session_id=call.session_id,
+                                  agent_id=call.caller, handoff_to=handoff)
+        requeued = await self.ask("tasks", "_requeue_agent", session_id=call.session_id,
+                                  agent_id=call.caller)
+        self._tell_services("_member_left", session_id=call.session_id, agent_id=call.caller)
+        self.emit_event(call.session_id, "agent_left", {
+            "agent_id": call.caller, "name": call.member.name, "reason": "left"})
+        return ok(released_regions=released.get("released_regions", []),
+                  transferred_to=released.get("transferred_to"),
+                  requeued_tasks=requeued.get("requeued", []))
+
+    async def tool_session_get_state(self, call: Call) -> dict[str, Any]:
+        include = set(call.args["include"])
+        if "all" in include:
+            include = {"agents", "regions", "tasks", "progress", "events"}
+        state = await self._state_of(call.session_id, tuple(include))
+        out: dict[str, Any] = {}
+        for key in ("agents", "regions", "tasks", "progress"):
+            if key in include:
+                out[key] = state[key]
+        if "events" in include:
+            out["events"] = self._recent_events(call.session_id)
+        return ok(session_id=call.session_id, session_name=call.session.session_name
+                  if call.session else "", now=self.now, state=out)
+
+    async def _state_of(self, session_id: str, include: tuple[str, ...]) -> dict[str, Any]:
+        members = self.members.get(session_id, {})
+        regions: dict[str, Any] = {"claims": [], "progress": {}}
+        tasks: dict[str, Any] = {"counts": {}, "by_agent": {}, "pending_tasks": []}
+        if {"regions", "progress", "agents"} & set(include):
+            regions = await self.ask("regions", "_state", session_id=session_id)
+        if {"tasks", "agents"} & set(include):
+            tasks = await self.ask("tasks", "_state", session_id=session_id)
+        claims = regions.get("claims", [])
+        claims_by_agent: dict[str, int] = {}
+        for claim in claims:
+            claims_by_agent[claim["agent_id"]] = claims_by_agent.get(claim["agent_id"], 0) + 1
+        completed_by = tasks.get("by_agent", {})
+        agents = [{
+            "agent_id": m.agent_id, "name": m.name, "role": m.role, "color": m.color,
+            "capabilities": m.capabilities, "joined_at": m.joined_at,
+            "regions_claimed": claims_by_agent.get(m.agent_id, 0),
+            "tasks_completed": completed_by.get(m.agent_id, 0),
+        } for m in members.values()]
+        return {"agents": agents, "regions": claims, "tasks": tasks.get("counts", {}),
+                "pending_tasks": tasks.get("pending_tasks", []),
+                "progress": regions.get("progress", {})}
+
+    def _recent_events(self, session_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        topic = f"session:{session_id}:events"
+        out = []
+        for record in self.dispatcher.trace.records("event"):
+            if record.recipient == topic:
+                out.append({"t": record.t, "type": record.type, **record.content_obj()})
+        return out[-limit:]
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    async def tool_build_checkpoint(self, call: Call) -> dict[str, Any]:
+        return await self._checkpoint(call.session_id, call.args["checkpoint_name"],
+                                      call.args["description"], call.args["include"])
+
+    def _start_autosave(self, session_id: str) -> None:
+        self.start_behaviour(self._autosave, session_id, name="autosave")
+
+    async def _autosave(self, _actor: Any, session_id: str) -> None:
+        if session_id in self._state:
+            await self._checkpoint(session_id, f"auto-{self.now:g}", "automatic",
+                                   ["tiles", "shaders", "cartridges", "session_state"])
+
+    async def _checkpoint(self, session_id: str, name: str, description: str,
+                          include: list[str]) -> dict[str, Any]:
+        checkpoint_id = self._new_id("ckpt")
+        regions = await self.ask("regions", "_checkpoint", session_id=session_id,
+                                 checkpoint_id=checkpoint_id, include=include)
+        tasks: dict[str, Any] = {"tasks": 0, "size_bytes": 0}
+        if "session_state" in include:
+            tasks = await self.ask("tasks", "_checkpoint", session_id=session_id,
+                                   checkpoint_id=checkpoint_id)
+        contents = {"tiles": regions.get("tiles", 0), "shaders": regions.get("shaders", 0),
+                    "cartridges": regions.get("cartridges", 0)}
+        size = regions.get("size_bytes", 0) + tasks.get("size_bytes", 0)
+        entry = {"checkpoint_id": checkpoint_id, "checkpoint_name": name or checkpoint_id,
+                 "description": description, "created_at": self.now, "include": include,
+                 "contents": contents, "size_kb": round(size / 1024, 2)}
+        self._state[session_id].checkpoints[checkpoint_id] = entry
+        self.emit_event(session_id, "checkpoint_created", {
+            "checkpoint_id": checkpoint_id, "name": entry["checkpoint_name"]})
+        return ok(**entry)
+
+    async def tool_build_rollback(self, call: Call) -> dict[str, Any]:
+        checkpoint_id = call.args["checkpoint_id"]
+        entry = self._state[call.session_id].checkpoints.get(checkpoint_id)
+        if entry is None:
+            raise ToolError("checkpoint_not_found", f"no checkpoint {checkpoint_id!r} in "
+                            f"{call.session_id}")
+        regions = await self.ask("regions", "_rollback", session_id=call.session_id,
+                                 checkpoint_id=checkpoint_id)
+        if "session_state" in entry["include"]:
+            await self.ask("tasks", "_rollback", session_id=call.session_id,
+                           checkpoint_id=checkpoint_id)
+        restored = regions.get("restored", {})
+        lost = regions.get("lost", {})
+        self.emit_event(call.session_id, "rollback", {
+            "checkpoint_id": checkpoint_id, "lost_items": lost, "by": call.caller})
+        if call.args["notify_agents"]:
+            for member in self.members[call.session_id].values():
+                if member.agent_id != call.caller:
+                    self.send(member.agent_id, "status_update", {
+                        "event": "rollback", "session_id": call.session_id,
+                        "checkpoint_id": checkpoint_id})
+        return ok(rolled_back_to=checkpoint_id, rolled_back_at=self.now, restored=restored,
+                  lost=lost)
+
+    # -- A2A ------------------------------------------------------------------------------
+
+    def _member_id(self, session_id: str, who: str, field: str) -> str:
+        members = self.members[session_id]
+        if who in members:
+            return who
+        for member in members.values():
+            if member.name == who:
+                return member.agent_id
+        raise ToolError("invalid_argument", f"{field}: {who!r} is not a member of "
+                        f"{session_id}", field=field)
+
+    def tool_a2a_send_message(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        to = self._member_id(call.session_id, args["to_agent"], "to_agent")
+        if args["message_type"] not in MESSAGE_TYPES:
+            raise ToolError("invalid_argument", f"message_type: must be one of "
+                            f"{sorted(MESSAGE_TYPES)}", field="message_type")
+        message = self.dispatcher.message(call.caller, to, args["message_type"],
+                                          args["content"], priority=args["priority"],
+                                          expires_in=args.get("expires_in"))
+        report = self.dispatcher.send(self.dispatcher.seal(message))
+        return ok(message_id=message.message_id, to_agent=to, status=report.statuses[to])
+
+    def tool_a2a_broadcast(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        if args["message_type"] not in MESSAGE_TYPES:
+            raise ToolError("invalid_argument", f"message_type: must be one of "
+                            f"{sorted(MESSAGE_TYPES)}", field="message_type")
+        statuses: dict[str, str] = {}
+        for member in self.members[call.session_id].values():
+            if args["exclude_self"] and member.agent_id == call.caller:
+                continue
+            if args.get("agent_type") and member.role != args["agent_type"]:
+                continue
+            message = self.dispatcher.message(call.caller, member.agent_id,
+                                              args["message_type"], args["content"])
+            statuses.update(self.dispatcher.send(self.dispatcher.seal(message)).statuses)
+        delivered = sorted(k for k, v in statuses.items() if v == "delivered")
+        return ok(recipients=sorted(statuses), delivered=delivered, statuses=statuses)
+
+    def tool_a2a_subscribe(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        if args.get("topic") and args.get("event_type"):
+            raise ToolError("invalid_argument", "give event_type or topic, not both",
+                            field="topic")
+        topic = args.get("topic") or f"session:{call.session_id}:events"
+        if args.get("event_type"):
+            topic = f"{topic}:{args['event_type']}"
+        try:
+            sid = self.dispatcher.subscribe(self.dispatcher.actor(call.caller), topic,
+                                            args.get("filter"))
+        except ValueError as exc:
+            raise ToolError("invalid_argument", f"filter: {exc}", field="filter") from None
+        return ok(subscription_id=sid, topic=topic)
+
+    async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        members = list(self.members[call.session_id].values())
+        if args.get("agent_type"):
+            members = [m for m in members if m.role == args["agent_type"]]
+        if args.get("capability"):
+            members = [m for m in members if args["capability"] in m.capabilities]
+        if args.get("region_overlaps") is not None:
+            found = await self.ask("regions", "_claims_of", session_id=call.session_id,
+                                   region=args["region_overlaps"])
+            owners = set(found.get("agents", []))
+            members = [m for m in members if m.agent_id in owners]
+        agents = [{"agent_id": m.agent_id, "name": m.name, "agent_type": m.role,
+                   "capabilities": m.capabilities, "color": m.color} for m in members]
+        return ok(agents=agents, count=len(agents))

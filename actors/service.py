@@ -1,0 +1,213 @@
+"""SessionService: the base of the actors that own a session's state and serve its tools.
+
+There are four, one owner per piece of state, each an actor named after its
+service in :data:`sim.tools.SERVICES`:
+
+* ``coordinator`` (actors/coordinator.py): sessions, membership, checkpoints, A2A tools
+* ``regions`` (actors/regions.py): claims, the canvas, artifacts, the blueprint
+* ``tasks`` (actors/taskqueue.py): the task graph, approvals
+* ``coordination`` (actors/coordination.py): named locks and barriers
+
+A tool call is a ``coordination_request`` whose content is ``{"tool": NAME,
+"args": {...}}``; the answer is a ``coordination_response`` whose content is the
+result dict. The service validates the arguments against the tool table,
+checks that the session exists and the caller is a member, and asks the
+policy, before it runs ``tool_<NAME>``; so no surface can go around any of it.
+
+``tool_<NAME>(call)`` returns the result dict, raises :class:`ToolError`, or is
+an ``async def`` (run as a behaviour, for tools that must ask another service).
+
+Services talk to each other with internal operations: a ``coordination_request``
+whose content has ``op`` (always starting with ``_``), served by ``op_<name>``
+methods and accepted only from another service. The coordinator keeps every
+service's copy of the session list and membership current with ``_session``,
+``_member_joined`` and ``_member_left``, sent before it answers the caller, so a
+member's next call always finds itself known.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Final
+
+from actors.base import A2AActor
+from sim.messages import Message, Priority
+from sim.policy import Policy
+from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
+
+__all__ = ["Call", "Member", "SessionInfo", "SessionService"]
+
+#: Every member of every session reaches its services through these mailboxes.
+SERVICE_CAPACITY: Final = 1_000_000
+
+
+@dataclass(slots=True)
+class SessionInfo:
+    """What every service knows about a session (the coordinator owns it)."""
+
+    session_id: str
+    session_name: str
+    grid_size: int
+    coordination_mode: str
+    config: dict[str, Any]
+    created_at: float
+    max_agents: int = 10
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Member:
+    """A session member as every service sees it. ``agent_id`` is its actor name."""
+
+    agent_id: str
+    name: str
+    role: str
+    capabilities: list[str] = field(default_factory=list)
+    color: str = "#888888"
+    joined_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Call:
+    """One tool call as its service sees it: validated args, session and caller."""
+
+    tool: str
+    args: dict[str, Any]
+    session: SessionInfo | None
+    member: Member | None
+    message: Message
+
+    @property
+    def caller(self) -> str:
+        return self.message.from_agent
+
+    @property
+    def session_id(self) -> str:
+        assert self.session is not None
+        return self.session.session_id
+
+
+class SessionService(A2AActor):
+    """Validation, membership, policy and replies for one service's tools."""
+
+    service_name: ClassVar[str] = ""
+
+    def __init__(self, *, policy: Policy | None = None) -> None:
+        super().__init__(mailbox_capacity=SERVICE_CAPACITY)
+        self.policy = policy or Policy()
+        self.sessions: dict[str, SessionInfo] = {}
+        self.members: dict[str, dict[str, Member]] = {}
+
+    # -- requests ---------------------------------------------------------------------
+
+    def handle_coordination_request(self, message: Message) -> None:
+        content = message.content
+        op = content.get("op")
+        if op is not None:
+            self._internal(str(op), message)
+            return
+        try:
+            call = self._admit(message)
+            handler: Callable[[Call], Any] = getattr(self, f"tool_{call.tool}")
+            if inspect.iscoroutinefunction(handler):
+                self.start_behaviour(self._serve_async, handler, call, name=call.tool)
+                return
+            result = handler(call)
+        except ToolError as exc:
+            result = exc.result()
+        self._answer(message, result)
+
+    def _admit(self, message: Message) -> Call:
+        name = message.content.get("tool")
+        tool = TOOLS.get(name) if isinstance(name, str) else None
+        if tool is None or tool.service != self.service_name:
+            raise ToolError("unknown_tool", f"no tool {name!r} here; see the tool table")
+        args = validate(tool, message.content.get("args", {}))
+        session = member = None
+        session_id = args.get("session_id")
+        if tool.input_schema["properties"].get("session_id") is not None:
+            if session_id is None:
+                raise ToolError("invalid_argument", "session_id: required", field="session_id")
+            session = self.sessions.get(session_id)
+            if session is None:
+                raise ToolError("session_not_found", f"no session {session_id!r}")
+            member = self.members.get(session_id, {}).get(message.from_agent)
+        if tool.member_only:
+            if member is None:
+                raise ToolError("not_a_member",
+                                f"{message.from_agent} has not joined session {session_id}")
+            if not self.policy.decide(tool.name, role=member.role, agent_id=member.agent_id,
+                                      agent_name=member.name):
+                raise ToolError("permission_denied",
+                                f"a {member.role} may not call {tool.name}",
+                                role=member.role, tool=tool.name)
+        return Call(tool.name, args, session, member, message)
+
+    async def _serve_async(self, _actor: A2AActor, handler: Callable[[Call], Awaitable[Any]],
+                           call: Call) -> None:
+        try:
+            result = await handler(call)
+        except ToolError as exc:
+            result = exc.result()
+        self._answer(call.message, result)
+
+    def _answer(self, request: Message, result: dict[str, Any]) -> None:
+        if request.metadata.correlation_id is not None:
+            self.reply(request, "coordination_response", result, priority=Priority.HIGH)
+
+    # -- internal operations ------------------------------------------------------------
+
+    def _internal(self, op: str, message: Message) -> None:
+        if message.from_agent not in SERVICES:
+            self._answer(message, fail("permission_denied", f"{op} is internal to the services"))
+            return
+        handler = getattr(self, f"op{op}", None)
+        if handler is None:
+            self._answer(message, fail("unknown_tool", f"no internal operation {op!r}"))
+            return
+        try:
+            result = handler(message.content)
+        except ToolError as exc:
+            result = exc.result()
+        if result is not None:
+            self._answer(message, result)
+
+    def op_session(self, content: Mapping[str, Any]) -> None:
+        info = SessionInfo(**content["session"])
+        self.sessions[info.session_id] = info
+        self.members.setdefault(info.session_id, {})
+        self.on_session(info)
+
+    def op_member_joined(self, content: Mapping[str, Any]) -> None:
+        member = Member(**content["member"])
+        self.members.setdefault(content["session_id"], {})[member.agent_id] = member
+
+    def op_member_left(self, content: Mapping[str, Any]) -> None:
+        self.members.get(content["session_id"], {}).pop(content["agent_id"], None)
+
+    def on_session(self, info: SessionInfo) -> None:
+        """A new session exists: subclasses set up their share of its state."""
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def emit_event(self, session_id: str, event_type: str, payload: dict[str, Any]) -> None:
+        """Trace a domain event and publish it on the session's event topics."""
+        self.emit(f"session:{session_id}:events", event_type,
+                  {"session_id": session_id, **payload})
+
+    async def ask(self, service: str, op: str, **content: Any) -> dict[str, Any]:
+        """Run an internal operation on another service and return its result."""
+        reply = await self.request(service, "coordination_request", {"op": op, **content},
+                                   priority=Priority.HIGH)
+        return dict(reply.content)
+
+    def member_name(self, session_id: str, agent_id: str) -> str:
+        member = self.members.get(session_id, {}).get(agent_id)
+        return member.name if member is not None else agent_id

@@ -1,0 +1,241 @@
+"""Simulation: a dispatcher with a session world in it, and clients to drive it.
+
+::
+
+    from sim import Simulation
+    with Simulation(seed=7, mode="deterministic") as simu:
+        arch = simu.client()
+        s = arch.call("session_create", session_name="Linux Kernel Build", grid_size=200)
+        arch.call("session_join", session_id=s["session_id"], agent_name="Architect-1",
+                  role="architect")
+        arch.region_claim(region={"x": 0, "y": 0, "width": 50, "height": 50})
+
+A client is an outside participant with its own mailbox. ``call`` sends a tool
+request to the service that owns the tool and returns the result dict; in
+deterministic mode the call runs the simulation until the answer arrives, in
+realtime mode it waits for it (bounded). After ``session_create`` or
+``session_join`` the client is bound to that session and may omit
+``session_id``. Every result has ``success``; failures carry ``error`` and
+``message`` and are never raised.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from actors.client import ClientActor
+from actors.coordination import CoordinationService
+from actors.coordinator import Coordinator
+from actors.regions import RegionManager
+from actors.registry import Registry
+from actors.taskqueue import TaskQueue
+from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
+from sim.messages import Message, Priority
+from sim.policy import Policy
+from sim.tools import TOOLS, Tool, fail
+
+__all__ = ["Client", "Simulation"]
+
+#: Wall seconds a realtime client waits for an answer before giving up.
+REALTIME_CALL_TIMEOUT = 30.0
+
+
+class Client:
+    """An outside participant: tool calls in, results and messages out."""
+
+    def __init__(self, simulation: Simulation, actor: ClientActor) -> None:
+        self._simulation = simulation
+        self._actor = actor
+        self.session_id: str | None = None
+        self.agent_id: str = actor.name
+
+    def __repr__(self) -> str:
+        return f"<Client {self.agent_id} session={self.session_id}>"
+
+    def call(self, name: str, /, **args: Any) -> dict[str, Any]:
+        """Call tool ``name``; wait for and return its result dict."""
+        return self.submit(name, **args).result()
+
+    def submit(self, name: str, /, **args: Any) -> PendingCall:
+        """Send a tool call and return at once; ``.result()`` waits for the answer.
+
+        For calls that wait on others (a barrier, a lock), so that one thread
+        can drive several clients in deterministic mode.
+        """
+        tool = TOOLS.get(name)
+        if tool is None:
+            return PendingCall.done(fail("unknown_tool", f"no tool {name!r}; "
+                                         f"known tools: {', '.join(sorted(TOOLS))}"))
+        if ("session_id" in tool.input_schema["properties"] and "session_id" not in args
+                and self.session_id is not None):
+            args["session_id"] = self.session_id
+        dispatcher = self._simulation.dispatcher
+        correlation_id = dispatcher.next_id()
+        self._actor.expect(correlation_id)
+        message = dispatcher.message(
+            self.agent_id, tool.service, "coordination_request", {"tool": name, "args": args},
+            priority=Priority.HIGH, correlation_id=correlation_id,
+        )
+        report = dispatcher.send(dispatcher.seal(message))
+        if not report.ok:
+            return PendingCall.done(fail("no_reply", f"{tool.service} did not accept the call: "
+                                         f"{report.statuses}"))
+        return PendingCall(self, tool, correlation_id)
+
+    def _bind(self, tool: Tool, result: dict[str, Any]) -> None:
+        if not result.get("success"):
+            return
+        if (tool.name == "session_create" and self.session_id is None) or tool.name == "session_join":
+            self.session_id = result["session_id"]
+        elif tool.name == "session_leave":
+            self.session_id = None
+
+    # -- mail --------------------------------------------------------------------------
+
+    def receive(self, timeout: float = 0.0) -> Message | None:
+        """The next message delivered to this client, waiting up to ``timeout`` seconds.
+
+        Deterministic mode: simulation seconds (the simulation runs meanwhile).
+        Realtime mode: simulation seconds too, waited as wall time / time_scale.
+        """
+        actor = self._actor
+        simulation = self._simulation
+        if not actor.inbox:
+            simulation._wait(lambda: bool(actor.inbox), timeout, actor.arrived)
+        with actor.arrived:
+            return actor.inbox.popleft() if actor.inbox else None
+
+    def messages(self) -> list[Message]:
+        """Everything delivered so far and not yet read, in delivery order."""
+        actor = self._actor
+        with actor.arrived:
+            out = list(actor.inbox)
+            actor.inbox.clear()
+        return out
+
+    def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
+        if name in TOOLS:
+            def method(**args: Any) -> dict[str, Any]:
+                return self.call(name, **args)
+            method.__name__ = name
+            method.__doc__ = TOOLS[name].description
+            return method
+        raise AttributeError(f"{type(self).__name__} has no attribute or tool {name!r}")
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *TOOLS})
+
+
+class PendingCall:
+    """A tool call on its way; ``result()`` waits for the answer."""
+
+    def __init__(self, client: Client | None, tool: Tool | None, correlation_id: str) -> None:
+        self._client = client
+        self._tool = tool
+        self._correlation_id = correlation_id
+        self._result: dict[str, Any] | None = None
+
+    @classmethod
+    def done(cls, result: dict[str, Any]) -> PendingCall:
+        pending = cls(None, None, "")
+        pending._result = result
+        return pending
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        """The answer. ``timeout`` in simulation seconds (None: as long as it takes)."""
+        if self._result is not None:
+            return self._result
+        assert self._client is not None and self._tool is not None
+        actor = self._client._actor
+        cid = self._correlation_id
+        arrived = self._client._simulation._wait(lambda: cid in actor.replies, timeout,
+                                                 actor.arrived)
+        reply = actor.take_reply(cid) if arrived else None
+        if reply is None:
+            return fail("no_reply", f"no answer to {self._tool.name} "
+                        + ("in time" if timeout is not None else "(the run went idle)"))
+        self._result = dict(reply.content)
+        self._client._bind(self._tool, self._result)
+        return self._result
+
+
+class Simulation:
+    """The session world on one dispatcher: registry, the four services, clients."""
+
+    def __init__(
+        self,
+        seed: int = 0,
+        mode: str = "deterministic",
+        *,
+        policy: Policy | Mapping[str, Any] | list[Any] | str | None = None,
+        **dispatcher_options: Any,
+    ) -> None:
+        self.policy = Policy.load(policy)
+        self.dispatcher: Dispatcher = make_dispatcher(mode, seed, **dispatcher_options)
+        self.mode = mode
+        self.seed = seed
+        self._client_ids = itertools.count(1)
+        d = self.dispatcher
+        d.spawn(Registry, "registry")
+        d.spawn(RegionManager, "regions", policy=self.policy)
+        d.spawn(TaskQueue, "tasks", policy=self.policy)
+        d.spawn(CoordinationService, "coordination", policy=self.policy)
+        d.spawn(Coordinator, "coordinator", policy=self.policy)
+        self.clients: list[Client] = []
+
+    def __enter__(self) -> Simulation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.dispatcher.shutdown()
+
+    @property
+    def now(self) -> float:
+        return self.dispatcher.now
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """Every tool with its JSON input schema."""
+        return [tool.to_dict() for tool in TOOLS.values()]
+
+    def client(self, name: str | None = None) -> Client:
+        """A new outside participant; ``name`` is its agent id (made up if omitted)."""
+        agent_id = name or f"agent-{next(self._client_ids)}"
+        actor = self.dispatcher.spawn(ClientActor, agent_id)
+        client = Client(self, actor)
+        self.clients.append(client)
+        return client
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` of simulation time pass: timers fire, leases expire."""
+        if not seconds >= 0:
+            raise ValueError(f"seconds must be >= 0, got {seconds!r}")
+        self.dispatcher.run(until=self.now + seconds)
+
+    def run(self, until: float | None = None) -> Any:
+        """Run the simulation (see ``Dispatcher.run``)."""
+        return self.dispatcher.run(until=until)
+
+    def _wait(self, done: Callable[[], bool], timeout: float | None,
+              arrived: threading.Condition) -> bool:
+        d = self.dispatcher
+        if isinstance(d, DeterministicDispatcher):
+            deadline = None if timeout is None else d.now + timeout
+            return d.run_until(done, deadline)
+        assert isinstance(d, RealtimeDispatcher)
+        wall = REALTIME_CALL_TIMEOUT if timeout is None else d.clock.to_wall(timeout)
+        end = time.monotonic() + wall
+        with arrived:  # the client actor notifies it on every arrival
+            while not done():
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                arrived.wait(left)
+        return True
