@@ -89,7 +89,8 @@ class Client:
     def _bind(self, tool: Tool, result: dict[str, Any]) -> None:
         if not result.get("success"):
             return
-        if (tool.name == "session_create" and self.session_id is None) or tool.name == "session_join":
+        creating = tool.name == "session_create" and self.session_id is None
+        if creating or tool.name == "session_join":
             self.session_id = result["session_id"]
         elif tool.name == "session_leave":
             self.session_id = None
