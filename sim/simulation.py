@@ -105,13 +105,20 @@ class Client:
         """
         actor = self._actor
         simulation = self._simulation
+        simulation.settle()
         if not actor.inbox:
             simulation._wait(lambda: bool(actor.inbox), timeout, actor.arrived)
         with actor.arrived:
             return actor.inbox.popleft() if actor.inbox else None
 
     def messages(self) -> list[Message]:
-        """Everything delivered so far and not yet read, in delivery order."""
+        """Everything delivered so far and not yet read, in delivery order.
+
+        In deterministic mode the current instant settles first: whatever is due
+        now (the other consequences of the call that just returned) is delivered;
+        no time passes.
+        """
+        self._simulation.settle()
         actor = self._actor
         with actor.arrived:
             out = list(actor.inbox)
@@ -219,6 +226,12 @@ class Simulation:
         if not seconds >= 0:
             raise ValueError(f"seconds must be >= 0, got {seconds!r}")
         self.dispatcher.run(until=self.now + seconds)
+
+    def settle(self) -> None:
+        """Deterministic mode: deliver everything due at the current instant."""
+        d = self.dispatcher
+        if isinstance(d, DeterministicDispatcher):
+            d.run_until(lambda: False, deadline=d.now)
 
     def run(self, until: float | None = None) -> Any:
         """Run the simulation (see ``Dispatcher.run``)."""

@@ -1,0 +1,189 @@
+"""Sessions through the client: create, join, leave, state, events, A2A tools."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sim.simulation import Client, Simulation
+
+
+@pytest.fixture
+def simu() -> Iterator[Simulation]:
+    with Simulation(seed=7) as s:
+        yield s
+
+
+def session(simu: Simulation, **options: Any) -> tuple[Client, str]:
+    arch = simu.client()
+    created = arch.call("session_create", session_name="Linux Kernel Build", grid_size=200,
+                        **options)
+    assert created["success"], created
+    joined = arch.call("session_join", session_id=created["session_id"],
+                       agent_name="Architect-1", role="architect")
+    assert joined["success"], joined
+    return arch, created["session_id"]
+
+
+def join(simu: Simulation, sid: str, name: str, role: str = "builder",
+         **extra: Any) -> tuple[Client, dict[str, Any]]:
+    client = simu.client()
+    return client, client.call("session_join", session_id=sid, agent_name=name, role=role,
+                               **extra)
+
+
+def test_the_public_contract(simu: Simulation) -> None:
+    arch = simu.client()
+    s = arch.call("session_create", session_name="Linux Kernel Build", grid_size=200)
+    assert s["success"] and s["session_name"] == "Linux Kernel Build"
+    assert set(s) >= {"session_id", "created_at", "invite_token", "state"}
+    assert s["state"] == {"agents_count": 0, "regions_claimed": 0, "tasks_pending": 0,
+                          "progress_percent": 0.0}
+    me = arch.call("session_join", session_id=s["session_id"], agent_name="Architect-1",
+                   role="architect")
+    assert me["success"] and me["role"] == "architect" and me["agent_id"] == arch.agent_id
+    assert set(me["session_state"]) == {"agents", "claimed_regions", "pending_tasks"}
+    assert arch.session_id == s["session_id"]  # bound: session_id may be omitted now
+    assert arch.session_get_state()["success"]
+    names = {t["name"] for t in simu.tools}
+    assert "region_claim" in names and all("inputSchema" in t for t in simu.tools)
+
+
+def test_three_or_more_agents_join_with_distinct_colours(simu: Simulation) -> None:
+    arch, sid = session(simu)
+    results = [join(simu, sid, f"Builder-{i}")[1] for i in range(4)]
+    assert all(r["success"] for r in results)
+    colours = [r["assigned_color"] for r in results]
+    assert len(set(colours)) == 4
+    state = arch.session_get_state(include=["agents"])["state"]
+    assert [a["name"] for a in state["agents"]] == ["Architect-1"] + [
+        f"Builder-{i}" for i in range(4)]
+
+
+def test_state_is_visible_to_every_member(simu: Simulation) -> None:
+    arch, sid = session(simu)
+    observer, _ = join(simu, sid, "Watcher", role="observer")
+    builder, _ = join(simu, sid, "Builder-A")
+    for client in (arch, observer, builder):
+        state = client.session_get_state()
+        assert state["success"], state
+        assert {a["name"] for a in state["state"]["agents"]} == {
+            "Architect-1", "Watcher", "Builder-A"}
+
+
+def test_join_errors(simu: Simulation) -> None:
+    arch, sid = session(simu, max_agents=2)
+    _, taken = join(simu, sid, "Architect-1")
+    assert taken["error"] == "name_taken" and taken["field"] == "agent_name"
+    assert join(simu, sid, "B")[1]["success"]
+    _, full = join(simu, sid, "C")
+    assert full["error"] == "session_full"
+    _, missing = join(simu, "session_nope", "D")
+    assert missing["error"] == "session_not_found"
+    again = arch.call("session_join", session_id=sid, agent_name="Again")
+    assert again["error"] == "name_taken"
+    _, bad_role = join(simu, sid, "E", role="king")
+    assert bad_role["error"] == "invalid_argument" and bad_role["field"] == "role"
+
+
+def test_private_sessions_need_the_invite_token(simu: Simulation) -> None:
+    arch = simu.client()
+    s = arch.call("session_create", session_name="Secret", config={"private": True})
+    sid, token = s["session_id"], s["invite_token"]
+    _, refused = join(simu, sid, "Intruder")
+    assert refused["error"] == "invalid_token"
+    _, wrong = join(simu, sid, "Guesser", invite_token="join_000000000000")
+    assert wrong["error"] == "invalid_token"
+    _, welcome = join(simu, sid, "Friend", invite_token=token)
+    assert welcome["success"]
+
+
+def test_calls_before_joining_and_unknown_tools(simu: Simulation) -> None:
+    _, sid = session(simu)
+    stranger = simu.client()
+    result = stranger.call("session_get_state", session_id=sid)
+    assert result["error"] == "not_a_member"
+    assert stranger.call("teleport")["error"] == "unknown_tool"
+    with pytest.raises(AttributeError, match="teleport"):
+        stranger.teleport  # noqa: B018 - the attribute lookup is the test
+    bad = stranger.call("session_get_state", session_id=sid, include=["gossip"])
+    assert bad["error"] == "invalid_argument" and bad["field"] == "include[0]"
+
+
+def test_leaving_unbinds_and_announces(simu: Simulation) -> None:
+    arch, sid = session(simu)
+    arch.a2a_subscribe()
+    builder, _ = join(simu, sid, "Builder-A")
+    left = builder.session_leave()
+    assert left["success"] and left["released_regions"] == [] and builder.session_id is None
+    events = [m.content["event"] for m in arch.messages()]
+    assert events == ["agent_joined", "agent_left"]
+    state = arch.session_get_state(include=["agents"])["state"]
+    assert [a["name"] for a in state["agents"]] == ["Architect-1"]
+    assert builder.call("session_get_state", session_id=sid)["error"] == "not_a_member"
+
+
+def test_subscribers_receive_events_of_one_type(simu: Simulation) -> None:
+    _, sid = session(simu)
+    watcher, _ = join(simu, sid, "Watcher", role="observer")
+    sub = watcher.a2a_subscribe(event_type="agent_joined")
+    assert sub["success"] and sub["topic"] == f"session:{sid}:events:agent_joined"
+    join(simu, sid, "Builder-A")
+    builder_b, _ = join(simu, sid, "Builder-B")
+    builder_b.session_leave()
+    got = watcher.messages()
+    assert [(m.content["event"], m.content["name"]) for m in got] == [
+        ("agent_joined", "Builder-A"), ("agent_joined", "Builder-B")]
+    assert got[0].from_agent == "coordinator" and got[0].message_type == "status_update"
+
+
+def test_direct_messages_and_broadcasts_between_members(simu: Simulation) -> None:
+    arch, sid = session(simu)
+    b1, _ = join(simu, sid, "B1")
+    t1, _ = join(simu, sid, "T1", role="tester")
+    sent = arch.a2a_send_message(to_agent="B1", content={"hello": 1},
+                                 message_type="task_update")
+    assert sent["success"] and sent["status"] == "delivered"
+    [m] = b1.messages()
+    assert (m.from_agent, m.content) == (arch.agent_id, {"hello": 1})
+    everyone = b1.a2a_broadcast(content={"all": True})
+    assert everyone["delivered"] == sorted([arch.agent_id, t1.agent_id])
+    testers = arch.a2a_broadcast(agent_type="tester", content={"t": 1})
+    assert testers["delivered"] == [t1.agent_id]
+    nobody = arch.a2a_send_message(to_agent="Ghost")
+    assert nobody["error"] == "invalid_argument" and nobody["field"] == "to_agent"
+    observer, _ = join(simu, sid, "O", role="observer")
+    assert observer.a2a_broadcast(content={})["error"] == "permission_denied"
+
+
+def test_discover_by_type_and_capability(simu: Simulation) -> None:
+    arch, sid = session(simu)
+    join(simu, sid, "B1", capabilities=["wgsl", "kernel"])
+    join(simu, sid, "B2", capabilities=["kernel"])
+    join(simu, sid, "T1", role="tester", capabilities=["testing"])
+    found = arch.a2a_discover(agent_type="builder", capability="wgsl")
+    assert [a["name"] for a in found["agents"]] == ["B1"]
+    assert arch.a2a_discover(capability="kernel")["count"] == 2
+
+
+def test_realtime_mode_keeps_the_contract() -> None:
+    with Simulation(seed=1, mode="realtime", time_scale=50.0) as simu:
+        arch, sid = session(simu)
+        builders = [join(simu, sid, f"B{i}")[1] for i in range(3)]
+        assert all(b["success"] for b in builders)
+        state = arch.session_get_state(include=["agents"])
+        assert len(state["state"]["agents"]) == 4
+
+
+def test_same_seed_same_trace(simu: Simulation) -> None:
+    def script(seed: int) -> str:
+        with Simulation(seed=seed) as s:
+            arch, sid = session(s)
+            for i in range(3):
+                join(s, sid, f"B{i}")
+            arch.session_get_state()
+            return s.dispatcher.trace_digest
+
+    assert script(3) == script(3) != script(4)
