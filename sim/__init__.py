@@ -15,6 +15,8 @@ from sim.dispatch import (
     Waiter,
     make_dispatcher,
 )
+from typing import Any
+
 from sim.messages import Message, MessageError, Metadata, Priority, Region
 from sim.trace import Trace, TraceRecord
 
@@ -34,7 +36,21 @@ __all__ = [
     "Trace",
     "TraceRecord",
     "VirtualClock",
+    "Client",
+    "Simulation",
     "Waiter",
     "WallClock",
     "make_dispatcher",
 ]
+
+# The application layer (sim.simulation) builds actors, and actors import the
+# engine: importing it lazily keeps `import actors` from re-entering itself.
+_LAZY = {"Simulation": "sim.simulation", "Client": "sim.simulation"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sim' has no attribute {name!r}")
