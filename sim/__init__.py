@@ -3,6 +3,8 @@
 The public API of the engine. Everything not listed in ``__all__`` may change.
 """
 
+from typing import Any
+
 from sim.clock import VirtualClock, WallClock
 from sim.dispatch import (
     DeterministicDispatcher,
@@ -15,12 +17,11 @@ from sim.dispatch import (
     Waiter,
     make_dispatcher,
 )
-from typing import Any
-
 from sim.messages import Message, MessageError, Metadata, Priority, Region
 from sim.trace import Trace, TraceRecord
 
 __all__ = [
+    "Client",
     "DeterministicDispatcher",
     "Dispatcher",
     "Message",
@@ -31,13 +32,12 @@ __all__ = [
     "Region",
     "RunReport",
     "SendReport",
+    "Simulation",
     "Statistics",
     "SubscriptionFilter",
     "Trace",
     "TraceRecord",
     "VirtualClock",
-    "Client",
-    "Simulation",
     "Waiter",
     "WallClock",
     "make_dispatcher",
