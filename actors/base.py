@@ -95,6 +95,9 @@ class Effect:
     def __await__(self) -> Generator[Effect, Any, Any]:
         return self  # type: ignore[return-value]
 
+    def __iter__(self) -> Effect:
+        return self
+
     def __next__(self) -> Effect:
         return self.send(None)
 
@@ -113,6 +116,10 @@ class Effect:
 
     def disarm(self, actor: A2AActor) -> None:
         """Forget the registration (the wait timed out)."""
+
+    def outcome(self, message: Message) -> _Outcome:
+        """What the behaviour resumes with when ``message`` answers this effect."""
+        return message, None
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -149,8 +156,38 @@ class _Request(Effect):
     def disarm(self, actor: A2AActor) -> None:
         actor._replies.pop(self.correlation_id, None)
 
+    def outcome(self, message: Message) -> _Outcome:
+        if message.message_type == "error_report":
+            return None, RequestError(message)
+        return message, None
+
     def describe(self) -> str:
         return f"a reply from {self.to} to {self.message_type} ({self.correlation_id})"
+
+
+class _ToolCall(_Request):
+    """A session tool call: resumes with the result dict, failures included."""
+
+    __slots__ = ("tool",)
+
+    def __init__(self, tool: str, service: str, args: dict[str, Any],
+                 timeout: float | None) -> None:
+        super().__init__(service, "coordination_request", {"tool": tool, "args": args},
+                         Priority.HIGH, None, timeout)
+        self.tool = tool
+
+    def arm(self, actor: A2AActor, task: Behaviour) -> _Outcome | object:
+        outcome = super().arm(actor, task)
+        if isinstance(outcome, tuple) and isinstance(outcome[1], DeliveryError):
+            return {"success": False, "error": "no_reply",
+                    "message": f"{self.to} did not accept the call"}, None
+        return outcome
+
+    def outcome(self, message: Message) -> _Outcome:
+        return dict(message.content), None
+
+    def describe(self) -> str:
+        return f"the result of {self.tool} from {self.to} ({self.correlation_id})"
 
 
 class _Sleep(Effect):
@@ -197,6 +234,43 @@ class _Receive(Effect):
 
     def describe(self) -> str:
         return self.description
+
+
+class _Done(Effect):
+    """An effect that resumes at once with a value already known."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(None)
+        self.value = value
+
+    def arm(self, actor: A2AActor, task: Behaviour) -> _Outcome | object:
+        return self.value, None
+
+    def describe(self) -> str:
+        return "nothing"
+
+
+class _Bind:
+    """Awaits a tool call, then binds the agent to the session it created or joined."""
+
+    __slots__ = ("agent", "call", "tool")
+
+    def __init__(self, agent: Agent, tool: str, call: _ToolCall) -> None:
+        self.agent = agent
+        self.tool = tool
+        self.call = call
+
+    def __await__(self) -> Generator[Effect, Any, dict[str, Any]]:
+        result: dict[str, Any] = yield from self.call.__await__()
+        if result.get("success"):
+            if self.tool == "session_join" or (
+                    self.tool == "session_create" and self.agent.session_id is None):
+                self.agent.session_id = result["session_id"]
+            elif self.tool == "session_leave":
+                self.agent.session_id = None
+        return result
 
 
 class Behaviour:
@@ -353,10 +427,8 @@ class A2AActor(pykka.ThreadingActor):
         if correlation_id is not None and self._replies:
             task = self._replies.pop(correlation_id, None)
             if task is not None and task.waiting is not None:
-                if message.message_type == "error_report":
-                    self._resume(task, task.waiting, None, RequestError(message))
-                else:
-                    self._resume(task, task.waiting, message, None)
+                value, error = task.waiting.outcome(message)
+                self._resume(task, task.waiting, value, error)
                 return
         if self._receivers:
             for i, (task, effect) in enumerate(self._receivers):
@@ -569,6 +641,7 @@ class Agent(A2AActor):
         self.heartbeat_interval = heartbeat_interval
         self.registry = registry
         self._stop_heartbeat: Callable[[], None] | None = None
+        self.session_id: str | None = None  # the session this agent joined, if any
 
     def on_start(self) -> None:
         dispatcher = self.dispatcher
@@ -589,6 +662,26 @@ class Agent(A2AActor):
                 )
         for fn in self._initial_behaviours:
             self.start_behaviour(fn)
+
+    def call(self, tool: str, /, *, timeout: float | None = DEFAULT_TIMEOUT,
+             **args: Any) -> Awaitable[dict[str, Any]]:
+        """Call a session tool (``sim.tools.TOOLS``); resumes with its result dict.
+
+        Like a client, the agent is bound to the session it creates or joins and
+        may then omit ``session_id``. An unknown tool resumes at once with an
+        ``unknown_tool`` failure; a call with no answer in ``timeout`` raises
+        WaitTimeout.
+        """
+        from sim.tools import TOOLS  # the tool table is only needed by session agents
+
+        spec = TOOLS.get(tool)
+        if spec is None:
+            return _Done({"success": False, "error": "unknown_tool",
+                          "message": f"no tool {tool!r}"})
+        if ("session_id" in spec.input_schema["properties"] and "session_id" not in args
+                and self.session_id is not None):
+            args["session_id"] = self.session_id
+        return _Bind(self, tool, _ToolCall(tool, spec.service, args, timeout))
 
     def heartbeat(self) -> None:
         self.send(self.registry, "heartbeat", {}, priority=Priority.LOW)

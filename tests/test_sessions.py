@@ -187,3 +187,26 @@ def test_same_seed_same_trace(simu: Simulation) -> None:
             return s.dispatcher.trace_digest
 
     assert script(3) == script(3) != script(4)
+
+
+def test_a_simulated_agent_calls_tools_from_its_behaviour(simu: Simulation) -> None:
+    from actors.base import Agent
+
+    seen: dict[str, Any] = {}
+
+    async def organise(agent: Agent) -> None:
+        created = await agent.call("session_create", session_name="Agents only")
+        joined = await agent.call("session_join", session_id=created["session_id"],
+                                  agent_name="Planner", role="architect")
+        seen["bound"] = agent.session_id == created["session_id"] == joined["session_id"]
+        seen["state"] = await agent.call("session_get_state", include=["agents"])
+        seen["unknown"] = await agent.call("fly")
+        seen["denied"] = await agent.call("build_test", region={
+            "x": 0, "y": 0, "width": 1, "height": 1})
+
+    simu.dispatcher.spawn(Agent, "planner", behaviours=(organise,))
+    assert simu.run().reason == "quiescent"
+    assert seen["bound"]
+    assert [a["name"] for a in seen["state"]["state"]["agents"]] == ["Planner"]
+    assert seen["unknown"]["error"] == "unknown_tool"
+    assert seen["denied"]["error"] == "permission_denied"
