@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from actors.service import Call, Member, SessionInfo, SessionService
-from sim.messages import MESSAGE_TYPES
+from sim.messages import MESSAGE_TYPES, Message
 from sim.tools import SERVICES, ToolError, ok
 
 __all__ = ["Coordinator"]
@@ -55,6 +55,22 @@ class Coordinator(SessionService):
         super().__init__(**options)
         self._state: dict[str, _Session] = {}
         self._serial = 0
+
+    def on_start(self) -> None:
+        # The registry notices lost heartbeats; sessions hear of it from here.
+        self.subscribe("registry:events:agent_offline")
+
+    def handle_status_update(self, message: Message) -> None:
+        content = message.content
+        if message.from_agent != "registry" or content.get("event") != "agent_offline":
+            return
+        agent_id = content.get("agent_id")
+        for session_id, members in self.members.items():
+            member = members.get(agent_id) if isinstance(agent_id, str) else None
+            if member is not None:
+                self.emit_event(session_id, "agent_offline", {
+                    "agent_id": member.agent_id, "name": member.name,
+                    "last_heartbeat": content.get("last_heartbeat")})
 
     def _new_id(self, prefix: str) -> str:
         self._serial += 1

@@ -210,3 +210,24 @@ def test_a_simulated_agent_calls_tools_from_its_behaviour(simu: Simulation) -> N
     assert [a["name"] for a in seen["state"]["state"]["agents"]] == ["Planner"]
     assert seen["unknown"]["error"] == "unknown_tool"
     assert seen["denied"]["error"] == "permission_denied"
+
+
+def test_a_member_that_stops_heartbeating_goes_offline_in_its_session(
+    simu: Simulation,
+) -> None:
+    from actors.base import Agent
+
+    arch, sid = session(simu)
+    arch.a2a_subscribe(event_type="agent_offline")
+
+    async def join_and_idle(agent: Agent) -> None:
+        await agent.call("session_join", session_id=sid, agent_name="Flaky", role="builder")
+
+    flaky = simu.dispatcher.spawn(Agent, "flaky", heartbeat_interval=2.0,
+                                  behaviours=(join_and_idle,))
+    simu.advance(10.0)
+    assert arch.messages() == []
+    flaky.pause_heartbeats()
+    simu.advance(10.0)
+    [event] = arch.messages()
+    assert (event.content["event"], event.content["name"]) == ("agent_offline", "Flaky")
