@@ -14,8 +14,10 @@ result dict. The service validates the arguments against the tool table,
 checks that the session exists and the caller is a member, and asks the
 policy, before it runs ``tool_<NAME>``; so no surface can go around any of it.
 
-``tool_<NAME>(call)`` returns the result dict, raises :class:`ToolError`, or is
-an ``async def`` (run as a behaviour, for tools that must ask another service).
+``tool_<NAME>(call)`` returns the result dict, raises :class:`ToolError`, is an
+``async def`` (run as a behaviour, for tools that must ask another service), or
+returns :data:`DEFERRED` after keeping ``call.message`` to answer it later with
+``_answer`` (a barrier answers when the last agent arrives).
 
 Services talk to each other with internal operations: a ``coordination_request``
 whose content has ``op`` (always starting with ``_``), served by ``op_<name>``
@@ -37,10 +39,21 @@ from sim.messages import Message, Priority
 from sim.policy import Policy
 from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
 
-__all__ = ["Call", "Member", "SessionInfo", "SessionService"]
+__all__ = ["DEFERRED", "Call", "Member", "SessionInfo", "SessionService"]
 
 #: Every member of every session reaches its services through these mailboxes.
 SERVICE_CAPACITY: Final = 1_000_000
+
+
+class _Deferred:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DEFERRED"
+
+
+#: What a tool handler returns when it keeps the request to answer it later.
+DEFERRED: Final = _Deferred()
 
 
 @dataclass(slots=True)
@@ -122,7 +135,8 @@ class SessionService(A2AActor):
             result = handler(call)
         except ToolError as exc:
             result = exc.result()
-        self._answer(message, result)
+        if result is not DEFERRED:
+            self._answer(message, result)
 
     def _admit(self, message: Message) -> Call:
         name = message.content.get("tool")
