@@ -66,7 +66,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.service import DEFERRED, Call, SessionInfo, SessionService
+from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
 from sim.messages import Message
 from sim.tools import ToolError, fail, ok
@@ -151,7 +151,7 @@ class CoordinationService(SessionService):
 
     # -- locks ------------------------------------------------------------------------
 
-    def tool_a2a_lock_acquire(self, call: Call) -> dict[str, Any] | object:
+    def tool_a2a_lock_acquire(self, call: Call) -> dict[str, Any] | Deferred:
         args = call.args
         lock_id: str = args["lock_id"]
         wait: float = args["wait"]
@@ -254,7 +254,7 @@ class CoordinationService(SessionService):
 
     # -- barriers ---------------------------------------------------------------------
 
-    def tool_a2a_barrier_enter(self, call: Call) -> dict[str, Any] | object:
+    def tool_a2a_barrier_enter(self, call: Call) -> dict[str, Any] | Deferred:
         args = call.args
         barrier_id: str = args["barrier_id"]
         count: int | None = args.get("expected_count")

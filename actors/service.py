@@ -39,13 +39,15 @@ from sim.messages import Message, Priority
 from sim.policy import Policy
 from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
 
-__all__ = ["DEFERRED", "Call", "Member", "SessionInfo", "SessionService"]
+__all__ = ["DEFERRED", "Call", "Deferred", "Member", "SessionInfo", "SessionService"]
 
 #: Every member of every session reaches its services through these mailboxes.
 SERVICE_CAPACITY: Final = 1_000_000
 
 
-class _Deferred:
+class Deferred:
+    """The type of :data:`DEFERRED`."""
+
     __slots__ = ()
 
     def __repr__(self) -> str:
@@ -53,7 +55,7 @@ class _Deferred:
 
 
 #: What a tool handler returns when it keeps the request to answer it later.
-DEFERRED: Final = _Deferred()
+DEFERRED: Final = Deferred()
 
 
 @dataclass(slots=True)
