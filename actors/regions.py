@@ -1,9 +1,739 @@
-"""Placeholder: the regions service is being written."""
+"""The region manager: claims, the canvas, artifacts and the blueprint of every session.
+
+:class:`RegionManager` (the ``regions`` actor) is the only writer of tiles. Per
+session it owns:
+
+* the **canvas** (:class:`sim.canvas.TileCanvas`); agents write under small int
+  writer ids handed out per session in order of first write;
+* the **claims**: leases on rectangles, exclusive or shared. An exclusive claim
+  may not overlap any claim of another agent; a shared claim may overlap other
+  shared claims but no exclusive claim of another agent; an agent's own claims
+  never conflict with each other. A claim with ``timeout > 0`` expires at
+  ``claimed_at + timeout`` (a daemon timer: a lease never keeps a run alive);
+* **artifacts**: shaders and cartridges, immutable once made;
+* the **blueprint** (the target tiles) and the counters ``tiles_placed``,
+  ``lost_work`` and ``conflicts``.
+
+Conflict checks never scan every claim. Two boolean masks (cells under any
+claim, cells under an exclusive claim) answer "is anything there" in O(area) of
+the request, a grid of buckets finds the claims themselves, and the suggestion
+for a refused claim is :func:`sim.geometry.find_free_placement` on the mask, which
+builds summed-area tables over its search window only. (An
+:class:`~sim.geometry.OccupancyIndex` would rebuild a whole-grid table after
+every granted claim, about 1 ms at 1000 x 1000; the window search costs far less
+when claims change between conflicts, which is the common case.) All of it is
+updated incrementally on every claim and release.
+
+Coordination modes (the session's ``coordination_mode``) decide who may write
+(tiles, shaders and cartridges alike):
+
+* ``coordinated``: every written cell must lie in a claim of the writer;
+* ``free``: anyone writes anywhere; overwriting another agent's cells adds to
+  ``lost_work`` (it is counted in every mode);
+* ``sequential``: one writer at a time holds the session's write token, taken by
+  a write when free and held until its holder has no claims left (after a
+  release, expiry or transfer), leaves, or goes :data:`SEQUENTIAL_IDLE` seconds
+  without writing. Claims are not needed to write.
+
+Checkpoints (``_checkpoint``/``_rollback``) keep the compressed canvas, the
+artifacts and ``tiles_placed`` in this actor under the checkpoint id. Claims are
+leases on the present, not work, and are **not** rolled back; nor are the
+contention statistics ``lost_work`` and ``conflicts``, nor the blueprint.
+"""
 
 from __future__ import annotations
 
-from actors.service import SessionService
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any, Final
+
+import msgspec
+import numpy as np
+from numpy.typing import NDArray
+
+from actors.service import Call, SessionInfo, SessionService
+from sim.canvas import MatchResult, Tile, TileCanvas, parse_tile
+from sim.dispatch import Timer
+from sim.geometry import Rect, find_free_placement, free_rectangles
+from sim.tools import TOOLS, ToolError, ok
+
+__all__ = ["SEQUENTIAL_IDLE", "ClaimIndex", "RegionManager"]
+
+#: Simulated seconds without a write after which a sequential-mode write token is free.
+SEQUENTIAL_IDLE: Final = 30.0
+
+#: The lease of a claim made on an agent's behalf (``_claim_for``, ``_auto_claim``).
+DEFAULT_LEASE: Final[float] = float(TOOLS["region_claim"].input_schema["properties"]
+                                    ["timeout"]["default"])
+
+_TILE_NAMES: Final = {int(t): t.name.lower() for t in Tile}
+_by_serial = attrgetter("serial")
+
+
+@dataclass(slots=True, eq=False)
+class _Claim:
+    claim_id: str
+    serial: int  # creation order: lists of claims are sorted by it, oldest first
+    agent_id: str
+    rect: Rect
+    purpose: str
+    exclusive: bool
+    claimed_at: float
+    expires_at: float | None
+    timer: Timer | None = None
+
+
+class ClaimIndex:
+    """Where the claims of one session are: occupancy masks and a grid of buckets.
+
+    * :attr:`occupied` / :attr:`exclusive`: bool ``[y, x]`` masks of the cells under
+      at least one claim / at least one exclusive claim. Callers may read them
+      and must not write them.
+    * :meth:`overlapping`: the claims overlapping a rectangle, found through the
+      buckets it touches, oldest first.
+
+    :meth:`add` costs O(area + buckets touched); :meth:`remove` also repaints
+    the freed rectangle from the claims still overlapping it.
+    """
+
+    __slots__ = ("_buckets", "_cell", "_cols", "exclusive", "occupied", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        # Buckets of at least 32 cells, and at most 64 a side however large the
+        # grid: a whole-grid claim then touches at most 4,096 buckets.
+        self._cell = max(32, -(-size // 64))
+        self._cols = -(-size // self._cell)
+        self._buckets: dict[int, dict[str, _Claim]] = {}
+        self.occupied: NDArray[np.bool_] = np.zeros((size, size), dtype=bool)
+        self.exclusive: NDArray[np.bool_] = np.zeros((size, size), dtype=bool)
+
+    def _keys(self, rect: Rect) -> Iterator[int]:
+        cell, cols = self._cell, self._cols
+        for by in range(rect.y // cell, (rect.y2 - 1) // cell + 1):
+            row = by * cols
+            for bx in range(rect.x // cell, (rect.x2 - 1) // cell + 1):
+                yield row + bx
+
+    def add(self, claim: _Claim) -> None:
+        for key in self._keys(claim.rect):
+            self._buckets.setdefault(key, {})[claim.claim_id] = claim
+        block = claim.rect.slices()
+        self.occupied[block] = True
+        if claim.exclusive:
+            self.exclusive[block] = True
+
+    def remove(self, claim: _Claim) -> None:
+        for key in self._keys(claim.rect):
+            bucket = self._buckets.get(key)
+            if bucket is not None:
+                bucket.pop(claim.claim_id, None)
+                if not bucket:
+                    del self._buckets[key]
+        rect = claim.rect
+        self.occupied[rect.slices()] = False
+        self.exclusive[rect.slices()] = False
+        # Other claims may cover part of the freed cells: paint them back.
+        for other in self.overlapping(rect):
+            common = other.rect.intersection(rect)
+            assert common is not None
+            self.occupied[common.slices()] = True
+            if other.exclusive:
+                self.exclusive[common.slices()] = True
+
+    def overlapping(self, rect: Rect) -> list[_Claim]:
+        """The claims sharing at least one cell with ``rect``, oldest first."""
+        found: dict[str, _Claim] = {}
+        x, y, x2, y2 = rect.x, rect.y, rect.x2, rect.y2
+        buckets = self._buckets
+        for key in self._keys(rect):
+            bucket = buckets.get(key)
+            if not bucket:
+                continue
+            for claim_id, claim in bucket.items():
+                r = claim.rect
+                if (claim_id not in found and r.x < x2 and x < r.x + r.width
+                        and r.y < y2 and y < r.y + r.height):
+                    found[claim_id] = claim
+        return sorted(found.values(), key=_by_serial)
+
+
+@dataclass(slots=True)
+class _Checkpoint:
+    canvas: bytes | None  # TileCanvas.compress() output; None when tiles were not included
+    tiles: int
+    tiles_placed: int
+    shaders: dict[str, dict[str, Any]] | None
+    cartridges: dict[str, dict[str, Any]] | None
+
+
+@dataclass(slots=True, eq=False)
+class _World:
+    """One session's share of the regions actor."""
+
+    info: SessionInfo
+    canvas: TileCanvas
+    index: ClaimIndex
+    claims: dict[str, _Claim] = field(default_factory=dict)
+    by_agent: dict[str, dict[str, _Claim]] = field(default_factory=dict)
+    shaders: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cartridges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    blueprint: NDArray[np.uint8] | None = None
+    writers: dict[str, int] = field(default_factory=dict)
+    tiles_placed: int = 0
+    lost_work: int = 0
+    conflicts: int = 0
+    token: str | None = None  # sequential mode: the agent holding the write token
+    token_at: float = 0.0  # ... and the time of its last write
+    checkpoints: dict[str, _Checkpoint] = field(default_factory=dict)
+
+    def writer(self, agent_id: str) -> int:
+        """The canvas writer id of ``agent_id`` (1, 2, ... in order of first write)."""
+        who = self.writers.get(agent_id)
+        if who is None:
+            who = self.writers[agent_id] = len(self.writers) + 1
+        return who
+
+
+# -- argument helpers ------------------------------------------------------------------------
+
+
+def _invalid(name: str, problem: str) -> ToolError:
+    return ToolError("invalid_argument", f"{name}: {problem}", field=name)
+
+
+def _rect(value: object, name: str = "region") -> Rect:
+    try:
+        return Rect.parse(value, name)
+    except ValueError as exc:
+        raise _invalid(name, str(exc)) from None
+
+
+def _inside(s: _World, rect: Rect, name: str = "region") -> Rect:
+    if not rect.within(s.info.grid_size):
+        size = s.info.grid_size
+        raise ToolError("out_of_bounds", f"{name} {rect.to_dict()} is not inside the "
+                        f"{size} x {size} grid", field=name, grid_size=size)
+    return rect
+
+
+def _tile(value: object, name: str) -> Tile:
+    try:
+        return parse_tile(value)
+    except ValueError as exc:
+        raise _invalid(name, str(exc)) from None
+
+
+def _code_of(text: str, name: str) -> int:
+    # A 2-D list mixing names and numbers reaches numpy as strings: "3" is code 3.
+    return int(_tile(int(text) if text.strip().isdigit() else text, name))
+
+
+def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.uint8]:
+    """Rows of tile types (names or codes) as a uint8 array of exactly ``shape``.
+
+    The conversion is vectorised: names are looked up once per distinct name.
+    Raises ``invalid_argument`` naming ``name`` with the row or shape at fault.
+    """
+    rows, cols = shape
+    if not isinstance(value, (list, tuple)):
+        raise _invalid(name, f"expected rows of tile types, got {type(value).__name__}")
+    if len(value) != rows:
+        raise _invalid(name, f"expected {rows} rows, got {len(value)}")
+    for i, row in enumerate(value):
+        if not isinstance(row, (list, tuple)):
+            raise _invalid(name, f"row {i} is not a list of tile types")
+        if len(row) != cols:
+            raise _invalid(name, f"row {i} has {len(row)} tiles, expected {cols}")
+    try:
+        arr = np.asarray(value)
+    except ValueError as exc:  # mixed nesting inside a row
+        raise _invalid(name, f"not a rectangular array of tile types: {exc}") from None
+    if arr.shape != shape:
+        raise _invalid(name, f"expected shape {shape}, got {arr.shape}")
+    if arr.dtype.kind in "iu":
+        distinct, inverse = np.unique(arr, return_inverse=True)
+        codes = np.array([int(_tile(int(v), name)) for v in distinct], dtype=np.uint8)
+    elif arr.dtype.kind == "U":
+        distinct, inverse = np.unique(arr, return_inverse=True)
+        codes = np.array([_code_of(str(v), name) for v in distinct], dtype=np.uint8)
+    else:
+        raise _invalid(name, f"tile types must be names or integer codes, got {arr.dtype}")
+    out: NDArray[np.uint8] = codes[inverse.reshape(shape)]
+    return out
+
+
+def _share(m: MatchResult) -> float:
+    """Matched share of the blueprint's tiles; an all-empty target counts only when exact."""
+    if m.total:
+        return m.matching / m.total
+    return 1.0 if m.complete else 0.0
 
 
 class RegionManager(SessionService):
+    """The ``regions`` service. See the module docstring for what it owns and guarantees."""
+
     service_name = "regions"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.worlds: dict[str, _World] = {}
+        self._serial = 0
+
+    def _next(self, prefix: str) -> tuple[str, int]:
+        self._serial += 1
+        return f"{prefix}_{self._serial:06d}", self._serial
+
+    def on_session(self, info: SessionInfo) -> None:
+        size = info.grid_size
+        self.worlds[info.session_id] = _World(info, TileCanvas(size), ClaimIndex(size))
+
+    def _world(self, session_id: object) -> _World:
+        world = self.worlds.get(session_id) if isinstance(session_id, str) else None
+        if world is None:
+            raise ToolError("session_not_found", f"no session {session_id!r}")
+        return world
+
+    # -- claims: bookkeeping -------------------------------------------------------------
+
+    def _claim_view(self, s: _World, claim: _Claim) -> dict[str, Any]:
+        return {"claim_id": claim.claim_id, "agent_id": claim.agent_id,
+                "agent_name": self.member_name(s.info.session_id, claim.agent_id),
+                "bounds": claim.rect.to_dict(), "purpose": claim.purpose,
+                "exclusive": claim.exclusive, "expires_at": claim.expires_at}
+
+    def _conflicts(self, s: _World, agent_id: str, rect: Rect, exclusive: bool,
+                   ignore: _Claim | None = None) -> list[_Claim]:
+        """The claims that forbid ``agent_id`` holding ``rect`` (``ignore`` aside)."""
+        mask = s.index.occupied if exclusive else s.index.exclusive
+        if not mask[rect.slices()].any():
+            return []  # the common case: nothing at all there, no claim to look at
+        return [c for c in s.index.overlapping(rect)
+                if c.agent_id != agent_id and c is not ignore and (exclusive or c.exclusive)]
+
+    def _refuse(self, s: _World, agent_id: str, rect: Rect, exclusive: bool,
+                conflicts: list[_Claim]) -> ToolError:
+        """Count and announce a conflict; the region_conflict error to raise."""
+        session_id = s.info.session_id
+        boxes: dict[str, Rect] = {}  # per conflicting agent: the bounding box of its overlaps
+        for claim in conflicts:
+            common = claim.rect.intersection(rect)
+            assert common is not None
+            box = boxes.get(claim.agent_id)
+            if box is not None:
+                x, y = min(box.x, common.x), min(box.y, common.y)
+                common = Rect(x, y, max(box.x2, common.x2) - x, max(box.y2, common.y2) - y)
+            boxes[claim.agent_id] = common
+        everything = next(iter(boxes.values()))
+        for box in boxes.values():
+            x, y = min(everything.x, box.x), min(everything.y, box.y)
+            everything = Rect(x, y, max(everything.x2, box.x2) - x,
+                              max(everything.y2, box.y2) - y)
+        agents = [{"agent_id": a, "agent_name": self.member_name(session_id, a),
+                   "overlapping_region": box.to_dict()} for a, box in boxes.items()]
+        # Free means what region_query calls free: no claim there (no exclusive
+        # claim, for a shared request), so claiming the suggestion succeeds.
+        mask = s.index.occupied if exclusive else s.index.exclusive
+        spot = find_free_placement(mask, rect.width, rect.height, near=(rect.x, rect.y))
+        if spot is None:
+            text = (f"No free {rect.width} x {rect.height} region is left in the grid; "
+                    "wait for a release or ask for a smaller region")
+        else:
+            text = f"Claim region starting at ({spot.x}, {spot.y}) to avoid conflict"
+        s.conflicts += 1
+        self.emit_event(session_id, "conflict_detected", {
+            "agent_id": agent_id, "agents": list(boxes),
+            "overlapping_region": everything.to_dict()})
+        names = ", ".join(self.member_name(session_id, a) for a in boxes)
+        return ToolError("region_conflict", f"{rect.to_dict()} overlaps claims of {names}",
+                         conflicting_agents=agents, suggestion=text,
+                         suggestion_region=None if spot is None else spot.to_dict())
+
+    def _grant(self, s: _World, agent_id: str, rect: Rect, purpose: str, exclusive: bool,
+               timeout: float) -> dict[str, Any]:
+        """Claim ``rect`` for ``agent_id`` or raise region_conflict; the region_claim result."""
+        conflicts = self._conflicts(s, agent_id, rect, exclusive)
+        if conflicts:
+            raise self._refuse(s, agent_id, rect, exclusive, conflicts)
+        claim_id, serial = self._next("claim")
+        expires_at = self.now + timeout if timeout > 0 else None
+        claim = _Claim(claim_id, serial, agent_id, rect, purpose, exclusive, self.now, expires_at)
+        if timeout > 0:
+            claim.timer = self.dispatcher.call_later(
+                timeout, self, self._expire, s.info.session_id, claim_id, daemon=True)
+        s.claims[claim_id] = claim
+        s.by_agent.setdefault(agent_id, {})[claim_id] = claim
+        s.index.add(claim)
+        self.emit_event(s.info.session_id, "region_claimed", {
+            "agent_id": agent_id, "claim_id": claim_id, "region": rect.to_dict(),
+            "exclusive": exclusive, "expires_at": expires_at})
+        return ok(claim_id=claim_id, agent_id=agent_id, region=rect.to_dict(),
+                  purpose=purpose, exclusive=exclusive, expires_at=expires_at, conflicts=[])
+
+    def _drop(self, s: _World, claim: _Claim, reason: str) -> None:
+        """Remove ``claim`` (released, expired, owner left) and announce it."""
+        del s.claims[claim.claim_id]
+        self._unassign(s, claim)
+        s.index.remove(claim)
+        if claim.timer is not None:
+            claim.timer.cancel()
+            claim.timer = None
+        self.emit_event(s.info.session_id, "region_released", {
+            "agent_id": claim.agent_id, "claim_id": claim.claim_id,
+            "region": claim.rect.to_dict(), "reason": reason})
+
+    def _unassign(self, s: _World, claim: _Claim) -> None:
+        owner = claim.agent_id
+        mine = s.by_agent.get(owner)
+        if mine is not None:
+            mine.pop(claim.claim_id, None)
+            if not mine:
+                del s.by_agent[owner]
+                if s.token == owner:
+                    s.token = None  # the holder's claims are all gone: so is its token
+
+    def _hand_over(self, s: _World, claim: _Claim, to: str) -> None:
+        """Give ``claim`` (same id, region and lease) to agent ``to``; announce it."""
+        old = claim.agent_id
+        self._unassign(s, claim)
+        claim.agent_id = to
+        s.by_agent.setdefault(to, {})[claim.claim_id] = claim
+        session_id = s.info.session_id
+        self.emit_event(session_id, "region_released", {
+            "agent_id": old, "claim_id": claim.claim_id, "region": claim.rect.to_dict(),
+            "reason": "transferred", "transferred_to": to})
+        self.emit_event(session_id, "region_claimed", {
+            "agent_id": to, "claim_id": claim.claim_id, "region": claim.rect.to_dict(),
+            "exclusive": claim.exclusive, "expires_at": claim.expires_at,
+            "transferred_from": old})
+
+    def _expire(self, session_id: str, claim_id: str) -> None:
+        s = self.worlds.get(session_id)
+        claim = s.claims.get(claim_id) if s is not None else None
+        if s is not None and claim is not None:
+            claim.timer = None  # it has fired
+            self._drop(s, claim, "expired")
+
+    def _member_id(self, s: _World, who: str, name: str) -> str:
+        members = self.members.get(s.info.session_id, {})
+        if who in members:
+            return who
+        for member in members.values():
+            if member.name == who:
+                return member.agent_id
+        raise _invalid(name, f"{who!r} is not a member of {s.info.session_id}")
+
+    # -- claims: tools ----------------------------------------------------------------------
+
+    def tool_region_claim(self, call: Call) -> dict[str, Any]:
+        """Claim ``region``; a lease of ``timeout`` seconds (0: no expiry).
+
+        Result: claim_id, region, exclusive, expires_at, conflicts ([]). Errors:
+        out_of_bounds; region_conflict with conflicting_agents (one entry per
+        agent, its overlapping_region the bounding box of its overlaps with the
+        request), suggestion and suggestion_region (the nearest free placement of
+        the same size, or None).
+        """
+        s = self._world(call.session_id)
+        args = call.args
+        rect = _inside(s, _rect(args["region"]))
+        return self._grant(s, call.caller, rect, args["purpose"], args["exclusive"],
+                           float(args["timeout"]))
+
+    def tool_region_release(self, call: Call) -> dict[str, Any]:
+        """Release a claim, or hand it to ``transfer_to`` (an agent id or name).
+
+        Only the owner or an architect may. A transfer keeps the claim's id,
+        region and lease; it is refused with region_conflict when the new owner
+        may not hold the region (it overlaps a third agent's claim that way).
+        """
+        s = self._world(call.session_id)
+        claim_id = call.args["claim_id"]
+        claim = s.claims.get(claim_id)
+        if claim is None:
+            raise ToolError("claim_not_found", f"no claim {claim_id!r} in {call.session_id}",
+                            field="claim_id")
+        role = call.member.role if call.member is not None else ""
+        if claim.agent_id != call.caller and role != "architect":
+            raise ToolError("not_owner", f"{claim_id} belongs to "
+                            f"{self.member_name(call.session_id, claim.agent_id)}",
+                            owner=claim.agent_id)
+        target = call.args.get("transfer_to")
+        if target is None:
+            self._drop(s, claim, "released")
+            return ok(claim_id=claim_id, released=True, transferred_to=None)
+        to = self._member_id(s, target, "transfer_to")
+        if to == claim.agent_id:
+            raise _invalid("transfer_to", f"{target!r} already holds {claim_id}")
+        conflicts = self._conflicts(s, to, claim.rect, claim.exclusive, ignore=claim)
+        if conflicts:
+            raise self._refuse(s, to, claim.rect, claim.exclusive, conflicts)
+        self._hand_over(s, claim, to)
+        return ok(claim_id=claim_id, released=True, transferred_to=to)
+
+    def tool_region_query(self, call: Call) -> dict[str, Any]:
+        """Claims overlapping ``region``; ``is_free`` when there are none; the free part
+        as disjoint rectangles whose union is exactly the unclaimed cells."""
+        s = self._world(call.session_id)
+        rect = _inside(s, _rect(call.args["region"]))
+        claims = s.index.overlapping(rect)
+        free = free_rectangles(s.index.occupied[rect.slices()], origin=(rect.x, rect.y))
+        return ok(claims=[self._claim_view(s, c) for c in claims], is_free=not claims,
+                  free_subregions=[r.to_dict() for r in free])
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _may_write(self, s: _World, agent_id: str, rect: Rect) -> None:
+        """Raise write_refused unless the session's mode lets ``agent_id`` write ``rect``."""
+        mode = s.info.coordination_mode
+        if mode == "coordinated":
+            own = [c for c in s.index.overlapping(rect) if c.agent_id == agent_id]
+            if any(c.rect.contains(rect) for c in own):
+                return
+            covered = np.zeros((rect.height, rect.width), dtype=bool)
+            for claim in own:
+                common = claim.rect.intersection(rect)
+                assert common is not None
+                covered[common.y - rect.y:common.y2 - rect.y,
+                        common.x - rect.x:common.x2 - rect.x] = True
+            if not bool(covered.all()):
+                missing = int(covered.size - np.count_nonzero(covered))
+                raise ToolError("write_refused", f"region {rect.to_dict()} is not inside your "
+                                f"claims ({missing} cells outside); claim it first",
+                                region=rect.to_dict(), cells_outside=missing)
+        elif mode == "sequential":
+            holder = s.token
+            idle = self.now - s.token_at
+            if holder is not None and holder != agent_id and idle < SEQUENTIAL_IDLE:
+                name = self.member_name(s.info.session_id, holder)
+                raise ToolError("write_refused", f"{name} holds the write token in this "
+                                "sequential session", holder=holder, holder_name=name,
+                                region=rect.to_dict(), retry_after=SEQUENTIAL_IDLE - idle)
+
+    def _wrote(self, s: _World, agent_id: str) -> None:
+        if s.info.coordination_mode == "sequential":
+            s.token, s.token_at = agent_id, self.now
+
+    def _write(self, s: _World, agent_id: str, rect: Rect, values: Tile | NDArray[np.uint8],
+               ) -> dict[str, Any]:
+        self._may_write(s, agent_id, rect)
+        result = s.canvas.write(rect, values, s.writer(agent_id))
+        self._wrote(s, agent_id)
+        s.tiles_placed += result.placed
+        s.lost_work += result.lost_work
+        return ok(tiles_placed=result.placed, lost_work=result.lost_work, region=rect.to_dict())
+
+    def tool_builder_place_tile(self, call: Call) -> dict[str, Any]:
+        """Place one tile. Result: tiles_placed (0 for ``empty``), lost_work, region."""
+        s = self._world(call.session_id)
+        args = call.args
+        tile = _tile(args["tile_type"], "tile_type")
+        size = s.info.grid_size
+        for name in ("x", "y"):
+            if args[name] >= size:
+                raise ToolError("out_of_bounds", f"{name} {args[name]} is not inside the "
+                                f"{size} x {size} grid", field=name, grid_size=size)
+        rect = Rect(args["x"], args["y"], 1, 1)
+        return self._write(s, call.caller, rect, tile)
+
+    def tool_builder_place_tiles(self, call: Call) -> dict[str, Any]:
+        """Write ``tiles`` (height x width rows, or one tile type to fill) into ``region``."""
+        s = self._world(call.session_id)
+        rect = _inside(s, _rect(call.args["region"]))
+        tiles = call.args["tiles"]
+        values: Tile | NDArray[np.uint8]
+        if isinstance(tiles, (str, int)):
+            values = _tile(tiles, "tiles")
+        else:
+            values = _tile_rows(tiles, "tiles", (rect.height, rect.width))
+        return self._write(s, call.caller, rect, values)
+
+    def tool_builder_load_shader(self, call: Call) -> dict[str, Any]:
+        """Record a shader over ``region`` (the canvas is untouched); write rules apply."""
+        s = self._world(call.session_id)
+        rect = _inside(s, _rect(call.args["region"]))
+        self._may_write(s, call.caller, rect)
+        shader_id, _ = self._next("shader")
+        s.shaders[shader_id] = {"shader_id": shader_id, "name": call.args["shader_name"],
+                                "region": rect.to_dict(), "agent_id": call.caller,
+                                "created_at": self.now}
+        self._wrote(s, call.caller)
+        return ok(shader_id=shader_id, region=rect.to_dict())
+
+    def tool_builder_assemble_cartridge(self, call: Call) -> dict[str, Any]:
+        """Record a cartridge of ``region``; ``tiles`` is its count of non-empty tiles."""
+        s = self._world(call.session_id)
+        rect = _inside(s, _rect(call.args["region"]))
+        self._may_write(s, call.caller, rect)
+        cartridge_id, _ = self._next("cartridge")
+        tiles = s.canvas.count_nonempty(rect)
+        s.cartridges[cartridge_id] = {"cartridge_id": cartridge_id, "name": call.args["name"],
+                                      "region": rect.to_dict(), "agent_id": call.caller,
+                                      "created_at": self.now, "tiles": tiles}
+        self._wrote(s, call.caller)
+        return ok(cartridge_id=cartridge_id, region=rect.to_dict(), tiles=tiles)
+
+    # -- blueprint and tests ------------------------------------------------------------------
+
+    def _set_blueprint(self, s: _World, blueprint: object) -> dict[str, Any]:
+        size = s.info.grid_size
+        s.blueprint = _tile_rows(blueprint, "blueprint", (size, size))
+        return ok(cells=size * size, nonempty=int(np.count_nonzero(s.blueprint)))
+
+    def tool_blueprint_set(self, call: Call) -> dict[str, Any]:
+        """Set the target: exactly grid_size rows of grid_size tile types."""
+        return self._set_blueprint(self._world(call.session_id), call.args["blueprint"])
+
+    def tool_build_test(self, call: Call) -> dict[str, Any]:
+        """Compare ``region`` with the blueprint.
+
+        ``passed``: every cell equals the blueprint (extra tiles on empty target
+        cells are defects). ``score``: 10 x matching / total, where total is the
+        target's non-empty cells (a region whose target is empty scores 10 if
+        passed, else 0). ``defects``: the first ``max_defects`` in row-major order.
+        """
+        s = self._world(call.session_id)
+        rect = _inside(s, _rect(call.args["region"]))
+        if s.blueprint is None:
+            raise ToolError("no_blueprint", f"session {call.session_id} has no blueprint; "
+                            "set one with blueprint_set")
+        m = s.canvas.match(s.blueprint[rect.slices()], rect, limit=call.args["max_defects"])
+        defects = [{"x": d.x, "y": d.y, "expected": _TILE_NAMES[int(d.expected)],
+                    "actual": _TILE_NAMES[int(d.actual)]} for d in m.defects]
+        return ok(region=rect.to_dict(), passed=m.complete, score=round(10 * _share(m), 2),
+                  matching=m.matching, total=m.total, defects=defects,
+                  defect_count=m.defect_count)
+
+    # -- internal operations --------------------------------------------------------------------
+
+    def op_state(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Claims (oldest first, with claimed_at), progress and the contention counters."""
+        s = self._world(content.get("session_id"))
+        claims = [{**self._claim_view(s, c), "claimed_at": c.claimed_at}
+                  for c in sorted(s.claims.values(), key=_by_serial)]
+        completion = 0.0
+        if s.blueprint is not None:
+            completion = round(100 * _share(s.canvas.match(s.blueprint, limit=0)), 2)
+        progress = {"tiles_placed": s.tiles_placed, "shaders_loaded": len(s.shaders),
+                    "cartridges_assembled": len(s.cartridges),
+                    "completion_percent": completion}
+        return ok(claims=claims, progress=progress, conflicts=s.conflicts,
+                  lost_work=s.lost_work)
+
+    def op_release_all(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Release (or, with ``handoff_to``, hand over) every claim of ``agent_id``.
+
+        A hand-over of all of them at once is always valid: the claims were valid
+        against third parties, and the new owner's own claims never conflict.
+        """
+        s = self._world(content.get("session_id"))
+        agent_id = content["agent_id"]
+        handoff = content.get("handoff_to")
+        released = []
+        for claim in sorted(s.by_agent.get(agent_id, {}).values(), key=_by_serial):
+            if handoff is None:
+                self._drop(s, claim, "left")
+            else:
+                self._hand_over(s, claim, handoff)
+            released.append(claim.claim_id)
+        if s.token == agent_id:
+            s.token = None
+        return ok(released_regions=released, transferred_to=handoff)
+
+    def op_auto_claim(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """An exclusive ``size`` x ``size`` claim (capped at the grid) on free cells,
+        nearest the origin, purpose "auto-assigned"; region_conflict if none is free."""
+        s = self._world(content.get("session_id"))
+        size = min(int(content["size"]), s.info.grid_size)
+        spot = find_free_placement(s.index.occupied, size, size, near=(0, 0))
+        if spot is None:
+            raise ToolError("region_conflict", f"no free {size} x {size} region to assign",
+                            conflicting_agents=[], suggestion_region=None,
+                            suggestion="Release claims or use a smaller auto_region_size")
+        return self._grant(s, content["agent_id"], spot, "auto-assigned", True, DEFAULT_LEASE)
+
+    def op_claim_for(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """An exclusive claim of ``region`` for ``agent_id`` (default lease), as region_claim."""
+        s = self._world(content.get("session_id"))
+        rect = _inside(s, _rect(content.get("region")))
+        return self._grant(s, content["agent_id"], rect, str(content.get("purpose") or ""),
+                           True, DEFAULT_LEASE)
+
+    def op_release(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Release ``claim_id`` (whoever holds it); claim_not_found if it is gone."""
+        s = self._world(content.get("session_id"))
+        claim = s.claims.get(content.get("claim_id", ""))
+        if claim is None:
+            raise ToolError("claim_not_found", f"no claim {content.get('claim_id')!r}")
+        self._drop(s, claim, "released")
+        return ok(claim_id=claim.claim_id, released=True, transferred_to=None)
+
+    def op_blueprint(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Set the blueprint, as blueprint_set."""
+        return self._set_blueprint(self._world(content.get("session_id")),
+                                   content.get("blueprint"))
+
+    def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Keep the included parts under ``checkpoint_id``: the compressed canvas (and
+        tiles_placed) for "tiles", the artifacts for "shaders" / "cartridges"."""
+        s = self._world(content.get("session_id"))
+        include = set(content.get("include") or ())
+        canvas = s.canvas.compress() if "tiles" in include else None
+        tiles = s.canvas.count_nonempty() if canvas is not None else 0
+        # Artifacts are never changed once made, so copying the dicts that hold them suffices.
+        shaders = dict(s.shaders) if "shaders" in include else None
+        cartridges = dict(s.cartridges) if "cartridges" in include else None
+        s.checkpoints[content["checkpoint_id"]] = _Checkpoint(
+            canvas, tiles, s.tiles_placed, shaders, cartridges)
+        size = len(canvas or b"") + len(msgspec.json.encode([shaders, cartridges]))
+        return ok(tiles=tiles, shaders=len(shaders or {}), cartridges=len(cartridges or {}),
+                  size_bytes=size)
+
+    def op_rollback(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Restore the checkpoint's parts; ``lost`` counts what that undid: cells that
+        differed, artifacts made after it. Parts it did not include are left alone."""
+        s = self._world(content.get("session_id"))
+        checkpoint_id = content.get("checkpoint_id")
+        ck = s.checkpoints.get(checkpoint_id) if isinstance(checkpoint_id, str) else None
+        if ck is None:
+            raise ToolError("checkpoint_not_found", f"no checkpoint {checkpoint_id!r} here")
+        lost = {"tiles": 0, "shaders": 0, "cartridges": 0}
+        if ck.canvas is not None:
+            snapshot = TileCanvas.decompress(ck.canvas).snapshot()
+            lost["tiles"] = s.canvas.diff(snapshot)
+            s.canvas.restore(snapshot)
+            s.tiles_placed = ck.tiles_placed
+        if ck.shaders is not None:
+            lost["shaders"] = len(s.shaders.keys() - ck.shaders.keys())
+            s.shaders = dict(ck.shaders)
+        if ck.cartridges is not None:
+            lost["cartridges"] = len(s.cartridges.keys() - ck.cartridges.keys())
+            s.cartridges = dict(ck.cartridges)
+        restored = {"tiles": ck.tiles, "shaders": len(ck.shaders or {}),
+                    "cartridges": len(ck.cartridges or {})}
+        return ok(restored=restored, lost=lost)
+
+    def op_claims_of(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Ids of the agents holding a claim that overlaps ``region``, oldest claim first."""
+        s = self._world(content.get("session_id"))
+        rect = _inside(s, _rect(content.get("region")))
+        agents = dict.fromkeys(c.agent_id for c in s.index.overlapping(rect))
+        return ok(agents=list(agents))
+
+    def op_session_closed(self, content: Mapping[str, Any]) -> None:
+        session_id = content["session_id"]
+        world = self.worlds.pop(session_id, None)
+        if world is not None:
+            for claim in world.claims.values():
+                if claim.timer is not None:
+                    claim.timer.cancel()
+        # What the coordinator's own op_session_closed drops: the replicated entries.
+        self.sessions.pop(session_id, None)
+        self.members.pop(session_id, None)
+
+    def op_member_left(self, content: Mapping[str, Any]) -> None:
+        super().op_member_left(content)
+        world = self.worlds.get(content["session_id"])
+        if world is not None and world.token == content["agent_id"]:
+            world.token = None

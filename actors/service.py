@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Final
 
 from actors.base import A2AActor
-from sim.messages import Message, Priority
+from sim.messages import Message, MessageError, Priority
 from sim.policy import Policy
 from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
 
@@ -175,8 +175,16 @@ class SessionService(A2AActor):
         self._answer(call.message, result)
 
     def _answer(self, request: Message, result: dict[str, Any]) -> None:
-        if request.metadata.correlation_id is not None:
+        if request.metadata.correlation_id is None:
+            return
+        try:
             self.reply(request, "coordination_response", result, priority=Priority.HIGH)
+        except MessageError as exc:
+            # A result over the content limit (a query over thousands of claims)
+            # would raise here and leave the caller waiting for ever: say so instead.
+            self.reply(request, "coordination_response", fail(
+                "invalid_argument", f"the result is too large to send ({exc.problem}); "
+                "ask about a smaller region or fewer items"), priority=Priority.HIGH)
 
     # -- internal operations ------------------------------------------------------------
 

@@ -1,0 +1,657 @@
+"""The regions service through clients: claims, writes, blueprint, tests, checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actors.regions import SEQUENTIAL_IDLE, RegionManager
+from sim.canvas import Tile
+from sim.geometry import Rect
+from sim.messages import Message
+from sim.simulation import Client, Simulation
+from sim.tools import ToolError
+
+
+@pytest.fixture
+def simu() -> Iterator[Simulation]:
+    with Simulation(seed=7) as s:
+        yield s
+
+
+@dataclass
+class Crew:
+    sid: str
+    arch: Client
+    a: Client
+    b: Client
+    tester: Client
+    observer: Client
+
+
+def crew(simu: Simulation, grid: int = 100, mode: str = "coordinated",
+         **options: Any) -> Crew:
+    """An architect, builders A and B, a tester and an observer in one session."""
+    arch = simu.client("arch")
+    created = arch.session_create(session_name="S", grid_size=grid, coordination_mode=mode,
+                                  **options)
+    assert created["success"], created
+    sid = created["session_id"]
+    assert arch.session_join(session_id=sid, agent_name="Arch", role="architect")["success"]
+    members = []
+    for name, role in (("A", "builder"), ("B", "builder"), ("T", "tester"),
+                       ("O", "observer")):
+        client = simu.client(name.lower())
+        joined = client.session_join(session_id=sid, agent_name=name, role=role)
+        assert joined["success"], joined
+        members.append(client)
+    return Crew(sid, arch, *members)
+
+
+def box(x: int, y: int, w: int, h: int | None = None) -> dict[str, int]:
+    return {"x": x, "y": y, "width": w, "height": w if h is None else h}
+
+
+def regions(simu: Simulation) -> RegionManager:
+    actor = simu.dispatcher.actor("regions")
+    assert isinstance(actor, RegionManager)
+    return actor
+
+
+def events(client: Client, kind: str | None = None) -> list[dict[str, Any]]:
+    got: list[Message] = client.messages()
+    out = [dict(m.content) for m in got if "event" in m.content]
+    return [e for e in out if kind is None or e["event"] == kind]
+
+
+def failed(result: dict[str, Any], code: str) -> dict[str, Any]:
+    assert result["success"] is False and result["error"] == code, result
+    assert result["message"]
+    return result
+
+
+# -- region_claim ------------------------------------------------------------------------------
+
+
+def test_a_claim_answers_with_its_lease_and_is_announced(simu: Simulation) -> None:
+    c = crew(simu)
+    assert c.observer.a2a_subscribe()["success"]
+    simu.advance(5)
+    claim = c.a.region_claim(region=box(0, 0, 10), purpose="kernel", timeout=60)
+    assert claim["success"] and claim["claim_id"].startswith("claim_")
+    assert claim["region"] == box(0, 0, 10) and claim["exclusive"] is True
+    assert claim["expires_at"] == 65.0 and claim["conflicts"] == []
+    forever = c.a.region_claim(region=box(20, 0, 5), exclusive=False, timeout=0)
+    assert forever["success"] and forever["expires_at"] is None and not forever["exclusive"]
+    claimed = events(c.observer, "region_claimed")
+    assert [e["claim_id"] for e in claimed] == [claim["claim_id"], forever["claim_id"]]
+    assert claimed[0]["agent_id"] == c.a.agent_id and claimed[0]["region"] == box(0, 0, 10)
+
+
+def test_claim_arguments_are_validated_naming_the_field(simu: Simulation) -> None:
+    c = crew(simu)
+    bad = failed(c.a.region_claim(region=box(0, 0, 0)), "invalid_argument")
+    assert bad["field"] == "region.width"
+    assert failed(c.a.region_claim(region=box(0, 0, 5), exclusive="yes"),
+                  "invalid_argument")["field"] == "exclusive"
+    assert failed(c.a.region_claim(region=box(0, 0, 5), timeout=-1),
+                  "invalid_argument")["field"] == "timeout"
+    outside = failed(c.a.region_claim(region=box(95, 0, 10)), "out_of_bounds")
+    assert outside["field"] == "region" and outside["grid_size"] == 100
+
+
+def test_a_conflict_names_the_agents_and_suggests_a_free_region_that_then_succeeds(
+    simu: Simulation,
+) -> None:
+    c = crew(simu)
+    c.observer.a2a_subscribe(event_type="conflict_detected")
+    assert c.a.region_claim(region=box(0, 0, 40))["success"]
+    refused = failed(c.b.region_claim(region=box(20, 20, 40)), "region_conflict")
+    assert refused["conflicting_agents"] == [{
+        "agent_id": c.a.agent_id, "agent_name": "A", "overlapping_region": box(20, 20, 20)}]
+    suggested = refused["suggestion_region"]
+    assert suggested is not None and (suggested["width"], suggested["height"]) == (40, 40)
+    assert f"({suggested['x']}, {suggested['y']})" in refused["suggestion"]
+    assert c.b.region_query(region=suggested)["is_free"]
+    # the nearest free placement: (20, 40) and (40, 20) are both 20 away; ties go to smaller y
+    assert suggested == box(40, 20, 40)
+    (event,) = events(c.observer)
+    assert event["agent_id"] == c.b.agent_id and event["agents"] == [c.a.agent_id]
+    assert event["overlapping_region"] == box(20, 20, 20)
+    granted = c.b.region_claim(region=suggested)
+    assert granted["success"] and granted["region"] == suggested
+    state = c.arch.session_get_state(include=["regions"])["state"]
+    assert len(state["regions"]) == 2
+    assert regions(simu).worlds[c.sid].conflicts == 1
+
+
+def test_conflict_rules_exclusive_shared_and_own(simu: Simulation) -> None:
+    c = crew(simu)
+    assert c.a.region_claim(region=box(0, 0, 10), exclusive=False)["success"]
+    # shared over another agent's shared: fine
+    assert c.b.region_claim(region=box(5, 5, 10), exclusive=False)["success"]
+    # exclusive over another agent's shared: refused
+    failed(c.b.region_claim(region=box(0, 0, 4)), "region_conflict")
+    # an agent's own claims never conflict, whatever their kinds
+    assert c.a.region_claim(region=box(0, 0, 4))["success"]
+    assert c.a.region_claim(region=box(1, 1, 3))["success"]
+    # shared over another agent's exclusive: refused
+    failed(c.b.region_claim(region=box(1, 1, 2), exclusive=False), "region_conflict")
+    assert c.arch.region_claim(region=box(50, 50, 10), exclusive=False)["success"]
+    several = failed(c.b.region_claim(region=box(0, 0, 60)), "region_conflict")
+    by_agent = {e["agent_id"]: e["overlapping_region"] for e in several["conflicting_agents"]}
+    # one entry per agent: the bounding box of its overlaps with the request
+    assert by_agent == {c.a.agent_id: box(0, 0, 10), c.arch.agent_id: box(50, 50, 10)}
+
+
+def test_no_free_placement_gives_no_suggestion_region(simu: Simulation) -> None:
+    c = crew(simu, grid=20)
+    assert c.a.region_claim(region=box(0, 0, 20))["success"]
+    refused = failed(c.b.region_claim(region=box(0, 0, 5)), "region_conflict")
+    assert refused["suggestion_region"] is None and "No free" in refused["suggestion"]
+
+
+# -- leases, release, transfer ----------------------------------------------------------------
+
+
+def test_a_lease_expires_as_simulated_time_passes(simu: Simulation) -> None:
+    c = crew(simu)
+    c.observer.a2a_subscribe(event_type="region_released")
+    claim = c.a.region_claim(region=box(0, 0, 10), timeout=30)
+    keep = c.a.region_claim(region=box(50, 0, 10), timeout=0)
+    # a lease alone never keeps a run going: running to quiescence does not expire it
+    simu.run()
+    assert simu.now == 0.0 and claim["claim_id"] in regions(simu).worlds[c.sid].claims
+    simu.advance(29.5)
+    assert events(c.observer) == []
+    simu.advance(1)
+    (event,) = events(c.observer)
+    assert event["claim_id"] == claim["claim_id"] and event["reason"] == "expired"
+    assert event["agent_id"] == c.a.agent_id
+    assert c.b.region_claim(region=box(0, 0, 10))["success"]
+    simu.advance(10_000)
+    assert list(regions(simu).worlds[c.sid].by_agent[c.a.agent_id]) == [keep["claim_id"]]
+
+
+def test_release_frees_the_region_and_cancels_the_lease(simu: Simulation) -> None:
+    c = crew(simu)
+    c.observer.a2a_subscribe(event_type="region_released")
+    claim = c.a.region_claim(region=box(0, 0, 10), timeout=30)
+    timer = regions(simu).worlds[c.sid].claims[claim["claim_id"]].timer
+    assert timer is not None
+    released = c.a.region_release(claim_id=claim["claim_id"])
+    assert released == {"success": True, "claim_id": claim["claim_id"], "released": True,
+                         "transferred_to": None}
+    assert timer.cancelled
+    (event,) = events(c.observer)
+    assert event["reason"] == "released" and event["claim_id"] == claim["claim_id"]
+    assert c.b.region_query(region=box(0, 0, 10))["is_free"]
+    failed(c.a.region_release(claim_id=claim["claim_id"]), "claim_not_found")
+    failed(c.a.region_release(claim_id="claim_nope"), "claim_not_found")
+    simu.advance(60)
+    assert events(c.observer) == []  # the cancelled lease never fired
+
+
+def test_only_the_owner_or_an_architect_may_release(simu: Simulation) -> None:
+    c = crew(simu)
+    claim = c.a.region_claim(region=box(0, 0, 10))
+    refused = failed(c.b.region_release(claim_id=claim["claim_id"]), "not_owner")
+    assert refused["owner"] == c.a.agent_id
+    assert c.arch.region_release(claim_id=claim["claim_id"])["released"]
+
+
+def test_transfer_hands_the_claim_over(simu: Simulation) -> None:
+    c = crew(simu)
+    c.observer.a2a_subscribe()
+    claim = c.a.region_claim(region=box(0, 0, 10), timeout=50)
+    events(c.observer)
+    failed(c.a.region_release(claim_id=claim["claim_id"], transfer_to="Nobody"),
+           "invalid_argument")
+    failed(c.a.region_release(claim_id=claim["claim_id"], transfer_to="A"), "invalid_argument")
+    moved = c.a.region_release(claim_id=claim["claim_id"], transfer_to="B")  # by name
+    assert moved["success"] and moved["transferred_to"] == c.b.agent_id
+    assert [(e["event"], e.get("reason")) for e in events(c.observer)] == [
+        ("region_released", "transferred"), ("region_claimed", None)]
+    (view,) = c.b.region_query(region=box(0, 0, 10))["claims"]
+    assert view["agent_id"] == c.b.agent_id and view["expires_at"] == 50.0  # same lease
+    failed(c.a.region_release(claim_id=claim["claim_id"]), "not_owner")
+    back = c.b.region_release(claim_id=claim["claim_id"], transfer_to=c.a.agent_id)  # by id
+    assert back["transferred_to"] == c.a.agent_id
+
+
+def test_a_transfer_that_would_overlap_another_agents_claim_is_refused(simu: Simulation) -> None:
+    c = crew(simu)
+    first = c.a.region_claim(region=box(0, 0, 10))
+    assert c.a.region_claim(region=box(5, 5, 10))["success"]  # own claims may overlap
+    refused = failed(c.a.region_release(claim_id=first["claim_id"], transfer_to="B"),
+                     "region_conflict")
+    assert refused["conflicting_agents"][0]["agent_id"] == c.a.agent_id
+    assert regions(simu).worlds[c.sid].claims[first["claim_id"]].agent_id == c.a.agent_id
+
+
+def test_leaving_releases_or_hands_over_every_claim(simu: Simulation) -> None:
+    c = crew(simu)
+    mine = [c.a.region_claim(region=box(10 * i, 0, 5))["claim_id"] for i in range(3)]
+    left = c.a.session_leave(handoff_to="B")
+    assert left["success"] and left["released_regions"] == mine
+    assert left["transferred_to"] == c.b.agent_id
+    world = regions(simu).worlds[c.sid]
+    assert sorted(world.by_agent[c.b.agent_id]) == sorted(mine)
+    gone = c.b.session_leave()
+    assert gone["released_regions"] == mine and not world.claims
+
+
+def test_query_lists_claims_and_splits_the_free_part_exactly(simu: Simulation) -> None:
+    c = crew(simu)
+    a1 = c.a.region_claim(region=box(2, 2, 6, 3), purpose="kernel")
+    c.b.region_claim(region=box(10, 5, 4), exclusive=False, timeout=0)
+    c.a.region_claim(region=box(40, 40, 5))  # outside the query
+    area = box(0, 0, 20, 12)
+    q = c.tester.region_query(region=area)
+    assert q["success"] and q["is_free"] is False
+    assert [v["agent_name"] for v in q["claims"]] == ["A", "B"]
+    assert q["claims"][0] == {"claim_id": a1["claim_id"], "agent_id": c.a.agent_id,
+                              "agent_name": "A", "bounds": box(2, 2, 6, 3),
+                              "purpose": "kernel", "exclusive": True, "expires_at": 300.0}
+    covered = np.zeros((12, 20), dtype=int)
+    for r in q["free_subregions"]:
+        covered[r["y"]:r["y"] + r["height"], r["x"]:r["x"] + r["width"]] += 1
+    claimed = np.zeros((12, 20), dtype=bool)
+    claimed[2:5, 2:8] = True
+    claimed[5:9, 10:14] = True
+    assert covered.max() == 1  # disjoint
+    assert np.array_equal(covered == 1, ~claimed)  # exactly the free cells
+    empty = c.tester.region_query(region=box(60, 0, 10))
+    assert empty["is_free"] and empty["claims"] == [] and empty["free_subregions"] == [
+        box(60, 0, 10)]
+    failed(c.tester.region_query(region=box(95, 95, 10)), "out_of_bounds")
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def test_place_tile_and_tiles_write_the_canvas(simu: Simulation) -> None:
+    c = crew(simu)
+    c.a.region_claim(region=box(0, 0, 10))
+    one = c.a.builder_place_tile(tile_type="system", x=3, y=4)
+    assert one == {"success": True, "tiles_placed": 1, "lost_work": 0, "region": box(3, 4, 1)}
+    fill = c.a.builder_place_tiles(region=box(0, 0, 2, 3), tiles="code")
+    assert fill["tiles_placed"] == 6 and fill["region"] == box(0, 0, 2, 3)
+    block = c.a.builder_place_tiles(region=box(5, 5, 3, 2),
+                                    tiles=[["data", 4, "empty"], ["STORAGE", "7", 0]])
+    assert block["tiles_placed"] == 4
+    canvas = regions(simu).worlds[c.sid].canvas.tiles
+    assert canvas[4, 3] == Tile.SYSTEM and (canvas[0:3, 0:2] == Tile.CODE).all()
+    assert canvas[5:7, 5:8].tolist() == [[3, 4, 0], [7, 7, 0]]
+    cleared = c.a.builder_place_tile(tile_type=0, x=3, y=4)
+    assert cleared["tiles_placed"] == 0 and canvas[4, 3] == Tile.EMPTY
+    progress = c.arch.session_get_state(include=["progress"])["state"]["progress"]
+    assert progress["tiles_placed"] == 11
+
+
+def test_bad_tiles_are_refused_naming_the_field(simu: Simulation) -> None:
+    c = crew(simu)
+    c.a.region_claim(region=box(0, 0, 10))
+    assert failed(c.a.builder_place_tile(tile_type="lava", x=0, y=0),
+                  "invalid_argument")["field"] == "tile_type"
+    assert failed(c.a.builder_place_tile(tile_type=99, x=0, y=0),
+                  "invalid_argument")["field"] == "tile_type"
+    for tiles in ("lava", [["code", "code"]], [["code"], ["code", "code"]],
+                  [["code", "lava"], ["code", "code"]], [[1.5, 1], [1, 1]], [[1, 1], "xy"]):
+        bad = failed(c.a.builder_place_tiles(region=box(0, 0, 2), tiles=tiles),
+                     "invalid_argument")
+        assert bad["field"] == "tiles", tiles
+    short = failed(c.a.builder_place_tiles(region=box(0, 0, 2), tiles=[["code"], ["code"]]),
+                   "invalid_argument")
+    assert "row 0" in short["message"]
+    failed(c.a.builder_place_tile(tile_type="code", x=100, y=0), "out_of_bounds")
+    failed(c.a.builder_place_tiles(region=box(99, 0, 2), tiles="code"), "out_of_bounds")
+    assert not regions(simu).worlds[c.sid].canvas.tiles.any()  # nothing written
+
+
+def test_coordinated_mode_refuses_writes_outside_the_writers_claims(simu: Simulation) -> None:
+    c = crew(simu)
+    c.a.region_claim(region=box(0, 0, 10))
+    c.a.region_claim(region=box(10, 0, 10), exclusive=False)
+    c.b.region_claim(region=box(30, 0, 10))
+    refused = failed(c.a.builder_place_tile(tile_type="code", x=50, y=50), "write_refused")
+    assert refused["region"] == box(50, 50, 1)
+    across = c.a.builder_place_tiles(region=box(5, 0, 10, 2), tiles="code")  # two own claims
+    assert across["success"] and across["tiles_placed"] == 20
+    partly = failed(c.a.builder_place_tiles(region=box(15, 0, 10), tiles="code"),
+                    "write_refused")
+    assert partly["cells_outside"] == 50 and "15" in partly["message"]
+    failed(c.a.builder_place_tile(tile_type="code", x=30, y=0), "write_refused")  # B's
+    failed(c.a.builder_load_shader(region=box(40, 40, 5), shader_name="glow"), "write_refused")
+    failed(c.a.builder_assemble_cartridge(region=box(40, 40, 5), name="c"), "write_refused")
+
+
+def test_free_mode_writes_anywhere_and_counts_lost_work(simu: Simulation) -> None:
+    c = crew(simu, mode="free")
+    assert c.a.builder_place_tiles(region=box(0, 0, 10), tiles="code")["lost_work"] == 0
+    again = c.a.builder_place_tiles(region=box(0, 0, 10), tiles="data")
+    assert again["lost_work"] == 0  # overwriting one's own work is not lost work
+    over = c.b.builder_place_tiles(region=box(5, 5, 10), tiles="system")
+    assert over["success"] and over["lost_work"] == 25
+    assert c.a.builder_place_tile(tile_type="code", x=6, y=6)["lost_work"] == 1
+    state = regions(simu).op_state({"session_id": c.sid})
+    assert state["lost_work"] == 26
+
+
+def test_sequential_mode_lets_one_writer_at_a_time(simu: Simulation) -> None:
+    c = crew(simu, mode="sequential")
+    claim = c.a.region_claim(region=box(0, 0, 10))
+    assert c.a.builder_place_tile(tile_type="code", x=50, y=50)["success"]  # no claim needed
+    refused = failed(c.b.builder_place_tile(tile_type="code", x=80, y=80), "write_refused")
+    assert refused["holder"] == c.a.agent_id and refused["holder_name"] == "A"
+    assert "A holds the write token" in refused["message"]
+    failed(c.b.builder_load_shader(region=box(80, 80, 2), shader_name="s"), "write_refused")
+    simu.advance(SEQUENTIAL_IDLE - 1)
+    assert c.a.builder_place_tile(tile_type="code", x=1, y=1)["success"]  # refreshes it
+    simu.advance(SEQUENTIAL_IDLE - 1)
+    failed(c.b.builder_place_tile(tile_type="code", x=80, y=80), "write_refused")
+    c.a.region_release(claim_id=claim["claim_id"])  # A's claims are all gone: so is its token
+    assert c.b.builder_place_tile(tile_type="code", x=80, y=80)["success"]
+    failed(c.a.builder_place_tile(tile_type="code", x=1, y=1), "write_refused")
+    simu.advance(SEQUENTIAL_IDLE)  # B idle for 30 s: the token is free again
+    assert c.a.builder_place_tile(tile_type="code", x=1, y=1)["success"]
+    c.a.session_leave()  # leaving drops it too
+    assert c.b.builder_place_tile(tile_type="code", x=81, y=80)["success"]
+
+
+# -- artifacts, blueprint, build_test ---------------------------------------------------------
+
+
+def test_shaders_and_cartridges_are_recorded(simu: Simulation) -> None:
+    c = crew(simu)
+    c.a.region_claim(region=box(0, 0, 10))
+    c.a.builder_place_tiles(region=box(0, 0, 3), tiles="cartridge")
+    shader = c.a.builder_load_shader(region=box(0, 0, 5), shader_name="glow")
+    assert shader["success"] and shader["shader_id"].startswith("shader_")
+    assert shader["region"] == box(0, 0, 5)
+    cart = c.a.builder_assemble_cartridge(region=box(0, 0, 10), name="boot")
+    assert cart["success"] and cart["tiles"] == 9 and cart["region"] == box(0, 0, 10)
+    world = regions(simu).worlds[c.sid]
+    assert world.shaders[shader["shader_id"]]["name"] == "glow"
+    assert world.cartridges[cart["cartridge_id"]]["agent_id"] == c.a.agent_id
+    progress = c.arch.session_get_state(include=["progress"])["state"]["progress"]
+    assert (progress["shaders_loaded"], progress["cartridges_assembled"]) == (1, 1)
+    assert failed(c.a.builder_load_shader(region=box(0, 0, 5), shader_name=""),
+                  "invalid_argument")["field"] == "shader_name"
+
+
+def small_blueprint() -> list[list[Any]]:
+    plan: list[list[Any]] = [["empty"] * 10 for _ in range(10)]
+    for x in range(4):
+        plan[0][x] = "system"
+        plan[1][x] = 2
+    return plan
+
+
+def test_blueprint_set_checks_the_shape(simu: Simulation) -> None:
+    c = crew(simu, grid=10)
+    done = c.arch.blueprint_set(blueprint=small_blueprint())
+    assert done == {"success": True, "cells": 100, "nonempty": 8}
+    assert "10 rows, got 9" in failed(c.arch.blueprint_set(blueprint=small_blueprint()[:9]),
+                              "invalid_argument")["message"]
+    ragged = small_blueprint()
+    ragged[3] = ragged[3][:5]
+    bad = failed(c.arch.blueprint_set(blueprint=ragged), "invalid_argument")
+    assert bad["field"] == "blueprint" and "row 3" in bad["message"]
+    wrong = small_blueprint()
+    wrong[2][2] = "lava"
+    assert failed(c.arch.blueprint_set(blueprint=wrong), "invalid_argument")["field"] == (
+        "blueprint")
+    failed(c.a.blueprint_set(blueprint=small_blueprint()), "permission_denied")
+    bad_create = c.arch.session_create(session_name="X", grid_size=4, blueprint=[[1]])
+    assert failed(bad_create, "invalid_argument")["field"] == "blueprint"
+    good = simu.client().session_create(session_name="Y", grid_size=2,
+                                        blueprint=[["code", 0], [0, "data"]])
+    world = regions(simu).worlds[good["session_id"]]
+    assert world.blueprint is not None and world.blueprint.tolist() == [[2, 0], [0, 3]]
+
+
+def test_build_test_reports_defects_and_score(simu: Simulation) -> None:
+    c = crew(simu, grid=10)
+    failed(c.tester.build_test(region=box(0, 0, 10)), "no_blueprint")
+    c.arch.blueprint_set(blueprint=small_blueprint())
+    c.a.region_claim(region=box(0, 0, 10))
+    c.a.builder_place_tiles(region=box(0, 0, 4, 1), tiles="system")  # row 0 right
+    c.a.builder_place_tiles(region=box(0, 1, 2, 1), tiles="code")  # half of row 1
+    c.a.builder_place_tile(tile_type="data", x=9, y=9)  # an extra tile
+    result = c.tester.build_test(region=box(0, 0, 10))
+    assert result["success"] and result["passed"] is False
+    assert (result["matching"], result["total"], result["defect_count"]) == (6, 8, 3)
+    assert result["score"] == 7.5
+    assert result["defects"] == [
+        {"x": 2, "y": 1, "expected": "code", "actual": "empty"},
+        {"x": 3, "y": 1, "expected": "code", "actual": "empty"},
+        {"x": 9, "y": 9, "expected": "empty", "actual": "data"}]
+    capped = c.tester.build_test(region=box(0, 0, 10), max_defects=1)
+    assert len(capped["defects"]) == 1 and capped["defect_count"] == 3
+    good = c.tester.build_test(region=box(0, 0, 4, 1))
+    assert good["passed"] and good["score"] == 10.0 and good["defects"] == []
+    progress = c.arch.session_get_state(include=["progress"])["state"]["progress"]
+    assert progress["completion_percent"] == 75.0
+    failed(c.tester.build_test(region=box(5, 5, 10)), "out_of_bounds")
+
+
+def test_roles_are_enforced(simu: Simulation) -> None:
+    c = crew(simu)
+    failed(c.tester.region_claim(region=box(0, 0, 5)), "permission_denied")
+    failed(c.observer.builder_place_tile(tile_type="code", x=0, y=0), "permission_denied")
+    failed(c.observer.builder_place_tiles(region=box(0, 0, 2), tiles="code"),
+           "permission_denied")
+    failed(c.a.build_test(region=box(0, 0, 5)), "permission_denied")
+    assert c.observer.region_query(region=box(0, 0, 5))["success"]
+    outsider = simu.client()
+    failed(outsider.region_claim(session_id=c.sid, region=box(0, 0, 5)), "not_a_member")
+
+
+# -- checkpoints and the other services' operations --------------------------------------------
+
+
+def test_checkpoint_modify_rollback_restores_the_canvas_and_artifacts(
+    simu: Simulation,
+) -> None:
+    c = crew(simu)
+    c.a.region_claim(region=box(0, 0, 20))
+    c.a.builder_place_tiles(region=box(0, 0, 10), tiles="code")  # 100 tiles
+    c.a.builder_load_shader(region=box(0, 0, 5), shader_name="base")
+    world = regions(simu).worlds[c.sid]
+    before = world.canvas.snapshot()
+    checkpoint = c.arch.build_checkpoint(checkpoint_name="pre")
+    assert checkpoint["success"] and checkpoint["contents"] == {
+        "tiles": 100, "shaders": 1, "cartridges": 0}
+    c.a.builder_place_tiles(region=box(10, 0, 5, 6), tiles="data")  # 30 new cells
+    c.a.builder_place_tiles(region=box(0, 0, 2, 1), tiles="system")  # 2 changed cells
+    c.a.builder_load_shader(region=box(0, 0, 5), shader_name="glow")
+    c.a.builder_assemble_cartridge(region=box(0, 0, 10), name="boot")
+    claim_count = len(world.claims)
+    rolled = c.arch.build_rollback(checkpoint_id=checkpoint["checkpoint_id"])
+    assert rolled["success"]
+    assert rolled["restored"] == {"tiles": 100, "shaders": 1, "cartridges": 0}
+    assert rolled["lost"] == {"tiles": 32, "shaders": 1, "cartridges": 1}
+    assert world.canvas.diff(before) == 0
+    assert np.array_equal(world.canvas.writer, before.writer)
+    assert len(world.claims) == claim_count  # claims are leases: not rolled back
+    progress = c.arch.session_get_state(include=["progress"])["state"]["progress"]
+    assert progress == {"tiles_placed": 100, "shaders_loaded": 1, "cartridges_assembled": 0,
+                        "completion_percent": 0.0}
+    failed(c.arch.build_rollback(checkpoint_id="ckpt_nope"), "checkpoint_not_found")
+    with pytest.raises(ToolError, match="checkpoint"):
+        regions(simu).op_rollback({"session_id": c.sid, "checkpoint_id": "ckpt_nope"})
+
+
+def test_a_checkpoint_without_tiles_leaves_the_canvas_alone(simu: Simulation) -> None:
+    c = crew(simu, mode="free")
+    c.a.builder_place_tiles(region=box(0, 0, 10), tiles="code")
+    saved = c.arch.build_checkpoint(include=["shaders"])
+    assert saved["contents"] == {"tiles": 0, "shaders": 0, "cartridges": 0}
+    c.a.builder_place_tiles(region=box(0, 0, 10), tiles="data")
+    c.a.builder_load_shader(region=box(0, 0, 5), shader_name="glow")
+    rolled = c.arch.build_rollback(checkpoint_id=saved["checkpoint_id"])
+    assert rolled["lost"] == {"tiles": 0, "shaders": 1, "cartridges": 0}
+    assert (regions(simu).worlds[c.sid].canvas.tiles[0:10, 0:10] == Tile.DATA).all()
+
+
+def test_internal_operations_for_the_task_queue(simu: Simulation) -> None:
+    c = crew(simu)
+    manager = regions(simu)
+    made = manager.op_claim_for({"session_id": c.sid, "agent_id": c.a.agent_id,
+                                 "region": box(0, 0, 10), "purpose": "task_1"})
+    assert made["success"] and made["exclusive"] and made["expires_at"] == 300.0
+    with pytest.raises(ToolError) as refused:
+        manager.op_claim_for({"session_id": c.sid, "agent_id": c.b.agent_id,
+                              "region": box(5, 5, 10), "purpose": "task_2"})
+    assert refused.value.code == "region_conflict"
+    with pytest.raises(ToolError) as bad:
+        manager.op_claim_for({"session_id": c.sid, "agent_id": c.b.agent_id,
+                              "region": {"x": -1, "y": 0, "width": 1, "height": 1}})
+    assert bad.value.code == "invalid_argument"
+    assert manager.op_claims_of({"session_id": c.sid, "region": box(0, 0, 50)})["agents"] == [
+        c.a.agent_id]
+    assert manager.op_release({"session_id": c.sid, "claim_id": made["claim_id"]})["released"]
+    with pytest.raises(ToolError, match="no claim"):
+        manager.op_release({"session_id": c.sid, "claim_id": made["claim_id"]})
+    with pytest.raises(ToolError) as missing:
+        manager.op_state({"session_id": "session_nope"})
+    assert missing.value.code == "session_not_found"
+
+
+def test_discover_by_region_asks_for_the_claim_holders(simu: Simulation) -> None:
+    c = crew(simu)
+    c.a.region_claim(region=box(0, 0, 10))
+    c.b.region_claim(region=box(50, 50, 10))
+    found = c.arch.a2a_discover(region_overlaps=box(5, 5, 10))
+    assert [a["agent_id"] for a in found["agents"]] == [c.a.agent_id]
+
+
+def test_builders_get_auto_assigned_regions_nearest_the_origin(simu: Simulation) -> None:
+    arch = simu.client()
+    sid = arch.session_create(session_name="Auto", grid_size=50,
+                              config={"auto_assign_regions": True,
+                                      "auto_region_size": 25})["session_id"]
+    assigned = []
+    for i in range(5):
+        joined = simu.client().session_join(session_id=sid, agent_name=f"B{i}")
+        assigned.append(joined["assigned_region"])
+    assert [a["region"] for a in assigned[:4]] == [box(0, 0, 25), box(25, 0, 25),
+                                                   box(0, 25, 25), box(25, 25, 25)]
+    assert assigned[0]["purpose"] == "auto-assigned" and assigned[4] is None
+    tiny = simu.client()
+    sid2 = tiny.session_create(session_name="Tiny", grid_size=8,
+                               config={"auto_assign_regions": True})["session_id"]
+    joined = tiny.session_join(session_id=sid2, agent_name="Only")
+    assert joined["assigned_region"]["region"] == box(0, 0, 8)  # capped at the grid
+
+
+def test_a_closed_session_is_dropped_with_its_leases(simu: Simulation) -> None:
+    c = crew(simu)
+    claim = c.a.region_claim(region=box(0, 0, 10), timeout=30)
+    manager = regions(simu)
+    timer = manager.worlds[c.sid].claims[claim["claim_id"]].timer
+    assert timer is not None
+    manager.op_session_closed({"session_id": c.sid})
+    assert c.sid not in manager.worlds and c.sid not in manager.sessions
+    assert timer.cancelled
+    failed(c.a.region_query(region=box(0, 0, 5)), "session_not_found")
+
+
+def test_an_answer_too_large_to_send_becomes_a_failure(simu: Simulation) -> None:
+    c = crew(simu, grid=200)
+    for i in range(400):
+        c.a.region_claim(region=box(i % 20 * 10, i // 20 * 10, 5), timeout=0)
+    too_big = failed(c.a.region_query(region=box(0, 0, 200)), "invalid_argument")
+    assert "too large" in too_big["message"]
+
+
+# -- realtime ------------------------------------------------------------------------------------
+
+
+def test_claim_conflict_and_release_in_realtime() -> None:
+    with Simulation(seed=1, mode="realtime", time_scale=50.0) as simu:
+        c = crew(simu)
+        claim = c.a.region_claim(region=box(0, 0, 30))
+        assert claim["success"]
+        refused = failed(c.b.region_claim(region=box(10, 10, 30)), "region_conflict")
+        assert refused["conflicting_agents"][0]["agent_id"] == c.a.agent_id
+        assert c.b.region_claim(region=refused["suggestion_region"])["success"]
+        assert c.a.region_release(claim_id=claim["claim_id"])["released"]
+        assert c.b.region_claim(region=box(0, 0, 10))["success"]
+
+
+# -- property: exclusive claims of different agents never overlap ---------------------------------
+
+_GRID = 12
+_step = st.one_of(
+    st.tuples(st.just("claim"), st.integers(0, 2), st.integers(0, _GRID - 1),
+              st.integers(0, _GRID - 1), st.integers(1, 6), st.integers(1, 6), st.booleans(),
+              st.sampled_from([0, 5, 20])),
+    st.tuples(st.just("release"), st.integers(0, 2), st.integers(0, 30),
+              st.sampled_from([None, 0, 1, 2])),
+    st.tuples(st.just("advance"), st.sampled_from([1.0, 5.0, 12.0])),
+)
+
+
+def _check_invariants(manager: RegionManager, sid: str) -> None:
+    world = manager.worlds[sid]
+    claims = list(world.claims.values())
+    for i, one in enumerate(claims):
+        for other in claims[i + 1:]:
+            if one.agent_id != other.agent_id and one.rect.overlaps(other.rect):
+                assert not (one.exclusive or other.exclusive), (one, other)
+    occupied = np.zeros((_GRID, _GRID), dtype=bool)
+    exclusive = np.zeros((_GRID, _GRID), dtype=bool)
+    for claim in claims:
+        occupied[claim.rect.slices()] = True
+        if claim.exclusive:
+            exclusive[claim.rect.slices()] = True
+    # the incrementally kept masks equal masks painted from scratch
+    assert np.array_equal(world.index.occupied, occupied)
+    assert np.array_equal(world.index.exclusive, exclusive)
+    assert sum(len(mine) for mine in world.by_agent.values()) == len(claims)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_step, min_size=1, max_size=25))
+def test_exclusive_claims_of_different_agents_never_overlap(steps: list[tuple[Any, ...]],
+                                                            ) -> None:
+    with Simulation(seed=3) as simu:
+        owner = simu.client()
+        sid = owner.session_create(session_name="P", grid_size=_GRID)["session_id"]
+        agents = [simu.client() for _ in range(3)]
+        for i, agent in enumerate(agents):
+            assert agent.session_join(session_id=sid, agent_name=f"P{i}")["success"]
+        manager = regions(simu)
+        issued: list[str] = []
+        for step in steps:
+            if step[0] == "claim":
+                _, who, x, y, w, h, exclusive, timeout = step
+                rect = Rect(x, y, min(w, _GRID - x), min(h, _GRID - y))
+                result = agents[who].region_claim(region=rect.to_dict(), exclusive=exclusive,
+                                                  timeout=timeout)
+                if result["success"]:
+                    issued.append(result["claim_id"])
+                else:
+                    assert result["error"] == "region_conflict"
+                    spot = result["suggestion_region"]
+                    if spot is not None:  # free of whatever could refuse it
+                        there = agents[who].region_query(region=spot)["claims"]
+                        assert not any(v["exclusive"] or exclusive for v in there)
+            elif step[0] == "release" and issued:
+                _, who, pick, to = step
+                target = None if to is None or to == who else agents[to].agent_id
+                result = agents[who].region_release(claim_id=issued[pick % len(issued)],
+                                                    transfer_to=target)
+                assert result["success"] or result["error"] in (
+                    "claim_not_found", "not_owner", "region_conflict")
+            elif step[0] == "advance":
+                simu.advance(step[1])
+            _check_invariants(manager, sid)
