@@ -1,9 +1,822 @@
-"""Placeholder: the tasks service is being written."""
+"""The task queue: each session's task graph, its tasks, deadlines and approval gates.
+
+One :class:`~sim.taskgraph.TaskGraph` per session holds the dependencies and the
+statuses (see its docstring for the state machine); next to it a
+:class:`TaskRecord` per task holds everything else (type, region, assignee,
+times, retries, result). The graph is acyclic at all times and every tool
+either changes both or neither.
+
+Tools (arguments arrive validated, with defaults, see :data:`sim.tools.TOOLS`):
+
+``task_delegate``     create a task for a member or for ``"any"``
+``task_accept``       start a ready task (claims its region through ``regions``)
+``task_report``       completed / failed (retried while retries remain) /
+                      blocked / cancelled
+``task_get_queue``    tasks by priority, then age, with a summary
+``approval_respond``  approve, reject or skip a build task awaiting approval
+
+Internal operations, for the other services: ``_state``, ``_requeue_agent``,
+``_checkpoint``, ``_rollback``, ``_session_closed`` (see each ``op_`` method).
+
+What callers can rely on:
+
+* Task ids are ``task_<hex>``, unique within the simulation run and drawn from
+  the actor's seeded generator, so a deterministic run repeats them.
+* A task assigned to ``"any"`` becomes its acceptor's on :meth:`task_accept`;
+  it goes back to ``"any"`` only when its assignee leaves the session.
+* A build task reported completed in a session whose config has
+  ``require_approval`` shows status ``"awaiting_approval"``: in the graph it is
+  still in progress (nothing depending on it is ready) until an architect
+  answers, or ``approval_timeout`` simulated seconds pass and it fails.
+* Events go to ``session:<id>:events`` (and ``...:<event>``): ``task_created``,
+  ``task_accepted``, ``task_completed``, ``task_unblocked``, ``task_failed``,
+  ``task_blocked``, ``task_requeued``, ``task_cancelled``, ``approval_requested``,
+  ``approval_resolved``. Each payload has ``session_id`` and ``task_id``.
+* A deadline (absolute simulation time) fails a task still pending or in
+  progress when it passes, with message "deadline passed" and no retry; a
+  task awaiting approval has done its work and is left alone.
+* Results never exceed a message's content limit: long lists are cut, and
+  the result says so (``truncated``, ``total``).
+"""
 
 from __future__ import annotations
 
-from actors.service import SessionService
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+import msgspec
+
+from actors.base import DeliveryError, WaitTimeout
+from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
+from sim.dispatch import Timer
+from sim.messages import Priority
+from sim.taskgraph import (
+    DependencyCycle,
+    InvalidTransition,
+    TaskGraph,
+    TaskGraphError,
+    TaskStatus,
+    UnknownDependency,
+    parse_priority,
+)
+from sim.tools import ToolError, ok
+
+__all__ = ["TaskQueue", "TaskRecord"]
+
+#: The window of ``completed_today`` in task_get_queue's summary.
+DAY: Final = 86_400.0
+#: Status shown for a build task that waits for an architect's approval.
+AWAITING_APPROVAL: Final = "awaiting_approval"
+#: At most this many pending tasks in ``_state`` (it is embedded in join results).
+STATE_PENDING_LIMIT: Final = 50
+#: Bytes kept free in a reply for everything but its task list.
+_REPLY_MARGIN: Final = 4096
+
+_ACTIVE: Final = frozenset({TaskStatus.PENDING.value, TaskStatus.IN_PROGRESS.value})
+_ALL: Final = frozenset(s.value for s in TaskStatus)
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One task's data beside the graph. ``status`` mirrors the graph's status."""
+
+    task_id: str
+    type: str
+    description: str
+    region: dict[str, int] | None
+    priority: str
+    assigned_to: str  # "any" or an agent id
+    delegated_by: str
+    created_at: float
+    seq: int  # creation order in the session: "age" in every ordering
+    dependencies: list[str] = field(default_factory=list)
+    status: str = TaskStatus.PENDING.value
+    accepted_at: float | None = None
+    completed_at: float | None = None
+    deadline: float | None = None
+    max_retries: int = 0
+    retries_used: int = 0
+    result: dict[str, Any] = field(default_factory=dict)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    claim_id: str | None = None
+    approval_requested_at: float | None = None  # set while awaiting approval
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """Sort key: priority high to low, then oldest first."""
+        return (-parse_priority(self.priority), self.seq)
+
+    @property
+    def shown_status(self) -> str:
+        return AWAITING_APPROVAL if self.approval_requested_at is not None else self.status
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public record (JSON-able; a copy)."""
+        return {
+            "task_id": self.task_id, "type": self.type, "description": self.description,
+            "region": dict(self.region) if self.region is not None else None,
+            "priority": self.priority, "assigned_to": self.assigned_to,
+            "delegated_by": self.delegated_by, "status": self.shown_status,
+            "dependencies": list(self.dependencies), "created_at": self.created_at,
+            "accepted_at": self.accepted_at, "completed_at": self.completed_at,
+            "deadline": self.deadline, "max_retries": self.max_retries,
+            "retries_used": self.retries_used, "result": dict(self.result),
+            "artifacts": [dict(a) for a in self.artifacts], "message": self.message,
+            "claim_id": self.claim_id,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "type": self.type, "priority": self.priority,
+                "assigned_to": self.assigned_to, "description": self.description,
+                "region": self.region}
+
+
+@dataclass(slots=True)
+class _Session:
+    info: SessionInfo
+    graph: TaskGraph = field(default_factory=TaskGraph)
+    records: dict[str, TaskRecord] = field(default_factory=dict)
+    # Pending tasks per int priority: a new task's queue position in O(1).
+    pending_by_priority: dict[int, int] = field(default_factory=dict)
+    completed_by: dict[str, int] = field(default_factory=dict)
+    awaiting: set[str] = field(default_factory=set)
+    deadlines: dict[str, Timer] = field(default_factory=dict)
+    approvals: dict[str, Timer] = field(default_factory=dict)
+    checkpoints: dict[str, bytes] = field(default_factory=dict)
+    next_seq: int = 0
 
 
 class TaskQueue(SessionService):
+    """The ``tasks`` service. See the module docstring for the contract."""
+
     service_name = "tasks"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._state: dict[str, _Session] = {}
+        self._serial = 0
+
+    # -- inspection ------------------------------------------------------------------
+
+    def graph_of(self, session_id: str) -> TaskGraph:
+        """The session's task graph. Read it only while the run is idle (tests, tools)."""
+        return self._state[session_id].graph
+
+    def records_of(self, session_id: str) -> Mapping[str, TaskRecord]:
+        """The session's task records by id; same caveat as :meth:`graph_of`."""
+        return self._state[session_id].records
+
+    # -- sessions --------------------------------------------------------------------
+
+    def on_session(self, info: SessionInfo) -> None:
+        self._state[info.session_id] = _Session(info)
+
+    def op_session_closed(self, content: Mapping[str, Any]) -> None:
+        session_id = content["session_id"]
+        state = self._state.pop(session_id, None)
+        if state is not None:
+            self._cancel_timers(state)
+        self.sessions.pop(session_id, None)
+        self.members.pop(session_id, None)
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> _Session:
+        state = self._state.get(session_id)
+        if state is None:
+            raise ToolError("session_not_found", f"no session {session_id!r}")
+        return state
+
+    def _record(self, state: _Session, task_id: str) -> TaskRecord:
+        record = state.records.get(task_id)
+        if record is None:
+            raise ToolError("task_not_found", f"no task {task_id!r} in "
+                            f"{state.info.session_id}", task_id=task_id)
+        return record
+
+    def _new_task_id(self) -> str:
+        self._serial += 1
+        return f"task_{int(self.rng.integers(0, 2**32)):08x}{self._serial:x}"
+
+    def _sync(self, state: _Session, task_ids: Iterable[str]) -> None:
+        """Copy the graph's status of ``task_ids`` into their records, keeping the counts.
+
+        Every graph operation returns the tasks whose status it changed besides
+        the one it was called on, so passing those keeps every mirror exact.
+        """
+        graph, records, pending = state.graph, state.records, state.pending_by_priority
+        for task_id in task_ids:
+            record = records[task_id]
+            new = graph.status(task_id).value
+            if new == record.status:
+                continue
+            prio = parse_priority(record.priority)
+            if record.status == TaskStatus.PENDING:
+                pending[prio] -= 1
+            if new == TaskStatus.PENDING:
+                pending[prio] = pending.get(prio, 0) + 1
+            record.status = new
+
+    def _recount(self, state: _Session) -> None:
+        state.pending_by_priority = {}
+        state.completed_by = {}
+        state.awaiting = set()
+        for record in state.records.values():
+            if record.status == TaskStatus.PENDING:
+                prio = parse_priority(record.priority)
+                state.pending_by_priority[prio] = state.pending_by_priority.get(prio, 0) + 1
+            elif record.status == TaskStatus.COMPLETED:
+                who = record.assigned_to
+                state.completed_by[who] = state.completed_by.get(who, 0) + 1
+            if record.approval_requested_at is not None:
+                state.awaiting.add(record.task_id)
+
+    def _transition(self, state: _Session, task_id: str, action: str) -> list[str]:
+        """Run one graph transition; map its refusal to ``invalid_transition``."""
+        try:
+            # start() returns nothing; every other transition the tasks it flipped.
+            changed: list[str] = getattr(state.graph, action)(task_id) or []
+        except InvalidTransition as exc:
+            raise ToolError("invalid_transition", str(exc), task_id=task_id,
+                            status=state.records[task_id].shown_status) from None
+        except TaskGraphError as exc:  # pragma: no cover - the graph's own guard
+            raise ToolError("invalid_transition", str(exc), task_id=task_id) from None
+        self._sync(state, [task_id, *changed])
+        return changed
+
+    def _event(self, state: _Session, event: str, **payload: Any) -> None:
+        self.emit_event(state.info.session_id, event, payload)
+
+    def _notify(self, to: str, message_type: str, content: dict[str, Any]) -> list[str]:
+        """Send a direct message; the recipient's id if it was delivered, else nothing."""
+        report = self.send(to, message_type, content)
+        return [to] if report.ok else []
+
+    def _release_claim(self, state: _Session, record: TaskRecord) -> None:
+        # Fire and forget, at the priority of ask(): it reaches regions before
+        # any claim this actor asks for later, so a successor task can claim
+        # the same region at once.
+        if record.claim_id is not None:
+            self.send("regions", "coordination_request", {
+                "op": "_release", "session_id": state.info.session_id,
+                "claim_id": record.claim_id}, priority=Priority.HIGH)
+            record.claim_id = None
+
+    def _cancel_timers(self, state: _Session, task_id: str | None = None) -> None:
+        for timers in (state.deadlines, state.approvals):
+            if task_id is None:
+                for timer in timers.values():
+                    timer.cancel()
+                timers.clear()
+            elif task_id in timers:
+                timers.pop(task_id).cancel()
+
+    def _member_id(self, session_id: str, who: str) -> str | None:
+        members = self.members.get(session_id, {})
+        if who in members:
+            return who
+        for member in members.values():
+            if member.name == who:
+                return member.agent_id
+        return None
+
+    # -- task_delegate ---------------------------------------------------------------
+
+    def tool_task_delegate(self, call: Call) -> dict[str, Any]:
+        """Create a task: task_id, assigned_to, status, position_in_queue.
+
+        ``target_agent_id`` is ``"any"`` or a member (id or name) the policy lets
+        accept tasks. ``status`` is pending, or blocked when a dependency is
+        already failed, cancelled or blocked; ``position_in_queue`` is the
+        1-based rank among pending tasks by priority then age (None when
+        blocked). Errors, none of which changes anything: invalid_argument
+        (``field`` target_agent_id or deadline), out_of_bounds (``field``
+        region), unknown_dependency (``dependency``), dependency_cycle
+        (``cycle``). Dependencies must exist already, so the only cycle a call
+        can ask for is a task depending on itself.
+        """
+        args = call.args
+        state = self._session(call.session_id)
+        info = state.info
+        target = args["target_agent_id"]
+        if target != "any":
+            resolved = self._member_id(info.session_id, target)
+            if resolved is None:
+                raise ToolError("invalid_argument", f"target_agent_id: {target!r} is not a "
+                                f"member of {info.session_id}", field="target_agent_id")
+            member = self.members[info.session_id][resolved]
+            # A task only its target may accept must go to someone allowed to accept.
+            if not self.policy.decide("task_accept", role=member.role,
+                                      agent_id=member.agent_id, agent_name=member.name):
+                raise ToolError("invalid_argument", f"target_agent_id: a {member.role} may "
+                                "not accept tasks", field="target_agent_id")
+            target = resolved
+        region = args.get("region")
+        if region is not None and (region["x"] + region["width"] > info.grid_size
+                                   or region["y"] + region["height"] > info.grid_size):
+            raise ToolError("out_of_bounds", f"region {region} does not fit the "
+                            f"{info.grid_size}x{info.grid_size} grid", field="region")
+        deadline = args.get("deadline")
+        if deadline is not None and deadline < self.now:
+            raise ToolError("invalid_argument", f"deadline: {deadline:g} has passed "
+                            f"(now {self.now:g})", field="deadline")
+        task_id = self._new_task_id()
+        record = TaskRecord(
+            task_id=task_id, type=args["task_type"], description=args["description"],
+            region=dict(region) if region is not None else None, priority=args["priority"],
+            assigned_to=target, delegated_by=call.caller, created_at=self.now,
+            seq=state.next_seq, dependencies=list(dict.fromkeys(args["dependencies"])),
+            deadline=deadline, max_retries=args["max_retries"],
+        )
+        return self._create(state, record)
+
+    def _create(self, state: _Session, record: TaskRecord) -> dict[str, Any]:
+        """Add ``record``'s task to the graph and announce it; all or nothing."""
+        task_id = record.task_id
+        prio = parse_priority(record.priority)
+        try:
+            status = state.graph.add_task(task_id, priority=prio, created_seq=record.seq,
+                                          dependencies=record.dependencies)
+        except DependencyCycle as exc:
+            raise ToolError("dependency_cycle", str(exc), field="dependencies",
+                            cycle=exc.cycle) from None
+        except UnknownDependency as exc:
+            raise ToolError("unknown_dependency", f"dependencies: no task {exc.dependency!r} "
+                            f"in {state.info.session_id}", field="dependencies",
+                            dependency=exc.dependency) from None
+        state.next_seq += 1
+        state.records[task_id] = record
+        if status is TaskStatus.PENDING:
+            state.pending_by_priority[prio] = state.pending_by_priority.get(prio, 0) + 1
+        record.status = status.value
+        position = None
+        if status is TaskStatus.PENDING:
+            # The newest task is the youngest of its priority: it ranks behind
+            # every pending task of its priority or higher.
+            position = sum(n for p, n in state.pending_by_priority.items() if p >= prio)
+        if record.deadline is not None:
+            state.deadlines[task_id] = self.dispatcher.call_later(
+                max(0.0, record.deadline - self.now), self, self._deadline_passed,
+                state.info.session_id, task_id, daemon=True)
+        if record.assigned_to != "any":
+            self.send(record.assigned_to, "task_assignment",
+                      {"session_id": state.info.session_id, **record.to_dict()})
+        self._event(state, "task_created", task_id=task_id, type=record.type,
+                    assigned_to=record.assigned_to, delegated_by=record.delegated_by,
+                    priority=record.priority, status=record.status)
+        return ok(task_id=task_id, assigned_to=record.assigned_to, status=record.status,
+                  position_in_queue=position)
+
+    def _deadline_passed(self, session_id: str, task_id: str) -> None:
+        state = self._state.get(session_id)
+        if state is None or task_id not in state.records:
+            return
+        state.deadlines.pop(task_id, None)
+        record = state.records[task_id]
+        if record.status not in _ACTIVE or record.approval_requested_at is not None:
+            return  # done in time (or its work is done and waits for a verdict)
+        held: list[str] = []
+        if record.status == TaskStatus.PENDING:
+            # The graph fails only started or blocked tasks: hold it, then fail it.
+            held = self._transition(state, task_id, "block")
+        self._finish_failed(state, record, "deadline passed", by="deadline", blocked=held)
+
+    # -- task_accept ------------------------------------------------------------------
+
+    def tool_task_accept(self, call: Call) -> dict[str, Any] | Deferred:
+        """Start a task: task_id, status "in_progress", assigned_to, claimed_region, claim.
+
+        The task must be assigned to the caller or to ``"any"`` (else not_owner)
+        and ready (else invalid_transition with ``waiting_on``). A task with a
+        region is first claimed for the caller through ``regions``
+        (``_claim_for``); a refused claim is answered as regions answered it
+        (e.g. region_conflict, plus ``task_id``) and the task stays pending.
+        """
+        state = self._session(call.session_id)
+        record = self._check_acceptable(state, call.args["task_id"], call.caller)
+        if record.region is not None and record.claim_id is None:
+            # Only a task with a region to claim must wait for another service;
+            # the rest are answered at once, without a behaviour's extra turn.
+            self.start_behaviour(self._accept_with_claim, call, name="task_accept")
+            return DEFERRED
+        return self._start(state, record, call.caller, None)
+
+    async def _accept_with_claim(self, _actor: TaskQueue, call: Call) -> None:
+        try:
+            result = await self._claim_and_start(call)
+        except ToolError as exc:
+            result = exc.result()
+        self._answer(call.message, result)
+
+    async def _claim_and_start(self, call: Call) -> dict[str, Any]:
+        session_id, task_id = call.session_id, call.args["task_id"]
+        state = self._session(session_id)
+        record = self._check_acceptable(state, task_id, call.caller)
+        assert record.region is not None
+        try:
+            claim = await self.ask("regions", "_claim_for", session_id=session_id,
+                                   agent_id=call.caller, region=record.region,
+                                   purpose=f"task {task_id}")
+        except (WaitTimeout, DeliveryError) as exc:
+            raise ToolError("no_reply", f"regions did not answer the claim for task "
+                            f"{task_id}: {exc}", task_id=task_id) from None
+        if not claim.get("success"):
+            return {**claim, "task_id": task_id, "status": record.shown_status}
+        # The world moved while we waited: check again before starting.
+        try:
+            if self._state.get(session_id) is not state:
+                raise ToolError("session_not_found", f"session {session_id!r} closed")
+            record = self._check_acceptable(state, task_id, call.caller)
+        except ToolError:
+            self.send("regions", "coordination_request", {
+                "op": "_release", "session_id": session_id,
+                "claim_id": claim.get("claim_id")}, priority=Priority.HIGH)
+            raise
+        record.claim_id = claim.get("claim_id")
+        return self._start(state, record, call.caller, claim)
+
+    def _start(self, state: _Session, record: TaskRecord, caller: str,
+               claim: dict[str, Any] | None) -> dict[str, Any]:
+        task_id = record.task_id
+        if record.status == TaskStatus.BLOCKED:
+            unblocked = self._transition(state, task_id, "unblock")
+            self._announce_unblocked(state, unblocked, task_id, ready_only=False)
+        self._transition(state, task_id, "start")
+        if record.assigned_to == "any":
+            record.assigned_to = caller
+        record.accepted_at = self.now
+        self._event(state, "task_accepted", task_id=task_id, agent_id=caller,
+                    claim_id=record.claim_id)
+        return ok(task_id=task_id, status=record.status, assigned_to=record.assigned_to,
+                  claimed_region=record.claim_id, claim=claim)
+
+    def _check_acceptable(self, state: _Session, task_id: str, caller: str) -> TaskRecord:
+        """The record if ``caller`` may start the task now, else the ToolError why not.
+
+        Ready means pending with every dependency completed. A task its
+        assignee reported blocked (a hold, not a broken dependency) may be
+        accepted again once its dependencies are complete: that resumes it.
+        """
+        record = self._record(state, task_id)
+        if record.assigned_to not in ("any", caller):
+            raise ToolError("not_owner", f"task {task_id} is assigned to "
+                            f"{record.assigned_to}", task_id=task_id,
+                            assigned_to=record.assigned_to)
+        graph = state.graph
+        if record.status == TaskStatus.PENDING and graph.is_ready(task_id):
+            return record
+        view = graph.get(task_id)
+        waiting = [d for d in view.dependencies if graph.status(d) is not TaskStatus.COMPLETED]
+        if view.held and not waiting:
+            return record
+        reason = (f"waiting on {', '.join(waiting)}" if waiting
+                  else f"it is {record.shown_status}")
+        raise ToolError("invalid_transition", f"task {task_id} is not ready: {reason}",
+                        task_id=task_id, status=record.shown_status, waiting_on=waiting)
+
+    # -- task_report ------------------------------------------------------------------
+
+    def tool_task_report(self, call: Call) -> dict[str, Any]:
+        """Report on a task: task_id, status, notified_agents, unblocked_tasks,
+        blocked_tasks, requeued.
+
+        Only the assignee or an architect may (not_owner). completed: the
+        tasks now ready are ``unblocked_tasks``, the delegator gets a
+        ``task_result`` (a build task in a session requiring approval goes to
+        awaiting_approval instead). failed: requeued (same assignee, one retry
+        used) while retries remain, else failed, its dependents blocked
+        (``blocked_tasks``) and the delegator told. blocked: held, its
+        dependents blocked; accepting it again resumes it. cancelled: final,
+        dependents blocked. A refused report (invalid_transition) changes
+        nothing. Final states release the claim made on acceptance.
+        """
+        args = call.args
+        state = self._session(call.session_id)
+        task_id = args["task_id"]
+        record = self._record(state, task_id)
+        assert call.member is not None
+        if call.caller != record.assigned_to and call.member.role != "architect":
+            raise ToolError("not_owner", f"only task {task_id}'s assignee "
+                            f"({record.assigned_to}) or an architect may report on it",
+                            task_id=task_id, assigned_to=record.assigned_to)
+        status = args["status"]
+        if record.approval_requested_at is not None and status != "cancelled":
+            raise ToolError("invalid_transition", f"task {task_id} is awaiting approval; "
+                            "an architect answers with approval_respond", task_id=task_id,
+                            status=AWAITING_APPROVAL)
+        before = (record.result, record.artifacts, record.message)
+        record.result = dict(args["result"])
+        record.artifacts = [dict(a) for a in args["artifacts"]]
+        record.message = args["message"]
+        try:
+            return self._report(state, record, status, call.caller)
+        except ToolError:
+            # A refused report changes nothing, not even the reported data.
+            record.result, record.artifacts, record.message = before
+            raise
+
+    def _report(self, state: _Session, record: TaskRecord, status: str,
+                by: str) -> dict[str, Any]:
+        task_id = record.task_id
+        if status == "completed":
+            config = state.info.config
+            if record.type == "build" and config.get("require_approval"):
+                if record.status != TaskStatus.IN_PROGRESS:
+                    raise ToolError("invalid_transition", f"task {task_id}: cannot go "
+                                    f"{record.status} -> completed", task_id=task_id,
+                                    status=record.status)
+                return self._request_approval(state, record, by)
+            return self._finish_completed(state, record, by)
+        if status == "failed":
+            if record.retries_used < record.max_retries and record.status == "in_progress":
+                return self._requeue(state, record, by)
+            return self._finish_failed(state, record, record.message, by=by)
+        if status == "blocked":
+            blocked = self._transition(state, task_id, "block")
+            self._event(state, "task_blocked", task_id=task_id, by=by, reason=record.message)
+            self._announce_blocked(state, blocked, task_id)
+            notified = self._notify(record.delegated_by, "task_update", {
+                "session_id": state.info.session_id, "event": "task_blocked",
+                "task_id": task_id, "message": record.message, "by": by})
+            return ok(task_id=task_id, status=record.status, notified_agents=notified,
+                      unblocked_tasks=[], blocked_tasks=blocked, requeued=False)
+        # cancelled
+        blocked = self._transition(state, task_id, "cancel")
+        state.awaiting.discard(task_id)
+        record.approval_requested_at = None
+        self._cancel_timers(state, task_id)
+        self._release_claim(state, record)
+        self._event(state, "task_cancelled", task_id=task_id, by=by, reason=record.message)
+        self._announce_blocked(state, blocked, task_id)
+        notified = self._send_result(state, record, by, [], blocked)
+        return ok(task_id=task_id, status=record.status, notified_agents=notified,
+                  unblocked_tasks=[], blocked_tasks=blocked, requeued=False)
+
+    def _send_result(self, state: _Session, record: TaskRecord, by: str,
+                     unblocked: list[str], blocked: list[str]) -> list[str]:
+        return self._notify(record.delegated_by, "task_result", {
+            "session_id": state.info.session_id, "task_id": record.task_id,
+            "type": record.type, "status": record.status, "result": record.result,
+            "artifacts": record.artifacts, "message": record.message, "reported_by": by,
+            "assigned_to": record.assigned_to, "unblocked_tasks": unblocked,
+            "blocked_tasks": blocked})
+
+    def _finish_completed(self, state: _Session, record: TaskRecord, by: str) -> dict[str, Any]:
+        task_id = record.task_id
+        unblocked = self._transition(state, task_id, "complete")
+        record.completed_at = self.now
+        record.approval_requested_at = None
+        state.awaiting.discard(task_id)
+        who = record.assigned_to
+        state.completed_by[who] = state.completed_by.get(who, 0) + 1
+        self._cancel_timers(state, task_id)
+        self._release_claim(state, record)
+        self._event(state, "task_completed", task_id=task_id, type=record.type, by=by,
+                    assigned_to=who, unblocked_tasks=unblocked)
+        self._announce_unblocked(state, unblocked, task_id, ready_only=True)
+        notified = self._send_result(state, record, by, unblocked, [])
+        return ok(task_id=task_id, status=record.status, notified_agents=notified,
+                  unblocked_tasks=unblocked, blocked_tasks=[], requeued=False)
+
+    def _finish_failed(self, state: _Session, record: TaskRecord, message: str,
+                       *, by: str, blocked: list[str] | None = None) -> dict[str, Any]:
+        task_id = record.task_id
+        blocked = [*(blocked or ()), *self._transition(state, task_id, "fail")]
+        record.message = message
+        record.approval_requested_at = None
+        state.awaiting.discard(task_id)
+        self._cancel_timers(state, task_id)
+        self._release_claim(state, record)
+        self._event(state, "task_failed", task_id=task_id, type=record.type, by=by,
+                    message=message, blocked_tasks=blocked)
+        self._announce_blocked(state, blocked, task_id)
+        notified = self._send_result(state, record, by, [], blocked)
+        return ok(task_id=task_id, status=record.status, notified_agents=notified,
+                  unblocked_tasks=[], blocked_tasks=blocked, requeued=False)
+
+    def _requeue(self, state: _Session, record: TaskRecord, by: str) -> dict[str, Any]:
+        task_id = record.task_id
+        changed = self._transition(state, task_id, "requeue")
+        record.retries_used += 1
+        record.accepted_at = None
+        self._release_claim(state, record)
+        self._event(state, "task_requeued", task_id=task_id, by=by, reason="retry",
+                    retries_used=record.retries_used,
+                    retries_left=record.max_retries - record.retries_used)
+        self._announce_unblocked(state, changed, task_id, ready_only=False)
+        notified = self._notify(record.delegated_by, "task_update", {
+            "session_id": state.info.session_id, "event": "task_requeued",
+            "task_id": task_id, "message": record.message,
+            "retries_used": record.retries_used})
+        return ok(task_id=task_id, status=record.status, notified_agents=notified,
+                  unblocked_tasks=[], blocked_tasks=[], requeued=True,
+                  retries_used=record.retries_used)
+
+    def _announce_unblocked(self, state: _Session, task_ids: list[str], after: str,
+                            *, ready_only: bool) -> None:
+        graph = state.graph
+        for task_id in task_ids:
+            ready = ready_only or graph.is_ready(task_id)
+            self._event(state, "task_unblocked", task_id=task_id, after=after, ready=ready)
+
+    def _announce_blocked(self, state: _Session, task_ids: list[str], because: str) -> None:
+        for task_id in task_ids:
+            self._event(state, "task_blocked", task_id=task_id, because=because)
+
+    # -- approvals --------------------------------------------------------------------
+
+    def _request_approval(self, state: _Session, record: TaskRecord, by: str) -> dict[str, Any]:
+        task_id = record.task_id
+        session_id = state.info.session_id
+        timeout = float(state.info.config.get("approval_timeout", 300))
+        record.approval_requested_at = self.now
+        state.awaiting.add(task_id)
+        # Not a daemon: someone waits for the verdict, so the run must reach it.
+        state.approvals[task_id] = self.dispatcher.call_later(
+            timeout, self, self._approval_timed_out, session_id, task_id)
+        request = {"task_id": task_id, "type": record.type, "assigned_to": record.assigned_to,
+                   "reported_by": by, "region": record.region, "result": record.result,
+                   "artifacts": record.artifacts, "timeout": timeout,
+                   "options": ["approve", "reject", "skip"]}
+        self._event(state, "approval_requested", **request)
+        notified: list[str] = []
+        for member in self.members.get(session_id, {}).values():
+            if member.role == "architect":
+                notified += self._notify(member.agent_id, "status_update", {
+                    "event": "approval_requested", "session_id": session_id, **request})
+        return ok(task_id=task_id, status=AWAITING_APPROVAL, notified_agents=notified,
+                  unblocked_tasks=[], blocked_tasks=[], requeued=False)
+
+    def tool_approval_respond(self, call: Call) -> dict[str, Any]:
+        """Answer an approval: the task_report result of the outcome, plus ``decision``.
+
+        approve: completed (dependents unblocked); reject: failed with message
+        "Rejected" (dependents blocked); skip: completed with result
+        ``{"skipped": True}``. invalid_transition unless the task awaits approval.
+        """
+        args = call.args
+        state = self._session(call.session_id)
+        record = self._record(state, args["task_id"])
+        if record.approval_requested_at is None:
+            raise ToolError("invalid_transition", f"task {record.task_id} is not awaiting "
+                            f"approval (it is {record.status})", task_id=record.task_id,
+                            status=record.status)
+        decision = args["decision"]
+        self._event(state, "approval_resolved", task_id=record.task_id, decision=decision,
+                    by=call.caller, comment=args["comment"])
+        if decision == "reject":
+            result = self._finish_failed(state, record, "Rejected", by=call.caller)
+        else:
+            if decision == "skip":
+                record.result = {"skipped": True}
+            result = self._finish_completed(state, record, call.caller)
+        return {**result, "decision": decision}
+
+    def _approval_timed_out(self, session_id: str, task_id: str) -> None:
+        state = self._state.get(session_id)
+        if state is None or task_id not in state.awaiting:
+            return
+        state.approvals.pop(task_id, None)
+        record = state.records[task_id]
+        self._event(state, "approval_resolved", task_id=task_id, decision="timeout",
+                    by="timeout", comment="")
+        self._finish_failed(state, record, "Approval timed out", by="timeout")
+
+    # -- task_get_queue ---------------------------------------------------------------
+
+    def tool_task_get_queue(self, call: Call) -> dict[str, Any]:
+        """Tasks by priority then age, filtered; tasks, total, truncated, summary.
+
+        The default status filter is pending and in_progress; in_progress
+        includes tasks awaiting approval. ``assigned_to`` takes "any", an id or
+        a member's name. ``tasks`` is cut to fit one reply (``truncated``);
+        ``total`` counts every match. ``summary``: pending, in_progress,
+        awaiting_approval, completed_today (in the last 86,400 simulated
+        seconds), blocked, failed.
+        """
+        state = self._session(call.session_id)
+        flt = call.args["filter"]
+        wanted = flt.get("status")
+        statuses = ({"pending", "in_progress"} if wanted is None
+                    else _ALL if wanted == "all" else {wanted})
+        assignee = flt.get("assigned_to")
+        if assignee is not None and assignee != "any":
+            assignee = self._member_id(call.session_id, assignee) or assignee
+        priority = flt.get("priority")
+        chosen = [r for r in state.records.values()
+                  if r.status in statuses
+                  and (assignee is None or r.assigned_to == assignee)
+                  and (priority is None or r.priority == priority)]
+        chosen.sort(key=lambda r: r.rank)
+        tasks, truncated = self._fit([r.to_dict() for r in chosen])
+        counts = state.graph.counts()
+        since = self.now - DAY
+        completed_today = sum(1 for r in state.records.values()
+                              if r.status == "completed" and r.completed_at is not None
+                              and r.completed_at >= since)
+        summary = {"pending": counts["pending"],
+                   "in_progress": counts["in_progress"] - len(state.awaiting),
+                   "awaiting_approval": len(state.awaiting),
+                   "completed_today": completed_today, "blocked": counts["blocked"],
+                   "failed": counts["failed"]}
+        return ok(tasks=tasks, total=len(chosen), truncated=truncated, summary=summary)
+
+    def _fit(self, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+        """The longest prefix of ``items`` that fits in one reply, and whether it was cut."""
+        budget = self.dispatcher.max_content_bytes - _REPLY_MARGIN
+        used = 0
+        for i, item in enumerate(items):
+            used += len(_encode(item)) + 1
+            if used > budget:
+                return items[:i], True
+        return items, False
+
+    # -- internal operations ------------------------------------------------------------
+
+    def op_state(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Counts per status, tasks completed per agent, and the best pending tasks.
+
+        ``counts`` has every graph status plus ``awaiting_approval`` (counted
+        apart from ``in_progress``). ``pending_tasks`` holds at most
+        :data:`STATE_PENDING_LIMIT` summaries, best first; ``pending_total``
+        is their full number.
+        """
+        state = self._session(content["session_id"])
+        counts = state.graph.counts()
+        counts["in_progress"] -= len(state.awaiting)
+        counts[AWAITING_APPROVAL] = len(state.awaiting)
+        pending = sorted((r for r in state.records.values() if r.status == "pending"),
+                         key=lambda r: r.rank)
+        return ok(counts=counts, by_agent=dict(state.completed_by),
+                  pending_tasks=[r.summary() for r in pending[:STATE_PENDING_LIMIT]],
+                  pending_total=len(pending))
+
+    def op_requeue_agent(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """A member left: its started tasks go back to pending, and all its open tasks to any.
+
+        Its claims were released (or handed over) by the coordinator already,
+        so the tasks only forget them. Tasks awaiting approval stay as they are:
+        their work is done.
+        """
+        state = self._session(content["session_id"])
+        agent_id = content["agent_id"]
+        requeued: list[str] = []
+        for record in state.records.values():
+            if record.assigned_to != agent_id or record.approval_requested_at is not None:
+                continue
+            if record.status == TaskStatus.IN_PROGRESS:
+                changed = self._transition(state, record.task_id, "requeue")
+                self._announce_unblocked(state, changed, record.task_id, ready_only=False)
+                record.accepted_at = None
+                record.claim_id = None
+            elif record.status not in (TaskStatus.PENDING, TaskStatus.BLOCKED):
+                continue
+            record.assigned_to = "any"
+            requeued.append(record.task_id)
+            self._event(state, "task_requeued", task_id=record.task_id, by=agent_id,
+                        reason="agent_left", retries_used=record.retries_used)
+        return ok(requeued=requeued)
+
+    def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Keep a copy of the graph and the records under ``checkpoint_id``."""
+        state = self._session(content["session_id"])
+        snapshot = _encode({"graph": state.graph.to_dict(), "next_seq": state.next_seq,
+                            "records": [asdict(r) for r in state.records.values()]})
+        state.checkpoints[content["checkpoint_id"]] = snapshot
+        return ok(tasks=len(state.records), size_bytes=len(snapshot))
+
+    def op_rollback(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Restore a checkpoint: graph, records, deadlines and pending approvals.
+
+        Deadlines and approval timeouts keep their original due times; one
+        already past fires at once.
+        """
+        state = self._session(content["session_id"])
+        checkpoint_id = content["checkpoint_id"]
+        snapshot = state.checkpoints.get(checkpoint_id)
+        if snapshot is None:
+            raise ToolError("checkpoint_not_found", f"no task checkpoint {checkpoint_id!r} "
+                            f"in {state.info.session_id}")
+        data = _decode(snapshot)
+        self._cancel_timers(state)
+        state.graph = TaskGraph.from_dict(data["graph"])
+        state.records = {r["task_id"]: TaskRecord(**r) for r in data["records"]}
+        state.next_seq = data["next_seq"]
+        self._recount(state)
+        session_id = state.info.session_id
+        timeout = float(state.info.config.get("approval_timeout", 300))
+        for record in state.records.values():
+            if record.approval_requested_at is not None:
+                due = record.approval_requested_at + timeout
+                state.approvals[record.task_id] = self.dispatcher.call_later(
+                    max(0.0, due - self.now), self, self._approval_timed_out, session_id,
+                    record.task_id)
+            elif record.deadline is not None and record.status in _ACTIVE:
+                state.deadlines[record.task_id] = self.dispatcher.call_later(
+                    max(0.0, record.deadline - self.now), self, self._deadline_passed,
+                    session_id, record.task_id, daemon=True)
+        return ok(restored_tasks=len(state.records))
