@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only NAME]``: print one JSON object of figures."""
+"""``python -m benchmarks [--quick] [--only runtime|world]``: print one JSON object."""
 
 from __future__ import annotations
 
@@ -10,19 +10,40 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks import runtime
+from benchmarks import regions_bench, runtime, tasks_bench
+
+SECTIONS = ("runtime", "world")
+
+
+def world(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {
+            "claims": regions_bench.bench_claims(claims=300, grid=200, repeats=1, decisions=20,
+                                                 agents=10),
+            "task_dag": tasks_bench.bench_task_dag(tasks=600, repeats=1, pipelines=5),
+        }
+    return {
+        "claims": regions_bench.bench_claims(),
+        "task_dag": tasks_bench.bench_task_dag(),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument("--only", choices=SECTIONS, action="append",
+                        help="run only this section (repeatable)")
     args = parser.parse_args(argv)
+    sections = args.only or list(SECTIONS)
     result: dict[str, Any] = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "platform": platform.platform()},
         "quick": args.quick,
-        "runtime": runtime.run(quick=args.quick),
     }
+    if "runtime" in sections:
+        result["runtime"] = runtime.run(quick=args.quick)
+    if "world" in sections:
+        result["world"] = world(args.quick)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

@@ -124,6 +124,9 @@ class Policy:
         base = [Rule("role", role, tool, True)
                 for role, tools in DEFAULT_MATRIX.items() for tool in sorted(tools)]
         self.rules: tuple[Rule, ...] = (*(base if defaults else ()), *rules)
+        # Every tool call asks; the rules never change, so each answer is kept.
+        # (A dict read or write is atomic, so threads may share the cache.)
+        self._decided: dict[tuple[str, str, str, str], bool] = {}
 
     @classmethod
     def load(cls, source: Any = None, *, defaults: bool = True) -> Policy:
@@ -151,6 +154,13 @@ class Policy:
         """True if the most specific matching rule allows the call; False if none matches."""
         if tool in OPEN_TOOLS:
             return True
+        key = (tool, role, agent_id, agent_name)
+        known = self._decided.get(key)
+        if known is None:
+            known = self._decided[key] = self._decide(tool, role, agent_id, agent_name)
+        return known
+
+    def _decide(self, tool: str, role: str, agent_id: str, agent_name: str) -> bool:
         best: tuple[int, int] | None = None
         allowed = False
         for rule in self.rules:

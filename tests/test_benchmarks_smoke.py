@@ -13,3 +13,11 @@ def test_runtime_benchmarks_produce_their_figures() -> None:
     assert runtime.bench_fanout(subscribers=8, events=3, repeats=1)["ratio"] > 0
     scale = runtime.bench_scale(agents=300, pykka_actors=20, repeats=1)
     assert scale["peak_rss_mib"] > 0 and scale["time_ratio"] > 0
+
+
+def test_world_benchmarks_produce_their_figures() -> None:
+    from benchmarks.__main__ import world
+
+    figures = world(quick=True)
+    assert figures["claims"]["ratio"] > 0
+    assert figures["task_dag"]["ratio"] > 0

@@ -231,3 +231,38 @@ def test_a_member_that_stops_heartbeating_goes_offline_in_its_session(
     simu.advance(10.0)
     [event] = arch.messages()
     assert (event.content["event"], event.content["name"]) == ("agent_offline", "Flaky")
+
+
+def test_checkpoint_interval_takes_checkpoints_on_its_own(simu: Simulation) -> None:
+    arch, _ = session(simu, config={"checkpoint_interval": 30})
+    arch.a2a_subscribe(event_type="checkpoint_created")
+    simu.advance(95.0)
+    names = [m.content["name"] for m in arch.messages()]
+    assert names == ["auto-30", "auto-60", "auto-90"]
+
+
+def test_policy_rules_are_enforced_by_the_owning_services() -> None:
+    rules = {"rules": [
+        {"agent": "Trusted-Builder", "tool": "task_delegate", "allow": True},
+        {"role": "observer", "tool": "builder_*", "allow": True},
+        {"role": "builder", "tool": "region_claim", "allow": False},
+        {"agent": "Claimer", "tool": "region_claim", "allow": True},
+    ]}
+    with Simulation(seed=2, policy=rules) as simu:
+        arch, sid = session(simu)
+        trusted, _ = join(simu, sid, "Trusted-Builder")
+        plain, _ = join(simu, sid, "Plain-Builder")
+        claimer, _ = join(simu, sid, "Claimer")
+        assert trusted.task_delegate(task_type="build")["success"]  # agent beats role
+        assert plain.task_delegate(task_type="build")["error"] == "permission_denied"
+        region = {"x": 0, "y": 0, "width": 5, "height": 5}
+        # role x exact deny ties the default role x exact allow: deny wins
+        assert plain.region_claim(region=region)["error"] == "permission_denied"
+        assert claimer.region_claim(region=region)["success"]  # agent beats role
+        free_sid = arch.call("session_create", session_name="free-for-all",
+                             coordination_mode="free")["session_id"]
+        assert arch.session_id == sid  # a bound client stays bound to its session
+        painter_free = simu.client()
+        painter_free.session_join(session_id=free_sid, agent_name="Painter", role="observer")
+        placed = painter_free.builder_place_tile(tile_type="code", x=3, y=3)
+        assert placed["success"], placed  # role x pattern allow: observers may paint here
