@@ -19,9 +19,13 @@ def test_quick_start_has_exactly_two_commands() -> None:
                         "pip install '.[test]' && python -m pytest"]
 
 
-def test_the_python_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    [code] = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    exec(compile(code, str(README), "exec"), {"__name__": "readme_example"})
+def test_the_python_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(blocks) == 2
+    for code in blocks:
+        exec(compile(code, str(README), "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
     assert "final ball 6" in out
     assert "run ended: quiescent" in out
+    assert "True 400" in out  # the task's 20 x 20 tiles
+    assert "region_conflict {'x':" in out
