@@ -148,7 +148,7 @@ class _Request(Effect):
             correlation_id=self.correlation_id, region=self.region,
         )
         report = dispatcher.send(dispatcher.seal(message))
-        if not report.delivered:
+        if not report.reached:
             return None, DeliveryError(report)
         actor._replies[self.correlation_id] = task
         return _PENDING

@@ -243,6 +243,13 @@ class SendReport:
         return [k for k, v in self.statuses.items() if v == DROPPED]
 
     @property
+    def reached(self) -> bool:
+        """True when at least one recipient accepted the message."""
+        if self._statuses is None and self._one is not None:
+            return self._one[1] == DELIVERED
+        return DELIVERED in self.statuses.values()
+
+    @property
     def ok(self) -> bool:
         """True when every recipient got the message (and there was at least one)."""
         if self._statuses is None and self._one is not None:
