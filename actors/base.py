@@ -663,14 +663,15 @@ class Agent(A2AActor):
         for fn in self._initial_behaviours:
             self.start_behaviour(fn)
 
-    def call(self, tool: str, /, *, timeout: float | None = DEFAULT_TIMEOUT,
+    def call(self, tool: str, /, *, call_timeout: float | None = DEFAULT_TIMEOUT,
              **args: Any) -> Awaitable[dict[str, Any]]:
         """Call a session tool (``sim.tools.TOOLS``); resumes with its result dict.
 
         Like a client, the agent is bound to the session it creates or joins and
         may then omit ``session_id``. An unknown tool resumes at once with an
-        ``unknown_tool`` failure; a call with no answer in ``timeout`` raises
-        WaitTimeout.
+        ``unknown_tool`` failure; a call with no answer in ``call_timeout``
+        simulated seconds raises WaitTimeout (tools' own ``timeout`` arguments,
+        a barrier's say, pass through untouched).
         """
         from sim.tools import TOOLS  # the tool table is only needed by session agents
 
@@ -681,7 +682,7 @@ class Agent(A2AActor):
         if ("session_id" in spec.input_schema["properties"] and "session_id" not in args
                 and self.session_id is not None):
             args["session_id"] = self.session_id
-        return _Bind(self, tool, _ToolCall(tool, spec.service, args, timeout))
+        return _Bind(self, tool, _ToolCall(tool, spec.service, args, call_timeout))
 
     def heartbeat(self) -> None:
         self.send(self.registry, "heartbeat", {}, priority=Priority.LOW)

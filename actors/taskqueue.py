@@ -104,6 +104,7 @@ class TaskRecord:
     message: str = ""
     claim_id: str | None = None
     approval_requested_at: float | None = None  # set while awaiting approval
+    payload: dict[str, Any] = field(default_factory=dict)  # inputs for the assignee
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -126,7 +127,7 @@ class TaskRecord:
             "deadline": self.deadline, "max_retries": self.max_retries,
             "retries_used": self.retries_used, "result": dict(self.result),
             "artifacts": [dict(a) for a in self.artifacts], "message": self.message,
-            "claim_id": self.claim_id,
+            "claim_id": self.claim_id, "payload": dict(self.payload),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -330,7 +331,7 @@ class TaskQueue(SessionService):
             region=dict(region) if region is not None else None, priority=args["priority"],
             assigned_to=target, delegated_by=call.caller, created_at=self.now,
             seq=state.next_seq, dependencies=list(dict.fromkeys(args["dependencies"])),
-            deadline=deadline, max_retries=args["max_retries"],
+            deadline=deadline, max_retries=args["max_retries"], payload=args["payload"],
         )
         return self._create(state, record)
 

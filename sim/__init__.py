@@ -31,6 +31,7 @@ __all__ = [
     "RealtimeDispatcher",
     "Region",
     "RunReport",
+    "RunResult",
     "SendReport",
     "Simulation",
     "Statistics",
@@ -41,11 +42,13 @@ __all__ = [
     "Waiter",
     "WallClock",
     "make_dispatcher",
+    "run",
 ]
 
 # The application layer (sim.simulation) builds actors, and actors import the
 # engine: importing it lazily keeps `import actors` from re-entering itself.
-_LAZY = {"Simulation": "sim.simulation", "Client": "sim.simulation"}
+_LAZY = {"Simulation": "sim.simulation", "Client": "sim.simulation", "run": "sim.runner",
+         "RunResult": "sim.runner"}
 
 
 def __getattr__(name: str) -> Any:

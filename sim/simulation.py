@@ -194,6 +194,8 @@ class Simulation:
         d.spawn(CoordinationService, "coordination", policy=self.policy)
         d.spawn(Coordinator, "coordinator", policy=self.policy)
         self.clients: list[Client] = []
+        #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
+        self.progress: Callable[[float], None] | None = None
 
     def __enter__(self) -> Simulation:
         return self
@@ -227,15 +229,41 @@ class Simulation:
             raise ValueError(f"seconds must be >= 0, got {seconds!r}")
         self.dispatcher.run(until=self.now + seconds)
 
+    def report_progress(self, fraction: float) -> None:
+        """Scenarios call this as they go; a progress bar may be listening."""
+        if self.progress is not None:
+            self.progress(min(1.0, max(0.0, fraction)))
+
     def settle(self) -> None:
         """Deterministic mode: deliver everything due at the current instant."""
         d = self.dispatcher
         if isinstance(d, DeterministicDispatcher):
             d.run_until(lambda: False, deadline=d.now)
 
-    def run(self, until: float | None = None) -> Any:
-        """Run the simulation (see ``Dispatcher.run``)."""
-        return self.dispatcher.run(until=until)
+    def run(self, until: float | None = None, *,
+            progress_of: Callable[[], float] | None = None) -> Any:
+        """Run the simulation (see ``Dispatcher.run``).
+
+        With ``progress_of`` (a 0..1 estimate) and someone listening (``progress``),
+        the run reports as it goes: deterministic mode runs in chunks of steps,
+        which moves neither the clock nor the trace; realtime mode polls.
+        """
+        d = self.dispatcher
+        if progress_of is None or self.progress is None:
+            return d.run(until=until)
+        if isinstance(d, DeterministicDispatcher):
+            while True:
+                report = d.run(until=until, max_steps=20_000)
+                self.report_progress(progress_of())
+                if report.reason != "max_steps":
+                    return report
+        assert isinstance(d, RealtimeDispatcher)
+        if until is None:
+            while not d.wait_idle(timeout=0.25):
+                self.report_progress(progress_of())
+        report = d.run(until=until)
+        self.report_progress(progress_of())
+        return report
 
     def _wait(self, done: Callable[[], bool], timeout: float | None,
               arrived: threading.Condition) -> bool:

@@ -178,6 +178,8 @@ _TOOL_LIST: Final = [
         "dependencies": {"type": "array", "items": {"type": "string"}, "default": []},
         "deadline": {"type": "number", "minimum": 0},
         "max_retries": {"type": "integer", "minimum": 0, "default": 0},
+        "payload": {"type": "object", "default": {},
+                    "description": "Inputs for the assignee (the A2A task's params)"},
     }, ("task_type",)),
     _tool("task_accept", "tasks", "Accept a task (claims its region).", {
         "task_id": {"type": "string"},

@@ -15,7 +15,7 @@ def test_quick_start_has_exactly_two_commands() -> None:
     quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     [block] = re.findall(r"```bash\n(.*?)```", quick, re.S)
     commands = [line for line in block.splitlines() if line.strip()]
-    assert commands == ["pip install . && barnraise demo",
+    assert commands == ["pip install . && barnraise run kernel_build",
                         "pip install '.[test]' && python -m pytest"]
 
 

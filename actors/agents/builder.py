@@ -1,0 +1,108 @@
+"""The builder: accepts build tasks, claims, places tiles at a rate, reports.
+
+Inputs (``agent.params``):
+
+``blueprint``   the target tiles (numpy uint8 array): what to build in a task's region
+``tile_rate``   tiles placed per simulated second (default 500)
+``error_rate``  chance that a placed tile is wrong (default 0): seeded, per agent
+``backoff``     seconds before retrying a claim that conflicted (default 1), jittered
+``max_attempts`` claim attempts before the task is reported blocked (default 8)
+
+A repair task carries ``payload["cells"]``, a list of ``[x, y, tile]``: only those
+cells are placed again. Outcome: ``tasks_done``, ``tiles_placed``, ``wrong_tiles``,
+``claim_retries``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from actors.agents.participant import accept_next
+
+if TYPE_CHECKING:
+    from actors.agents.participant import Participant
+
+__all__ = ["builder"]
+
+BUILD_TYPES = frozenset({"build", "assemble", "evolve", "migrate"})
+
+
+async def builder(agent: Participant) -> None:
+    params = agent.params
+    outcome = agent.outcome
+    outcome.update(tasks_done=0, tiles_placed=0, wrong_tiles=0, claim_retries=0)
+    while True:
+        task, accepted = await accept_next(agent, BUILD_TYPES, _accept)
+        if not accepted.get("success"):
+            await agent.call("task_report", task_id=task["task_id"], status="blocked",
+                             message=f"could not start: {accepted.get('error')}")
+            continue
+        artifacts = await _build(agent, task, params)
+        await agent.call("task_report", task_id=task["task_id"], status="completed",
+                         artifacts=artifacts)
+        outcome["tasks_done"] += 1
+
+
+async def _accept(agent: Participant, task: dict[str, Any]) -> dict[str, Any]:
+    """Accept the task; on a region conflict wait (seeded backoff) and try again."""
+    params = agent.params
+    attempts = int(params.get("max_attempts", 8))
+    backoff = float(params.get("backoff", 1.0))
+    result: dict[str, Any] = {}
+    for attempt in range(attempts):
+        result = await agent.call("task_accept", task_id=task["task_id"])
+        if result.get("error") != "region_conflict":
+            return result
+        agent.outcome["claim_retries"] += 1
+        await agent.sleep(backoff * (attempt + 1) * (0.5 + float(agent.rng.random())))
+    return result
+
+
+def _wrong(tiles: np.ndarray[Any, Any], error_rate: float, rng: np.random.Generator) -> int:
+    """Turn a seeded share of ``tiles`` into a different tile; how many."""
+    if error_rate <= 0 or tiles.size == 0:
+        return 0
+    mask = rng.random(tiles.shape) < error_rate
+    count = int(mask.sum())
+    if count:
+        # another non-empty tile type than the intended one (types 1..7)
+        tiles[mask] = (tiles[mask] % 7) + 1
+    return count
+
+
+async def _build(agent: Participant, task: dict[str, Any],
+                 params: dict[str, Any]) -> list[dict[str, Any]]:
+    blueprint: np.ndarray[Any, Any] = params["blueprint"]
+    rate = float(params.get("tile_rate", 500.0))
+    error_rate = float(params.get("error_rate", 0.0))
+    outcome = agent.outcome
+    cells = task.get("payload", {}).get("cells")
+    if cells:
+        # a repair: only the cells a tester found wrong
+        for x, y, tile in cells:
+            value = np.array([tile], dtype=np.uint8)
+            outcome["wrong_tiles"] += _wrong(value, error_rate, agent.rng)
+            await agent.call("builder_place_tile", tile_type=int(value[0]), x=x, y=y)
+            outcome["tiles_placed"] += 1
+        await agent.sleep(len(cells) / rate)
+        return [{"type": "tile", "id": f"{task['task_id']}-repair", "count": len(cells)}]
+    region = task["region"]
+    x, y, width, height = region["x"], region["y"], region["width"], region["height"]
+    for row in range(y, y + height):
+        tiles = blueprint[row, x:x + width].copy()
+        outcome["wrong_tiles"] += _wrong(tiles, error_rate, agent.rng)
+        placed = await agent.call("builder_place_tiles", tiles=[tiles.tolist()],
+                                  region={"x": x, "y": row, "width": width, "height": 1})
+        if not placed.get("success"):
+            raise RuntimeError(f"placing row {row} failed: {placed.get('message')}")
+        outcome["tiles_placed"] += width
+        await agent.sleep(width / rate)
+    artifacts = [{"type": "tile", "id": f"{task['task_id']}-tiles", "count": width * height}]
+    shader = params.get("shader")
+    if shader:
+        loaded = await agent.call("builder_load_shader", region=region, shader_name=shader)
+        if loaded.get("success"):
+            artifacts.append({"type": "shader", "id": loaded["shader_id"]})
+    return artifacts

@@ -1,0 +1,25 @@
+"""The observer: subscribes to the session's events and keeps a read-only record.
+
+Outcome: ``events`` (how many) and ``record`` (``[t, event type]`` pairs, in order).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from actors.agents.participant import Participant
+
+__all__ = ["observer"]
+
+
+async def observer(agent: Participant) -> None:
+    record: list[list[object]] = []
+    agent.outcome.update(events=0, record=record)
+    await agent.call("a2a_subscribe")
+    while True:
+        message = await agent.receive(
+            lambda m: m.from_agent != "registry" and "event" in m.content, daemon=True,
+            description="the next session event")
+        record.append([message.timestamp, message.content["event"]])
+        agent.outcome["events"] = len(record)

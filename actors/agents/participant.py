@@ -1,0 +1,106 @@
+"""Participant: an agent that is a member of a session and plays one role."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from actors.base import Agent
+
+__all__ = ["Behaviour", "Participant", "accept_next"]
+
+Behaviour = Callable[["Participant"], Coroutine[Any, Any, Any]]
+
+
+class Participant(Agent):
+    """Joins ``session_id`` as ``agent_name`` / ``role``, then runs ``behaviour``.
+
+    ``crew`` is how many non-observer participants the scenario starts: each
+    waits at the session barrier ``ready`` until all have joined, so no one
+    delegates to a member that has not joined yet (in realtime mode they start
+    concurrently). Observers may not use barriers; they start watching at once.
+    ``params`` are the behaviour's inputs; ``outcome`` is where it reports.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        agent_name: str,
+        role: str,
+        behaviour: Behaviour,
+        crew: int = 1,
+        params: dict[str, Any] | None = None,
+        capabilities: tuple[str, ...] = (),
+        invite_token: str | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(agent_type=role, capabilities=capabilities, **options)
+        self.target_session = session_id
+        self.agent_name = agent_name
+        self.role = role
+        self.behaviour = behaviour
+        self.crew = crew
+        self.params: dict[str, Any] = dict(params or {})
+        self.invite_token = invite_token
+        self.outcome: dict[str, Any] = {}
+        self.joined: dict[str, Any] = {}
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.start_behaviour(_life, name=self.role)
+
+
+async def _life(agent: Participant) -> None:
+    args: dict[str, Any] = {"session_id": agent.target_session, "agent_name": agent.agent_name,
+                            "role": agent.role, "capabilities": list(agent.capabilities)}
+    if agent.invite_token is not None:
+        args["invite_token"] = agent.invite_token
+    agent.joined = await agent.call("session_join", **args)
+    if not agent.joined.get("success"):
+        agent.outcome = {"error": agent.joined.get("error"), "message": agent.joined.get("message")}
+        return
+    if agent.role in ("builder", "tester"):
+        # a task delegated before its dependencies finish is accepted when this says so
+        await agent.call("a2a_subscribe", event_type="task_unblocked")
+    if agent.crew > 1 and agent.role != "observer":
+        ready = await agent.call("a2a_barrier_enter", barrier_id="ready",
+                                 expected_count=agent.crew, timeout=600, call_timeout=None)
+        if not ready.get("released"):
+            agent.outcome = {"error": "crew_incomplete", "ready": ready}
+            return
+    await agent.behaviour(agent)
+
+
+Accept = Callable[["Participant", dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]
+
+
+async def accept_next(agent: Participant, types: frozenset[str],
+                      accept: Accept) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Wait for a task of one of ``types`` assigned to ``agent`` and accept it.
+
+    A task assigned before it is ready (its dependencies unfinished) is kept
+    until its ``task_unblocked`` event, then accepted. Returns the task and the
+    accept result (which may be a failure other than "not ready yet").
+    """
+    parked: dict[str, dict[str, Any]] = agent.__dict__.setdefault("_parked_tasks", {})
+    while True:
+        message = await agent.receive(
+            lambda m: m.message_type == "task_assignment"
+            or m.content.get("event") == "task_unblocked",
+            daemon=True, description="a task to do")
+        content = message.content
+        if message.message_type == "task_assignment":
+            task = content
+            if task.get("type") not in types:
+                continue
+        else:
+            key = str(content.get("task_id"))
+            if key not in parked:
+                continue
+            task = parked.pop(key)
+        result = await accept(agent, task)
+        if result.get("error") == "invalid_transition":
+            parked[task["task_id"]] = task
+            continue
+        return task, result

@@ -1,0 +1,235 @@
+"""Running scenarios: find one, check its parameters, run it, summarise it.
+
+A scenario is a Python module (in ``scenarios/``, or any file given by path) with:
+
+* a docstring: its first line is the one-line description ``barnraise scenarios``
+  shows; the rest says what it shows, its parameters and its success check;
+* ``PARAMS``: a dict of parameter defaults, whose types are the parameters' types;
+* ``run(simu, **params) -> dict``: drives a :class:`~sim.simulation.Simulation`
+  and returns the scenario's own figures (its ``metrics``); a ``session_id`` key
+  names the session whose world figures go into the summary (else the first);
+* ``check(summary) -> bool``: the success check, over the whole summary;
+* optionally ``SIMULATION``: keyword arguments for the Simulation (a bigger
+  message limit for large blueprints, say).
+
+:func:`run` returns a :class:`RunResult`; its ``summary`` is what ``barnraise run
+--json`` prints. Problems with the request itself (unknown scenario, unknown or
+ill-typed parameter, missing file) raise :class:`ScenarioError` before anything runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import pathlib
+import pkgutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from sim.simulation import Simulation
+from sim.trace import Trace
+
+__all__ = ["RunResult", "ScenarioError", "coerce_params", "list_scenarios", "load", "run"]
+
+
+class ScenarioError(ValueError):
+    """The run request is wrong (which scenario, which parameters); nothing ran."""
+
+
+@dataclass
+class RunResult:
+    """What a scenario run produced."""
+
+    summary: dict[str, Any]
+    trace: Trace
+    canvas: np.ndarray[Any, Any] | None = None
+    claims: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return bool(self.summary["success"])
+
+    @property
+    def trace_digest(self) -> str:
+        return str(self.summary["trace_digest"])
+
+    def write(self, directory: str | pathlib.Path) -> list[pathlib.Path]:
+        """Write summary.json, trace.jsonl and (with a canvas) canvas.png there."""
+        out = pathlib.Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = [out / "summary.json", out / "trace.jsonl"]
+        written[0].write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
+        with written[1].open("wb") as handle:
+            for line in self.trace.to_jsonl():
+                handle.write(line)
+        if self.canvas is not None:
+            from sim.plots import save_canvas_png
+
+            png = out / "canvas.png"
+            save_canvas_png(png, self.canvas, self.claims, title=self.summary["scenario"])
+            written.append(png)
+        return written
+
+
+def list_scenarios() -> list[tuple[str, str]]:
+    """(name, one-line description) of every scenario shipped in ``scenarios/``."""
+    import scenarios
+
+    found = []
+    for info in sorted(pkgutil.iter_modules(scenarios.__path__), key=lambda i: i.name):
+        if info.name.startswith("_") or info.ispkg:
+            continue
+        module = importlib.import_module(f"scenarios.{info.name}")
+        if hasattr(module, "run") and hasattr(module, "PARAMS"):
+            found.append((info.name, _first_line(module)))
+    return found
+
+
+def _first_line(module: ModuleType) -> str:
+    doc = (module.__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else ""
+
+
+def load(name_or_path: str) -> ModuleType:
+    """The scenario module for a shipped name or a path to a ``.py`` file."""
+    path = pathlib.Path(name_or_path)
+    if name_or_path.endswith(".py") or path.parent != pathlib.Path("."):
+        if not path.is_file():
+            raise ScenarioError(f"no scenario file {name_or_path!r}")
+        spec = importlib.util.spec_from_file_location(f"user_scenario_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise ScenarioError(f"cannot load {name_or_path!r} as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise ScenarioError(f"{name_or_path}: failed to import: {exc}") from None
+    else:
+        known = dict(list_scenarios())
+        if name_or_path not in known:
+            raise ScenarioError(f"unknown scenario {name_or_path!r}; known: "
+                                f"{', '.join(sorted(known))}")
+        module = importlib.import_module(f"scenarios.{name_or_path}")
+    for needed in ("PARAMS", "run", "check"):
+        if not hasattr(module, needed):
+            raise ScenarioError(f"{name_or_path}: a scenario needs {needed} (see sim/runner.py)")
+    return module
+
+
+def coerce_params(module: ModuleType, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults overlaid with ``given``; strings (from the CLI) become the default's type."""
+    defaults: dict[str, Any] = dict(module.PARAMS)
+    params = dict(defaults)
+    for key, value in given.items():
+        if key not in defaults:
+            raise ScenarioError(f"unknown parameter {key!r}; parameters: "
+                                f"{', '.join(sorted(defaults)) or 'none'}")
+        params[key] = _coerce(key, value, defaults[key])
+    return params
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    kind = type(default)
+    if isinstance(value, str) and kind is not str:
+        try:
+            if kind is bool:
+                lowered = value.lower()
+                if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(value)
+                return lowered in ("true", "1", "yes")
+            if kind in (list, dict):
+                parsed = json.loads(value)
+                if not isinstance(parsed, kind):
+                    raise ValueError(value)
+                return parsed
+            return kind(value)
+        except (ValueError, json.JSONDecodeError):
+            raise ScenarioError(f"parameter {key}: expected {kind.__name__}, "
+                                f"got {value!r}") from None
+    if kind is float and type(value) is int:
+        return float(value)
+    if type(value) is not kind and default is not None:
+        raise ScenarioError(f"parameter {key}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def run(
+    scenario: str,
+    seed: int = 0,
+    mode: str = "deterministic",
+    *,
+    progress: Callable[[float], None] | None = None,
+    **params: Any,
+) -> RunResult:
+    """Run ``scenario`` (a shipped name or a file path) and summarise it."""
+    if mode not in ("deterministic", "realtime"):
+        raise ScenarioError(f"mode must be deterministic or realtime, got {mode!r}")
+    if type(seed) is not int or seed < 0:
+        raise ScenarioError(f"seed must be a non-negative integer, got {seed!r}")
+    module = load(scenario)
+    values = coerce_params(module, params)
+    options: dict[str, Any] = dict(getattr(module, "SIMULATION", {}))
+    if mode == "realtime":
+        options.setdefault("time_scale", 50.0)
+    started = time.perf_counter()
+    with Simulation(seed=seed, mode=mode, **options) as simu:
+        simu.progress = progress
+        metrics = dict(module.run(simu, **values))
+        ending = simu.dispatcher.run()  # let what the scenario set going finish
+        world = _world(simu, metrics.pop("session_id", None))
+        stats = simu.dispatcher.statistics()
+        wall = time.perf_counter() - started
+        summary: dict[str, Any] = {
+            "scenario": getattr(module, "NAME", pathlib.Path(scenario).stem),
+            "seed": seed, "mode": mode, "params": values,
+            "trace_digest": simu.dispatcher.trace_digest,
+            "virtual_time": round(simu.now, 6), "wall_seconds": round(wall, 3),
+            "messages_delivered": stats.delivered,
+            "messages_dropped": sum(stats.dead_letters.values()),
+            "dead_letters": dict(stats.dead_letters),
+            "agents": world["agents"], "tiles_placed": world["tiles_placed"],
+            "completion_percent": world["completion_percent"],
+            "conflicts": world["conflicts"], "tasks_completed": world["tasks_completed"],
+            "tasks_failed": world["tasks_failed"], "behaviour_errors": stats.behaviour_errors,
+            "run_end": ending.reason, "waiting": [str(w) for w in ending.waiters],
+            "metrics": metrics,
+        }
+        summary["success"] = bool(module.check(summary))
+        return RunResult(summary, simu.dispatcher.trace, world["canvas"], world["claims"])
+
+
+def _world(simu: Simulation, session_id: str | None) -> dict[str, Any]:
+    """World figures of one session, read from its owners once the run is idle."""
+    coordinator = simu.dispatcher.actor("coordinator")
+    sessions = list(coordinator.sessions)  # type: ignore[attr-defined]
+    sid = session_id or (sessions[0] if sessions else None)
+    empty: dict[str, Any] = {"agents": 0, "tiles_placed": 0, "completion_percent": 0.0,
+                             "conflicts": 0, "tasks_completed": 0, "tasks_failed": 0,
+                             "canvas": None, "claims": []}
+    if sid is None:
+        return empty
+    regions = simu.dispatcher.actor("regions")
+    tasks = simu.dispatcher.actor("tasks")
+    members = coordinator.members.get(sid, {})  # type: ignore[attr-defined]
+    region_state = regions.op_state({"session_id": sid})  # type: ignore[attr-defined]
+    task_state = tasks.op_state({"session_id": sid})  # type: ignore[attr-defined]
+    counts = task_state.get("counts", {})
+    colours = {m.agent_id: m.color for m in members.values()}
+    claims = [{"bounds": c["bounds"], "color": colours.get(c["agent_id"], "#FF0000")}
+              for c in region_state.get("claims", [])]
+    return {
+        "agents": len(members),
+        "tiles_placed": region_state["progress"]["tiles_placed"],
+        "completion_percent": region_state["progress"]["completion_percent"],
+        "conflicts": region_state["conflicts"],
+        "tasks_completed": counts.get("completed", 0),
+        "tasks_failed": counts.get("failed", 0),
+        "canvas": regions._world(sid).canvas.tiles.copy(),  # type: ignore[attr-defined]
+        "claims": claims,
+    }

@@ -1,0 +1,96 @@
+"""`barnraise scenarios` and `barnraise run`: output, files and exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import textwrap
+
+import pytest
+
+from sim.cli import main
+
+REQUIRED = {"scenario", "seed", "mode", "success", "trace_digest", "virtual_time",
+            "wall_seconds", "messages_delivered", "messages_dropped", "agents",
+            "tiles_placed", "completion_percent", "conflicts", "tasks_completed",
+            "tasks_failed", "metrics"}
+
+
+def test_scenarios_lists_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scenarios"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("kernel_build ") for line in lines)
+
+
+def test_run_json_has_every_field_and_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "kernel_build", "--seed", "4", "--json",
+                 "--param", "grid_size=60", "--param", "block=30"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert set(summary) >= REQUIRED
+    assert summary["success"] is True and summary["params"]["grid_size"] == 60
+
+
+def test_run_writes_summary_trace_and_canvas(tmp_path: pathlib.Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["run", "kernel_build", "--param", "grid_size=60", "--out", str(out)]) == 0
+    assert "succeeded" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    records = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
+    assert sum(1 for r in records if r[2] == "deliver") == summary["messages_delivered"]
+    assert [r[0] for r in records] == list(range(len(records)))
+    assert (out / "canvas.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "never_happy.py"
+    path.write_text(textwrap.dedent('''
+        """A scenario whose success check never holds."""
+        PARAMS = {"agents": 2}
+
+        def run(simu, *, agents):
+            host = simu.client()
+            host.session_create(session_name="x", grid_size=10)
+            return {"agents_asked": agents}
+
+        def check(summary):
+            return False
+    '''))
+    assert main(["run", str(path), "--param", "agents=3", "--json"]) == 1
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["metrics"] == {"agents_asked": 3} and summary["success"] is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["run", "no_such_scenario"], "unknown scenario"),
+        (["run", "kernel_build", "--param", "builders=many"], "parameter builders"),
+        (["run", "kernel_build", "--param", "colour=red"], "unknown parameter 'colour'"),
+        (["run", "kernel_build", "--param", "builders"], "KEY=VALUE"),
+        (["run", "/no/such/file.py"], "no scenario file"),
+        (["run", "kernel_build", "--mode", "warp"], "--mode"),
+        (["run", "kernel_build", "--seed", "x"], "--seed"),
+    ],
+)
+def test_bad_requests_are_one_line_and_exit_2(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err
+
+
+def test_sim_run_from_python() -> None:
+    import sim
+
+    result = sim.run("kernel_build", seed=9, grid_size=60, block=30)
+    assert isinstance(result, sim.RunResult)
+    assert result.success and result.summary["seed"] == 9
+    assert result.trace_digest == result.summary["trace_digest"]
