@@ -941,6 +941,9 @@ class DeterministicDispatcher(Dispatcher):
             self.report_error(target.name, "timer", exc)
 
     def _deliver_one(self, t: float, target: Any, message: Message, encoded: Any) -> None:
+        # The same steps as the delivery inlined in run() and in the realtime loop
+        # (actors.base.A2AActor._actor_loop_running): the hot paths do not pay a
+        # call for them. A change to one is a change to all three.
         self._live -= 1
         target.pending -= 1
         if target.stopped:
