@@ -183,10 +183,7 @@ class CoordinationService(SessionService):
         if lock is None or lock.holder != call.caller:
             raise ToolError("lock_not_held", f"{call.caller} does not hold lock {lock_id!r}",
                             lock_id=lock_id, holder=None if lock is None else lock.holder)
-        next_holder = self._pass_on(call.session_id, lock)
-        self.emit_event(call.session_id, "lock_released", {
-            "lock_id": lock_id, "holder": call.caller, "next_holder": next_holder,
-            "reason": "released"})
+        next_holder = self._pass_on(call.session_id, lock, "lock_released", reason="released")
         return ok(released=True, lock_id=lock_id, next_holder=next_holder)
 
     def _grant(self, session_id: str, lock: _Lock, agent_id: str, lease: float,
@@ -207,11 +204,18 @@ class CoordinationService(SessionService):
             "lock_id": lock.lock_id, "holder": agent_id, "expires_at": lock.expires_at,
             "waited": waited})
 
-    def _pass_on(self, session_id: str, lock: _Lock) -> str | None:
-        """The holder lets go: the first waiter gets the lock, or it becomes free."""
+    def _pass_on(self, session_id: str, lock: _Lock, event: str, **details: Any) -> str | None:
+        """The holder lets go: ``event`` says so, then the first waiter gets the lock.
+
+        The release is announced before the grant, so the event log never shows
+        two holders at once. With nobody waiting the lock becomes free.
+        """
         if lock.lease_timer is not None:
             lock.lease_timer.cancel()
             lock.lease_timer = None
+        self.emit_event(session_id, event, {
+            "lock_id": lock.lock_id, "holder": lock.holder,
+            "next_holder": lock.waiters[0].agent_id if lock.waiters else None, **details})
         if not lock.waiters:
             self._session(session_id).locks.pop(lock.lock_id, None)
             return None
@@ -228,10 +232,7 @@ class CoordinationService(SessionService):
         if state is None or state.locks.get(lock.lock_id) is not lock or lock.grant != grant:
             return  # released, renewed or passed on since this timer was set
         lock.lease_timer = None
-        holder = lock.holder
-        next_holder = self._pass_on(session_id, lock)
-        self.emit_event(session_id, "lock_expired", {
-            "lock_id": lock.lock_id, "holder": holder, "next_holder": next_holder})
+        self._pass_on(session_id, lock, "lock_expired")
 
     def _lock_wait_timed_out(self, session_id: str, lock: _Lock, waiter: _LockWaiter) -> None:
         state = self._state.get(session_id)
@@ -397,10 +398,7 @@ class CoordinationService(SessionService):
                 self._answer(queued.message, self._refused(
                     lock, waited=self.now - queued.since, reason="member_left"))
             if lock.holder == agent_id:
-                next_holder = self._pass_on(session_id, lock)
-                self.emit_event(session_id, "lock_released", {
-                    "lock_id": lock_id, "holder": agent_id, "next_holder": next_holder,
-                    "reason": "member_left"})
+                self._pass_on(session_id, lock, "lock_released", reason="member_left")
         for barrier_id in sorted(state.barriers):
             barrier = state.barriers[barrier_id]
             for waiter in [w for w in barrier.waiters if w.agent_id == agent_id]:

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["sim", "actors"])
+@pytest.mark.parametrize("module", ["sim", "actors", "actors.agents"])
 def test_every_public_name_resolves_and_none_is_private(module: str) -> None:
     mod = importlib.import_module(module)
     assert len(set(mod.__all__)) == len(mod.__all__)

@@ -1,0 +1,153 @@
+"""Async delegation: an architect hands out jobs, keeps building, and gets each result exactly once.
+
+The delegator (an architect) delegates ``delegations`` jobs round-robin to
+``workers`` workers and gets a delegation id for each at once. Then it works in
+turns of ``turn`` simulated seconds, building its own strip of the canvas a row
+per turn; at the start of every turn it takes the results that arrived since
+(each once), and once its own work is done it waits for the rest. Workers take
+a seeded ``min_work``..``max_work`` seconds per job; job ``fail_index`` is
+impossible and fails (the delegator raises a warning alert). Worker
+``echo_worker`` is an at-least-once delegate: it reports through the task
+queue, tells the delegator directly as well, and reports a second time; the
+delegator's ledger drops the duplicates. ``delegation.completed`` and
+``delegation.failed`` are published on the session's event topic as results arrive.
+
+Parameters: workers, delegations, fail_index, echo_worker, turn, min_work,
+max_work, own_rows, grid_size.
+Success: every result (and the failure) delivered exactly once and after its
+delegation, one delegation event per delegation (completed or failed as it
+ended), duplicates dropped, the delegator did its own work while results were
+pending, and no behaviour failed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from actors.agents.alerts import alert
+from actors.agents.delegation import Delegation, DelegationLedger, delegate_worker
+from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from scenarios._patterns import count, session_events
+from sim.simulation import Simulation
+
+if TYPE_CHECKING:
+    from actors.agents.participant import Participant
+
+NAME = "async_delegation"
+PARAMS: dict[str, Any] = {
+    "workers": 3, "delegations": 4, "fail_index": 2, "echo_worker": 1, "turn": 1.0,
+    "min_work": 2.0, "max_work": 6.0, "own_rows": 5, "grid_size": 16,
+}
+
+
+async def delegator(agent: Participant) -> None:
+    """Delegate every job, then work in turns; results are taken at the start of each turn."""
+    params = agent.params
+    region: dict[str, int] = params["region"]
+    blueprint = params["blueprint"]
+    ledger = DelegationLedger(agent)
+    deliveries: list[dict[str, Any]] = []
+    delegated: dict[str, int] = {}
+    outcome = agent.outcome
+    outcome.update(ledger=ledger, deliveries=deliveries, delegated=delegated, turns=0,
+                   rows_built=0, work_while_waiting=0, waits=0, alerts=0)
+    claimed = await agent.call("region_claim", region=region, purpose="the delegator's own strip")
+    turn = 0
+
+    def deliver(done: Delegation) -> None:
+        deliveries.append({"turn": turn, "t": agent.now, "delegation_id": done.delegation_id,
+                           "status": done.status, "job": done.result.get("job"),
+                           "message": done.message})
+        if done.status == "failed":
+            alert(agent, "warning", "Delegation failed",
+                  f"{done.delegate} could not do {done.description}: {done.message}",
+                  delegation_id=done.delegation_id)
+            outcome["alerts"] += 1
+
+    for job in params["jobs"]:
+        delegation_id = await ledger.delegate(
+            job["worker"], "build", description=f"job {job['job']}",
+            payload={"job": job["job"], "work": job["work"], "fail": job["fail"]})
+        delegated[delegation_id] = turn
+    rows = list(range(region["y"], region["y"] + region["height"])) if claimed["success"] else []
+    x, width = region["x"], region["width"]
+    while ledger.pending or ledger.undelivered:
+        turn += 1
+        for done in ledger.take():  # the results that came in since the last turn
+            deliver(done)
+        if not ledger.pending:
+            break
+        if not rows:  # nothing else to do: wait for the next result
+            outcome["waits"] += 1
+            for done in await ledger.wait():
+                deliver(done)
+            continue
+        row = rows.pop(0)
+        await agent.call("builder_place_tiles", tiles=[blueprint[row, x:x + width].tolist()],
+                         region={"x": x, "y": row, "width": width, "height": 1})
+        outcome["rows_built"] += 1
+        outcome["work_while_waiting"] += 1  # something was pending: we worked instead
+        await agent.sleep(float(params["turn"]))
+    outcome["turns"] = turn
+
+
+def run(simu: Simulation, *, workers: int, delegations: int, fail_index: int, echo_worker: int,
+        turn: float, min_work: float, max_work: float, own_rows: int,
+        grid_size: int) -> dict[str, Any]:
+    if workers < 1 or delegations < 1 or not 1 <= own_rows <= grid_size:
+        raise ValueError("need workers >= 1, delegations >= 1, 1 <= own_rows <= grid_size")
+    blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
+    work = rng_for(simu, "work")
+    worker_ids = [f"worker-{i + 1}" for i in range(workers)]
+    jobs = [{"job": f"job-{i + 1}", "worker": worker_ids[i % workers],
+             "work": round(float(work.uniform(min_work, max_work)), 3), "fail": i == fail_index}
+            for i in range(delegations)]
+    crew = 1 + workers
+    _, sid = host_session(simu, session_name="Async delegation", grid_size=grid_size,
+                          max_agents=crew, blueprint=blueprint.tolist())
+    crew_ = [spawn(simu, sid, name, "builder", crew=crew, behaviour=delegate_worker,
+                   echo=(i + 1 == echo_worker)) for i, name in enumerate(worker_ids)]
+    boss = spawn(simu, sid, "delegator-1", "architect", crew=crew, behaviour=delegator,
+                 jobs=jobs, turn=turn, blueprint=blueprint,
+                 region={"x": 0, "y": 0, "width": grid_size, "height": own_rows})
+    simu.run()
+    out = boss.outcome
+    ledger: DelegationLedger = out["ledger"]
+    deliveries: list[dict[str, Any]] = out["deliveries"]
+    ids = list(ledger.records)
+    delivered = Counter(d["delegation_id"] for d in deliveries)
+    events = session_events(simu, sid, "delegation.")
+    per_id = Counter(e["delegation_id"] for e in events)
+    right_kind = all(
+        e["event"] == f"delegation.{ledger.records[e['delegation_id']].status}" for e in events)
+    summary = ledger.summary()
+    return {
+        "session_id": sid, "delegations": len(ids), "completed": summary["completed"],
+        "failed": summary["failed"], "pending": summary["pending"],
+        "deliveries": len(deliveries),
+        "exactly_once": sorted(delivered) == sorted(ids) and set(delivered.values()) == {1},
+        "delivered_after_delegation": all(
+            d["turn"] > out["delegated"][d["delegation_id"]] for d in deliveries),
+        "events_completed": count(events, "delegation.completed"),
+        "events_failed": count(events, "delegation.failed"),
+        "events_once": sorted(per_id) == sorted(ids) and set(per_id.values()) == {1}
+        and right_kind,
+        "duplicates_ignored": ledger.duplicates,
+        "echoes": sum(w.outcome.get("echoes", 0) for w in crew_),
+        "refused_reports": sum(w.outcome.get("refused_reports", 0) for w in crew_),
+        "turns": out["turns"], "rows_built": out["rows_built"],
+        "work_while_waiting": out["work_while_waiting"], "waits": out["waits"],
+        "alerts": count(session_events(simu, sid, "agent.alert"), "agent.alert"),
+        "delivery_log": [[d["turn"], d["delegation_id"], d["status"]] for d in deliveries],
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    return (m["exactly_once"] and m["delivered_after_delegation"] and m["events_once"]
+            and m["completed"] >= 1 and m["failed"] >= 1 and m["pending"] == 0
+            and m["completed"] + m["failed"] == m["delegations"]
+            and m["events_completed"] == m["completed"] and m["events_failed"] == m["failed"]
+            and m["duplicates_ignored"] == m["echoes"] and m["work_while_waiting"] >= 1
+            and m["alerts"] == m["failed"] and summary["behaviour_errors"] == 0)

@@ -1,0 +1,135 @@
+"""Flow 3: a claim overlapping another is refused with a suggestion, which is then granted.
+
+Agent A claims ``first`` (0, 0, 100 x 100 by default) and fills it with seeded
+tiles. Then each of ``contenders`` agents in turn (B, then C, ...; each starts
+when the one before is settled) claims ``second`` (50, 50, 100 x 100), which
+overlaps A's claim (and the claims granted before it). It is refused with
+``region_conflict``, naming the conflicting agents and a ``suggestion_region``:
+the nearest free placement of the same size. The contender claims the suggestion,
+is granted it, and fills it with seeded tiles too.
+
+Parameters: grid_size, first, second (regions as [x, y, width, height]),
+contenders.
+Success: every contender's first claim was refused with A among the conflicting
+agents and a suggestion; every suggested claim was granted at once; no two final
+claims overlap; the session counted exactly one conflict per contender; and every
+agent's tiles are on the canvas where it claimed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from actors.agents.participant import Participant
+from scenarios._common import host_session, spawn
+from scenarios._flows import box, canvas_of, mark, overlaps, seeded_tiles, session_events
+from sim.simulation import Simulation
+
+NAME = "conflict_resolution"
+PARAMS: dict[str, Any] = {
+    "grid_size": 300, "first": [0, 0, 100, 100], "second": [50, 50, 100, 100],
+    "contenders": 1,
+}
+
+
+async def _fill(agent: Participant, region: dict[str, int]) -> bool:
+    tiles = seeded_tiles(agent.rng, region["height"], region["width"], empty=0.2)
+    placed = await agent.call("builder_place_tiles", region=region, tiles=tiles.tolist())
+    agent.outcome["tiles"] = tiles
+    return bool(placed.get("success"))
+
+
+async def _go_on(agent: Participant) -> None:
+    following = agent.params.get("next")
+    if following:
+        await agent.call("a2a_send_message", to_agent=following,
+                         content={"event": "your_turn", "after": agent.agent_name})
+
+
+async def claimant(agent: Participant) -> None:
+    """Wait for one's turn (unless first), claim; on a conflict claim the suggestion."""
+    params = agent.params
+    outcome = agent.outcome
+    outcome.update(attempts=[], final=None, filled=False)
+    if params.get("after"):
+        await agent.receive(lambda m: m.content.get("event") == "your_turn",
+                            description="its turn to claim")
+    region = params["region"]
+    while region is not None and len(outcome["attempts"]) < 3:
+        answer = await agent.call("region_claim", region=region, purpose="flow 3", timeout=0)
+        attempt = {"region": region, "granted": bool(answer.get("success")),
+                   "error": answer.get("error"),
+                   "conflicting": [c["agent_name"] for c in answer.get("conflicting_agents", [])],
+                   "suggestion_region": answer.get("suggestion_region"),
+                   "suggestion": answer.get("suggestion")}
+        outcome["attempts"].append(attempt)
+        mark(agent, "granted" if attempt["granted"] else "refused", region=region,
+             conflicting=attempt["conflicting"])
+        if attempt["granted"]:
+            outcome["final"] = region
+            outcome["filled"] = await _fill(agent, region)
+            break
+        region = attempt["suggestion_region"]
+    await _go_on(agent)
+
+
+def run(simu: Simulation, *, grid_size: int, first: list[int], second: list[int],
+        contenders: int) -> dict[str, Any]:
+    if len(first) != 4 or len(second) != 4:
+        raise ValueError("first and second are regions: [x, y, width, height]")
+    if contenders < 1:
+        raise ValueError(f"contenders must be at least 1, got {contenders}")
+    names = ["agent-a", *[f"agent-{chr(ord('b') + i)}" for i in range(contenders)]]
+    crew = len(names)
+    _, sid = host_session(simu, session_name="Conflict Resolution", grid_size=grid_size,
+                          max_agents=crew)
+    agents = []
+    for i, name in enumerate(names):
+        region = box(*first) if i == 0 else box(*second)
+        agents.append(spawn(simu, sid, name, "builder", crew=crew, behaviour=claimant,
+                            region=region, after=names[i - 1] if i else None,
+                            next=names[i + 1] if i + 1 < crew else None))
+    simu.run()
+    a, others = agents[0], agents[1:]
+    finals = [x.outcome.get("final") for x in agents]
+    placed = [f for f in finals if f is not None]
+    overlapping = sum(1 for i, r in enumerate(placed) for s in placed[i + 1:] if overlaps(r, s))
+    canvas = canvas_of(simu, sid)
+    in_place = all(
+        x.outcome.get("filled") and np.array_equal(
+            canvas[f["y"]:f["y"] + f["height"], f["x"]:f["x"] + f["width"]], x.outcome["tiles"])
+        for x, f in zip(agents, finals, strict=True) if f is not None)
+    first_tries = [x.outcome["attempts"][0] for x in others if x.outcome.get("attempts")]
+    # granted at the second attempt, exactly the region suggested at the first
+    took_suggestion = [len(t) == 2 and not t[0]["granted"] and t[1]["granted"]
+                       and t[1]["region"] == t[0]["suggestion_region"]
+                       for t in (x.outcome.get("attempts", []) for x in others)]
+    return {
+        "session_id": sid,
+        "a_granted": bool(a.outcome.get("attempts") and a.outcome["attempts"][0]["granted"]),
+        "conflicts": sum(1 for x in others for t in x.outcome.get("attempts", [])
+                         if t["error"] == "region_conflict"),
+        "refused_by_a": sum(1 for t in first_tries if t["error"] == "region_conflict"
+                            and "agent-a" in t["conflicting"]),
+        "suggestion": first_tries[0]["suggestion_region"] if first_tries else None,
+        "suggestion_text": first_tries[0]["suggestion"] if first_tries else None,
+        "suggestions_granted": sum(took_suggestion),
+        "final_claims": {x.agent_name: x.outcome.get("final") for x in agents},
+        "overlapping_pairs": overlapping,
+        "conflict_events": len(session_events(simu, sid, "conflict_detected")),
+        "tiles_in_place": bool(in_place),
+        "contenders": contenders,
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    n = m["contenders"]
+    return bool(m["a_granted"] and m["conflicts"] == n and m["refused_by_a"] == n
+                and m["suggestion"] is not None and m["suggestions_granted"] == n
+                and all(f is not None for f in m["final_claims"].values())
+                and m["overlapping_pairs"] == 0
+                and summary["conflicts"] == m["conflict_events"] == n
+                and m["tiles_in_place"] and summary["behaviour_errors"] == 0)

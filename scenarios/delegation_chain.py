@@ -1,0 +1,126 @@
+"""Flow 2: an architect delegates "build kernel", then on its result "test kernel".
+
+The architect delegates one build task over a ``size`` x ``size`` region of a
+seeded kernel blueprint to the builder and waits for its ``task_result``. On
+that result it delegates a test task over the same region to the tester and
+waits again. The builder (the shipped role behaviour) accepts, which claims the
+region, places the tiles at ``tile_rate`` tiles per simulated second with a
+seeded share ``error_rate`` of them wrong, and reports completed; the tester
+accepts, runs ``build_test`` and reports passed or failed with the defects.
+
+Parameters: size, tile_rate, error_rate.
+Success: for both tasks the trace shows delegate -> accept -> complete -> notify
+(the ``task_result`` delivered to the architect) in that order, the test task is
+delegated only after the build's result arrived, and the test passed (so with a
+non-zero error rate the check fails: the tester found the wrong tiles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import pairwise
+from typing import Any
+
+from actors.agents.participant import Participant
+from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from scenarios._flows import box, deliveries, mark, session_events
+from sim.messages import Message
+from sim.simulation import Simulation
+
+NAME = "delegation_chain"
+PARAMS: dict[str, Any] = {"size": 40, "tile_rate": 800.0, "error_rate": 0.0}
+ARCHITECT, BUILDER, TESTER = "architect-1", "builder-1", "tester-1"
+STEPS = ("delegate", "accept", "complete", "notify")
+
+
+def _result_of(task_id: str) -> Callable[[Message], bool]:
+    def match(message: Message) -> bool:
+        return (message.message_type == "task_result"
+                and message.content.get("task_id") == task_id)
+    return match
+
+
+async def chain_architect(agent: Participant) -> None:
+    """Delegate the build; on its result delegate the test; keep both results."""
+    region = agent.params["region"]
+    outcome = agent.outcome
+    outcome["tasks"] = {}
+    stages: list[tuple[str, str, str, dict[str, Any]]] = [
+        ("build", BUILDER, "build kernel", {}),
+        ("test", TESTER, "test kernel", {"region": region})]
+    for kind, who, description, payload in stages:
+        delegated = await agent.call("task_delegate", target_agent_id=who, task_type=kind,
+                                     region=region if kind == "build" else None,
+                                     payload=payload, description=description)
+        if not delegated.get("success"):
+            mark(agent, "delegate_failed", task=kind, error=delegated.get("error"))
+            return
+        task_id = delegated["task_id"]
+        outcome["tasks"][kind] = task_id
+        mark(agent, "delegated", task=kind, task_id=task_id, to=who)
+        message = await agent.receive(_result_of(task_id), description=f"the {kind} result")
+        result = message.content
+        outcome[kind] = {"status": result["status"], "result": result.get("result", {}),
+                         "reported_by": result.get("reported_by")}
+        mark(agent, "result", task=kind, status=result["status"])
+        if result["status"] != "completed":
+            return
+
+
+def _chain(simu: Simulation, sid: str, task_id: str) -> dict[str, int]:
+    """Trace positions (seq) of each step of one task; -1 for a step that never came."""
+    seqs = dict.fromkeys(STEPS, -1)
+    names = {"task_created": "delegate", "task_accepted": "accept",
+             "task_completed": "complete"}
+    for event in session_events(simu, sid, *names):
+        if event["task_id"] == task_id and seqs[names[event["event"]]] < 0:
+            seqs[names[event["event"]]] = event["seq"]
+    for note in deliveries(simu, ARCHITECT, "task_result"):
+        if note["content"].get("task_id") == task_id and seqs["notify"] < 0:
+            seqs["notify"] = note["seq"]
+    return seqs
+
+
+def run(simu: Simulation, *, size: int, tile_rate: float, error_rate: float) -> dict[str, Any]:
+    if size < 1:
+        raise ValueError(f"size must be at least 1, got {size}")
+    blueprint = kernel_blueprint(size, rng_for(simu, "blueprint"))
+    _, sid = host_session(simu, session_name="Delegation Chain", grid_size=size,
+                          max_agents=3, blueprint=blueprint.tolist())
+    region = box(0, 0, size, size)
+    architect = spawn(simu, sid, ARCHITECT, "architect", crew=3, behaviour=chain_architect,
+                      region=region)
+    builder = spawn(simu, sid, BUILDER, "builder", crew=3, blueprint=blueprint,
+                    tile_rate=tile_rate, error_rate=error_rate)
+    tester = spawn(simu, sid, TESTER, "tester", crew=3)
+    simu.run()
+    tasks: dict[str, str] = architect.outcome.get("tasks", {})
+    chains = {kind: _chain(simu, sid, task_id) for kind, task_id in tasks.items()}
+    ordered = {kind: all(0 <= seqs[a] < seqs[b] for a, b in pairwise(STEPS))
+               for kind, seqs in chains.items()}
+    build, test = chains.get("build"), chains.get("test")
+    test_result = architect.outcome.get("test", {})
+    return {
+        "session_id": sid,
+        "tasks": tasks,
+        "chain": chains,
+        "chain_in_order": ordered,
+        # the test was delegated only once the build's result had reached the architect
+        "test_after_build": bool(build and test and 0 <= build["notify"] < test["delegate"]),
+        "build_status": architect.outcome.get("build", {}).get("status"),
+        "test_status": test_result.get("status"),
+        "test_passed": bool(test_result.get("result", {}).get("passed")),
+        "test_score": test_result.get("result", {}).get("score"),
+        "wrong_tiles": builder.outcome.get("wrong_tiles", 0),
+        "defects_found": tester.outcome.get("defects_found", 0),
+        "timeline": architect.outcome.get("timeline", []),
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    in_order = m["chain_in_order"]
+    return bool(set(in_order) == {"build", "test"} and all(in_order.values())
+                and m["test_after_build"] and m["build_status"] == "completed"
+                and m["test_status"] == "completed" and m["test_passed"]
+                and summary["tasks_completed"] == 2 and summary["behaviour_errors"] == 0)

@@ -1,0 +1,108 @@
+"""Mutual exclusion with a leased lock, then a barrier: at most one agent in the critical section.
+
+``agents`` builders each make ``rounds`` passes through a critical section
+guarded by the named lock ``critical``: ``a2a_lock_acquire`` with ``wait``
+seconds to wait and a ``lease``, then hold it for a seeded time between
+``hold_min`` and ``hold_max`` simulated seconds, note when they entered and left,
+and release it (if it is still theirs); before each pass an agent thinks for a
+seeded time of up to ``think`` seconds, so the seed decides who queues when.
+Then they all meet at the barrier ``done``. Each agent's timeline is in its
+outcome; the scenario computes from them how many agents were ever in the
+critical section at once. A lease shorter than a hold lets the lock pass on
+while its holder is still inside: the check then fails (which is what leases
+are for: a holder that hangs loses the lock).
+
+Parameters: agents, rounds, hold_min, hold_max, lease, wait, think.
+Success: every acquisition granted, every release accepted, at most one agent
+in the critical section at any time (max_concurrent 1), no lease expired, and
+the barrier released every agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.agents.participant import Participant
+from scenarios._common import host_session, spawn
+from scenarios._flows import PATIENCE, mark, max_concurrent, session_events
+from sim.simulation import Simulation
+
+NAME = "locks_barriers"
+PARAMS: dict[str, Any] = {
+    "agents": 3, "rounds": 2, "hold_min": 0.2, "hold_max": 1.0, "lease": 30.0, "wait": 60.0,
+    "think": 0.5,
+}
+LOCK, BARRIER = "critical", "done"
+
+
+async def contender(agent: Participant) -> None:
+    """Acquire, hold for a seeded time, release; ``rounds`` times; then the barrier."""
+    p = agent.params
+    outcome = agent.outcome
+    outcome.update(sections=[], granted=0, refused=0, waited=0.0, waits=0, released=0,
+                   release_refused=0)
+    for _ in range(int(p["rounds"])):
+        await agent.sleep(float(p["think"]) * float(agent.rng.random()))
+        got = await agent.call("a2a_lock_acquire", lock_id=LOCK, wait=float(p["wait"]),
+                               lease=float(p["lease"]), call_timeout=None)
+        if not got.get("granted"):
+            outcome["refused"] += 1
+            mark(agent, "lock_refused", reason=got.get("reason"))
+            continue
+        entered = agent.now
+        outcome["granted"] += 1
+        outcome["waited"] += float(got["waited"])
+        outcome["waits"] += int(got["waited"] > 0)
+        mark(agent, "enter", waited=got["waited"])
+        hold = float(p["hold_min"]) + (float(p["hold_max"]) - float(p["hold_min"])) * float(
+            agent.rng.random())
+        await agent.sleep(hold)
+        outcome["sections"].append([entered, agent.now])
+        mark(agent, "leave", held=round(hold, 6))
+        released = await agent.call("a2a_lock_release", lock_id=LOCK)
+        if released.get("success"):
+            outcome["released"] += 1
+        else:
+            outcome["release_refused"] += 1  # the lease ran out: someone else has it now
+    barrier = await agent.call("a2a_barrier_enter", barrier_id=BARRIER,
+                               expected_count=agent.crew, timeout=PATIENCE, call_timeout=None)
+    outcome["barrier"] = bool(barrier.get("released"))
+    mark(agent, "barrier", released=outcome["barrier"])
+
+
+def run(simu: Simulation, *, agents: int, rounds: int, hold_min: float, hold_max: float,
+        lease: float, wait: float, think: float) -> dict[str, Any]:
+    if agents < 1 or rounds < 1 or not 0 <= hold_min <= hold_max:
+        raise ValueError("need agents >= 1, rounds >= 1 and 0 <= hold_min <= hold_max")
+    _, sid = host_session(simu, session_name="Locks and Barriers", grid_size=16,
+                          max_agents=agents)
+    crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=agents, behaviour=contender,
+                  rounds=rounds, hold_min=hold_min, hold_max=hold_max, lease=lease, wait=wait,
+                  think=think)
+            for i in range(agents)]
+    simu.run()
+    sections = [tuple(s) for a in crew for s in a.outcome.get("sections", [])]
+    granted = session_events(simu, sid, "lock_granted")
+    return {
+        "session_id": sid,
+        "acquisitions": sum(a.outcome.get("granted", 0) for a in crew),
+        "refusals": sum(a.outcome.get("refused", 0) for a in crew),
+        "max_concurrent": max_concurrent((float(s), float(e)) for s, e in sections),
+        "waits": sum(a.outcome.get("waits", 0) for a in crew),
+        "total_wait": round(sum(a.outcome.get("waited", 0.0) for a in crew), 6),
+        "releases": sum(a.outcome.get("released", 0) for a in crew),
+        "release_refused": sum(a.outcome.get("release_refused", 0) for a in crew),
+        "lease_expired": len(session_events(simu, sid, "lock_expired")),
+        "holders": [e["holder"] for e in granted if e["lock_id"] == LOCK],
+        "barrier_released": sum(1 for a in crew if a.outcome.get("barrier")),
+        "expected": agents * rounds,
+        "agents": agents,
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    return bool(m["acquisitions"] == m["expected"] == m["releases"] and m["refusals"] == 0
+                and m["max_concurrent"] == 1 and m["lease_expired"] == 0
+                and m["release_refused"] == 0 and m["barrier_released"] == m["agents"]
+                and summary["behaviour_errors"] == 0)

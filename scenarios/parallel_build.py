@@ -1,0 +1,124 @@
+"""Flow 1: builders claim adjacent regions, build them in parallel, release, meet at a barrier.
+
+Builder ``i`` claims the region ``x = i * width`` on the top row of the grid
+(``width`` x ``height``: x = 0, 100, 200 with the defaults), places its part of a
+seeded plan row by row at ``tile_rate`` tiles per simulated second, releases its
+claim and enters the barrier ``all-released`` (expecting every builder). Each
+starts after a seeded delay of up to ``stagger`` seconds, so the claims come in
+an order the seed decides. The plan is also the session's blueprint.
+
+Parameters: builders, width, height, tile_rate, stagger.
+Success: every claim granted at the first attempt (no conflict in the session),
+every claim released before the barrier released, the barrier released every
+builder in one generation, and the canvas equals the plan (completion 100%).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from actors.agents.participant import Participant
+from scenarios._common import host_session, rng_for, spawn
+from scenarios._flows import PATIENCE, box, canvas_of, mark, seeded_tiles, session_events
+from sim.simulation import Simulation
+
+NAME = "parallel_build"
+PARAMS: dict[str, Any] = {
+    "builders": 3, "width": 100, "height": 40, "tile_rate": 2000.0, "stagger": 0.5,
+}
+# The plan travels as the session's blueprint: a grid of builders * width cells a side.
+SIMULATION = {"max_content_bytes": 16 * 2**20}
+BARRIER = "all-released"
+
+
+async def region_builder(agent: Participant) -> None:
+    """Claim one region, build it from the plan, release it, wait for the others."""
+    params = agent.params
+    region = params["region"]
+    plan: np.ndarray[Any, Any] = params["plan"]
+    outcome = agent.outcome
+    outcome.update(region=region, granted=False, released=False, tiles_placed=0)
+    await agent.sleep(float(params["stagger"]) * float(agent.rng.random()))
+    claim = await agent.call("region_claim", region=region, purpose="parallel build")
+    outcome["claim"] = {k: claim.get(k) for k in ("success", "error", "claim_id")}
+    if not claim.get("success"):
+        mark(agent, "claim_refused", error=claim.get("error"))
+        return
+    outcome["granted"] = True
+    mark(agent, "claimed", claim_id=claim["claim_id"])
+    x, y, width = region["x"], region["y"], region["width"]
+    rate = float(params["tile_rate"])
+    for row in range(region["height"]):
+        placed = await agent.call("builder_place_tiles", region=box(x, y + row, width, 1),
+                                  tiles=[plan[y + row, x:x + width].tolist()])
+        if not placed.get("success"):
+            mark(agent, "write_refused", row=row, error=placed.get("error"))
+            return
+        outcome["tiles_placed"] += placed["tiles_placed"]
+        await agent.sleep(width / rate)
+    mark(agent, "built", tiles=outcome["tiles_placed"])
+    released = await agent.call("region_release", claim_id=claim["claim_id"])
+    outcome["released"] = bool(released.get("released"))
+    mark(agent, "released")
+    barrier = await agent.call("a2a_barrier_enter", barrier_id=BARRIER,
+                               expected_count=agent.crew, timeout=PATIENCE,
+                               call_timeout=None)
+    outcome["barrier"] = {k: barrier.get(k) for k in ("released", "generation", "arrived",
+                                                       "waited")}
+    mark(agent, "barrier_passed" if barrier.get("released") else "barrier_failed")
+
+
+def run(simu: Simulation, *, builders: int, width: int, height: int, tile_rate: float,
+        stagger: float) -> dict[str, Any]:
+    if builders < 1 or width < 1 or height < 1:
+        raise ValueError("builders, width and height must be at least 1")
+    grid = max(builders * width, height)
+    # The plan: seeded tiles over the builders' row of regions, empty elsewhere.
+    plan = np.zeros((grid, grid), dtype=np.uint8)
+    plan[:height, :builders * width] = seeded_tiles(rng_for(simu, "plan"), height,
+                                                    builders * width, empty=0.1)
+    _, sid = host_session(simu, session_name="Parallel Region Building", grid_size=grid,
+                          max_agents=builders, blueprint=plan.tolist())
+    crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=builders,
+                  behaviour=region_builder, plan=plan, region=box(i * width, 0, width, height),
+                  tile_rate=tile_rate, stagger=stagger)
+            for i in range(builders)]
+    simu.run()
+    claimed = session_events(simu, sid, "region_claimed")
+    released = session_events(simu, sid, "region_released")
+    opened = [e for e in session_events(simu, sid, "barrier_released")
+              if e["barrier_id"] == BARRIER]
+    barrier_seq = opened[0]["seq"] if opened else -1
+    passed = [a for a in crew if a.outcome.get("barrier", {}).get("released")]
+    arrived = {tuple(a.outcome["barrier"]["arrived"]) for a in passed}
+    canvas = canvas_of(simu, sid)
+    return {
+        "session_id": sid,
+        "claims": sum(1 for a in crew if a.outcome.get("granted")),
+        "claims_refused": sum(1 for a in crew if a.outcome.get("claim", {}).get("error")),
+        "released": sum(1 for a in crew if a.outcome.get("released")),
+        "released_before_barrier": sum(1 for e in released
+                                       if e["reason"] == "released" and e["seq"] < barrier_seq),
+        "barrier_released": len(passed),
+        "barrier_generations": sorted({a.outcome["barrier"]["generation"] for a in passed}),
+        "barrier_arrivals": sorted(next(iter(arrived))) if len(arrived) == 1 else [],
+        "claim_order": [e["agent_id"] for e in claimed],
+        "tiles": sum(a.outcome.get("tiles_placed", 0) for a in crew),
+        "planned_tiles": int(np.count_nonzero(plan)),
+        "canvas_matches_plan": bool(np.array_equal(canvas, plan)),
+        "builders": builders,
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    n = m["builders"]
+    return bool(m["claims"] == n and m["claims_refused"] == 0 and summary["conflicts"] == 0
+                and m["released"] == n and m["released_before_barrier"] == n
+                and m["barrier_released"] == n and m["barrier_generations"] == [1]
+                and len(m["barrier_arrivals"]) == n
+                and m["tiles"] == m["planned_tiles"] == summary["tiles_placed"]
+                and m["canvas_matches_plan"] and summary["completion_percent"] == 100.0
+                and summary["behaviour_errors"] == 0)

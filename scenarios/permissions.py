@@ -1,0 +1,195 @@
+"""Shared state, events and role permissions, with one builder allowed to delegate by policy.
+
+An observer joins first and subscribes to the session's events. Then the crew
+joins: an architect, the builder ``foreman`` and ``builders - 1`` other builders,
+and a tester. Every member reads ``session_get_state`` and notes whether it sees
+every member. Members try what their role forbids: a builder and the tester
+``task_delegate``, the observer ``builder_place_tile`` and ``region_claim``, the
+foreman ``build_checkpoint``. The policy (the ``SIMULATION`` dict passes it to the
+Simulation) adds one rule: the agent ``foreman`` may ``task_delegate``. Once the
+architect has subscribed to ``task_completed`` events it tells the foreman to go;
+the foreman delegates a review task to the tester, who accepts it and completes it.
+Each member first waits a seeded moment.
+
+Parameters: builders (the foreman included).
+Success: every forbidden call was refused with permission_denied (and nothing
+was written: no tile placed, no claim made); every member's state showed every
+member; the observer received the session's events, the foreman's task among
+them; the architect's filtered subscription received that task's completion;
+the foreman's delegation succeeded and the tester completed the task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.agents.participant import Participant, accept_next
+from scenarios._common import host_session, spawn
+from scenarios._flows import mark, settle
+from sim.simulation import Simulation
+
+NAME = "permissions"
+PARAMS: dict[str, Any] = {"builders": 2}
+FOREMAN = "foreman"
+# The one rule on top of the role matrix: this builder (by id or name) may delegate.
+SIMULATION: dict[str, Any] = {
+    "policy": [{"agent": FOREMAN, "tool": "task_delegate", "allow": True}],
+}
+ARCHITECT, TESTER, OBSERVER = "architect-1", "tester-1", "observer-1"
+
+#: What each kind of member tries that its role does not allow.
+FORBIDDEN: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "builder": [("task_delegate", {"target_agent_id": TESTER, "task_type": "review",
+                                   "description": "not mine to give"})],
+    "tester": [("task_delegate", {"target_agent_id": TESTER, "task_type": "test"})],
+    "observer": [("builder_place_tile", {"tile_type": "code", "x": 1, "y": 1}),
+                 ("region_claim", {"region": {"x": 0, "y": 0, "width": 4, "height": 4}})],
+    "foreman": [("build_checkpoint", {"checkpoint_name": "not mine to take"})],
+}
+
+
+async def _pause(agent: Participant) -> None:
+    await agent.sleep(float(agent.params["jitter"]) * float(agent.rng.random()))
+
+
+async def _look(agent: Participant) -> None:
+    """Read the shared state; note which members it shows."""
+    state = await agent.call("session_get_state", include=["agents"])
+    seen = sorted(a["agent_id"] for a in state.get("state", {}).get("agents", []))
+    agent.outcome["sees"] = seen
+    mark(agent, "state read", agents=len(seen))
+
+
+async def _try_forbidden(agent: Participant, kind: str) -> None:
+    tried = agent.outcome.setdefault("forbidden", [])
+    for tool, args in FORBIDDEN[kind]:
+        answer = await agent.call(tool, **args)
+        tried.append({"agent": agent.agent_name, "tool": tool,
+                      "success": bool(answer.get("success")), "error": answer.get("error")})
+        mark(agent, "tried", tool=tool, error=answer.get("error"))
+
+
+def _is_event(message: Any) -> bool:
+    return message.from_agent != "registry" and "event" in message.content
+
+
+async def watcher(agent: Participant) -> None:
+    """Subscribe, wait until every member has joined, look, try to write, then record."""
+    expected = int(agent.params["members"])
+    record: list[str] = []
+    agent.outcome.update(events=0, record=record)
+    await agent.call("a2a_subscribe")
+    state = await agent.call("session_get_state", include=["agents"])
+    joined = {a["agent_id"] for a in state["state"]["agents"]}
+    while len(joined) < expected:
+        message = await agent.receive(_is_event, daemon=True, description="members joining")
+        record.append(message.content["event"])
+        if message.content["event"] == "agent_joined":
+            joined.add(message.content["agent_id"])
+    await _pause(agent)
+    await _look(agent)
+    await _try_forbidden(agent, "observer")
+    while True:
+        message = await agent.receive(_is_event, daemon=True, description="the next event")
+        record.append(message.content["event"])
+        agent.outcome["events"] = len(record)
+
+
+async def lead(agent: Participant) -> None:
+    """The architect: subscribe to completions, let the foreman go, hear the completion."""
+    await _pause(agent)
+    await _look(agent)
+    await agent.call("a2a_subscribe", event_type="task_completed")
+    await agent.call("a2a_send_message", to_agent=FOREMAN, content={"event": "go"})
+    message = await agent.receive(lambda m: m.content.get("event") == "task_completed",
+                                  timeout=600.0, description="a task_completed event")
+    agent.outcome["heard_completed"] = message.content.get("task_id")
+    mark(agent, "heard task_completed", task_id=message.content.get("task_id"))
+
+
+async def member(agent: Participant) -> None:
+    """A builder (the foreman or not): look, try what is forbidden; the foreman delegates."""
+    await _pause(agent)
+    await _look(agent)
+    if agent.agent_name != FOREMAN:
+        await _try_forbidden(agent, "builder")
+        return
+    await _try_forbidden(agent, "foreman")
+    await agent.receive(lambda m: m.content.get("event") == "go", timeout=600.0,
+                        description="the architect's go")
+    delegated = await agent.call("task_delegate", target_agent_id=TESTER, task_type="review",
+                                 description="review the plan")
+    agent.outcome["delegated"] = {k: delegated.get(k) for k in ("success", "task_id", "error")}
+    mark(agent, "delegated", task_id=delegated.get("task_id"))
+    if delegated.get("success"):
+        result = await agent.receive(lambda m: m.message_type == "task_result",
+                                     timeout=600.0, description="the review's result")
+        agent.outcome["result"] = result.content.get("status")
+
+
+async def reviewer(agent: Participant) -> None:
+    """The tester: look, try to delegate, then accept and complete the review it is given."""
+    await _pause(agent)
+    await _look(agent)
+    await _try_forbidden(agent, "tester")
+
+    async def take(a: Participant, task: dict[str, Any]) -> dict[str, Any]:
+        return await a.call("task_accept", task_id=task["task_id"])
+
+    task, accepted = await accept_next(agent, frozenset({"review"}), take)
+    if accepted.get("success"):
+        await agent.call("task_report", task_id=task["task_id"], status="completed",
+                         result={"reviewed": True})
+        agent.outcome["reviewed"] = task["task_id"]
+
+
+def run(simu: Simulation, *, builders: int) -> dict[str, Any]:
+    if builders < 1:
+        raise ValueError(f"builders must be at least 1 (the foreman), got {builders}")
+    names = [FOREMAN, *[f"builder-{i + 1}" for i in range(builders - 1)]]
+    crew = 2 + len(names)  # the architect, the builders and the tester
+    members = crew + 1
+    _, sid = host_session(simu, session_name="Permissions", grid_size=32, max_agents=members)
+    jitter = 1.0
+    observer = spawn(simu, sid, OBSERVER, "observer", crew=crew, behaviour=watcher,
+                     members=members, jitter=jitter)
+    settle(simu)  # the observer is subscribed before anyone else joins
+    agents = [spawn(simu, sid, ARCHITECT, "architect", crew=crew, behaviour=lead,
+                    jitter=jitter)]
+    agents += [spawn(simu, sid, name, "builder", crew=crew, behaviour=member, jitter=jitter)
+               for name in names]
+    agents.append(spawn(simu, sid, TESTER, "tester", crew=crew, behaviour=reviewer,
+                        jitter=jitter))
+    simu.run()
+    everyone = [observer, *agents]
+    ids = sorted(a.name for a in everyone)
+    tried = [t for a in everyone for t in a.outcome.get("forbidden", [])]
+    foreman = agents[1]
+    task_id = (foreman.outcome.get("delegated") or {}).get("task_id")
+    record: list[str] = observer.outcome.get("record", [])
+    return {
+        "session_id": sid,
+        "members": len(everyone),
+        "visible_states": sum(1 for a in everyone if a.outcome.get("sees") == ids),
+        "forbidden_calls": len(tried),
+        "denials": sum(1 for t in tried if t["error"] == "permission_denied"),
+        "denied": sorted({f"{t['agent']}:{t['tool']}" for t in tried
+                          if t["error"] == "permission_denied"}),
+        "events_received": len(record),
+        "event_types": sorted(set(record)),
+        "foreman_delegated": bool((foreman.outcome.get("delegated") or {}).get("success")),
+        "foreman_result": foreman.outcome.get("result"),
+        "reviewed": task_id is not None and agents[-1].outcome.get("reviewed") == task_id,
+        "subscriber_heard": task_id is not None
+        and agents[0].outcome.get("heard_completed") == task_id,
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    return bool(m["forbidden_calls"] > 0 and m["denials"] == m["forbidden_calls"]
+                and summary["tiles_placed"] == 0 and m["visible_states"] == m["members"]
+                and {"agent_joined", "task_created", "task_completed"} <= set(m["event_types"])
+                and m["foreman_delegated"] and m["foreman_result"] == "completed"
+                and m["reviewed"] and m["subscriber_heard"]
+                and summary["tasks_completed"] == 1 and summary["behaviour_errors"] == 0)

@@ -1,0 +1,113 @@
+"""Approval-gated plan: a YAML plan runs along its dependencies; one step waits for approval.
+
+The planner (an architect) loads ``scenarios/plans/<plan>.yaml`` (validated: an
+unknown dependency, a missing role or a cycle is refused before anything runs)
+and delegates each step to a member of its role once the step's dependencies
+have completed; builders build their regions of a seeded kernel blueprint,
+testers test them. The ``drivers`` step has an approval gate: the planner
+publishes ``hitl.approval.requested`` and waits; the approver (another member)
+answers after a seeded while with ``decision`` (approve, reject, skip, or
+ignore, which lets the approval time out: the step then fails "Approval timed
+out" and the planner raises a warning alert). Every step publishes
+``plan.step.started`` / ``plan.step.completed`` / ``plan.step.failed`` on the
+session's event topic, the plan ``plan.completed``; a progress watcher
+(an observer) follows them, debounced to at most one update per
+``progress_interval`` simulated seconds.
+
+Parameters: plan, grid_size, builders, testers, tile_rate, decision, progress_interval.
+Success: plan.completed published once with status completed, every step's
+events in dependency order (a step starts only after its dependencies
+completed), the approval step approved, progress updates at least
+progress_interval apart, and no behaviour failed.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+from actors.agents.plans import approver, load_plan, plan_runner, progress_watcher
+from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from scenarios._patterns import count, min_gap, session_events
+from sim.simulation import Simulation
+
+NAME = "plan_run"
+PLANS_DIR = pathlib.Path(__file__).with_name("plans")
+PARAMS: dict[str, Any] = {
+    "plan": "kernel_plan", "grid_size": 24, "builders": 2, "testers": 1, "tile_rate": 120.0,
+    "decision": "approve", "progress_interval": 2.0,
+}
+
+
+def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: int,
+        tile_rate: float, decision: str, progress_interval: float) -> dict[str, Any]:
+    the_plan = load_plan(plan, directory=PLANS_DIR, grid_size=grid_size)  # PlanError: bad plan
+    blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
+    crew = 2 + builders + testers  # the watcher is an observer: not at the barrier
+    _, sid = host_session(simu, session_name=f"Plan {the_plan.name}", grid_size=grid_size,
+                          max_agents=crew + 1, blueprint=blueprint.tolist())
+    for i in range(builders):
+        spawn(simu, sid, f"builder-{i + 1}", "builder", crew=crew, blueprint=blueprint,
+              tile_rate=tile_rate)
+    for i in range(testers):
+        spawn(simu, sid, f"tester-{i + 1}", "tester", crew=crew)
+    watcher = spawn(simu, sid, "watcher-1", "observer", crew=crew, behaviour=progress_watcher,
+                    interval=progress_interval)
+    judge = spawn(simu, sid, "approver-1", "architect", crew=crew, behaviour=approver,
+                  decision=decision)
+    planner = spawn(simu, sid, "planner-1", "architect", crew=crew, behaviour=plan_runner,
+                    plan=the_plan)
+    simu.run()
+    out = planner.outcome
+    plan_id = out.get("plan_id")
+    events = [e for e in session_events(simu, sid, "plan.") if e.get("plan_id") == plan_id]
+    gated = [s.id for s in the_plan.steps if s.approval]
+    steps: dict[str, dict[str, Any]] = out.get("steps", {})
+    updates = watcher.outcome.get("updates", [])
+    gap = min_gap([t for t, _ in updates])
+    return {
+        "session_id": sid, "plan": the_plan.name, "plan_id": plan_id,
+        "status": out.get("status"), "duration": out.get("duration"),
+        "steps": {s: v["status"] for s, v in steps.items()},
+        "approval_steps": gated,
+        "decisions": {s: steps.get(s, {}).get("decision") for s in gated},
+        "approved": bool(gated) and all(steps.get(s, {}).get("decision") == "approve"
+                                        for s in gated),
+        "approvals_answered": len(judge.outcome.get("answered", [])),
+        "plan_completed": count(events, "plan.completed"),
+        "in_dependency_order": _in_dependency_order(the_plan, events),
+        "step_events": [[e["event"], e.get("step_id")] for e in events],
+        "hitl_requests": count(session_events(simu, sid, "hitl.approval.requested"),
+                               "hitl.approval.requested"),
+        "alerts": [[e["severity"], e["title"]]
+                   for e in session_events(simu, sid, "agent.alert")],
+        "progress_updates": len(updates), "progress_min_gap": gap,
+        "progress_interval": progress_interval,
+        "progress_final": updates[-1][1] if updates else None,
+    }
+
+
+def _in_dependency_order(plan: Any, events: list[dict[str, Any]]) -> bool:
+    """Every started step started after each of its dependencies completed."""
+    position: dict[tuple[str, str], int] = {}
+    for i, e in enumerate(events):
+        position.setdefault((e["event"], str(e.get("step_id"))), i)
+    for step in plan.steps:
+        started = position.get(("plan.step.started", step.id))
+        if started is None:
+            continue
+        for dep in step.depends_on:
+            done = position.get(("plan.step.completed", dep))
+            if done is None or done > started:
+                return False
+    return True
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    gap = m["progress_min_gap"]
+    return (m["plan_completed"] == 1 and m["status"] == "completed" and m["in_dependency_order"]
+            and all(s == "completed" for s in m["steps"].values())
+            and m["approved"] and m["progress_updates"] >= 1
+            and (gap is None or gap >= m["progress_interval"] - 1e-6)
+            and summary["behaviour_errors"] == 0)

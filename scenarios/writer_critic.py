@@ -1,0 +1,88 @@
+"""Writer/critic: builders draft each region, a critic scores it, they revise until approved.
+
+The lead (an architect) cuts a seeded kernel blueprint into blocks and gives each
+to a writer (a builder) as one task. The writer drafts the block's layout in its
+sandbox, a seeded share ``error_rate`` of the cells wrong; the critic (a tester)
+scores it against the blueprint (10 x the share of matching cells) and lists the
+wrong cells with suggestions; the writer fixes a seeded share ``fix_rate`` of them
+and asks again, until the critic approves (score >= ``threshold``) or
+``max_iterations`` reviews were made. Proposals travel in messages only; then the
+final layout is committed to the canvas and the critic checks that the canvas
+holds exactly it. Records the iterations per region and the first-review
+approval rate.
+
+Parameters: grid_size, block, writers, threshold, max_iterations, error_rate, fix_rate.
+Success: every region ends approved or at max_iterations, every final layout is
+committed (verified on the canvas), iterations are recorded per region
+(``iterations`` is their total), and no behaviour failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.agents.architect import plan_blocks
+from actors.agents.critic import critic, refinement_lead, writer
+from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from sim.simulation import Simulation
+
+NAME = "writer_critic"
+PARAMS: dict[str, Any] = {
+    "grid_size": 24, "block": 8, "writers": 2, "threshold": 7.0, "max_iterations": 3,
+    "error_rate": 0.3, "fix_rate": 0.6,
+}
+
+
+def run(simu: Simulation, *, grid_size: int, block: int, writers: int, threshold: float,
+        max_iterations: int, error_rate: float, fix_rate: float) -> dict[str, Any]:
+    if max_iterations < 1 or writers < 1:
+        raise ValueError("max_iterations and writers must be at least 1")
+    blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
+    regions = plan_blocks(blueprint, block)
+    crew = 2 + writers
+    _, sid = host_session(simu, session_name="Writer and critic", grid_size=grid_size,
+                          max_agents=crew, blueprint=blueprint.tolist())
+    writer_ids = [f"writer-{i + 1}" for i in range(writers)]
+    writers_ = [spawn(simu, sid, name, "builder", crew=crew, behaviour=writer,
+                      blueprint=blueprint, error_rate=error_rate, fix_rate=fix_rate)
+                for name in writer_ids]
+    judge = spawn(simu, sid, "critic-1", "tester", crew=crew, behaviour=critic,
+                  blueprint=blueprint, threshold=threshold)
+    lead = spawn(simu, sid, "lead-1", "architect", crew=crew, behaviour=refinement_lead,
+                 regions=regions, writers=writer_ids, critic="critic-1", threshold=threshold,
+                 max_iterations=max_iterations)
+    simu.run()
+    results: list[dict[str, Any]] = lead.outcome.get("results", [])
+    per_region = [{"region": r["region"], "writer": r.get("writer"), "status": r["status"],
+                   "iterations": int(r.get("iterations", 0)), "scores": r.get("scores", []),
+                   "approved": bool(r.get("approved")), "committed": bool(r.get("committed")),
+                   "first_review_approved": bool(r.get("first_review_approved"))}
+                  for r in results]
+    iterations = [r["iterations"] for r in per_region]
+    first = sum(1 for r in per_region if r["first_review_approved"])
+    finals = [r["scores"][-1] for r in per_region if r["scores"]]
+    return {
+        "session_id": sid, "regions": len(regions), "max_iterations": max_iterations,
+        "iterations": sum(iterations), "iterations_per_region": iterations,
+        "approved": sum(1 for r in per_region if r["approved"]),
+        "at_max_iterations": sum(1 for r in per_region
+                                 if not r["approved"] and r["iterations"] == max_iterations),
+        "first_review_approval_rate": round(first / len(per_region), 3) if per_region else 0.0,
+        "committed": sum(1 for r in per_region if r["committed"]),
+        "mean_final_score": round(sum(finals) / len(finals), 3) if finals else 0.0,
+        "reviews": judge.outcome.get("reviews", 0),
+        "revisions": sum(w.outcome.get("revisions", 0) for w in writers_),
+        "per_region": per_region,
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    regions = m["per_region"]
+    return (len(regions) == m["regions"] > 0
+            and all(r["status"] == "completed" for r in regions)
+            and all(r["approved"] or r["iterations"] == m["max_iterations"] for r in regions)
+            and all(1 <= r["iterations"] <= m["max_iterations"] for r in regions)
+            and all(r["committed"] for r in regions)
+            and m["iterations"] == sum(m["iterations_per_region"])
+            and summary["behaviour_errors"] == 0)
