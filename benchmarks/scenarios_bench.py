@@ -1,0 +1,134 @@
+"""Scenario benchmarks: whole scenario runs at full size, in deterministic mode.
+
+* :func:`bench_grid_build`: ``grid_build`` at 1000 x 1000 (100 builders, 1,000,000
+  tiles), in tiles per second of the whole run (``sim.runner.run``), against a plain
+  Python loop written here that writes the same tiles one by one into a numpy
+  array. Interleaved rounds, medians (``benchmarks.runtime`` style).
+* :func:`bench_kernel_build_large`: ``kernel_build`` with 1,000 agents on a
+  1000 x 1000 canvas, in a fresh child process (``python -m
+  benchmarks.scenarios_bench kernel-large ...``) so that its peak RSS is its own.
+
+Both return JSON-able dicts and print nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from benchmarks.runtime import _summary, interleaved
+from scenarios._experiments import full_plan
+from sim.dispatch import seed_for
+from sim.runner import run as run_scenario
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+# -- grid_build against a plain loop --------------------------------------------------------
+
+
+def _plan(grid: int, seed: int) -> np.ndarray[Any, Any]:
+    """The plan ``grid_build`` builds with ``seed`` (its rng_for(simu, "plan") stream)."""
+    return full_plan(grid, grid, np.random.default_rng(seed_for(seed, "scenario:plan")))
+
+
+def plain_loop_rate(plan: np.ndarray[Any, Any]) -> float:
+    """Tiles per second of a Python loop writing ``plan`` cell by cell into an array."""
+    start = time.perf_counter()
+    canvas = np.zeros(plan.shape, dtype=np.uint8)
+    for y, row in enumerate(plan.tolist()):
+        for x, tile in enumerate(row):
+            canvas[y, x] = tile
+    elapsed = time.perf_counter() - start
+    assert np.array_equal(canvas, plan)
+    return plan.size / elapsed
+
+
+def grid_build_rate(grid: int, builders: int, seed: int, step: float = 1.0) -> float:
+    """Tiles per second of a whole deterministic ``grid_build`` run (checked for success)."""
+    start = time.perf_counter()
+    result = run_scenario("grid_build", seed=seed, grid=grid, builders=builders, step=step)
+    elapsed = time.perf_counter() - start
+    summary = result.summary
+    assert result.success, {k: summary[k] for k in ("metrics", "completion_percent", "run_end")}
+    assert result.canvas is not None and np.array_equal(result.canvas, _plan(grid, seed))
+    return int(summary["tiles_placed"]) / elapsed
+
+
+def bench_grid_build(repeats: int = 3, grid: int = 1000, builders: int = 100,
+                     seed: int = 1) -> dict[str, Any]:
+    plan = _plan(grid, seed)
+    runs = interleaved(repeats,
+                       plain_loop=lambda: plain_loop_rate(plan),
+                       grid_build=lambda: grid_build_rate(grid, builders, seed))
+    med = _summary(runs)
+    return {
+        "grid": grid, "builders": builders, "tiles": int(plan.size), "mode": "deterministic",
+        "unit": "tiles/s (median)", "plain_loop": round(med["plain_loop"]),
+        "grid_build": round(med["grid_build"]),
+        "ratio": round(med["grid_build"] / med["plain_loop"], 3), "target": 0.5,
+        "runs": {k: [round(r) for r in v] for k, v in runs.items()},
+    }
+
+
+# -- kernel_build with 1,000 agents ----------------------------------------------------------
+
+
+def kernel_large(builders: int, testers: int, grid: int, block: int,
+                 seed: int = 1) -> dict[str, Any]:
+    """Child-process side: one deterministic kernel_build run and its figures."""
+    start = time.perf_counter()
+    result = run_scenario("kernel_build", seed=seed, grid_size=grid, block=block,
+                          builders=builders, testers=testers)
+    wall = time.perf_counter() - start
+    s, m = result.summary, result.summary["metrics"]
+    return {
+        "wall_seconds": round(wall, 3), "virtual_time": s["virtual_time"],
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "success": s["success"], "completion_percent": s["completion_percent"],
+        "agents": s["agents"], "blocks": m["blocks"], "repairs": m["repairs"],
+        "tests_passed": m["tests_passed"], "makespan": m["makespan"],
+        "messages_delivered": s["messages_delivered"], "messages_dropped": s["messages_dropped"],
+        "dead_letters": s["dead_letters"], "behaviour_errors": s["behaviour_errors"],
+        "run_end": s["run_end"],
+    }
+
+
+def bench_kernel_build_large(agents: int = 1000, grid: int = 1000, block: int = 32,
+                             testers: int | None = None) -> dict[str, Any]:
+    """kernel_build with ``agents`` crew members (an architect, a fifth of the rest
+    testers unless told, the others builders; the scenario adds an observer)."""
+    testers = max(1, (agents - 1) // 5) if testers is None else testers
+    builders = agents - 1 - testers
+    if builders < 1:
+        raise ValueError(f"{agents} agents leave no builder beside {testers} testers")
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.scenarios_bench", "kernel-large",
+         str(builders), str(testers), str(grid), str(block)],
+        check=True, capture_output=True, text=True, timeout=1800, cwd=ROOT,
+    )
+    figures: dict[str, Any] = json.loads(out.stdout)
+    return {"crew": agents, "builders": builders, "testers": testers, "grid": grid,
+            "block": block, "mode": "deterministic", **figures}
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    if quick:  # a smoke run: the code paths, at sizes that take seconds
+        return {"grid_build": bench_grid_build(repeats=1, grid=120, builders=9),
+                "kernel_build_large": bench_kernel_build_large(agents=20, grid=96, block=16)}
+    return {"grid_build": bench_grid_build(), "kernel_build_large": bench_kernel_build_large()}
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["kernel-large"]:
+        b, t, g, k = (int(v) for v in sys.argv[2:6])
+        print(json.dumps(kernel_large(b, t, g, k)))
+    else:
+        print(json.dumps(run(quick="--quick" in sys.argv[1:]), indent=2))

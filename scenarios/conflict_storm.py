@@ -1,0 +1,154 @@
+"""A storm of agents claiming random regions: conflict rate, claim latency, no overlaps.
+
+What it shows: the region manager under contention. ``agents`` builders each make
+``claims_per_agent`` exclusive claims of a ``claim_size`` x ``claim_size`` square at a
+seeded random place on a ``grid`` x ``grid`` canvas. Between claims an agent thinks
+for an exponential time of mean ``1 / rate`` (``rate``: claim attempts per simulated
+second per agent). A granted claim is filled with the agent's tile (one
+``builder_place_tiles`` call), held ``hold`` seconds and released, except the
+agent's last claim, which it keeps (so the end state has claims to check). Claims
+are judged alike in every mode; the mode decides who may write: in ``sequential``
+mode another agent may hold the write token, and the fill is refused.
+A refused claim (region_conflict) is retried at the same place after a seeded
+backoff of about ``backoff`` x attempt seconds (attempt capped at 4, jittered by
+x0.5 to x1.5), ``patience`` times; after that, at once at the place the refusal
+suggests (the nearest free one), when there is one. ``patience`` 0 always moves to
+the suggestion; a large ``patience`` insists on the random place. After
+``max_attempts`` attempts the claim is abandoned.
+
+Parameters: agents, grid, claim_size, coordination_mode (free | coordinated |
+sequential), rate, hold, claims_per_agent, patience, backoff, max_attempts.
+Metrics: attempted, granted, refused, abandoned, conflict_rate (refused /
+attempted), latency_mean / latency_p95 / latency_max (simulated seconds from a
+claim's first attempt to its grant), writes_ok, writes_refused, agents_with_claim,
+final_claims, overlaps_at_end (pairs of exclusive claims overlapping in the regions
+actor's final state) and overlaps_during (pairs of granted claims that overlapped in
+space while both were held, from the agents' grant and release times).
+Success: the figures are consistent (granted + refused == attempted, granted +
+abandoned == agents x claims_per_agent, 0 <= conflict_rate <= 1, and the regions
+actor counted exactly the refusals the agents saw), no two exclusive claims ever
+overlapped (during the run or at its end), and every agent got at least one claim.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.agents.participant import Participant
+from scenarios._common import host_session, spawn, total
+from scenarios._experiments import mean, overlapping_pairs, percentile, regions_state
+from sim.geometry import Rect
+from sim.simulation import Simulation
+
+NAME = "conflict_storm"
+PARAMS: dict[str, Any] = {
+    "agents": 8, "grid": 64, "claim_size": 8, "coordination_mode": "coordinated",
+    "rate": 1.0, "hold": 1.0, "claims_per_agent": 5, "patience": 3, "backoff": 0.5,
+    "max_attempts": 20,
+}
+BACKOFF_CAP = 4  # the backoff grows with the attempt number up to this many times
+
+
+async def _claimer(agent: Participant) -> None:
+    p = agent.params
+    rng = agent.rng
+    grid, size, claims = int(p["grid"]), int(p["claim_size"]), int(p["claims_per_agent"])
+    out = agent.outcome
+    out.update(attempted=0, granted=0, refused=0, abandoned=0, writes_ok=0, writes_refused=0)
+    latencies: list[float] = []
+    held: list[list[Any]] = []  # [granted at, released at (None: kept), bounds]
+    out.update(latencies=latencies, held=held)
+    for k in range(claims):
+        await agent.sleep(float(rng.exponential(1 / float(p["rate"]))))
+        x, y = (int(v) for v in rng.integers(0, grid - size + 1, size=2))
+        region = {"x": x, "y": y, "width": size, "height": size}
+        first, refused_before = agent.now, out["refused"]
+        granted: dict[str, Any] = {}
+        for attempt in range(1, int(p["max_attempts"]) + 1):
+            out["attempted"] += 1
+            granted = await agent.call("region_claim", region=region, purpose=f"storm {k}",
+                                       timeout=0)
+            if granted.get("success"):
+                break
+            if granted.get("error") != "region_conflict":
+                raise RuntimeError(f"region_claim {region} failed: {granted.get('message')}")
+            out["refused"] += 1
+            suggestion = granted.get("suggestion_region")
+            if suggestion and out["refused"] - refused_before > int(p["patience"]):
+                region = suggestion
+                continue
+            wait = float(p["backoff"]) * min(attempt, BACKOFF_CAP)
+            await agent.sleep(wait * (0.5 + float(rng.random())))
+        if not granted.get("success"):
+            out["abandoned"] += 1
+            continue
+        out["granted"] += 1
+        latencies.append(agent.now - first)
+        record: list[Any] = [agent.now, None, granted["region"]]
+        held.append(record)
+        wrote = await agent.call("builder_place_tiles", region=granted["region"],
+                                 tiles=int(p["tile"]))
+        out["writes_ok" if wrote.get("success") else "writes_refused"] += 1
+        if k == claims - 1:
+            break  # the last claim is kept
+        await agent.sleep(float(p["hold"]))
+        record[1] = agent.now  # before the release is sent: never after it took effect
+        await agent.call("region_release", claim_id=granted["claim_id"])
+
+
+def overlaps_during(held: list[list[Any]]) -> int:
+    """Pairs of claims overlapping in space whose [granted, released) times overlap."""
+    spans = sorted((start, float("inf") if end is None else end, Rect.parse(bounds))
+                   for start, end, bounds in held)
+    active: list[tuple[float, float, Rect]] = []
+    found = 0
+    for start, end, rect in spans:
+        active = [a for a in active if a[1] > start]
+        found += sum(1 for a in active if a[2].intersection(rect) is not None)
+        active.append((start, end, rect))
+    return found
+
+
+def run(simu: Simulation, *, agents: int, grid: int, claim_size: int, coordination_mode: str,
+        rate: float, hold: float, claims_per_agent: int, patience: int, backoff: float,
+        max_attempts: int) -> dict[str, Any]:
+    if not 1 <= claim_size <= grid or rate <= 0 or claims_per_agent < 1 or max_attempts < 1:
+        raise ValueError("need 1 <= claim_size <= grid, rate > 0, claims_per_agent >= 1 "
+                         "and max_attempts >= 1")
+    _, sid = host_session(simu, session_name="Conflict storm", grid_size=grid,
+                          max_agents=agents, coordination_mode=coordination_mode)
+    crew = [spawn(simu, sid, f"agent-{i + 1}", "builder", crew=agents, behaviour=_claimer,
+                  grid=grid, claim_size=claim_size, rate=rate, hold=hold,
+                  claims_per_agent=claims_per_agent, patience=patience, backoff=backoff,
+                  max_attempts=max_attempts, tile=1 + i % 7)
+            for i in range(agents)]
+    simu.run(progress_of=lambda: (total(crew, "granted") + total(crew, "abandoned"))
+             / (agents * claims_per_agent))
+    latencies = [t for a in crew for t in a.outcome.get("latencies", [])]
+    held = [h for a in crew for h in a.outcome.get("held", [])]
+    final = [c for c in regions_state(simu, sid)["claims"] if c["exclusive"]]
+    attempted, refused = total(crew, "attempted"), total(crew, "refused")
+    return {
+        "session_id": sid, "attempted": attempted, "granted": total(crew, "granted"),
+        "refused": refused, "abandoned": total(crew, "abandoned"),
+        "conflict_rate": round(refused / attempted, 4) if attempted else 0.0,
+        "latency_mean": round(mean(latencies), 4),
+        "latency_p95": round(percentile(latencies, 95), 4),
+        "latency_max": round(max(latencies, default=0.0), 4),
+        "writes_ok": total(crew, "writes_ok"), "writes_refused": total(crew, "writes_refused"),
+        "agents_with_claim": sum(1 for a in crew if a.outcome.get("granted", 0) > 0),
+        "final_claims": len(final),
+        "overlaps_at_end": len(overlapping_pairs([c["bounds"] for c in final])),
+        "overlaps_during": overlaps_during(held),
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m, p = summary["metrics"], summary["params"]
+    return bool(m["granted"] + m["refused"] == m["attempted"]
+                and m["granted"] + m["abandoned"] == p["agents"] * p["claims_per_agent"]
+                and 0.0 <= m["conflict_rate"] <= 1.0
+                and summary["conflicts"] == m["refused"]
+                and m["overlaps_at_end"] == 0 and m["overlaps_during"] == 0
+                and m["agents_with_claim"] == p["agents"]
+                and summary["behaviour_errors"] == 0)

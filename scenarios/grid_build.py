@@ -1,0 +1,96 @@
+"""Many builders fill a big canvas block by block, a row per step: throughput at scale.
+
+What it shows: the region manager and the dispatcher at volume. The canvas
+(``grid`` x ``grid``) is cut into ``builders`` square blocks (``builders`` must be a
+square number whose root divides ``grid``); each builder claims its block once and
+then places one whole row of it per step (one ``builder_place_tiles`` call with a
+1-row region, never a call per cell), sleeping ``step`` simulated seconds between
+rows. The plan is seeded and has no empty cell, and it is the session's blueprint,
+so 100% completion means the canvas equals the plan. The defaults are small for the
+test suite; the benchmark (``benchmarks/scenarios_bench.py``) runs the full size:
+grid 1000 and 100 builders, 100 x 100 blocks, 100 steps, 1,000,000 tiles.
+
+Parameters: grid, builders, step.
+Metrics: block, steps, tiles_expected, tiles_placed (what the builders were told
+was placed), calls (tile-placing calls), claims.
+Success: every tile placed as planned (completion 100%, so the canvas equals the
+plan), tiles_placed == builders * block * block in the world and in the builders'
+own counts, every builder claimed its block, and no behaviour failed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from actors.agents.participant import Participant
+from scenarios._common import host_session, rng_for, spawn, total
+from scenarios._experiments import full_plan
+from sim.simulation import Simulation
+
+NAME = "grid_build"
+PARAMS: dict[str, Any] = {"grid": 120, "builders": 9, "step": 1.0}
+# The blueprint travels in one message: a 1000 x 1000 one is a few MB of JSON.
+SIMULATION = {"max_content_bytes": 64 * 2**20}
+
+
+def layout(grid: int, builders: int) -> tuple[int, int]:
+    """(blocks per side, block side) for ``builders`` square blocks tiling the grid."""
+    side = math.isqrt(builders)
+    if builders < 1 or side * side != builders or grid % side:
+        raise ValueError(f"builders must be a square number whose root divides grid; "
+                         f"got builders={builders}, grid={grid}")
+    return side, grid // side
+
+
+async def _block_builder(agent: Participant) -> None:
+    params = agent.params
+    plan: np.ndarray[Any, Any] = params["plan"]
+    x, y, side = params["x"], params["y"], params["block"]
+    step = float(params["step"])
+    outcome = agent.outcome
+    outcome.update(claimed=False, tiles_placed=0, calls=0)
+    claim = await agent.call("region_claim", region={"x": x, "y": y, "width": side,
+                                                     "height": side},
+                             purpose="my block", timeout=0)
+    if not claim.get("success"):
+        raise RuntimeError(f"claiming block ({x}, {y}) failed: {claim.get('message')}")
+    outcome["claimed"] = True
+    for row in range(y, y + side):
+        placed = await agent.call("builder_place_tiles", tiles=[plan[row, x:x + side].tolist()],
+                                  region={"x": x, "y": row, "width": side, "height": 1})
+        if not placed.get("success"):
+            raise RuntimeError(f"placing row {row} failed: {placed.get('message')}")
+        outcome["tiles_placed"] += placed["tiles_placed"]
+        outcome["calls"] += 1
+        if step > 0:
+            await agent.sleep(step)
+
+
+def run(simu: Simulation, *, grid: int, builders: int, step: float) -> dict[str, Any]:
+    side, block = layout(grid, builders)
+    plan = full_plan(grid, grid, rng_for(simu, "plan"))
+    _, sid = host_session(simu, session_name="Grid build", grid_size=grid,
+                          max_agents=builders, blueprint=plan.tolist())
+    crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=builders,
+                  behaviour=_block_builder, plan=plan, block=block, step=step,
+                  x=(i % side) * block, y=(i // side) * block)
+            for i in range(builders)]
+    simu.run(progress_of=lambda: total(crew, "calls") / (builders * block))
+    return {
+        "session_id": sid, "block": block, "steps": block,
+        "tiles_expected": builders * block * block,
+        "tiles_placed": total(crew, "tiles_placed"), "calls": total(crew, "calls"),
+        "claims": sum(1 for a in crew if a.outcome.get("claimed")),
+    }
+
+
+def check(summary: dict[str, Any]) -> bool:
+    m = summary["metrics"]
+    builders = summary["params"]["builders"]
+    return bool(summary["completion_percent"] == 100.0
+                and summary["tiles_placed"] == m["tiles_expected"] == m["tiles_placed"]
+                and m["claims"] == builders and m["calls"] == builders * m["steps"]
+                and summary["behaviour_errors"] == 0)
