@@ -230,6 +230,9 @@ def _code_of(text: str, name: str) -> int:
     return int(_tile(int(text) if text.strip().isdigit() else text, name))
 
 
+_MAX_TILE = max(int(t) for t in Tile)
+
+
 def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.uint8]:
     """Rows of tile types (names or codes) as a uint8 array of exactly ``shape``.
 
@@ -253,6 +256,10 @@ def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.u
     if arr.shape != shape:
         raise _invalid(name, f"expected shape {shape}, got {arr.shape}")
     if arr.dtype.kind in "iu":
+        if arr.size == 0 or (int(arr.min()) >= 0 and int(arr.max()) <= _MAX_TILE):
+            # The common case, codes all valid: one range check and one cast,
+            # where np.unique would sort every row (a fifth of a row write).
+            return arr.astype(np.uint8)
         distinct, inverse = np.unique(arr, return_inverse=True)
         codes = np.array([int(_tile(int(v), name)) for v in distinct], dtype=np.uint8)
     elif arr.dtype.kind == "U":

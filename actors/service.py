@@ -186,6 +186,14 @@ class SessionService(A2AActor):
                 "invalid_argument", f"the result is too large to send ({exc.problem}); "
                 "ask about a smaller region or fewer items"), priority=Priority.HIGH)
 
+    def handle_error_report(self, message: Message) -> None:
+        """A service's own mail bounced (a subscriber's mailbox was full, say).
+
+        The dead letter is already counted and traced by the dispatcher; a
+        service has nobody to tell, and keeping the report would only fill its
+        stash.
+        """
+
     # -- internal operations ------------------------------------------------------------
 
     def _internal(self, op: str, message: Message) -> None:

@@ -623,6 +623,14 @@ class TaskQueue(SessionService):
         for task_id in task_ids:
             ready = ready_only or graph.is_ready(task_id)
             self._event(state, "task_unblocked", task_id=task_id, after=after, ready=ready)
+            assignee = state.records[task_id].assigned_to
+            if ready and assignee != "any":
+                # The one member who acts on it hears directly: subscribing every
+                # worker to every unblock made the fan-out 93% of all messages
+                # with 1,000 agents.
+                self.send(assignee, "task_update", {
+                    "session_id": state.info.session_id, "event": "task_unblocked",
+                    "task_id": task_id, "after": after})
 
     def _announce_blocked(self, state: _Session, task_ids: list[str], because: str) -> None:
         for task_id in task_ids:

@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only runtime|world]``: print one JSON object."""
+"""``python -m benchmarks [--quick] [--only runtime|world|scenarios]``: print one JSON object."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks import regions_bench, runtime, tasks_bench
+from benchmarks import regions_bench, runtime, scenarios_bench, tasks_bench
 
-SECTIONS = ("runtime", "world")
+SECTIONS = ("runtime", "world", "scenarios")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -44,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["runtime"] = runtime.run(quick=args.quick)
     if "world" in sections:
         result["world"] = world(args.quick)
+    if "scenarios" in sections:
+        result["scenarios"] = scenarios_bench.run(quick=args.quick)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

@@ -44,7 +44,7 @@ def kernel_blueprint(size: int, rng: np.random.Generator,
 
 def host_session(simu: Simulation, **create: Any) -> tuple[Client, str]:
     """Create a session from an outside client that does not join it."""
-    host = simu.client("host")
+    host = simu.client(f"host-{len(simu.clients) + 1}")
     created = host.call("session_create", **create)
     if not created.get("success"):
         raise RuntimeError(f"session_create failed: {created}")

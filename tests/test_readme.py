@@ -29,3 +29,13 @@ def test_the_python_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "run ended: quiescent" in out
     assert "True 400" in out  # the task's 20 x 20 tiles
     assert "region_conflict {'x':" in out
+
+
+def test_every_scenario_is_in_the_readme_table() -> None:
+    from sim.runner import list_scenarios
+
+    text = README.read_text()
+    names = [name for name, _ in list_scenarios()]
+    assert len(names) == 16
+    for name in names:
+        assert f"| `{name}` |" in text, name

@@ -35,6 +35,10 @@ class Participant(Agent):
         invite_token: str | None = None,
         **options: Any,
     ) -> None:
+        if role == "observer":
+            # an observer hears every event of the session: a burst of them
+            # (a thousand agents joining) must not overflow its mailbox
+            options.setdefault("mailbox_capacity", 1_000_000)
         super().__init__(agent_type=role, capabilities=capabilities, **options)
         self.target_session = session_id
         self.agent_name = agent_name
@@ -60,9 +64,6 @@ async def _life(agent: Participant) -> None:
     if not agent.joined.get("success"):
         agent.outcome = {"error": agent.joined.get("error"), "message": agent.joined.get("message")}
         return
-    if agent.role in ("builder", "tester"):
-        # a task delegated before its dependencies finish is accepted when this says so
-        await agent.call("a2a_subscribe", event_type="task_unblocked")
     if agent.crew > 1 and agent.role != "observer":
         ready = await agent.call("a2a_barrier_enter", barrier_id="ready",
                                  expected_count=agent.crew, timeout=600, call_timeout=None)
@@ -80,7 +81,7 @@ async def accept_next(agent: Participant, types: frozenset[str],
     """Wait for a task of one of ``types`` assigned to ``agent`` and accept it.
 
     A task assigned before it is ready (its dependencies unfinished) is kept
-    until its ``task_unblocked`` event, then accepted. Returns the task and the
+    until the task queue tells its assignee it is unblocked, then accepted. Returns the task and the
     accept result (which may be a failure other than "not ready yet").
     """
     parked: dict[str, dict[str, Any]] = agent.__dict__.setdefault("_parked_tasks", {})
