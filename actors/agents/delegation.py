@@ -127,9 +127,7 @@ class DelegationLedger:
         self.collect = collect
         self.queue = queue
         self.events = events
-        serials = agent.__dict__.setdefault("_delegation_serials", itertools.count(1))
-        self._ids = agent.__dict__.setdefault("_delegation_ids", itertools.count(1))
-        self.name = f"ledger-{next(serials)}"
+        self.name = f"ledger-{agent.next_serial('delegation-ledger')}"
         self.records: dict[str, Delegation] = {}
         self._by_task: dict[str, str] = {}
         self._ready: deque[str] = deque()
@@ -157,7 +155,7 @@ class DelegationLedger:
         created = await self.agent.call("task_delegate", **args)
         if not created.get("success"):
             raise DelegationError(created)
-        delegation_id = f"dlg-{self.agent.name}-{next(self._ids)}"
+        delegation_id = f"dlg-{self.agent.name}-{self.agent.next_serial('delegation')}"
         task_id = str(created["task_id"])
         self.records[delegation_id] = Delegation(
             delegation_id, task_id, str(created.get("assigned_to", target)), task_type,

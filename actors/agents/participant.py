@@ -49,6 +49,8 @@ class Participant(Agent):
         self.invite_token = invite_token
         self.outcome: dict[str, Any] = {}
         self.joined: dict[str, Any] = {}
+        #: Tasks assigned before they were ready, by id, until they are unblocked.
+        self.parked_tasks: dict[str, dict[str, Any]] = {}
 
     def on_start(self) -> None:
         super().on_start()
@@ -84,7 +86,7 @@ async def accept_next(agent: Participant, types: frozenset[str],
     until the task queue tells its assignee it is unblocked, then accepted. Returns the task and the
     accept result (which may be a failure other than "not ready yet").
     """
-    parked: dict[str, dict[str, Any]] = agent.__dict__.setdefault("_parked_tasks", {})
+    parked = agent.parked_tasks
     while True:
         message = await agent.receive(
             lambda m: m.message_type == "task_assignment"

@@ -49,7 +49,6 @@ so the last state is never lost).
 
 from __future__ import annotations
 
-import itertools
 import pathlib
 import re
 from collections.abc import Mapping, Sequence
@@ -698,8 +697,7 @@ async def run_plan(agent: Agent, plan: Plan, *, plan_id: str | None = None,
     ``approvals``, ``alerts``, ``duration``. ``outcome`` is updated as the run goes.
     """
     if plan_id is None:
-        serial = agent.__dict__.setdefault("_plan_runs", itertools.count(1))
-        plan_id = f"{plan.name}-{agent.name}-{next(serial)}"
+        plan_id = f"{plan.name}-{agent.name}-{agent.next_serial('plan-run')}"
     run = _Run(agent, plan, plan_id, outcome if outcome is not None else {})
     started = agent.now
     run.emit(PLAN_STARTED, steps=plan.ids, runner=agent.name)
