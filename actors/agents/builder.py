@@ -24,7 +24,7 @@ from actors.agents.participant import accept_next
 if TYPE_CHECKING:
     from actors.agents.participant import Participant
 
-__all__ = ["builder"]
+__all__ = ["BUILD_TYPES", "accept_with_backoff", "builder"]
 
 BUILD_TYPES = frozenset({"build", "assemble", "evolve", "migrate"})
 
@@ -34,7 +34,7 @@ async def builder(agent: Participant) -> None:
     outcome = agent.outcome
     outcome.update(tasks_done=0, tiles_placed=0, wrong_tiles=0, claim_retries=0)
     while True:
-        task, accepted = await accept_next(agent, BUILD_TYPES, _accept)
+        task, accepted = await accept_next(agent, BUILD_TYPES, accept_with_backoff)
         if not accepted.get("success"):
             await agent.call("task_report", task_id=task["task_id"], status="blocked",
                              message=f"could not start: {accepted.get('error')}")
@@ -45,7 +45,7 @@ async def builder(agent: Participant) -> None:
         outcome["tasks_done"] += 1
 
 
-async def _accept(agent: Participant, task: dict[str, Any]) -> dict[str, Any]:
+async def accept_with_backoff(agent: Participant, task: dict[str, Any]) -> dict[str, Any]:
     """Accept the task; on a region conflict wait (seeded backoff) and try again."""
     params = agent.params
     attempts = int(params.get("max_attempts", 8))

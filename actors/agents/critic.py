@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from actors.agents.builder import accept_with_backoff
 from actors.agents.delegation import DelegationLedger
 from actors.agents.participant import accept_next
 from sim.canvas import Tile
@@ -256,21 +257,11 @@ async def _verify(agent: Participant, region: Mapping[str, Any], layout: Any,
 
 # -- the writer -------------------------------------------------------------------------------
 
-async def _accept(agent: Participant, task: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for attempt in range(5):
-        result = await agent.call("task_accept", task_id=task["task_id"])
-        if result.get("error") != "region_conflict":
-            return result
-        await agent.sleep(0.5 * (attempt + 1))
-    return result
-
-
 async def writer(agent: Participant) -> None:
     outcome = agent.outcome
     outcome.update(tasks_done=0, drafts=0, revisions=0, commits=0)
     while True:
-        task, accepted = await accept_next(agent, BUILD_TYPES, _accept)
+        task, accepted = await accept_next(agent, BUILD_TYPES, accept_with_backoff)
         if not accepted.get("success"):
             await agent.call("task_report", task_id=task["task_id"], status="blocked",
                              message=f"could not start: {accepted.get('error')}")
