@@ -240,7 +240,10 @@ class TileCanvas:
         who = _writer_id(writer)
         fill: Tile | None = None
         block_values: NDArray[np.uint8] | None = None
-        if isinstance(values, (str, numbers.Integral)):
+        # exact types first: numbers.Integral is an ABC, slow to check on every write
+        if type(values) in (str, int) or (
+                not isinstance(values, (list, tuple, np.ndarray))
+                and isinstance(values, (str, numbers.Integral))):
             try:
                 fill = parse_tile(values)
             except ValueError as exc:

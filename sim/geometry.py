@@ -40,6 +40,8 @@ _INITIAL_RADIUS = 32
 def _as_int(value: object, what: str, minimum: int) -> int:
     # bool is an int subclass but never a meaningful coordinate; numpy integers
     # are accepted because callers compute positions with numpy.
+    if type(value) is int and value >= minimum:
+        return value  # the common case, without the slow numbers.Integral ABC check
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
     result = int(value)
