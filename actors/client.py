@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any
 
 from actors.base import A2AActor
 from sim.messages import Message
@@ -48,7 +47,3 @@ class ClientActor(A2AActor):
     def take_reply(self, correlation_id: str) -> Message | None:
         with self.arrived:
             return self.replies.pop(correlation_id, None)
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "pending_calls": len(self.expected),
-                "unread": len(self.inbox)}

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from actors.agents.participant import accept_next
+from actors.agents.participant import start_next
 
 if TYPE_CHECKING:
     from actors.agents.participant import Participant
@@ -34,11 +34,7 @@ async def builder(agent: Participant) -> None:
     outcome = agent.outcome
     outcome.update(tasks_done=0, tiles_placed=0, wrong_tiles=0, claim_retries=0)
     while True:
-        task, accepted = await accept_next(agent, BUILD_TYPES, accept_with_backoff)
-        if not accepted.get("success"):
-            await agent.call("task_report", task_id=task["task_id"], status="blocked",
-                             message=f"could not start: {accepted.get('error')}")
-            continue
+        task = await start_next(agent, BUILD_TYPES, accept_with_backoff)
         artifacts = await _build(agent, task, params)
         await agent.call("task_report", task_id=task["task_id"], status="completed",
                          artifacts=artifacts)

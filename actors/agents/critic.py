@@ -48,7 +48,7 @@ import numpy as np
 
 from actors.agents.builder import accept_with_backoff
 from actors.agents.delegation import DelegationLedger
-from actors.agents.participant import accept_next
+from actors.agents.participant import start_next
 from sim.canvas import Tile
 
 if TYPE_CHECKING:
@@ -261,11 +261,7 @@ async def writer(agent: Participant) -> None:
     outcome = agent.outcome
     outcome.update(tasks_done=0, drafts=0, revisions=0, commits=0)
     while True:
-        task, accepted = await accept_next(agent, BUILD_TYPES, accept_with_backoff)
-        if not accepted.get("success"):
-            await agent.call("task_report", task_id=task["task_id"], status="blocked",
-                             message=f"could not start: {accepted.get('error')}")
-            continue
+        task = await start_next(agent, BUILD_TYPES, accept_with_backoff)
         payload = task.get("payload", {})
         mode = payload.get("mode", "refine")
         try:

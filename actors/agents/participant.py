@@ -7,7 +7,7 @@ from typing import Any
 
 from actors.base import Agent
 
-__all__ = ["Behaviour", "Participant", "accept_next"]
+__all__ = ["Behaviour", "Participant", "accept_next", "start_next"]
 
 Behaviour = Callable[["Participant"], Coroutine[Any, Any, Any]]
 
@@ -107,3 +107,14 @@ async def accept_next(agent: Participant, types: frozenset[str],
             parked[task["task_id"]] = task
             continue
         return task, result
+
+
+async def start_next(agent: Participant, types: frozenset[str], accept: Accept) -> dict[str, Any]:
+    """The next task of ``types`` that ``agent`` accepted; one it could not start
+    (its region stayed claimed, say) is reported blocked, and the wait goes on."""
+    while True:
+        task, accepted = await accept_next(agent, types, accept)
+        if accepted.get("success"):
+            return task
+        await agent.call("task_report", task_id=task["task_id"], status="blocked",
+                         message=f"could not start: {accepted.get('error')}")
