@@ -27,7 +27,8 @@ import itertools
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any, Final, Literal, Protocol
@@ -403,6 +404,18 @@ class Dispatcher:
 
     def _start(self, actor: Endpoint) -> None:
         raise NotImplementedError
+
+    @contextmanager
+    def start_together(self) -> Iterator[None]:
+        """Spawn a group of actors that start only once every one of them exists.
+
+        In deterministic mode nothing runs until :meth:`run` or :meth:`step`, so
+        this changes nothing. In realtime mode an actor starts the moment it is
+        spawned, so a behaviour that talks to a peer spawned after it could find
+        no such actor; inside this block starts are held and made, in spawn
+        order, when the block ends. Mail sent to a held actor waits in its mailbox.
+        """
+        yield
 
     def stop_actor(self, name: str) -> None:
         """Stop one actor now; mail still queued for it, and any later, is dead ``offline``."""
@@ -1081,18 +1094,40 @@ class RealtimeDispatcher(Dispatcher):
         self._offered = itertools.count()
         self._offered_lock = threading.Lock()
         self._offered_reads = 0
+        self._held: list[Endpoint] | None = None  # starts held by start_together()
 
     @property
     def now(self) -> float:
         return self.clock.now
 
     def _start(self, actor: Endpoint) -> None:
+        if self._held is not None:
+            self._held.append(actor)
+            return
         import pykka  # the realtime mode is the only place that starts threads
 
         pykka.ActorRegistry.register(actor.actor_ref)  # type: ignore[attr-defined]
         actor._start_actor_loop()  # type: ignore[attr-defined]
 
+    @contextmanager
+    def start_together(self) -> Iterator[None]:
+        if self._held is not None:  # nested: the outer block starts them all
+            yield
+            return
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            for actor in held:
+                if not actor.stopped:
+                    self._start(actor)
+
     def _stop(self, actor: Endpoint) -> None:
+        if self._held is not None and actor in self._held:  # never started: no thread
+            self._held.remove(actor)
+            actor.actor_stopped.set()  # type: ignore[attr-defined]
+            return
         actor.actor_ref.stop(block=False)  # type: ignore[attr-defined]
 
     def _route_one(self, endpoint: Endpoint, message: Message, encoded: bytes) -> str:

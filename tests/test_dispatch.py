@@ -224,13 +224,38 @@ def test_realtime_watchdog_reports_the_same_deadlock() -> None:
 
     d = new_dispatcher("realtime")
     try:
-        d.spawn(Agent, "left", behaviours=(wait_for_peer,))
-        d.spawn(Agent, "right", behaviours=(wait_for_peer,))
+        # Each behaviour names a peer spawned beside it: start them together so
+        # neither can speak before the other exists (realtime actors start at spawn).
+        with d.start_together():
+            d.spawn(Agent, "left", behaviours=(wait_for_peer,))
+            d.spawn(Agent, "right", behaviours=(wait_for_peer,))
         report = d.run()
     finally:
         d.shutdown()
     assert report.reason == "deadlock"
     assert sorted(w.agent for w in report.waiters) == ["left", "right"]
+
+
+def test_start_together_holds_realtime_starts_until_the_group_exists() -> None:
+    async def wait_for_peer(agent: Agent) -> None:
+        await agent.request("late", "coordination_request", {}, timeout=None)
+
+    d = new_dispatcher("realtime")
+    try:
+        with d.start_together():
+            early = d.spawn(Agent, "early", behaviours=(wait_for_peer,))
+            assert early.behaviours == []  # on_start has not run: nothing was sent
+            d.spawn(Agent, "late")
+            held = d.spawn(Agent, "held")
+            d.stop_actor("held")  # stopping a held actor never starts it
+        report = d.run()
+    finally:
+        d.shutdown()
+    assert held.actor_stopped.is_set()
+    assert report.reason == "deadlock"
+    assert [w.agent for w in report.waiters] == ["early"]
+    assert "a reply from late" in report.waiters[0].waits_for
+    assert d.statistics().dead_letters == {}
 
 
 def test_run_until_and_step(det: Dispatcher) -> None:
