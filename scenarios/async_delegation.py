@@ -29,6 +29,7 @@ from actors.agents.alerts import alert
 from actors.agents.delegation import Delegation, DelegationLedger, delegate_worker
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
 from scenarios._patterns import count, session_events
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def run(simu: Simulation, *, workers: int, delegations: int, fail_index: int, ec
         turn: float, min_work: float, max_work: float, own_rows: int,
         grid_size: int) -> dict[str, Any]:
     if workers < 1 or delegations < 1 or not 1 <= own_rows <= grid_size:
-        raise ValueError("need workers >= 1, delegations >= 1, 1 <= own_rows <= grid_size")
+        raise ParamError("need workers >= 1, delegations >= 1, 1 <= own_rows <= grid_size")
     blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
     work = rng_for(simu, "work")
     worker_ids = [f"worker-{i + 1}" for i in range(workers)]

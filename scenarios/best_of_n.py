@@ -19,6 +19,7 @@ from typing import Any
 
 from actors.agents.critic import best_of_n_lead, critic, writer
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "best_of_n"
@@ -31,7 +32,7 @@ PARAMS: dict[str, Any] = {
 def run(simu: Simulation, *, grid_size: int, size: int, builders: int, threshold: float,
         min_error: float, max_error: float) -> dict[str, Any]:
     if not 1 <= size <= grid_size or builders < 1:
-        raise ValueError("need 1 <= size <= grid_size and at least one builder")
+        raise ParamError("need 1 <= size <= grid_size and at least one builder")
     blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
     where = rng_for(simu, "region")
     region = {"x": int(where.integers(0, grid_size - size + 1)),

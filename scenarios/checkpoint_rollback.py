@@ -27,6 +27,7 @@ from actors.agents.participant import Participant
 from scenarios._common import host_session, spawn
 from scenarios._flows import PATIENCE, box, canvas_of, mark, seeded_tiles
 from sim.canvas import TileCanvas
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "checkpoint_rollback"
@@ -108,9 +109,9 @@ async def rollback_architect(agent: Participant) -> None:
 def run(simu: Simulation, *, builders: int, band: int, before: int, after: int,
         overlap: int) -> dict[str, Any]:
     if builders < 1 or not 0 < before <= band or not 0 <= overlap <= before:
-        raise ValueError("need builders >= 1 and 0 < before <= band and 0 <= overlap <= before")
+        raise ParamError("need builders >= 1 and 0 < before <= band and 0 <= overlap <= before")
     if before - overlap + after > band:
-        raise ValueError(f"the rows after the checkpoint ({after}, from row "
+        raise ParamError(f"the rows after the checkpoint ({after}, from row "
                          f"{before - overlap}) do not fit in the band of {band}")
     grid = builders * band
     crew = builders + 1

@@ -25,6 +25,7 @@ import numpy as np
 from actors.agents.participant import Participant
 from scenarios._common import host_session, spawn
 from scenarios._flows import box, canvas_of, mark, overlaps, seeded_tiles, session_events
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "conflict_resolution"
@@ -78,9 +79,9 @@ async def claimant(agent: Participant) -> None:
 def run(simu: Simulation, *, grid_size: int, first: list[int], second: list[int],
         contenders: int) -> dict[str, Any]:
     if len(first) != 4 or len(second) != 4:
-        raise ValueError("first and second are regions: [x, y, width, height]")
+        raise ParamError("first and second are regions: [x, y, width, height]")
     if contenders < 1:
-        raise ValueError(f"contenders must be at least 1, got {contenders}")
+        raise ParamError(f"contenders must be at least 1, got {contenders}")
     names = ["agent-a", *[f"agent-{chr(ord('b') + i)}" for i in range(contenders)]]
     crew = len(names)
     _, sid = host_session(simu, session_name="Conflict Resolution", grid_size=grid_size,

@@ -38,6 +38,7 @@ from actors.agents.participant import Participant
 from scenarios._common import host_session, spawn, total
 from scenarios._experiments import mean, overlapping_pairs, percentile, regions_state
 from sim.geometry import Rect
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "conflict_storm"
@@ -113,7 +114,7 @@ def run(simu: Simulation, *, agents: int, grid: int, claim_size: int, coordinati
         rate: float, hold: float, claims_per_agent: int, patience: int, backoff: float,
         max_attempts: int) -> dict[str, Any]:
     if not 1 <= claim_size <= grid or rate <= 0 or claims_per_agent < 1 or max_attempts < 1:
-        raise ValueError("need 1 <= claim_size <= grid, rate > 0, claims_per_agent >= 1 "
+        raise ParamError("need 1 <= claim_size <= grid, rate > 0, claims_per_agent >= 1 "
                          "and max_attempts >= 1")
     _, sid = host_session(simu, session_name="Conflict storm", grid_size=grid,
                           max_agents=agents, coordination_mode=coordination_mode)

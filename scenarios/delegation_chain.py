@@ -25,6 +25,7 @@ from actors.agents.participant import Participant
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
 from scenarios._flows import box, deliveries, mark, session_events
 from sim.messages import Message
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "delegation_chain"
@@ -83,7 +84,7 @@ def _chain(simu: Simulation, sid: str, task_id: str) -> dict[str, int]:
 
 def run(simu: Simulation, *, size: int, tile_rate: float, error_rate: float) -> dict[str, Any]:
     if size < 1:
-        raise ValueError(f"size must be at least 1, got {size}")
+        raise ParamError(f"size must be at least 1, got {size}")
     blueprint = kernel_blueprint(size, rng_for(simu, "blueprint"))
     _, sid = host_session(simu, session_name="Delegation Chain", grid_size=size,
                           max_agents=3, blueprint=blueprint.tolist())

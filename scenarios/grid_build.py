@@ -28,6 +28,7 @@ import numpy as np
 from actors.agents.participant import Participant
 from scenarios._common import host_session, rng_for, spawn, total
 from scenarios._experiments import full_plan
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "grid_build"
@@ -40,7 +41,7 @@ def layout(grid: int, builders: int) -> tuple[int, int]:
     """(blocks per side, block side) for ``builders`` square blocks tiling the grid."""
     side = math.isqrt(builders)
     if builders < 1 or side * side != builders or grid % side:
-        raise ValueError(f"builders must be a square number whose root divides grid; "
+        raise ParamError(f"builders must be a square number whose root divides grid; "
                          f"got builders={builders}, grid={grid}")
     return side, grid // side
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from scenarios._common import rng_for, spawn
 from scenarios._flows import box, seeded_tiles, settle
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "hitl_approval"
@@ -45,10 +46,10 @@ def run(simu: Simulation, *, decisions: list[str], block: int, tile_rate: float,
         approval_timeout: float, think: float) -> dict[str, Any]:
     unknown = [d for d in decisions if d not in EXPECTED]
     if unknown or not decisions:
-        raise ValueError(f"decisions must be a non-empty list of {sorted(EXPECTED)}; "
+        raise ParamError(f"decisions must be a non-empty list of {sorted(EXPECTED)}; "
                          f"got {decisions!r}")
     if not 0 <= think < approval_timeout:
-        raise ValueError("think must be at least 0 and below approval_timeout")
+        raise ParamError("think must be at least 0 and below approval_timeout")
     grid = block * len(decisions)
     plan = seeded_tiles(rng_for(simu, "plan"), grid, grid, empty=0.1)
     person = simu.client(PERSON)

@@ -7,11 +7,16 @@ place tiles row by row at ``tile_rate`` tiles per simulated second and get a sha
 failed test makes the architect order a repair of exactly the wrong cells and a
 retest. An observer records every session event.
 
+Each builder also loads a shader over every block it builds and assembles the
+block into a cartridge (the design notes' artifacts; ``shader`` or ``cartridge``
+set to "" leaves them out).
+
 Parameters: grid_size, block, builders, testers, error_rate, tile_rate, strategy
-(parallel | sequential | cluster).
+(parallel | sequential | cluster), shader, cartridge.
 Success: the canvas matches the blueprint (completion 100%), every test finally
-passed (the architect declared the build done), no behaviour failed, and with a
-non-zero error rate at least one repair was needed.
+passed (the architect declared the build done), no behaviour failed, with a
+non-zero error rate at least one repair was needed, and there is one shader and
+one cartridge per block (when they are on).
 """
 
 from __future__ import annotations
@@ -19,21 +24,28 @@ from __future__ import annotations
 from typing import Any
 
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn, total
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "kernel_build"
 PARAMS: dict[str, Any] = {
     "grid_size": 120, "block": 30, "builders": 4, "testers": 2, "error_rate": 0.002,
-    "tile_rate": 300.0, "strategy": "parallel",
+    "tile_rate": 300.0, "strategy": "parallel", "shader": "kernel_shader", "cartridge": "kernel",
 }
 # A blueprint travels in one message: a 1000 x 1000 one is a few MB of JSON.
 SIMULATION = {"max_content_bytes": 64 * 2**20}
 
 
 def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers: int,
-        error_rate: float, tile_rate: float, strategy: str) -> dict[str, Any]:
+        error_rate: float, tile_rate: float, strategy: str, shader: str,
+        cartridge: str) -> dict[str, Any]:
     if strategy not in ("parallel", "sequential", "cluster"):
-        raise ValueError(f"strategy must be parallel, sequential or cluster, got {strategy!r}")
+        raise ParamError(f"strategy must be parallel, sequential or cluster, got {strategy!r}")
+    if grid_size < 1 or block < 1 or builders < 1 or testers < 1:
+        raise ParamError("grid_size, block, builders and testers must be at least 1")
+    if not 0 <= error_rate < 1 or tile_rate <= 0:
+        raise ParamError(f"need 0 <= error_rate < 1 and tile_rate > 0; got error_rate="
+                         f"{error_rate}, tile_rate={tile_rate}")
     blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
     crew = 1 + builders + testers  # who waits at the ready barrier: all but the observer
     _, sid = host_session(simu, session_name="Linux Kernel Build", grid_size=grid_size,
@@ -41,7 +53,8 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
     builder_ids = [f"builder-{i + 1}" for i in range(builders)]
     tester_ids = [f"tester-{i + 1}" for i in range(testers)]
     crew_agents = [spawn(simu, sid, name, "builder", crew=crew, blueprint=blueprint,
-                         tile_rate=tile_rate, error_rate=error_rate) for name in builder_ids]
+                         tile_rate=tile_rate, error_rate=error_rate, shader=shader,
+                         cartridge=cartridge) for name in builder_ids]
     testers_ = [spawn(simu, sid, name, "tester", crew=crew) for name in tester_ids]
     watcher = spawn(simu, sid, "observer-1", "observer", crew=crew)
     boss = spawn(simu, sid, "architect-1", "architect", crew=crew, blueprint=blueprint,
@@ -57,11 +70,16 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
         "defects_found": total(testers_, "defects_found"),
         "events_observed": watcher.outcome.get("events", 0),
         "error_rate": error_rate,
+        "shaders_loaded": boss.outcome.get("shaders_loaded", 0),
+        "cartridges_assembled": boss.outcome.get("cartridges_assembled", 0),
+        "shader": shader, "cartridge": cartridge,
     }
 
 
 def check(summary: dict[str, Any]) -> bool:
     m = summary["metrics"]
     repaired = m["repairs"] > 0 or m["error_rate"] == 0
-    return (summary["completion_percent"] == 100.0 and m["done"] and repaired
+    artifacts = (m["shaders_loaded"] == (m["blocks"] if m["shader"] else 0)
+                 and m["cartridges_assembled"] == (m["blocks"] if m["cartridge"] else 0))
+    return (summary["completion_percent"] == 100.0 and m["done"] and repaired and artifacts
             and summary["behaviour_errors"] == 0)

@@ -25,6 +25,7 @@ from typing import Any
 from actors.agents.participant import Participant
 from scenarios._common import host_session, spawn
 from scenarios._flows import PATIENCE, mark, max_concurrent, session_events
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "locks_barriers"
@@ -73,7 +74,7 @@ async def contender(agent: Participant) -> None:
 def run(simu: Simulation, *, agents: int, rounds: int, hold_min: float, hold_max: float,
         lease: float, wait: float, think: float) -> dict[str, Any]:
     if agents < 1 or rounds < 1 or not 0 <= hold_min <= hold_max:
-        raise ValueError("need agents >= 1, rounds >= 1 and 0 <= hold_min <= hold_max")
+        raise ParamError("need agents >= 1, rounds >= 1 and 0 <= hold_min <= hold_max")
     _, sid = host_session(simu, session_name="Locks and Barriers", grid_size=16,
                           max_agents=agents)
     crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=agents, behaviour=contender,

@@ -37,6 +37,7 @@ import numpy as np
 from actors.agents.participant import Participant
 from scenarios._common import rng_for, spawn
 from scenarios._experiments import create_session, full_plan, regions_state
+from sim.runner import ParamError
 from sim.simulation import Client, Simulation
 
 NAME = "mode_comparison"
@@ -48,7 +49,7 @@ MODES = ("free", "coordinated", "sequential")
 def strips(builders: int, width: int, overlap: int) -> list[dict[str, int]]:
     """The builders' strips (x and width); the grid is as wide as their union."""
     if builders < 1 or width < 1 or not 0 <= overlap < width:
-        raise ValueError(f"need builders >= 1, width >= 1 and 0 <= overlap < width; got "
+        raise ParamError(f"need builders >= 1, width >= 1 and 0 <= overlap < width; got "
                          f"builders={builders}, width={width}, overlap={overlap}")
     return [{"x": i * (width - overlap), "width": width} for i in range(builders)]
 

@@ -22,6 +22,7 @@ import numpy as np
 from actors.agents.participant import Participant
 from scenarios._common import host_session, rng_for, spawn
 from scenarios._flows import PATIENCE, box, canvas_of, mark, seeded_tiles, session_events
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "parallel_build"
@@ -73,7 +74,7 @@ async def region_builder(agent: Participant) -> None:
 def run(simu: Simulation, *, builders: int, width: int, height: int, tile_rate: float,
         stagger: float) -> dict[str, Any]:
     if builders < 1 or width < 1 or height < 1:
-        raise ValueError("builders, width and height must be at least 1")
+        raise ParamError("builders, width and height must be at least 1")
     grid = max(builders * width, height)
     # The plan: seeded tiles over the builders' row of regions, empty elsewhere.
     plan = np.zeros((grid, grid), dtype=np.uint8)

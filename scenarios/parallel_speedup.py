@@ -38,6 +38,7 @@ import numpy as np
 
 from scenarios._common import rng_for, spawn
 from scenarios._experiments import create_session, full_plan
+from sim.runner import ParamError
 from sim.simulation import Client, Simulation
 
 NAME = "parallel_speedup"
@@ -67,7 +68,7 @@ def _build(simu: Simulation, host: Client, strategy: str, blueprint: np.ndarray[
 def run(simu: Simulation, *, tasks: int, builders: int, block: int,
         tile_rate: float) -> dict[str, Any]:
     if tasks < 1 or builders < 1 or block < 1 or tile_rate <= 0:
-        raise ValueError("tasks, builders, block and tile_rate must be positive")
+        raise ParamError("tasks, builders, block and tile_rate must be positive")
     # A square grid with the tasks' blocks side by side along its top: the architect
     # finds exactly `tasks` blocks with something to build (the rest is empty).
     size = tasks * block

@@ -26,6 +26,7 @@ from typing import Any
 from actors.agents.participant import Participant, accept_next
 from scenarios._common import host_session, spawn
 from scenarios._flows import mark, settle
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "permissions"
@@ -145,7 +146,7 @@ async def reviewer(agent: Participant) -> None:
 
 def run(simu: Simulation, *, builders: int) -> dict[str, Any]:
     if builders < 1:
-        raise ValueError(f"builders must be at least 1 (the foreman), got {builders}")
+        raise ParamError(f"builders must be at least 1 (the foreman), got {builders}")
     names = [FOREMAN, *[f"builder-{i + 1}" for i in range(builders - 1)]]
     crew = 2 + len(names)  # the architect, the builders and the tester
     members = crew + 1

@@ -26,9 +26,10 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-from actors.agents.plans import approver, load_plan, plan_runner, progress_watcher
+from actors.agents.plans import PlanError, approver, load_plan, plan_runner, progress_watcher
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
 from scenarios._patterns import count, min_gap, session_events
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "plan_run"
@@ -41,7 +42,10 @@ PARAMS: dict[str, Any] = {
 
 def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: int,
         tile_rate: float, decision: str, progress_interval: float) -> dict[str, Any]:
-    the_plan = load_plan(plan, directory=PLANS_DIR, grid_size=grid_size)  # PlanError: bad plan
+    try:
+        the_plan = load_plan(plan, directory=PLANS_DIR, grid_size=grid_size)
+    except PlanError as exc:  # a missing, unreadable or ill-formed plan is a bad request
+        raise ParamError(f"parameter {exc}") from None
     blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
     crew = 2 + builders + testers  # the watcher is an observer: not at the barrier
     _, sid = host_session(simu, session_name=f"Plan {the_plan.name}", grid_size=grid_size,

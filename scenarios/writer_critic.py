@@ -24,6 +24,7 @@ from typing import Any
 from actors.agents.architect import plan_blocks
 from actors.agents.critic import critic, refinement_lead, writer
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from sim.runner import ParamError
 from sim.simulation import Simulation
 
 NAME = "writer_critic"
@@ -36,7 +37,7 @@ PARAMS: dict[str, Any] = {
 def run(simu: Simulation, *, grid_size: int, block: int, writers: int, threshold: float,
         max_iterations: int, error_rate: float, fix_rate: float) -> dict[str, Any]:
     if max_iterations < 1 or writers < 1:
-        raise ValueError("max_iterations and writers must be at least 1")
+        raise ParamError("max_iterations and writers must be at least 1")
     blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
     regions = plan_blocks(blueprint, block)
     crew = 2 + writers

@@ -35,11 +35,21 @@ import numpy as np
 from sim.simulation import Simulation
 from sim.trace import Trace
 
-__all__ = ["RunResult", "ScenarioError", "coerce_params", "list_scenarios", "load", "run"]
+__all__ = [
+    "ParamError", "RunResult", "ScenarioError", "coerce_params", "list_scenarios", "load", "run",
+]
 
 
 class ScenarioError(ValueError):
     """The run request is wrong (which scenario, which parameters); nothing ran."""
+
+
+class ParamError(ScenarioError):
+    """A scenario's parameters do not fit together or name something missing.
+
+    Scenarios raise it from ``run`` before they start anything, naming the
+    parameter; the CLI prints it as one line and exits 2, like any bad request.
+    """
 
 
 @dataclass

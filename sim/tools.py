@@ -13,7 +13,7 @@ caller; :data:`ERROR_CODES` lists the codes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -259,72 +259,159 @@ TOOLS: Final[Mapping[str, Tool]] = {tool.name: tool for tool in _TOOL_LIST}
 
 
 # -- validation ---------------------------------------------------------------------------
+#
+# Each schema is compiled once into a checker function: a closure per node that
+# knows its own type test, bounds and children, so a call pays only for what its
+# schema asks (no dict look-ups for keys a node lacks). A checker takes the value and
+# its path (for messages) and returns the value with defaults filled in, or raises
+# ToolError(invalid_argument) naming the field.
 
 _JSON_TYPES: Final = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
     "object": (dict,), "array": (list, tuple), "null": (type(None),),
 }
 
-
-def _type_ok(value: Any, names: str | list[str]) -> bool:
-    for name in [names] if isinstance(names, str) else names:
-        # bool is an int in Python, never in JSON
-        if isinstance(value, bool) and name in ("integer", "number"):
-            continue
-        if isinstance(value, _JSON_TYPES[name]):
-            return True
-    return False
+Checker = Callable[[Any, str], Any]
 
 
-def _check(value: Any, schema: Mapping[str, Any], path: str) -> Any:
+def _type_test(names: str | list[str]) -> Callable[[Any], bool]:
+    """A predicate for one JSON type or a union; bool is never an integer or number."""
+    wanted = [names] if isinstance(names, str) else list(names)
+    classes = tuple(t for name in wanted for t in _JSON_TYPES[name])
+    exact = frozenset(classes)
+    allows_bool = "boolean" in wanted
+
+    def test(value: Any) -> bool:
+        kind = type(value)
+        if kind is bool:
+            return allows_bool
+        # subclasses (an IntEnum, an OrderedDict) pass as their JSON type would
+        return kind in exact or isinstance(value, classes)
+
+    return test
+
+
+def _compile(schema: Mapping[str, Any]) -> Checker:
+    steps: list[Checker] = []
     expected = schema.get("type")
-    if expected is not None and not _type_ok(value, expected):
+    if expected is not None:
+        test = _type_test(expected)
         shown = expected if isinstance(expected, str) else " or ".join(expected)
-        raise ToolError("invalid_argument", f"{path}: expected {shown}, got {value!r}",
-                        field=path)
-    if "enum" in schema and value not in schema["enum"]:
-        raise ToolError("invalid_argument",
-                        f"{path}: must be one of {schema['enum']}, got {value!r}", field=path)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            raise ToolError("invalid_argument",
-                            f"{path}: must be at least {schema['minimum']}, got {value}",
-                            field=path)
-        if "maximum" in schema and value > schema["maximum"]:
-            raise ToolError("invalid_argument",
-                            f"{path}: must be at most {schema['maximum']}, got {value}",
-                            field=path)
-    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
-        raise ToolError("invalid_argument", f"{path}: must not be empty", field=path)
-    if isinstance(value, dict) and "properties" in schema:
-        return _check_object(value, schema, path)
-    if isinstance(value, (list, tuple)) and "items" in schema:
-        return [_check(item, schema["items"], f"{path}[{i}]") for i, item in enumerate(value)]
-    return value
+
+        def check_type(value: Any, path: str) -> Any:
+            if not test(value):
+                raise ToolError("invalid_argument", f"{path}: expected {shown}, got {value!r}",
+                                field=path)
+            return value
+
+        steps.append(check_type)
+    if "enum" in schema:
+        allowed = list(schema["enum"])
+
+        def check_enum(value: Any, path: str) -> Any:
+            if value not in allowed:
+                raise ToolError("invalid_argument",
+                                f"{path}: must be one of {allowed}, got {value!r}", field=path)
+            return value
+
+        steps.append(check_enum)
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if low is not None or high is not None:
+        def check_bounds(value: Any, path: str) -> Any:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if low is not None and value < low:
+                    raise ToolError("invalid_argument",
+                                    f"{path}: must be at least {low}, got {value}", field=path)
+                if high is not None and value > high:
+                    raise ToolError("invalid_argument",
+                                    f"{path}: must be at most {high}, got {value}", field=path)
+            return value
+
+        steps.append(check_bounds)
+    min_length = schema.get("minLength", 0)
+    if min_length:
+        def check_length(value: Any, path: str) -> Any:
+            if isinstance(value, str) and len(value) < min_length:
+                raise ToolError("invalid_argument", f"{path}: must not be empty", field=path)
+            return value
+
+        steps.append(check_length)
+    if "properties" in schema:
+        check_object = _compile_object(schema)
+
+        def check_nested(value: Any, path: str) -> Any:
+            return check_object(value, path) if isinstance(value, dict) else value
+
+        steps.append(check_nested)
+    if "items" in schema:
+        check_item = _compile(schema["items"])
+
+        def check_items(value: Any, path: str) -> Any:
+            if isinstance(value, (list, tuple)):
+                return [check_item(item, f"{path}[{i}]") for i, item in enumerate(value)]
+            return value
+
+        steps.append(check_items)
+    if not steps:
+        return lambda value, path: value
+    if len(steps) == 1:
+        return steps[0]
+
+    def check_all(value: Any, path: str) -> Any:
+        for step in steps:
+            value = step(value, path)
+        return value
+
+    return check_all
 
 
-def _check_object(value: Mapping[str, Any], schema: Mapping[str, Any], path: str) -> dict[str, Any]:
+def _compile_object(schema: Mapping[str, Any]) -> Checker:
     properties: Mapping[str, Any] = schema["properties"]
-    prefix = f"{path}." if path else ""
-    if schema.get("additionalProperties") is False:
-        for key in value:
-            if key not in properties:
-                raise ToolError("invalid_argument", f"{prefix}{key}: unknown argument",
-                                field=f"{prefix}{key}")
-    out: dict[str, Any] = {}
+    closed = schema.get("additionalProperties") is False
+    required = set(schema.get("required", ()))
+    # (key, checker, required, default maker or None)
+    fields: list[tuple[str, Checker, bool, Callable[[str], Any] | None]] = []
     for key, sub in properties.items():
-        if key in value and value[key] is not None:
-            out[key] = _check(value[key], sub, f"{prefix}{key}")
-        elif key in schema.get("required", ()):
-            raise ToolError("invalid_argument", f"{prefix}{key}: required", field=f"{prefix}{key}")
+        make: Callable[[str], Any] | None = None
+        if key in required:
+            pass
         elif "default" in sub:
             default = sub["default"]
-            out[key] = list(default) if isinstance(default, list) else (
-                dict(default) if isinstance(default, dict) else default)
+            if isinstance(default, list):
+                make = lambda _p, d=default: list(d)  # noqa: E731  (a fresh copy per call)
+            elif isinstance(default, dict):
+                make = lambda _p, d=default: dict(d)  # noqa: E731
+            else:
+                make = lambda _p, d=default: d  # noqa: E731
         elif sub.get("type") == "object" and "properties" in sub and not sub.get("required"):
             # an options object (config, filter): present with its defaults filled in
-            out[key] = _check_object({}, sub, f"{prefix}{key}")
-    return out
+            options = _compile_object(sub)
+            make = lambda p, o=options: o({}, p)  # noqa: E731
+        fields.append((key, _compile(sub), key in required, make))
+
+    def check_object(value: Mapping[str, Any], path: str) -> dict[str, Any]:
+        prefix = f"{path}." if path else ""
+        if closed:
+            for key in value:
+                if key not in properties:
+                    raise ToolError("invalid_argument", f"{prefix}{key}: unknown argument",
+                                    field=f"{prefix}{key}")
+        out: dict[str, Any] = {}
+        for key, check, is_required, make in fields:
+            item = value.get(key)
+            if item is not None:
+                out[key] = check(item, prefix + key)
+            elif is_required:
+                raise ToolError("invalid_argument", f"{prefix}{key}: required",
+                                field=f"{prefix}{key}")
+            elif make is not None:
+                out[key] = make(prefix + key)
+        return out
+
+    return check_object
+
+
+_CHECKERS: dict[str, Checker] = {}
 
 
 def validate(tool: Tool, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -335,4 +422,10 @@ def validate(tool: Tool, args: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(args, Mapping):
         raise ToolError("invalid_argument", f"arguments must be an object, got {args!r}",
                         field="")
-    return _check_object(args, tool.input_schema, "")
+    check = _CHECKERS.get(tool.name)
+    if check is None or TOOLS.get(tool.name) is not tool:  # a tool made outside the table
+        check = _compile_object(tool.input_schema)
+        if TOOLS.get(tool.name) is tool:
+            _CHECKERS[tool.name] = check
+    result: dict[str, Any] = check(args, "")
+    return result

@@ -6,6 +6,7 @@ import json
 import pathlib
 import textwrap
 
+import numpy as np
 import pytest
 
 from sim.cli import main
@@ -73,6 +74,12 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
         (["run", "/no/such/file.py"], "no scenario file"),
         (["run", "kernel_build", "--mode", "warp"], "--mode"),
         (["run", "kernel_build", "--seed", "x"], "--seed"),
+        # values that type-check but do not fit: the scenario refuses them before it runs
+        (["run", "plan_run", "--param", "plan=/no/such.yaml"], "no plan file"),
+        (["run", "kernel_build", "--param", "strategy=foo"], "strategy must be"),
+        (["run", "kernel_build", "--param", "builders=0"], "builders"),
+        (["run", "grid_build", "--param", "builders=8"], "square number"),
+        (["run", "hitl_approval", "--param", 'decisions=["maybe"]'], "decisions must be"),
     ],
 )
 def test_bad_requests_are_one_line_and_exit_2(
@@ -90,7 +97,16 @@ def test_bad_requests_are_one_line_and_exit_2(
 def test_sim_run_from_python() -> None:
     import sim
 
-    result = sim.run("kernel_build", seed=9, grid_size=60, block=30)
+    result = sim.run("kernel_build", seed=9, mode="deterministic", grid_size=60, block=30)
     assert isinstance(result, sim.RunResult)
     assert result.success and result.summary["seed"] == 9
+    assert result.summary["mode"] == "deterministic"
     assert result.trace_digest == result.summary["trace_digest"]
+    # the canvas is the final tile layer and, at 100%, equal to the seeded blueprint
+    from scenarios._common import kernel_blueprint
+    from sim.dispatch import seed_for
+
+    blueprint = kernel_blueprint(60, np.random.default_rng(seed_for(9, "scenario:blueprint")))
+    assert result.canvas is not None and np.array_equal(result.canvas, blueprint)
+    with pytest.raises(sim.runner.ParamError, match="strategy"):
+        sim.run("kernel_build", strategy="zigzag")

@@ -16,7 +16,8 @@ depends on it. A failed test brings a repair task (the wrong cells, as the paylo
 and a new test that depends on it. The build is done when every test has passed
 and the canvas matches the blueprint; the architect then broadcasts ``build_done``.
 Outcome: ``blocks``, ``repairs``, ``tests_passed``, ``completion_percent``, ``done``,
-``makespan`` (simulated seconds from the first delegation to the last test).
+``makespan`` (simulated seconds from the first delegation to the last test),
+``shaders_loaded`` and ``cartridges_assembled`` (the session's, at the end).
 """
 
 from __future__ import annotations
@@ -102,8 +103,11 @@ async def architect(agent: Participant) -> None:
 
     outcome["makespan"] = round(agent.now - start, 6)
     state = await agent.call("session_get_state", include=["progress"])
-    completion = state["state"]["progress"]["completion_percent"]
+    progress = state["state"]["progress"]
+    completion = progress["completion_percent"]
     outcome["completion_percent"] = completion
+    outcome["shaders_loaded"] = progress["shaders_loaded"]
+    outcome["cartridges_assembled"] = progress["cartridges_assembled"]
     outcome["done"] = not waiting and completion == 100.0
     if outcome["done"]:
         await agent.call("a2a_broadcast", content={"event": "build_done",

@@ -7,6 +7,9 @@ Inputs (``agent.params``):
 ``error_rate``  chance that a placed tile is wrong (default 0): seeded, per agent
 ``backoff``     seconds before retrying a claim that conflicted (default 1), jittered
 ``max_attempts`` claim attempts before the task is reported blocked (default 8)
+``shader``      if set, a shader of that name is loaded over each region built
+``cartridge``   if set, each region built is assembled into a cartridge named
+                ``{cartridge}-{x}-{y}``
 
 A repair task carries ``payload["cells"]``, a list of ``[x, y, tile]``: only those
 cells are placed again. Outcome: ``tasks_done``, ``tiles_placed``, ``wrong_tiles``,
@@ -99,6 +102,15 @@ async def _build(agent: Participant, task: dict[str, Any],
     shader = params.get("shader")
     if shader:
         loaded = await agent.call("builder_load_shader", region=region, shader_name=shader)
-        if loaded.get("success"):
-            artifacts.append({"type": "shader", "id": loaded["shader_id"]})
+        if not loaded.get("success"):
+            raise RuntimeError(f"loading shader {shader!r} failed: {loaded.get('message')}")
+        artifacts.append({"type": "shader", "id": loaded["shader_id"]})
+    cartridge = params.get("cartridge")
+    if cartridge:
+        made = await agent.call("builder_assemble_cartridge", region=region,
+                                name=f"{cartridge}-{x}-{y}")
+        if not made.get("success"):
+            raise RuntimeError(f"assembling cartridge {cartridge!r} failed: "
+                               f"{made.get('message')}")
+        artifacts.append({"type": "cartridge", "id": made["cartridge_id"]})
     return artifacts
