@@ -9,6 +9,7 @@ either changes both or neither.
 Tools (arguments arrive validated, with defaults, see :data:`sim.tools.TOOLS`):
 
 ``task_delegate``     create a task for a member or for ``"any"``
+``task_add_dependencies``  make a task not yet started wait for more tasks
 ``task_accept``       start a ready task (claims its region through ``regions``)
 ``task_report``       completed / failed (retried while retries remain) /
                       blocked / cancelled
@@ -297,8 +298,9 @@ class TaskQueue(SessionService):
         blocked). Errors, none of which changes anything: invalid_argument
         (``field`` target_agent_id or deadline), out_of_bounds (``field``
         region), unknown_dependency (``dependency``), dependency_cycle
-        (``cycle``). Dependencies must exist already, so the only cycle a call
-        can ask for is a task depending on itself.
+        (``cycle``). Dependencies must exist already, so the only cycle this
+        call can ask for is a task depending on itself; task_add_dependencies
+        can ask for any.
         """
         args = call.args
         state = self._session(call.session_id)
@@ -334,6 +336,51 @@ class TaskQueue(SessionService):
             deadline=deadline, max_retries=args["max_retries"], payload=args["payload"],
         )
         return self._create(state, record)
+
+    def tool_task_add_dependencies(self, call: Call) -> dict[str, Any]:
+        """Make a pending or blocked task also depend on ``dependencies``.
+
+        Result: task_id, dependencies (all of them now), status, blocked (tasks
+        that became blocked because a new dependency had failed). All or
+        nothing: task_not_found, unknown_dependency (``dependency``),
+        dependency_cycle (``cycle``: the tasks in order, each depending on the
+        next, first and last equal), invalid_transition (the task has started).
+        This is how a plan can be re-shaped after delegation, and so the one way
+        a caller can ask for a cycle: delegate a, b depending on a, then make a
+        depend on b.
+        """
+        state = self._session(call.session_id)
+        task_id = call.args["task_id"]
+        record = self._record(state, task_id)
+        graph = state.graph
+        wanted = [d for d in dict.fromkeys(call.args["dependencies"])
+                  if d not in record.dependencies]
+        # Every new edge points into task_id, so none can open a path that
+        # another one closes: checking each alone checks them all.
+        for dependency in wanted:
+            try:
+                cycle = graph.cycle_through(task_id, dependency)
+            except UnknownDependency:
+                raise ToolError("unknown_dependency", f"dependencies: no task {dependency!r} "
+                                f"in {state.info.session_id}", field="dependencies",
+                                dependency=dependency) from None
+            if cycle is not None:
+                raise ToolError("dependency_cycle", "dependencies: that would close the cycle "
+                                + " -> ".join(cycle), field="dependencies", cycle=cycle)
+        if wanted and record.status not in (TaskStatus.PENDING, TaskStatus.BLOCKED):
+            raise ToolError("invalid_transition", f"task {task_id} is {record.shown_status}: "
+                            "only a task not yet started can gain dependencies",
+                            task_id=task_id, status=record.shown_status)
+        blocked: list[str] = []
+        for dependency in wanted:
+            blocked += graph.add_dependency(task_id, dependency)
+            record.dependencies.append(dependency)
+        self._sync(state, [task_id, *blocked])
+        if wanted:
+            self._event(state, "task_dependencies_added", task_id=task_id, added=wanted,
+                        status=record.status)
+        return ok(task_id=task_id, dependencies=list(record.dependencies),
+                  status=record.shown_status, blocked=[b for b in blocked if b != task_id])
 
     def _create(self, state: _Session, record: TaskRecord) -> dict[str, Any]:
         """Add ``record``'s task to the graph and announce it; all or nothing."""

@@ -108,8 +108,22 @@ class Metadata(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False
     capabilities: tuple[str, ...] = ()
     correlation_id: str | None = None
 
+    def __post_init__(self) -> None:
+        # Decoding checks these types already; this is for metadata made in-process.
+        if type(self.capabilities) is not tuple or not all(
+                type(c) is str for c in self.capabilities):
+            raise MessageError("metadata.capabilities",
+                               f"expected a tuple of strings, got {self.capabilities!r}")
+        if self.correlation_id is not None and (
+                type(self.correlation_id) is not str or not self.correlation_id):
+            raise MessageError("metadata.correlation_id",
+                               f"expected a non-empty string or null, got {self.correlation_id!r}")
+        if self.region is not None and type(self.region) is not Region:
+            raise MessageError("metadata.region", f"expected a Region, got {self.region!r}")
+
 
 _NO_METADATA: Final = Metadata()
+_BARE_PREFIXES: Final = ("topic:", "type:")
 _PRIORITY_TYPES: Final = (int, Priority)
 _NUMBER_TYPES: Final = (float, int)
 
@@ -140,6 +154,7 @@ class Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
             type(self.message_id) is str and self.message_id
             and type(self.from_agent) is str and self.from_agent
             and type(self.to_agent) is str and self.to_agent
+            and self.to_agent not in _BARE_PREFIXES
             and self.message_type in MESSAGE_TYPES
             and type(self.priority) in _PRIORITY_TYPES and 1 <= self.priority <= 10
             and type(self.timestamp) in _NUMBER_TYPES
@@ -156,6 +171,8 @@ class Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
             value = getattr(self, name)
             if type(value) is not str or not value:
                 raise MessageError(name, f"expected a non-empty string, got {value!r}")
+        if self.to_agent in _BARE_PREFIXES:
+            raise MessageError("to_agent", f"{self.to_agent!r} needs a name after the colon")
         if self.message_type not in MESSAGE_TYPES:
             raise MessageError(
                 "message_type",

@@ -46,7 +46,8 @@ _TASK_WORK: Final = frozenset({"task_accept", "task_report"})
 DEFAULT_MATRIX: Final[Mapping[str, frozenset[str]]] = {
     # The design notes: the architect may do everything but build_test.
     "architect": _READS | _TALK | _BUILD | _TASK_WORK | frozenset({
-        "task_delegate", "build_checkpoint", "build_rollback", "blueprint_set",
+        "task_delegate", "task_add_dependencies", "build_checkpoint", "build_rollback",
+        "blueprint_set",
         "approval_respond"}),
     "builder": _READS | _TALK | _BUILD | _TASK_WORK,
     "tester": _READS | _TALK | _TASK_WORK | frozenset({"build_test"}),

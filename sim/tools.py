@@ -181,6 +181,11 @@ _TOOL_LIST: Final = [
         "payload": {"type": "object", "default": {},
                     "description": "Inputs for the assignee (the A2A task's params)"},
     }, ("task_type",)),
+    _tool("task_add_dependencies", "tasks",
+          "Make a task not yet started wait for more tasks (re-planning).", {
+              "task_id": {"type": "string"},
+              "dependencies": {"type": "array", "items": {"type": "string"}},
+          }, ("task_id", "dependencies")),
     _tool("task_accept", "tasks", "Accept a task (claims its region).", {
         "task_id": {"type": "string"},
     }, ("task_id",)),

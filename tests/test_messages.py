@@ -92,6 +92,8 @@ def test_any_priority_from_1_to_10_is_accepted() -> None:
         ({"metadata": {"region": None}}, "metadata"),
         ({"expires_at": "soon"}, "expires_at"),
         ({"signature": 12}, "signature"),
+        ({"to_agent": "topic:"}, "to_agent"),
+        ({"to_agent": "type:"}, "to_agent"),
     ],
 )
 def test_construction_names_the_bad_field(overrides: dict[str, object], field: str) -> None:
@@ -169,3 +171,23 @@ def test_non_json_content_is_refused_when_encoded() -> None:
 
 def test_message_error_is_a_value_error() -> None:
     assert issubclass(MessageError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"capabilities": "xy"}, "metadata.capabilities"),
+        ({"capabilities": ("ok", 3)}, "metadata.capabilities"),
+        ({"correlation_id": 5}, "metadata.correlation_id"),
+        ({"correlation_id": ""}, "metadata.correlation_id"),
+        ({"region": {"x": 0, "y": 0, "width": 1, "height": 1}}, "metadata.region"),
+    ],
+)
+def test_metadata_made_in_process_is_checked_like_decoded_metadata(
+    fields: dict[str, object], field: str,
+) -> None:
+    with pytest.raises(MessageError) as info:
+        Metadata(**fields)  # type: ignore[arg-type]
+    assert info.value.field == field
+    good = Metadata(Region(0, 0, 2, 2), ("build",), "c-1")
+    assert decode(encode(make(metadata=good))).metadata == good

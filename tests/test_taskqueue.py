@@ -144,6 +144,42 @@ def test_delegate_refusals_change_nothing(crew: Crew) -> None:
     assert arch.task_get_queue()["summary"]["pending"] == 1
 
 
+def test_re_planning_adds_dependencies_and_refuses_a_cycle_naming_it(
+        simu: Simulation, crew: Crew) -> None:
+    a = delegate(crew.arch)
+    b = delegate(crew.arch, dependencies=[a])
+    c = delegate(crew.arch, dependencies=[b])
+    d = delegate(crew.arch)
+    refused = crew.arch.task_add_dependencies(task_id=a, dependencies=[d, c])
+    assert refused["error"] == "dependency_cycle" and refused["field"] == "dependencies"
+    assert refused["cycle"] == [a, c, b, a]  # a would depend on c, c on b, b on a
+    assert f"{a} -> {c} -> {b} -> {a}" in refused["message"]
+    graph = tasks_actor(simu).graph_of(crew.sid)
+    assert graph.dependencies(a) == [] and nx.is_directed_acyclic_graph(graph.graph)
+    assert crew.arch.task_add_dependencies(task_id=a, dependencies=[a])["cycle"] == [a, a]
+    unknown = crew.arch.task_add_dependencies(task_id=a, dependencies=["task_nope"])
+    assert unknown["error"] == "unknown_dependency" and unknown["dependency"] == "task_nope"
+    missing = crew.arch.task_add_dependencies(task_id="task_nope", dependencies=[a])
+    assert missing["error"] == "task_not_found"
+    assert crew.builder.task_add_dependencies(task_id=a, dependencies=[d])["error"] == (
+        "permission_denied")
+    # without a cycle: a waits for d too, and is no longer ready
+    added = crew.arch.task_add_dependencies(task_id=a, dependencies=[d, d])
+    assert added["success"] and added["dependencies"] == [d] and added["status"] == "pending"
+    assert not graph.is_ready(a)
+    assert crew.builder.task_accept(task_id=a)["error"] == "invalid_transition"
+    # a failed new dependency blocks the task and what depends on it
+    finish(crew.builder, d, "failed")
+    e = delegate(crew.arch)
+    blocked = crew.arch.task_add_dependencies(task_id=e, dependencies=[a])
+    assert blocked["status"] == "blocked" and blocked["blocked"] == []
+    # a started task cannot gain dependencies
+    f = delegate(crew.arch)
+    assert crew.builder.task_accept(task_id=f)["success"]
+    late = crew.arch.task_add_dependencies(task_id=f, dependencies=[e])
+    assert late["error"] == "invalid_transition" and graph.dependencies(f) == []
+
+
 def test_a_cycle_is_refused_and_named(simu: Simulation, crew: Crew,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     # Dependencies must already exist, so the only cycle task_delegate can be
@@ -624,6 +660,8 @@ _OPS = st.one_of(
     st.tuples(st.just("accept"), st.integers(0, 30), st.integers(0, 2), st.booleans()),
     st.tuples(st.just("report"), st.integers(0, 30), st.integers(0, 2), st.booleans(),
               st.sampled_from(["completed", "failed", "blocked", "cancelled"])),
+    # re-planning: the one tool that can be asked for a cycle of any length
+    st.tuples(st.just("depend"), st.integers(0, 30), st.lists(st.integers(0, 30), max_size=3)),
 )
 
 
@@ -690,6 +728,15 @@ def test_random_operations_keep_the_graph_acyclic_and_consistent(
                     task_id = started[index % len(started)]
                     worker = by_id[records[task_id].assigned_to]
                 worker.task_report(task_id=task_id, status=status)
+            elif ids and op[0] == "depend":
+                _, index, picks = op
+                task_id = ids[index % len(ids)]
+                deps = [ids[i % len(ids)] for i in picks]
+                before = tq.graph_of(crew.sid).dependencies(task_id)
+                result = crew.arch.task_add_dependencies(task_id=task_id, dependencies=deps)
+                if not result["success"]:
+                    assert result["error"] in ("dependency_cycle", "invalid_transition")
+                    assert tq.graph_of(crew.sid).dependencies(task_id) == before  # untouched
             check_consistent(tq, crew.sid)
 
 
