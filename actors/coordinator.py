@@ -335,14 +335,19 @@ class Coordinator(SessionService):
         if args.get("topic") and args.get("event_type"):
             raise ToolError("invalid_argument", "give event_type or topic, not both",
                             field="topic")
-        topic = args.get("topic") or f"session:{call.session_id}:events"
+        own = f"session:{call.session_id}"
+        topic = args.get("topic") or f"{own}:events"
+        if topic.startswith("session:") and topic != own and not topic.startswith(own + ":"):
+            # another session's topics are for its members
+            raise ToolError("permission_denied", f"topic {topic!r} belongs to another session",
+                            field="topic")
         if args.get("event_type"):
             topic = f"{topic}:{args['event_type']}"
         try:
             sid = self.dispatcher.subscribe(self.dispatcher.actor(call.caller), topic,
                                             args.get("filter"))
         except ValueError as exc:
-            raise ToolError("invalid_argument", f"filter: {exc}", field="filter") from None
+            raise ToolError("invalid_argument", str(exc), field="filter") from None
         return ok(subscription_id=sid, topic=topic)
 
     async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:

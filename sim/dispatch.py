@@ -165,7 +165,8 @@ class SubscriptionFilter:
     """Optional conditions a topic message must meet to reach one subscriber.
 
     ``region``: the message's ``metadata.region`` must overlap it;
-    ``agent_type``: the sender must be of that type;
+    ``agent_type``: the sender must be of that type (for an event a service
+    publishes, the agent it is about, its ``agent_id``);
     ``message_type``: the message must be of that type.
     """
 
@@ -204,6 +205,14 @@ class SubscriptionFilter:
             ):
                 return False
         return True
+
+
+def _region_of(value: Mapping[str, Any]) -> Region | None:
+    """The Region of a payload's ``{x, y, width, height}``, or None if it is not one."""
+    try:
+        return Region(value["x"], value["y"], value["width"], value["height"])
+    except (KeyError, TypeError, MessageError):
+        return None
 
 
 class SendReport:
@@ -556,6 +565,10 @@ class Dispatcher:
         if any(s.filter is not None for s in subs):
             sender = self._endpoints.get(message.from_agent)
             sender_type = sender.agent_type if sender is not None else None
+            if sender_type is None:
+                # A service's event: its agent_type filter means the agent it is about.
+                subject = self._endpoints.get(str(message.content.get("agent_id")))
+                sender_type = subject.agent_type if subject is not None else None
             targets = [
                 s.endpoint for s in subs
                 if s.filter is None or s.filter.accepts(message, sender_type)
@@ -634,13 +647,20 @@ class Dispatcher:
         self, source: str, topic: str, event_type: str, payload: dict[str, Any],
         *, priority: int = Priority.NORMAL,
     ) -> None:
-        """Record a domain event and publish it on ``topic`` and ``topic:event_type``."""
+        """Record a domain event and publish it on ``topic`` and ``topic:event_type``.
+
+        An event about a place (a ``region`` in its payload) carries that region
+        in its metadata too, so subscription filters on regions see it.
+        """
         body = {"event": event_type, **payload}
         self.trace.event(self.now, source, topic, event_type, body)
+        region: Region | None = None
         for name in (topic, f"{topic}:{event_type}"):
             if name in self._topics:
+                if region is None and isinstance(payload.get("region"), dict):
+                    region = _region_of(payload["region"])
                 self.send(self.message(source, TOPIC_PREFIX + name, "status_update", body,
-                                       priority=priority))
+                                       priority=priority, region=region))
 
     def report_error(self, agent: str, where: str, exc: BaseException) -> None:
         """A handler or behaviour raised: trace it, count it, publish an error_report."""
