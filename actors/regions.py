@@ -43,7 +43,7 @@ contention statistics ``lost_work`` and ``conflicts``, nor the blueprint.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
@@ -141,6 +141,11 @@ class ClaimIndex:
             self.occupied[common.slices()] = True
             if other.exclusive:
                 self.exclusive[common.slices()] = True
+
+    def at(self, x: int, y: int) -> Iterable[_Claim]:
+        """Claims in the bucket of cell (x, y): a superset of those covering it."""
+        bucket = self._buckets.get((y // self._cell) * self._cols + x // self._cell)
+        return bucket.values() if bucket else ()
 
     def overlapping(self, rect: Rect) -> list[_Claim]:
         """The claims sharing at least one cell with ``rect``, oldest first."""
@@ -495,9 +500,12 @@ class RegionManager(SessionService):
         """Raise write_refused unless the session's mode lets ``agent_id`` write ``rect``."""
         mode = s.info.coordination_mode
         if mode == "coordinated":
+            # A claim that contains rect contains its first cell, so it is in that
+            # cell's bucket: the common case needs no search and no sort.
+            for claim in s.index.at(rect.x, rect.y):
+                if claim.agent_id == agent_id and claim.rect.contains(rect):
+                    return
             own = [c for c in s.index.overlapping(rect) if c.agent_id == agent_id]
-            if any(c.rect.contains(rect) for c in own):
-                return
             covered = np.zeros((rect.height, rect.width), dtype=bool)
             for claim in own:
                 common = claim.rect.intersection(rect)
@@ -525,7 +533,9 @@ class RegionManager(SessionService):
     def _write(self, s: _World, agent_id: str, rect: Rect, values: Tile | NDArray[np.uint8],
                ) -> dict[str, Any]:
         self._may_write(s, agent_id, rect)
-        result = s.canvas.write(rect, values, s.writer(agent_id))
+        # rect is inside the grid and values are valid codes (_inside, _tile, _tile_rows)
+        result = s.canvas.put(rect, values if isinstance(values, np.ndarray) else int(values),
+                              s.writer(agent_id))
         self._wrote(s, agent_id)
         s.tiles_placed += result.placed
         s.lost_work += result.lost_work

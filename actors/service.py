@@ -119,6 +119,8 @@ class SessionService(A2AActor):
         self.policy = policy or Policy()
         self.sessions: dict[str, SessionInfo] = {}
         self.members: dict[str, dict[str, Member]] = {}
+        # tool name -> (bound handler, is it a coroutine function): looked up once
+        self._tool_handlers: dict[str, tuple[Callable[[Call], Any], bool]] = {}
 
     # -- requests ---------------------------------------------------------------------
 
@@ -130,8 +132,13 @@ class SessionService(A2AActor):
             return
         try:
             call = self._admit(message)
-            handler: Callable[[Call], Any] = getattr(self, f"tool_{call.tool}")
-            if inspect.iscoroutinefunction(handler):
+            served = self._tool_handlers.get(call.tool)
+            if served is None:
+                handler: Callable[[Call], Any] = getattr(self, f"tool_{call.tool}")
+                served = self._tool_handlers[call.tool] = (
+                    handler, inspect.iscoroutinefunction(handler))
+            handler, is_async = served
+            if is_async:
                 self.start_behaviour(self._serve_async, handler, call, name=call.tool)
                 return
             result = handler(call)

@@ -14,6 +14,7 @@ Both return JSON-able dicts and print nothing.
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 import resource
 import subprocess
@@ -23,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from actors.base import A2AActor, Agent
 from benchmarks.runtime import _summary, interleaved
 from scenarios._experiments import full_plan
-from sim.dispatch import seed_for
+from sim.dispatch import make_dispatcher, seed_for
+from sim.messages import Message, Priority
 from sim.runner import run as run_scenario
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -62,18 +65,67 @@ def grid_build_rate(grid: int, builders: int, seed: int, step: float = 1.0) -> f
     return int(summary["tiles_placed"]) / elapsed
 
 
+class _NoOpService(A2AActor):
+    """Answers every request at once and does nothing: the message floor's far side."""
+
+    def handle_coordination_request(self, message: Message) -> None:
+        self.reply(message, "coordination_response", {"success": True},
+                   priority=Priority.HIGH)
+
+
+def message_floor_rate(plan: np.ndarray[Any, Any], builders: int, step: float = 1.0,
+                       seed: int = 1) -> float:
+    """Tiles per second of grid_build's traffic alone, with no tool behind it.
+
+    The same builders send the same rows (one request a row, the row's tile
+    codes as content) and sleep ``step`` between rows, but the service answers
+    at once without validating, checking or writing anything. It is what the
+    runtime's request/reply and timers cost: no tool path can beat it.
+    """
+    side = math.isqrt(builders)
+    block = plan.shape[0] // side
+
+    async def rows(agent: Agent, x: int, y: int) -> None:
+        for row in range(y, y + block):
+            await agent.request("service", "coordination_request",
+                                {"tool": "builder_place_tiles",
+                                 "args": {"tiles": [plan[row, x:x + block].tolist()],
+                                          "region": {"x": x, "y": row, "width": block,
+                                                     "height": 1}}})
+            await agent.sleep(step)
+
+    start = time.perf_counter()
+    d = make_dispatcher("deterministic", seed=seed)
+    try:
+        d.spawn(_NoOpService, "service")
+        for i in range(builders):
+            x, y = (i % side) * block, (i // side) * block
+            agent = d.spawn(Agent, f"builder-{i + 1}")
+            agent.start_behaviour(rows, x, y)
+        report = d.run()
+        assert report.reason == "quiescent", report.describe()
+    finally:
+        d.shutdown()
+    return plan.size / (time.perf_counter() - start)
+
+
 def bench_grid_build(repeats: int = 3, grid: int = 1000, builders: int = 100,
                      seed: int = 1) -> dict[str, Any]:
     plan = _plan(grid, seed)
     runs = interleaved(repeats,
                        plain_loop=lambda: plain_loop_rate(plan),
-                       grid_build=lambda: grid_build_rate(grid, builders, seed))
+                       grid_build=lambda: grid_build_rate(grid, builders, seed),
+                       message_floor=lambda: message_floor_rate(plan, builders))
     med = _summary(runs)
     return {
         "grid": grid, "builders": builders, "tiles": int(plan.size), "mode": "deterministic",
         "unit": "tiles/s (median)", "plain_loop": round(med["plain_loop"]),
         "grid_build": round(med["grid_build"]),
         "ratio": round(med["grid_build"] / med["plain_loop"], 3), "target": 0.5,
+        # the runtime's request/reply and sleeps alone, no tool behind them: the
+        # most any tool path on this runtime could reach
+        "message_floor": round(med["message_floor"]),
+        "ratio_message_floor": round(med["message_floor"] / med["plain_loop"], 3),
         "runs": {k: [round(r) for r in v] for k, v in runs.items()},
     }
 

@@ -255,20 +255,37 @@ class TileCanvas:
                 raise ValueError(
                     f"values must have shape (height, width) = {expected}, got {block_values.shape}"
                 )
-        rows, cols = r.slices()
+        if fill is not None:
+            return self.put(r, int(fill), who)
+        assert block_values is not None
+        return self.put(r, block_values, who)
+
+    def put(self, region: Rect, values: NDArray[np.uint8] | int, writer: int) -> WriteResult:
+        """:meth:`write` for a caller that has checked everything already.
+
+        ``region`` is a Rect inside the canvas, ``values`` a valid tile code (a
+        fill) or a uint8 array of valid codes shaped ``(height, width)``, and
+        ``writer`` an agent index >= 1. Nothing is checked again: the region
+        manager validates a tool call's arguments once and writes with this.
+        """
+        rows, cols = slice(region.y, region.y + region.height), slice(
+            region.x, region.x + region.width)
         tiles = self._tiles[rows, cols]
         writers = self._writer[rows, cols]
-        lost = int(np.count_nonzero((writers != 0) & (writers != who)))
-        if fill is not None:
-            changed = int(np.count_nonzero(tiles != fill))
-            placed = r.area if fill != Tile.EMPTY else 0
-            tiles[...] = fill
-        elif block_values is not None:
-            changed = int(np.count_nonzero(tiles != block_values))
-            placed = int(np.count_nonzero(block_values))
-            tiles[...] = block_values
-        writers[...] = who
-        return WriteResult(region=r, cells=r.area, placed=placed, changed=changed, lost_work=lost)
+        # Fresh cells (no writer yet) are the common case: one count settles it.
+        written = np.count_nonzero(writers)
+        lost = int(written - np.count_nonzero(writers == writer)) if written else 0
+        area = region.width * region.height
+        if type(values) is int:
+            changed = int(np.count_nonzero(tiles != values))
+            placed = area if values != Tile.EMPTY else 0
+        else:
+            changed = int(np.count_nonzero(tiles != values))
+            placed = int(np.count_nonzero(values))
+        tiles[...] = values
+        writers[...] = writer
+        return WriteResult(region=region, cells=area, placed=placed, changed=changed,
+                           lost_work=lost)
 
     def write_cell(self, x: int, y: int, tile: Tile | int | str, writer: int) -> WriteResult:
         """Write one tile at column ``x``, row ``y``.
@@ -407,12 +424,15 @@ class TileCanvas:
         same = actual == plan
         wrong = ~same
         defect_count = int(np.count_nonzero(wrong))
-        first = np.flatnonzero(wrong)[:limit]
-        rows, cols = np.unravel_index(first, plan.shape)
-        defects = [
-            Defect(r.x + int(c), r.y + int(rr), Tile(int(plan[rr, c])), Tile(int(actual[rr, c])))
-            for rr, c in zip(rows, cols, strict=True)
-        ]
+        defects: list[Defect] = []
+        if limit and defect_count:  # finding where they are costs a pass over the block
+            first = np.flatnonzero(wrong)[:limit]
+            rows, cols = np.unravel_index(first, plan.shape)
+            defects = [
+                Defect(r.x + int(c), r.y + int(rr), Tile(int(plan[rr, c])),
+                       Tile(int(actual[rr, c])))
+                for rr, c in zip(rows, cols, strict=True)
+            ]
         return MatchResult(
             matching=int(np.count_nonzero(same & wanted)),
             total=int(np.count_nonzero(wanted)),

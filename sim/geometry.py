@@ -85,6 +85,11 @@ class Rect:
     height: int
 
     def __post_init__(self) -> None:
+        x, y, w, h = self.x, self.y, self.width, self.height
+        # The common case, plain ints in range, costs four type tests and four compares.
+        if (type(x) is int and type(y) is int and type(w) is int and type(h) is int
+                and x >= 0 and y >= 0 and w >= 1 and h >= 1):
+            return
         for field, minimum in (("x", 0), ("y", 0), ("width", 1), ("height", 1)):
             value = getattr(self, field)
             checked = _as_int(value, f"Rect.{field}", minimum)
@@ -102,6 +107,18 @@ class Rect:
         """
         if isinstance(obj, Rect):
             return obj
+        if type(obj) is dict and len(obj) == 4:
+            # A well-formed region dict: the constructor's checks are all it needs.
+            try:
+                x, y, w, h = obj["x"], obj["y"], obj["width"], obj["height"]
+            except KeyError:
+                pass
+            else:
+                if type(x) is int and type(y) is int and type(w) is int and type(h) is int:
+                    try:
+                        return cls(x, y, w, h)
+                    except ValueError:
+                        pass  # below, with the caller's name in the message
         if not isinstance(obj, Mapping):
             raise ValueError(
                 f"{name} must be a Rect or a mapping with keys x, y, width, height; "

@@ -110,8 +110,11 @@ class Metadata(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False
 
     def __post_init__(self) -> None:
         # Decoding checks these types already; this is for metadata made in-process.
-        if type(self.capabilities) is not tuple or not all(
-                type(c) is str for c in self.capabilities):
+        # The common case (a request's correlation id, nothing else) is three tests.
+        caps, cid = self.capabilities, self.correlation_id
+        if (caps == () and type(cid) is str and cid and self.region is None):
+            return
+        if type(caps) is not tuple or not all(type(c) is str for c in caps):
             raise MessageError("metadata.capabilities",
                                f"expected a tuple of strings, got {self.capabilities!r}")
         if self.correlation_id is not None and (

@@ -227,7 +227,8 @@ def test_grid_build_sizes_and_step() -> None:
 def test_scenario_benchmarks_produce_their_figures() -> None:
     grid = scenarios_bench.bench_grid_build(repeats=1, grid=60, builders=4)
     assert grid["tiles"] == 3600 and grid["ratio"] > 0
-    assert set(grid["runs"]) == {"plain_loop", "grid_build"}
+    assert set(grid["runs"]) == {"plain_loop", "grid_build", "message_floor"}
+    assert grid["message_floor"] > 0 and grid["ratio_message_floor"] > 0
     large = scenarios_bench.bench_kernel_build_large(agents=12, grid=64, block=16)
     assert large["success"] and large["completion_percent"] == 100.0
     assert large["agents"] == 13 and large["builders"] + large["testers"] == 11
