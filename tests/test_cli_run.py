@@ -20,7 +20,33 @@ REQUIRED = {"scenario", "seed", "mode", "success", "trace_digest", "virtual_time
 def test_scenarios_lists_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scenarios"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("kernel_build ") for line in lines)
+    folder = pathlib.Path(__file__).resolve().parents[1] / "scenarios"
+    shipped = sorted(p.stem for p in folder.glob("[!_]*.py"))
+    assert len(shipped) == 16 and [line.split()[0] for line in lines] == shipped
+    for line in lines:  # the name, then the first line of its docstring
+        _, summary = line.split(maxsplit=1)
+        assert summary.strip() and "\n" not in summary
+
+
+def test_a_progress_bar_goes_to_stderr_when_it_is_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["run", "kernel_build", "--param", "grid_size=60", "--json"]) == 0
+    captured = capsys.readouterr()
+    bar = captured.err.split("\r")
+    assert bar[-1].strip() == "[" + "#" * 30 + "] 100%"  # it ends full
+    assert "#" * 30 not in captured.out
+    json.loads(captured.out)  # the bar stays off stdout
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "kernel_build", "--param", "grid_size=60", "--json"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_run_json_has_every_field_and_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
