@@ -16,13 +16,17 @@ Parameters: grid_size, block, builders, testers, error_rate, tile_rate, strategy
 Success: the canvas matches the blueprint (completion 100%), every test finally
 passed (the architect declared the build done), no behaviour failed, with a
 non-zero error rate at least one repair was needed, and there is one shader and
-one cartridge per block (when they are on).
+one cartridge per block (when they are on), the architect followed the build
+through task_completed events, and with ``cluster`` every block went through at
+least one review.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+from actors.agents.critic import critic_tester, writer
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn, total
 from sim.runner import ParamError
 from sim.simulation import Simulation
@@ -52,15 +56,24 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
                           max_agents=crew + 1, blueprint=blueprint.tolist())
     builder_ids = [f"builder-{i + 1}" for i in range(builders)]
     tester_ids = [f"tester-{i + 1}" for i in range(testers)]
+    # cluster: builders are writers (draft, review with a critic, revise, commit)
+    # and testers are critics too; the other strategies use the plain roles
+    cluster: dict[str, Any] = {}
+    reviewers: dict[str, Any] = {}
+    if strategy == "cluster":
+        cluster, reviewers = {"behaviour": writer}, {"behaviour": critic_tester,
+                                                      "blueprint": blueprint}
     crew_agents = [spawn(simu, sid, name, "builder", crew=crew, blueprint=blueprint,
                          tile_rate=tile_rate, error_rate=error_rate, shader=shader,
-                         cartridge=cartridge) for name in builder_ids]
-    testers_ = [spawn(simu, sid, name, "tester", crew=crew) for name in tester_ids]
+                         cartridge=cartridge, **cluster) for name in builder_ids]
+    testers_ = [spawn(simu, sid, name, "tester", crew=crew, **reviewers)
+                for name in tester_ids]
     watcher = spawn(simu, sid, "observer-1", "observer", crew=crew)
     boss = spawn(simu, sid, "architect-1", "architect", crew=crew, blueprint=blueprint,
                  block=block, builders=builder_ids, testers=tester_ids, strategy=strategy)
     simu.run(progress_of=lambda: boss.outcome.get("tests_passed", 0)
              / max(1, boss.outcome.get("blocks", 1)))
+    progress = boss.outcome.get("progress", [])
     return {
         "session_id": sid, "done": bool(boss.outcome.get("done")),
         "blocks": boss.outcome.get("blocks", 0), "repairs": boss.outcome.get("repairs", 0),
@@ -72,7 +85,15 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
         "error_rate": error_rate,
         "shaders_loaded": boss.outcome.get("shaders_loaded", 0),
         "cartridges_assembled": boss.outcome.get("cartridges_assembled", 0),
-        "shader": shader, "cartridge": cartridge,
+        "shader": shader, "cartridge": cartridge, "strategy": strategy,
+        "progress_events": len(progress),
+        # times never go back and each event counts one more completed task
+        "progress_in_order": all(b[0] >= a[0] for a, b in itertools.pairwise(progress))
+        and [n for _, n in progress] == list(range(1, len(progress) + 1)),
+        "tasks_completed_seen": (boss.outcome.get("progress") or [[0, 0]])[-1][1],
+        "iterations": boss.outcome.get("iterations"),
+        "first_review_approval_rate": boss.outcome.get("first_review_approval_rate"),
+        "reviews": total(testers_, "reviews") if strategy == "cluster" else 0,
     }
 
 
@@ -81,5 +102,9 @@ def check(summary: dict[str, Any]) -> bool:
     repaired = m["repairs"] > 0 or m["error_rate"] == 0
     artifacts = (m["shaders_loaded"] == (m["blocks"] if m["shader"] else 0)
                  and m["cartridges_assembled"] == (m["blocks"] if m["cartridge"] else 0))
+    # the architect heard task_completed events, in order
+    followed = m["progress_events"] > 0 and m["progress_in_order"]
+    clustered = m["strategy"] != "cluster" or (
+        all(n >= 1 for n in m["iterations"]) and m["reviews"] >= m["blocks"])
     return (summary["completion_percent"] == 100.0 and m["done"] and repaired and artifacts
-            and summary["behaviour_errors"] == 0)
+            and followed and clustered and summary["behaviour_errors"] == 0)

@@ -51,3 +51,31 @@ def test_reporting_progress_changes_nothing_in_the_trace() -> None:
     loud = run("kernel_build", seed=3, progress=seen.append)
     assert loud.trace_digest == quiet
     assert seen and seen[-1] == 1.0 and seen == sorted(seen)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_kernel_build_strategies_all_finish_and_sequential_takes_longest(mode: str) -> None:
+    made = {s: run("kernel_build", seed=11, mode=mode, strategy=s, error_rate=0.01).summary
+            for s in ("parallel", "sequential", "cluster")}
+    for strategy, summary in made.items():
+        m = summary["metrics"]
+        assert summary["success"] and summary["run_end"] == "quiescent", strategy
+        assert m["repairs"] > 0 and m["tests_passed"] == m["blocks"], strategy
+        # the architect followed the build through task_completed events
+        assert m["progress_in_order"] and m["progress_events"] == m["tasks_completed_seen"]
+        assert 0 < m["tasks_completed_seen"] <= summary["tasks_completed"], strategy
+    assert made["sequential"]["metrics"]["makespan"] > made["parallel"]["metrics"]["makespan"]
+    assert made["parallel"]["metrics"]["iterations"] is None
+
+
+def test_the_cluster_strategy_refines_drafts_with_a_critic() -> None:
+    # sloppy drafts: the critic sends every one back at least once before approving
+    result = run("kernel_build", seed=11, strategy="cluster", error_rate=0.4)
+    m = result.summary["metrics"]
+    assert result.success and len(m["iterations"]) == m["blocks"]
+    assert all(n >= 2 for n in m["iterations"]) and m["first_review_approval_rate"] == 0.0
+    assert m["reviews"] == sum(m["iterations"])
+    # careful drafts pass the first review
+    careful = run("kernel_build", seed=11, strategy="cluster", error_rate=0.0).summary["metrics"]
+    assert careful["iterations"] == [1] * careful["blocks"]
+    assert careful["first_review_approval_rate"] == 1.0 and careful["repairs"] == 0

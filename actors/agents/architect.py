@@ -6,10 +6,19 @@ Inputs (``agent.params``):
 ``block``      the side of the square blocks the canvas is cut into (default 50)
 ``builders``, ``testers``  the agent ids to delegate to
 ``strategy``   ``parallel`` (blocks dealt round-robin to the builders; independent
-               tasks), ``sequential`` (one builder, each block's build depends on
-               the previous block's test), or ``cluster`` (parallel, and every
-               block is tested twice by different testers: a writer/critic pair)
+               tasks), ``sequential`` (one builder, one block at a time: the next
+               block is delegated when this one's test has passed), or
+               ``cluster`` (003's writer/critic cluster: each block's build task
+               asks its builder, a
+               :func:`~actors.agents.critic.writer`, to refine a draft with a
+               critic, a :func:`~actors.agents.critic.critic_tester`, before it
+               commits; then the block is tested as in the other strategies)
+``threshold``, ``max_iterations``  the cluster's approval score (7) and rounds (3)
 ``max_repairs`` repairs after which the architect gives up (default 1000)
+
+The architect follows the build through the session's ``task_completed`` events
+(``outcome["progress"]``: simulated time and tasks completed, one entry per event)
+and decides on the task results the task queue sends it.
 
 For every block with something to build there is a build task and a test task that
 depends on it. A failed test brings a repair task (the wrong cells, as the payload)
@@ -17,7 +26,9 @@ and a new test that depends on it. The build is done when every test has passed
 and the canvas matches the blueprint; the architect then broadcasts ``build_done``.
 Outcome: ``blocks``, ``repairs``, ``tests_passed``, ``completion_percent``, ``done``,
 ``makespan`` (simulated seconds from the first delegation to the last test),
-``shaders_loaded`` and ``cartridges_assembled`` (the session's, at the end).
+``shaders_loaded`` and ``cartridges_assembled`` (the session's, at the end),
+``progress``; with ``cluster`` also ``iterations`` (reviews per block, in block
+order) and ``first_review_approval_rate``.
 """
 
 from __future__ import annotations
@@ -53,38 +64,72 @@ async def architect(agent: Participant) -> None:
     max_repairs = int(params.get("max_repairs", 1000))
     outcome = agent.outcome
     blocks = plan_blocks(blueprint, int(params.get("block", 50)))
-    outcome.update(blocks=len(blocks), repairs=0, tests_passed=0, done=False, strategy=strategy)
+    outcome.update(blocks=len(blocks), repairs=0, tests_passed=0, done=False, strategy=strategy,
+                   progress=[])
+    first_approved: list[bool] = []
+    if strategy == "cluster":
+        outcome.update(iterations=[0] * len(blocks), first_review_approval_rate=None)
+    watching = await agent.call("a2a_subscribe", event_type="task_completed")
+    if not watching.get("success"):
+        raise RuntimeError(f"cannot follow the session's events: {watching.get('message')}")
     start = agent.now
 
-    # test task id -> (block index, how many more passes the block needs)
+    # test task id -> block index; in a cluster, build task id -> block index too
     waiting: dict[str, int] = {}
-    previous_test: str | None = None
-    for i, region in enumerate(blocks):
-        who = builders[0] if strategy == "sequential" else builders[i % len(builders)]
-        depends = [previous_test] if strategy == "sequential" and previous_test else []
-        build = await agent.call("task_delegate", target_agent_id=who, task_type="build",
-                                 region=region, dependencies=depends,
-                                 description=f"build block {i}")
-        checks = 2 if strategy == "cluster" and len(testers) > 1 else 1
-        for k in range(checks):
-            test = await agent.call(
-                "task_delegate", target_agent_id=testers[(i + k) % len(testers)],
-                task_type="test", dependencies=[build["task_id"]],
-                payload={"region": region}, description=f"test block {i}")
-            waiting[test["task_id"]] = i
-            previous_test = test["task_id"]
+    refining: dict[str, int] = {}
 
+    async def delegate_block(i: int) -> None:
+        region = blocks[i]
+        who = builders[0] if strategy == "sequential" else builders[i % len(builders)]
+        payload: dict[str, Any] = {}
+        if strategy == "cluster":
+            payload = {"mode": "refine", "critic": testers[i % len(testers)],
+                       "threshold": float(params.get("threshold", 7.0)),
+                       "max_iterations": int(params.get("max_iterations", 3))}
+        build = await agent.call("task_delegate", target_agent_id=who, task_type="build",
+                                 region=region, payload=payload, description=f"build block {i}")
+        if strategy == "cluster":
+            refining[build["task_id"]] = i
+        test = await agent.call(
+            "task_delegate", target_agent_id=testers[i % len(testers)],
+            task_type="test", dependencies=[build["task_id"]],
+            payload={"region": region}, description=f"test block {i}")
+        waiting[test["task_id"]] = i
+
+    # Sequential: one block at a time, the next delegated once this one's test has
+    # passed (repairs included). Task dependencies cannot say "after the block
+    # passes": a failed test would block the next build for good.
+    next_block = 1 if strategy == "sequential" else len(blocks)
+    for i in range(min(next_block, len(blocks))):
+        await delegate_block(i)
+
+    completed = 0
     while waiting:
         # Every result comes here, builds' too: left unread they would fill the
         # stash (at 1,000 agents, 509 of them ended as dead letters).
-        message = await agent.receive(message_type="task_result",
-                                      description="a test result")
+        message = await agent.receive(
+            lambda m: m.message_type == "task_result"
+            or m.content.get("event") == "task_completed",
+            description="a test result")
         result = message.content
+        if message.message_type != "task_result":
+            completed += 1
+            outcome["progress"].append([round(agent.now, 6), completed])
+            continue
+        if result.get("task_id") in refining:
+            index = refining.pop(result["task_id"])
+            record = result.get("result", {})
+            outcome["iterations"][index] = int(record.get("iterations", 0))
+            first_approved.append(bool(record.get("first_review_approved")))
+            continue
         if result.get("task_id") not in waiting:
             continue
         index = waiting.pop(result["task_id"])
         if result["status"] == "completed":
             outcome["tests_passed"] += 1
+            if next_block < len(blocks):
+                await delegate_block(next_block)
+                next_block += 1
             continue
         if outcome["repairs"] >= max_repairs:
             break
@@ -102,6 +147,9 @@ async def architect(agent: Participant) -> None:
         waiting[test["task_id"]] = index
 
     outcome["makespan"] = round(agent.now - start, 6)
+    if strategy == "cluster":
+        outcome["first_review_approval_rate"] = (
+            round(sum(first_approved) / len(first_approved), 4) if first_approved else None)
     state = await agent.call("session_get_state", include=["progress"])
     progress = state["state"]["progress"]
     completion = progress["completion_percent"]

@@ -27,7 +27,7 @@ from actors.agents.participant import start_next
 if TYPE_CHECKING:
     from actors.agents.participant import Participant
 
-__all__ = ["BUILD_TYPES", "accept_with_backoff", "builder"]
+__all__ = ["BUILD_TYPES", "accept_with_backoff", "build_task", "builder", "load_artifacts"]
 
 BUILD_TYPES = frozenset({"build", "assemble", "evolve", "migrate"})
 
@@ -38,7 +38,7 @@ async def builder(agent: Participant) -> None:
     outcome.update(tasks_done=0, tiles_placed=0, wrong_tiles=0, claim_retries=0)
     while True:
         task = await start_next(agent, BUILD_TYPES, accept_with_backoff)
-        artifacts = await _build(agent, task, params)
+        artifacts = await build_task(agent, task, params)
         await agent.call("task_report", task_id=task["task_id"], status="completed",
                          artifacts=artifacts)
         outcome["tasks_done"] += 1
@@ -71,8 +71,9 @@ def _wrong(tiles: np.ndarray[Any, Any], error_rate: float, rng: np.random.Genera
     return count
 
 
-async def _build(agent: Participant, task: dict[str, Any],
-                 params: dict[str, Any]) -> list[dict[str, Any]]:
+async def build_task(agent: Participant, task: dict[str, Any],
+                     params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Build ``task`` (its region from the blueprint, or a repair's cells); the artifacts."""
     blueprint: np.ndarray[Any, Any] = params["blueprint"]
     rate = float(params.get("tile_rate", 500.0))
     error_rate = float(params.get("error_rate", 0.0))
@@ -99,6 +100,14 @@ async def _build(agent: Participant, task: dict[str, Any],
         outcome["tiles_placed"] += width
         await agent.sleep(width / rate)
     artifacts = [{"type": "tile", "id": f"{task['task_id']}-tiles", "count": width * height}]
+    return artifacts + await load_artifacts(agent, region, params)
+
+
+async def load_artifacts(agent: Participant, region: dict[str, int],
+                         params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The shader and cartridge ``params`` ask for over a built ``region`` (see above)."""
+    artifacts: list[dict[str, Any]] = []
+    x, y = region["x"], region["y"]
     shader = params.get("shader")
     if shader:
         loaded = await agent.call("builder_load_shader", region=region, shader_name=shader)

@@ -27,8 +27,13 @@ Behaviours:
              the final layout to the task's (claimed) region, have the critic
              verify it; ``propose``: draft a layout of ``payload["region"]`` and
              return it (sandbox, no claim); ``commit``: place
-             ``payload["layout"]`` in the task's region. Inputs: ``blueprint``,
-             ``error_rate`` (0.3), ``fix_rate`` (0.6), ``think`` (0.5 s per draft).
+             ``payload["layout"]`` in the task's region; a task with
+             ``payload["cells"]`` is a repair, done as the builder does it.
+             Inputs: ``blueprint``, ``error_rate`` (0.3), ``fix_rate`` (0.6),
+             ``think`` (0.5 s per draft), and the builder's ``shader`` and
+             ``cartridge`` (loaded over each refined region).
+``critic_tester``  a critic that also runs the tester's test tasks: the second
+             half of the architect's ``cluster`` strategy.
 ``refinement_lead``  (an architect) delegates one refine task per region and
              records each region's iterations, scores and verdict.
 ``best_of_n_lead``   (an architect) runs :func:`best_of_n` on one region.
@@ -46,9 +51,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from actors.agents.builder import accept_with_backoff
+from actors.agents.builder import accept_with_backoff, build_task, load_artifacts
 from actors.agents.delegation import DelegationLedger
 from actors.agents.participant import start_next
+from actors.agents.tester import tester
 from sim.canvas import Tile
 
 if TYPE_CHECKING:
@@ -60,6 +66,7 @@ __all__ = [
     "best_of_n",
     "best_of_n_lead",
     "critic",
+    "critic_tester",
     "propose_layout",
     "rank",
     "refine",
@@ -259,25 +266,38 @@ async def _verify(agent: Participant, region: Mapping[str, Any], layout: Any,
 
 async def writer(agent: Participant) -> None:
     outcome = agent.outcome
-    outcome.update(tasks_done=0, drafts=0, revisions=0, commits=0)
+    outcome.update(tasks_done=0, drafts=0, revisions=0, commits=0, repairs=0,
+                   tiles_placed=0, wrong_tiles=0, claim_retries=0)
     while True:
         task = await start_next(agent, BUILD_TYPES, accept_with_backoff)
         payload = task.get("payload", {})
-        mode = payload.get("mode", "refine")
+        mode = "repair" if payload.get("cells") else payload.get("mode", "refine")
+        artifacts: list[dict[str, Any]] = []
         try:
-            if mode == "propose":
+            if mode == "repair":  # a tester found wrong cells: fixed as a builder would
+                artifacts = await build_task(agent, task, agent.params)
+                result: dict[str, Any] = {"repaired": len(payload["cells"])}
+                outcome["repairs"] += 1
+            elif mode == "propose":
                 result = await _propose(agent, payload)
             elif mode == "commit":
                 result = await _commit(agent, task["region"], payload["layout"])
             else:
                 result = await _refine_task(agent, task, payload)
+                artifacts = await load_artifacts(agent, task["region"], agent.params)
         except Exception as exc:  # report it: the delegator must hear of it
             await agent.call("task_report", task_id=task["task_id"], status="failed",
                              message=f"{mode}: {type(exc).__name__}: {exc}")
             continue
         await agent.call("task_report", task_id=task["task_id"], status="completed",
-                         result=result)
+                         result=result, artifacts=artifacts)
         outcome["tasks_done"] += 1
+
+
+async def critic_tester(agent: Participant) -> None:
+    """A tester that is also a critic: reviews for writers, tests for the architect."""
+    agent.start_behaviour(critic)
+    await tester(agent)
 
 
 async def _draft(agent: Participant, region: Mapping[str, int]) -> Layout:
@@ -299,6 +319,9 @@ async def _commit(agent: Participant, region: Mapping[str, int],
     placed = await agent.call("builder_place_tiles", region=dict(region), tiles=tiles)
     if not placed.get("success"):
         raise RuntimeError(f"commit refused: {placed.get('error')}: {placed.get('message')}")
+    rate = agent.params.get("tile_rate")
+    if rate:  # placing takes the time a builder's rows would
+        await agent.sleep(region["width"] * region["height"] / float(rate))
     agent.outcome["commits"] += 1
     return {"committed_by": agent.name, "region": dict(region)}
 
