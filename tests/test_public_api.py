@@ -40,3 +40,21 @@ def test_the_engine_never_imports_the_actors() -> None:
     for path in engine:
         modules = _imported_modules(path)
         assert not any(m == "actors" or m.startswith("actors.") for m in modules), path
+
+
+def test_every_data_file_the_packages_read_is_installed_with_them() -> None:
+    # A file a package opens at run time (a plan YAML) must be package data, or
+    # `pip install .` leaves it behind and only a checkout works.
+    import fnmatch
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]
+    for package in ("sim", "actors", "scenarios"):
+        for path in (root / package).rglob("*"):
+            if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in str(path):
+                continue
+            relative = path.relative_to(root / package).as_posix()
+            assert any(fnmatch.fnmatch(relative, p) for p in patterns.get(package, ())), (
+                f"{package}/{relative} is not in [tool.setuptools.package-data]")
