@@ -17,8 +17,8 @@ Success: the canvas matches the blueprint (completion 100%), every test finally
 passed (the architect declared the build done), no behaviour failed, with a
 non-zero error rate at least one repair was needed, and there is one shader and
 one cartridge per block (when they are on), the architect followed the build
-through task_completed events, and with ``cluster`` every block went through at
-least one review.
+through task_completed events, with ``cluster`` every block went through at
+least one review, and no message was dropped.
 """
 
 from __future__ import annotations
@@ -107,4 +107,5 @@ def check(summary: dict[str, Any]) -> bool:
     clustered = m["strategy"] != "cluster" or (
         all(n >= 1 for n in m["iterations"]) and m["reviews"] >= m["blocks"])
     return (summary["completion_percent"] == 100.0 and m["done"] and repaired and artifacts
-            and followed and clustered and summary["behaviour_errors"] == 0)
+            and followed and clustered and summary["behaviour_errors"] == 0
+            and summary["messages_dropped"] == 0)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from actors.base import A2AActor, Agent
 from sim.messages import Message
+from sim.simulation import Client, Simulation
 
 
 class Recorder(Agent):
@@ -38,3 +40,46 @@ class Service(A2AActor):
 
     def handle_message(self, message: Message) -> None:
         self.got.append(message)
+
+
+@dataclass
+class Crew:
+    """One session's members: an architect, builders A and B, a tester, an observer."""
+
+    sid: str
+    arch: Client
+    a: Client
+    b: Client
+    tester: Client
+    observer: Client
+
+    @property
+    def everyone(self) -> list[Client]:
+        return [self.arch, self.a, self.b, self.tester, self.observer]
+
+
+def session_crew(simu: Simulation, grid: int = 100, mode: str = "coordinated", *,
+                 name: str = "S", **options: Any) -> Crew:
+    """Create session ``name`` and join a :class:`Crew` to it (client ids prefixed
+    with the name's lower case when it is not the default, so two crews can share
+    a simulation)."""
+    prefix = "" if name == "S" else f"{name.lower()}-"
+    arch = simu.client(f"{prefix}arch")
+    created = arch.session_create(session_name=name, grid_size=grid, coordination_mode=mode,
+                                  **options)
+    assert created["success"], created
+    sid = created["session_id"]
+    assert arch.session_join(session_id=sid, agent_name="Arch", role="architect")["success"]
+    members = []
+    for who, role in (("A", "builder"), ("B", "builder"), ("T", "tester"),
+                      ("O", "observer")):
+        client = simu.client(f"{prefix}{who.lower()}")
+        joined = client.session_join(session_id=sid, agent_name=who, role=role)
+        assert joined["success"], joined
+        members.append(client)
+    return Crew(sid, arch, *members)
+
+
+def box(x: int, y: int, w: int, h: int | None = None) -> dict[str, int]:
+    """A region dict: a w x w square, or w x h."""
+    return {"x": x, "y": y, "width": w, "height": w if h is None else h}

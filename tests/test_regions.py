@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from sim.geometry import Rect
 from sim.messages import Message
 from sim.simulation import Client, Simulation
 from sim.tools import ToolError
+from tests.helpers import Crew, box, session_crew
 
 
 @pytest.fixture
@@ -25,37 +25,10 @@ def simu() -> Iterator[Simulation]:
         yield s
 
 
-@dataclass
-class Crew:
-    sid: str
-    arch: Client
-    a: Client
-    b: Client
-    tester: Client
-    observer: Client
-
-
 def crew(simu: Simulation, grid: int = 100, mode: str = "coordinated",
          **options: Any) -> Crew:
     """An architect, builders A and B, a tester and an observer in one session."""
-    arch = simu.client("arch")
-    created = arch.session_create(session_name="S", grid_size=grid, coordination_mode=mode,
-                                  **options)
-    assert created["success"], created
-    sid = created["session_id"]
-    assert arch.session_join(session_id=sid, agent_name="Arch", role="architect")["success"]
-    members = []
-    for name, role in (("A", "builder"), ("B", "builder"), ("T", "tester"),
-                       ("O", "observer")):
-        client = simu.client(name.lower())
-        joined = client.session_join(session_id=sid, agent_name=name, role=role)
-        assert joined["success"], joined
-        members.append(client)
-    return Crew(sid, arch, *members)
-
-
-def box(x: int, y: int, w: int, h: int | None = None) -> dict[str, int]:
-    return {"x": x, "y": y, "width": w, "height": w if h is None else h}
+    return session_crew(simu, grid, mode, **options)
 
 
 def regions(simu: Simulation) -> RegionManager:

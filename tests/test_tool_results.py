@@ -8,14 +8,14 @@ deterministic mode.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from actors.base import Agent
 from sim.messages import Message, Region
-from sim.simulation import Client, Simulation
+from sim.simulation import Simulation
+from tests.helpers import Crew, box, session_crew
 
 
 @pytest.fixture
@@ -24,40 +24,9 @@ def simu() -> Iterator[Simulation]:
         yield s
 
 
-@dataclass
-class Crew:
-    sid: str
-    arch: Client
-    b1: Client
-    b2: Client
-    tester: Client
-    observer: Client
-
-    @property
-    def everyone(self) -> list[Client]:
-        return [self.arch, self.b1, self.b2, self.tester, self.observer]
-
-
 def crew(simu: Simulation, name: str = "S") -> Crew:
-    """An architect, builders B1 and B2, a tester and an observer in one session."""
-    prefix = name.lower()
-    arch = simu.client(f"{prefix}-arch")
-    created = arch.session_create(session_name=name, grid_size=100)
-    assert created["success"], created
-    sid = created["session_id"]
-    assert arch.session_join(session_id=sid, agent_name="Arch", role="architect")["success"]
-    members = []
-    for who, role in (("B1", "builder"), ("B2", "builder"), ("T", "tester"),
-                      ("O", "observer")):
-        client = simu.client(f"{prefix}-{who.lower()}")
-        joined = client.session_join(session_id=sid, agent_name=who, role=role)
-        assert joined["success"], joined
-        members.append(client)
-    return Crew(sid, arch, *members)
-
-
-def box(x: int, y: int, w: int, h: int | None = None) -> dict[str, int]:
-    return {"x": x, "y": y, "width": w, "height": w if h is None else h}
+    """An architect, builders A and B, a tester and an observer in one session."""
+    return session_crew(simu, name=name)
 
 
 def events(messages: list[Message]) -> list[dict[str, Any]]:
@@ -103,9 +72,9 @@ def test_an_event_type_subscription_delivers_only_that_type(simu: Simulation) ->
     c = crew(simu)
     assert c.observer.a2a_subscribe(event_type="region_claimed")["success"]
     assert c.tester.a2a_subscribe()["success"]  # every event of the session
-    claim = c.b1.region_claim(region=box(0, 0, 10))
+    claim = c.a.region_claim(region=box(0, 0, 10))
     assert claim["success"], claim
-    assert c.b1.region_release(claim_id=claim["claim_id"])["success"]
+    assert c.a.region_release(claim_id=claim["claim_id"])["success"]
 
     got = c.observer.messages()
     assert [(m.from_agent, m.message_type, m.to_agent) for m in got] == [
@@ -113,11 +82,11 @@ def test_an_event_type_subscription_delivers_only_that_type(simu: Simulation) ->
     [claimed] = events(got)
     assert claimed["event"] == "region_claimed" and claimed["session_id"] == c.sid
     assert (claimed["claim_id"], claimed["agent_id"], claimed["region"]) == (
-        claim["claim_id"], c.b1.agent_id, box(0, 0, 10))
+        claim["claim_id"], c.a.agent_id, box(0, 0, 10))
     assert [(e["event"], e["claim_id"]) for e in events(c.tester.messages())] == [
         ("region_claimed", claim["claim_id"]), ("region_released", claim["claim_id"])]
     # members who never subscribed hear nothing of it
-    assert c.b2.messages() == [] and c.arch.messages() == []
+    assert c.b.messages() == [] and c.arch.messages() == []
 
 
 def test_a_topic_subscription_delivers_what_is_published_on_that_topic(
@@ -183,8 +152,8 @@ def test_a_region_filter_on_session_events_keeps_the_events_inside(
     sub = c.observer.a2a_subscribe(event_type="region_claimed",
                                    filter={"region": box(0, 0, 50)})
     assert sub["success"], sub
-    inside = c.b1.region_claim(region=box(10, 10, 5))
-    outside = c.b2.region_claim(region=box(80, 80, 5))
+    inside = c.a.region_claim(region=box(10, 10, 5))
+    outside = c.b.region_claim(region=box(80, 80, 5))
     assert inside["success"] and outside["success"]
     got = events(c.observer.messages())
     assert [e["claim_id"] for e in got] == [inside["claim_id"]]
@@ -220,15 +189,15 @@ def test_another_sessions_topics_are_refused(simu: Simulation) -> None:
 
 def test_checkpoint_result_counts_what_was_built(simu: Simulation) -> None:
     c = crew(simu)
-    assert c.b1.region_claim(region=box(0, 0, 30))["success"]
+    assert c.a.region_claim(region=box(0, 0, 30))["success"]
     empty = c.arch.build_checkpoint(checkpoint_name="empty")
     assert empty["success"] and empty["contents"] == {"tiles": 0, "shaders": 0,
                                                       "cartridges": 0}
-    assert c.b1.builder_place_tiles(region=box(0, 0, 10), tiles="code")["tiles_placed"] == 100
-    assert c.b1.builder_place_tiles(region=box(10, 0, 5, 4), tiles="data")["success"]
-    assert c.b1.builder_load_shader(region=box(0, 0, 5), shader_name="glow")["success"]
-    assert c.b1.builder_load_shader(region=box(5, 5, 5), shader_name="dim")["success"]
-    assert c.b1.builder_assemble_cartridge(region=box(0, 0, 10), name="boot")["success"]
+    assert c.a.builder_place_tiles(region=box(0, 0, 10), tiles="code")["tiles_placed"] == 100
+    assert c.a.builder_place_tiles(region=box(10, 0, 5, 4), tiles="data")["success"]
+    assert c.a.builder_load_shader(region=box(0, 0, 5), shader_name="glow")["success"]
+    assert c.a.builder_load_shader(region=box(5, 5, 5), shader_name="dim")["success"]
+    assert c.a.builder_assemble_cartridge(region=box(0, 0, 10), name="boot")["success"]
 
     full = c.arch.build_checkpoint(checkpoint_name="built", description="after the build")
     assert full["success"], full
@@ -239,7 +208,7 @@ def test_checkpoint_result_counts_what_was_built(simu: Simulation) -> None:
     for result in (empty, full):
         assert isinstance(result["size_kb"], float) and result["size_kb"] > 0
     # rewriting cells already built adds no tiles
-    assert c.b1.builder_place_tiles(region=box(0, 0, 5), tiles="system")["success"]
+    assert c.a.builder_place_tiles(region=box(0, 0, 5), tiles="system")["success"]
     again = c.arch.build_checkpoint()
     assert again["contents"]["tiles"] == 120
     assert again["checkpoint_name"] == again["checkpoint_id"]  # unnamed: named by its id
@@ -252,7 +221,7 @@ def test_checkpoint_result_counts_what_was_built(simu: Simulation) -> None:
 def test_checkpoints_are_the_architects_and_are_announced(simu: Simulation) -> None:
     c = crew(simu)
     assert c.observer.a2a_subscribe(event_type="checkpoint_created")["success"]
-    denied = c.b1.build_checkpoint()
+    denied = c.a.build_checkpoint()
     assert (denied["success"], denied["error"]) == (False, "permission_denied")
     made = c.arch.build_checkpoint(checkpoint_name="cp")
     assert [(e["checkpoint_id"], e["name"]) for e in events(c.observer.messages())] == [
@@ -263,11 +232,11 @@ def test_checkpoints_are_the_architects_and_are_announced(simu: Simulation) -> N
 
 
 def _build_and_checkpoint(c: Crew) -> str:
-    assert c.b1.region_claim(region=box(0, 0, 20))["success"]
-    assert c.b1.builder_place_tiles(region=box(0, 0, 10), tiles="code")["success"]
+    assert c.a.region_claim(region=box(0, 0, 20))["success"]
+    assert c.a.builder_place_tiles(region=box(0, 0, 10), tiles="code")["success"]
     checkpoint = c.arch.build_checkpoint(checkpoint_name="base")
     assert checkpoint["success"], checkpoint
-    assert c.b1.builder_place_tiles(region=box(10, 0, 5), tiles="data")["success"]
+    assert c.a.builder_place_tiles(region=box(10, 0, 5), tiles="data")["success"]
     for client in c.everyone:
         client.messages()  # start from empty mailboxes
     return str(checkpoint["checkpoint_id"])
@@ -279,7 +248,7 @@ def test_rollback_notifies_every_other_member_by_default(simu: Simulation) -> No
     rolled = c.arch.build_rollback(checkpoint_id=checkpoint_id)
     assert rolled["success"] and rolled["rolled_back_to"] == checkpoint_id
     assert rolled["lost"] == {"tiles": 25, "shaders": 0, "cartridges": 0}
-    for member in (c.b1, c.b2, c.tester, c.observer):
+    for member in (c.a, c.b, c.tester, c.observer):
         got = member.messages()
         assert [(m.from_agent, m.to_agent, m.message_type, m.content) for m in got] == [
             ("coordinator", member.agent_id, "status_update",
@@ -293,7 +262,7 @@ def test_rollback_without_notify_agents_tells_nobody_directly(simu: Simulation) 
     checkpoint_id = _build_and_checkpoint(c)
     rolled = c.arch.build_rollback(checkpoint_id=checkpoint_id, notify_agents=False)
     assert rolled["success"] and rolled["lost"]["tiles"] == 25
-    for member in (c.arch, c.b1, c.b2, c.observer):
+    for member in (c.arch, c.a, c.b, c.observer):
         assert member.messages() == []
     # a subscriber still hears of it through the event, not through a direct notice
     [event] = c.tester.messages()
@@ -309,37 +278,37 @@ def test_rollback_without_notify_agents_tells_nobody_directly(simu: Simulation) 
 
 def test_broadcast_excludes_the_sender_unless_told_not_to(simu: Simulation) -> None:
     c = crew(simu)
-    others = sorted(m.agent_id for m in (c.arch, c.b2, c.tester, c.observer))
-    default = c.b1.a2a_broadcast(content={"round": 1})
+    others = sorted(m.agent_id for m in (c.arch, c.b, c.tester, c.observer))
+    default = c.a.a2a_broadcast(content={"round": 1})
     assert default["success"]
     assert default["recipients"] == default["delivered"] == others
-    assert c.b1.messages() == []
-    for member in (c.arch, c.b2, c.tester, c.observer):
+    assert c.a.messages() == []
+    for member in (c.arch, c.b, c.tester, c.observer):
         [m] = member.messages()
         assert (m.from_agent, m.message_type, m.content) == (
-            c.b1.agent_id, "status_update", {"round": 1})
+            c.a.agent_id, "status_update", {"round": 1})
 
-    everyone = c.b1.a2a_broadcast(content={"round": 2}, exclude_self=False,
+    everyone = c.a.a2a_broadcast(content={"round": 2}, exclude_self=False,
                                   message_type="task_update")
-    assert everyone["delivered"] == sorted([c.b1.agent_id, *others])
+    assert everyone["delivered"] == sorted([c.a.agent_id, *others])
     assert set(everyone["statuses"].values()) == {"delivered"}
     for member in c.everyone:
         [m] = member.messages()
         assert (m.from_agent, m.message_type, m.content) == (
-            c.b1.agent_id, "task_update", {"round": 2})
+            c.a.agent_id, "task_update", {"round": 2})
 
 
 def test_broadcast_to_one_agent_type(simu: Simulation) -> None:
     c = crew(simu)
     testers = c.arch.a2a_broadcast(agent_type="tester", content={"to": "testers"})
     assert testers["delivered"] == [c.tester.agent_id]
-    builders = c.b1.a2a_broadcast(agent_type="builder", content={"to": "builders"})
-    assert builders["delivered"] == [c.b2.agent_id]  # the sender is still left out
-    with_me = c.b1.a2a_broadcast(agent_type="builder", content={"to": "us"}, exclude_self=False)
-    assert with_me["delivered"] == sorted([c.b1.agent_id, c.b2.agent_id])
+    builders = c.a.a2a_broadcast(agent_type="builder", content={"to": "builders"})
+    assert builders["delivered"] == [c.b.agent_id]  # the sender is still left out
+    with_me = c.a.a2a_broadcast(agent_type="builder", content={"to": "us"}, exclude_self=False)
+    assert with_me["delivered"] == sorted([c.a.agent_id, c.b.agent_id])
     assert [m.content["to"] for m in c.tester.messages()] == ["testers"]
-    assert [m.content["to"] for m in c.b2.messages()] == ["builders", "us"]
-    assert [m.content["to"] for m in c.b1.messages()] == ["us"]
+    assert [m.content["to"] for m in c.b.messages()] == ["builders", "us"]
+    assert [m.content["to"] for m in c.a.messages()] == ["us"]
     assert c.arch.messages() == [] and c.observer.messages() == []
     nobody = c.arch.a2a_broadcast(agent_type="observer", content={}, exclude_self=False)
     assert nobody["delivered"] == [c.observer.agent_id]
@@ -353,9 +322,9 @@ def test_broadcast_to_one_agent_type(simu: Simulation) -> None:
 def test_state_with_events_lists_this_sessions_events(simu: Simulation) -> None:
     c = crew(simu)
     other = crew(simu, "Other")  # its events must not leak into this session's state
-    claim = c.b1.region_claim(region=box(0, 0, 10))
+    claim = c.a.region_claim(region=box(0, 0, 10))
     assert claim["success"]
-    assert other.b1.region_claim(region=box(50, 50, 10))["success"]
+    assert other.a.region_claim(region=box(50, 50, 10))["success"]
 
     result = c.arch.session_get_state(include=["events"])
     assert result["success"] and result["session_id"] == c.sid
@@ -364,10 +333,10 @@ def test_state_with_events_lists_this_sessions_events(simu: Simulation) -> None:
     got = state["events"]
     assert all(e["session_id"] == c.sid for e in got)
     assert [(e["type"], e.get("name")) for e in got if e["type"] == "agent_joined"] == [
-        ("agent_joined", name) for name in ("Arch", "B1", "B2", "T", "O")]
+        ("agent_joined", name) for name in ("Arch", "A", "B", "T", "O")]
     [claimed] = [e for e in got if e["type"] == "region_claimed"]
     assert (claimed["claim_id"], claimed["agent_id"], claimed["region"]) == (
-        claim["claim_id"], c.b1.agent_id, box(0, 0, 10))
+        claim["claim_id"], c.a.agent_id, box(0, 0, 10))
     assert [e["type"] for e in got] == ["agent_joined"] * 5 + ["region_claimed"]
     assert all(e["event"] == e["type"] and e["t"] == 0.0 for e in got)
     other_state = other.arch.session_get_state(include=["events"])["state"]
@@ -378,8 +347,8 @@ def test_state_with_events_lists_this_sessions_events(simu: Simulation) -> None:
 
 def test_state_with_all_returns_every_section(simu: Simulation) -> None:
     c = crew(simu)
-    claim = c.b1.region_claim(region=box(0, 0, 10))
-    assert c.b1.builder_place_tiles(region=box(0, 0, 4), tiles="code")["success"]
+    claim = c.a.region_claim(region=box(0, 0, 10))
+    assert c.a.builder_place_tiles(region=box(0, 0, 4), tiles="code")["success"]
     task = c.arch.task_delegate(task_type="build", region=box(40, 40, 5))
     assert task["success"], task
 
@@ -387,9 +356,9 @@ def test_state_with_all_returns_every_section(simu: Simulation) -> None:
     assert everything["success"]
     state = everything["state"]
     assert set(state) == {"agents", "regions", "tasks", "progress", "events"}
-    assert [a["name"] for a in state["agents"]] == ["Arch", "B1", "B2", "T", "O"]
-    b1 = next(a for a in state["agents"] if a["name"] == "B1")
-    assert b1["regions_claimed"] == 1 and b1["role"] == "builder"
+    assert [a["name"] for a in state["agents"]] == ["Arch", "A", "B", "T", "O"]
+    first = next(a for a in state["agents"] if a["name"] == "A")
+    assert first["regions_claimed"] == 1 and first["role"] == "builder"
     assert [r["claim_id"] for r in state["regions"]] == [claim["claim_id"]]
     assert state["progress"]["tiles_placed"] == 16
     assert sum(state["tasks"].values()) == 1

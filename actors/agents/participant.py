@@ -35,9 +35,10 @@ class Participant(Agent):
         invite_token: str | None = None,
         **options: Any,
     ) -> None:
-        if role == "observer":
-            # an observer hears every event of the session: a burst of them
-            # (a thousand agents joining) must not overflow its mailbox
+        if role in ("observer", "architect"):
+            # an observer hears every event of the session, an architect every
+            # task_completed one and every result: a burst of them (a thousand
+            # agents joining or finishing) must not overflow the mailbox
             options.setdefault("mailbox_capacity", 1_000_000)
         super().__init__(agent_type=role, capabilities=capabilities, **options)
         self.target_session = session_id
