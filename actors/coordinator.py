@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from actors.service import Call, Member, SessionInfo, SessionService
-from sim.messages import MESSAGE_TYPES, Message
+from sim.messages import MESSAGE_TYPES, TOPIC_PREFIX, Message
 from sim.tools import SERVICES, ToolError, ok
 
 __all__ = ["Coordinator"]
@@ -337,6 +337,7 @@ class Coordinator(SessionService):
                             field="topic")
         own = f"session:{call.session_id}"
         topic = args.get("topic") or f"{own}:events"
+        topic = topic.removeprefix(TOPIC_PREFIX)  # "topic:NAME" names the topic NAME
         if topic.startswith("session:") and topic != own and not topic.startswith(own + ":"):
             # another session's topics are for its members
             raise ToolError("permission_denied", f"topic {topic!r} belongs to another session",

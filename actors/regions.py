@@ -355,7 +355,7 @@ class RegionManager(SessionService):
             text = f"Claim region starting at ({spot.x}, {spot.y}) to avoid conflict"
         s.conflicts += 1
         self.emit_event(session_id, "conflict_detected", {
-            "agent_id": agent_id, "agents": list(boxes),
+            "agent_id": agent_id, "agents": list(boxes), "region": rect.to_dict(),
             "overlapping_region": everything.to_dict()})
         names = ", ".join(self.member_name(session_id, a) for a in boxes)
         return ToolError("region_conflict", f"{rect.to_dict()} overlaps claims of {names}",

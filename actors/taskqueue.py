@@ -32,7 +32,8 @@ What callers can rely on:
 * Events go to ``session:<id>:events`` (and ``...:<event>``): ``task_created``,
   ``task_accepted``, ``task_completed``, ``task_unblocked``, ``task_failed``,
   ``task_blocked``, ``task_requeued``, ``task_cancelled``, ``approval_requested``,
-  ``approval_resolved``. Each payload has ``session_id`` and ``task_id``.
+  ``approval_resolved``, ``task_dependencies_added``. Each payload has ``session_id``
+  and ``task_id``.
 * A deadline (absolute simulation time) fails a task still pending or in
   progress when it passes, with message "deadline passed" and no retry; a
   task awaiting approval has done its work and is left alone.
@@ -379,6 +380,7 @@ class TaskQueue(SessionService):
         if wanted:
             self._event(state, "task_dependencies_added", task_id=task_id, added=wanted,
                         status=record.status)
+            self._announce_blocked(state, blocked, task_id)
         return ok(task_id=task_id, dependencies=list(record.dependencies),
                   status=record.shown_status, blocked=[b for b in blocked if b != task_id])
 

@@ -83,7 +83,7 @@ def message_floor_rate(plan: np.ndarray[Any, Any], builders: int, step: float = 
     runtime's request/reply and timers cost: no tool path can beat it.
     """
     side = math.isqrt(builders)
-    block = plan.shape[0] // side
+    block = plan.shape[0] // side  # as grid_build.layout, which the run has checked
 
     async def rows(agent: Agent, x: int, y: int) -> None:
         for row in range(y, y + block):
@@ -106,7 +106,7 @@ def message_floor_rate(plan: np.ndarray[Any, Any], builders: int, step: float = 
         assert report.reason == "quiescent", report.describe()
     finally:
         d.shutdown()
-    return plan.size / (time.perf_counter() - start)
+    return float(builders * block * block) / (time.perf_counter() - start)
 
 
 def bench_grid_build(repeats: int = 3, grid: int = 1000, builders: int = 100,
@@ -115,7 +115,7 @@ def bench_grid_build(repeats: int = 3, grid: int = 1000, builders: int = 100,
     runs = interleaved(repeats,
                        plain_loop=lambda: plain_loop_rate(plan),
                        grid_build=lambda: grid_build_rate(grid, builders, seed),
-                       message_floor=lambda: message_floor_rate(plan, builders))
+                       message_floor=lambda: message_floor_rate(plan, builders, seed=seed))
     med = _summary(runs)
     return {
         "grid": grid, "builders": builders, "tiles": int(plan.size), "mode": "deterministic",

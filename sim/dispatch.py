@@ -166,7 +166,8 @@ class SubscriptionFilter:
 
     ``region``: the message's ``metadata.region`` must overlap it;
     ``agent_type``: the sender must be of that type (for an event a service
-    publishes, the agent it is about, its ``agent_id``);
+    publishes, the agent it is about: its ``agent_id``, or for a task event the
+    ``assigned_to`` or ``by`` agent);
     ``message_type``: the message must be of that type.
     """
 
@@ -566,9 +567,14 @@ class Dispatcher:
             sender = self._endpoints.get(message.from_agent)
             sender_type = sender.agent_type if sender is not None else None
             if sender_type is None:
-                # A service's event: its agent_type filter means the agent it is about.
-                subject = self._endpoints.get(str(message.content.get("agent_id")))
-                sender_type = subject.agent_type if subject is not None else None
+                # A service's event: its agent_type filter means the agent it is
+                # about (agent_id; for task events the assignee, else the reporter).
+                content = message.content
+                for key in ("agent_id", "assigned_to", "by"):
+                    subject = self._endpoints.get(str(content.get(key)))
+                    if subject is not None and subject.agent_type is not None:
+                        sender_type = subject.agent_type
+                        break
             targets = [
                 s.endpoint for s in subs
                 if s.filter is None or s.filter.accepts(message, sender_type)
@@ -1114,16 +1120,21 @@ class RealtimeDispatcher(Dispatcher):
         self._offered = itertools.count()
         self._offered_lock = threading.Lock()
         self._offered_reads = 0
-        self._held: list[Endpoint] | None = None  # starts held by start_together()
+        # Starts held by start_together(): only the opening thread's spawns are
+        # held; the lock keeps a stop or spawn elsewhere from racing the release.
+        self._held: list[Endpoint] | None = None
+        self._held_by: int | None = None
+        self._held_lock = threading.Lock()
 
     @property
     def now(self) -> float:
         return self.clock.now
 
     def _start(self, actor: Endpoint) -> None:
-        if self._held is not None:
-            self._held.append(actor)
-            return
+        with self._held_lock:
+            if self._held is not None and self._held_by == threading.get_ident():
+                self._held.append(actor)
+                return
         import pykka  # the realtime mode is the only place that starts threads
 
         pykka.ActorRegistry.register(actor.actor_ref)  # type: ignore[attr-defined]
@@ -1131,23 +1142,34 @@ class RealtimeDispatcher(Dispatcher):
 
     @contextmanager
     def start_together(self) -> Iterator[None]:
-        if self._held is not None:  # nested: the outer block starts them all
+        with self._held_lock:
+            if self._held is not None:
+                if self._held_by != threading.get_ident():
+                    raise RuntimeError("start_together() is already open on another thread")
+                nested = True  # the outer block starts them all
+            else:
+                nested = False
+                self._held, self._held_by = [], threading.get_ident()
+        if nested:
             yield
             return
-        self._held = []
         try:
             yield
         finally:
-            held, self._held = self._held, None
+            with self._held_lock:
+                held, self._held, self._held_by = self._held or [], None, None
             for actor in held:
                 if not actor.stopped:
                     self._start(actor)
+                else:  # stopped while held: it never runs, so it is stopped now
+                    actor.actor_stopped.set()  # type: ignore[attr-defined]
 
     def _stop(self, actor: Endpoint) -> None:
-        if self._held is not None and actor in self._held:  # never started: no thread
-            self._held.remove(actor)
-            actor.actor_stopped.set()  # type: ignore[attr-defined]
-            return
+        with self._held_lock:
+            if self._held is not None and actor in self._held:  # never started: no thread
+                self._held.remove(actor)
+                actor.actor_stopped.set()  # type: ignore[attr-defined]
+                return
         actor.actor_ref.stop(block=False)  # type: ignore[attr-defined]
 
     def _route_one(self, endpoint: Endpoint, message: Message, encoded: bytes) -> str:

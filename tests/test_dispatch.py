@@ -243,7 +243,8 @@ def test_start_together_holds_realtime_starts_until_the_group_exists() -> None:
     d = new_dispatcher("realtime")
     try:
         with d.start_together():
-            early = d.spawn(Agent, "early", behaviours=(wait_for_peer,))
+            with d.start_together():  # nested: the outer block holds them all
+                early = d.spawn(Agent, "early", behaviours=(wait_for_peer,))
             assert early.behaviours == []  # on_start has not run: nothing was sent
             d.spawn(Agent, "late")
             held = d.spawn(Agent, "held")

@@ -168,11 +168,14 @@ def test_re_planning_adds_dependencies_and_refuses_a_cycle_naming_it(
     assert added["success"] and added["dependencies"] == [d] and added["status"] == "pending"
     assert not graph.is_ready(a)
     assert crew.builder.task_accept(task_id=a)["error"] == "invalid_transition"
-    # a failed new dependency blocks the task and what depends on it
+    # a failed new dependency blocks the task and what depends on it, and says so
     finish(crew.builder, d, "failed")
     e = delegate(crew.arch)
+    assert crew.observer.a2a_subscribe(event_type="task_blocked")["success"]
     blocked = crew.arch.task_add_dependencies(task_id=e, dependencies=[a])
     assert blocked["status"] == "blocked" and blocked["blocked"] == []
+    announced = [m.content for m in crew.observer.messages()]
+    assert [(n["task_id"], n["because"]) for n in announced] == [(e, e)]
     # a started task cannot gain dependencies
     f = delegate(crew.arch)
     assert crew.builder.task_accept(task_id=f)["success"]

@@ -178,10 +178,38 @@ def test_another_sessions_topics_are_refused(simu: Simulation) -> None:
     c = crew(simu)
     other = simu.client()
     theirs = other.session_create(session_name="Other", grid_size=20)["session_id"]
-    refused = c.observer.a2a_subscribe(topic=f"session:{theirs}:events")
-    assert refused["error"] == "permission_denied" and refused["field"] == "topic"
-    mine = c.observer.a2a_subscribe(topic=f"session:{c.sid}:events:agent_joined")
-    assert mine["success"], mine
+    for topic in (f"session:{theirs}:events", f"topic:session:{theirs}:events",
+                  f"session:{theirs}"):
+        refused = c.observer.a2a_subscribe(topic=topic)
+        assert refused["error"] == "permission_denied" and refused["field"] == "topic", topic
+    assert simu.dispatcher.subscribers(f"session:{theirs}:events") == []
+    mine = c.observer.a2a_subscribe(topic=f"topic:session:{c.sid}:events:agent_joined")
+    assert mine["success"] and mine["topic"] == f"session:{c.sid}:events:agent_joined"
+
+
+def test_task_events_filter_on_the_assignees_type_and_conflicts_on_their_region(
+    simu: Simulation,
+) -> None:
+    c = crew(simu)
+    assert c.observer.a2a_subscribe(event_type="task_completed",
+                                    filter={"agent_type": "tester"})["success"]
+    assert c.arch.a2a_subscribe(event_type="conflict_detected",
+                                filter={"region": box(0, 0, 20)})["success"]
+    done = {}
+    for who in (c.a, c.tester):
+        task = c.arch.task_delegate(task_type="test" if who is c.tester else "build",
+                                    target_agent_id=who.agent_id)
+        assert who.task_accept(task_id=task["task_id"])["success"]
+        assert who.task_report(task_id=task["task_id"], status="completed")["success"]
+        done[who.agent_id] = task["task_id"]
+    assert [e["task_id"] for e in events(c.observer.messages())] == [done[c.tester.agent_id]]
+    c.arch.messages()
+    assert c.a.region_claim(region=box(0, 0, 10))["success"]
+    assert c.a.region_claim(region=box(50, 50, 10))["success"]
+    assert c.b.region_claim(region=box(5, 5, 10))["error"] == "region_conflict"  # inside
+    assert c.b.region_claim(region=box(55, 55, 10))["error"] == "region_conflict"  # outside
+    conflicts = [e for e in events(c.arch.messages()) if e["event"] == "conflict_detected"]
+    assert [e["region"] for e in conflicts] == [box(5, 5, 10)]
 
 
 # -- build_checkpoint --------------------------------------------------------------------------

@@ -8,13 +8,13 @@ Inputs (``agent.params``):
 ``strategy``   ``parallel`` (blocks dealt round-robin to the builders; independent
                tasks), ``sequential`` (one builder, one block at a time: the next
                block is delegated when this one's test has passed), or
-               ``cluster`` (003's writer/critic cluster: each block's build task
+               ``cluster`` (the design notes' writer/critic cluster: each block's build
                asks its builder, a
                :func:`~actors.agents.critic.writer`, to refine a draft with a
                critic, a :func:`~actors.agents.critic.critic_tester`, before it
                commits; then the block is tested as in the other strategies)
 ``threshold``, ``max_iterations``  the cluster's approval score (7) and rounds (3)
-``max_repairs`` repairs after which the architect gives up (default 1000)
+``max_repairs`` repairs and rebuilds after which the architect gives up (default 1000)
 
 The architect follows the build through the session's ``task_completed`` events
 (``outcome["progress"]``: simulated time and tasks completed, one entry per event)
@@ -22,9 +22,11 @@ and decides on the task results the task queue sends it.
 
 For every block with something to build there is a build task and a test task that
 depends on it. A failed test brings a repair task (the wrong cells, as the payload)
-and a new test that depends on it. The build is done when every test has passed
+and a new test that depends on it. A build or repair that fails (or cannot start)
+leaves its test blocked for good, so the block is delegated again from scratch
+(``rebuilds``). The build is done when every test has passed
 and the canvas matches the blueprint; the architect then broadcasts ``build_done``.
-Outcome: ``blocks``, ``repairs``, ``tests_passed``, ``completion_percent``, ``done``,
+Outcome: ``blocks``, ``repairs``, ``rebuilds``, ``tests_passed``, ``completion_percent``, ``done``,
 ``makespan`` (simulated seconds from the first delegation to the last test),
 ``shaders_loaded`` and ``cartridges_assembled`` (the session's, at the end),
 ``progress``; with ``cluster`` also ``iterations`` (reviews per block, in block
@@ -64,8 +66,8 @@ async def architect(agent: Participant) -> None:
     max_repairs = int(params.get("max_repairs", 1000))
     outcome = agent.outcome
     blocks = plan_blocks(blueprint, int(params.get("block", 50)))
-    outcome.update(blocks=len(blocks), repairs=0, tests_passed=0, done=False, strategy=strategy,
-                   progress=[])
+    outcome.update(blocks=len(blocks), repairs=0, rebuilds=0, tests_passed=0, done=False,
+                   strategy=strategy, progress=[])
     first_approved: list[bool] = []
     if strategy == "cluster":
         outcome.update(iterations=[0] * len(blocks), first_review_approval_rate=None)
@@ -74,9 +76,9 @@ async def architect(agent: Participant) -> None:
         raise RuntimeError(f"cannot follow the session's events: {watching.get('message')}")
     start = agent.now
 
-    # test task id -> block index; in a cluster, build task id -> block index too
+    # test task id -> block index; build or repair task id -> (block index, its test)
     waiting: dict[str, int] = {}
-    refining: dict[str, int] = {}
+    builds: dict[str, tuple[int, str]] = {}
 
     async def delegate_block(i: int) -> None:
         region = blocks[i]
@@ -88,13 +90,15 @@ async def architect(agent: Participant) -> None:
                        "max_iterations": int(params.get("max_iterations", 3))}
         build = await agent.call("task_delegate", target_agent_id=who, task_type="build",
                                  region=region, payload=payload, description=f"build block {i}")
-        if strategy == "cluster":
-            refining[build["task_id"]] = i
+        await delegate_test(i, build["task_id"], "test")
+
+    async def delegate_test(i: int, build_id: str, what: str) -> None:
         test = await agent.call(
             "task_delegate", target_agent_id=testers[i % len(testers)],
-            task_type="test", dependencies=[build["task_id"]],
-            payload={"region": region}, description=f"test block {i}")
+            task_type="test", dependencies=[build_id], payload={"region": blocks[i]},
+            priority="medium" if what == "test" else "high", description=f"{what} block {i}")
         waiting[test["task_id"]] = i
+        builds[build_id] = (i, test["task_id"])
 
     # Sequential: one block at a time, the next delegated once this one's test has
     # passed (repairs included). Task dependencies cannot say "after the block
@@ -116,11 +120,21 @@ async def architect(agent: Participant) -> None:
             completed += 1
             outcome["progress"].append([round(agent.now, 6), completed])
             continue
-        if result.get("task_id") in refining:
-            index = refining.pop(result["task_id"])
-            record = result.get("result", {})
-            outcome["iterations"][index] = int(record.get("iterations", 0))
-            first_approved.append(bool(record.get("first_review_approved")))
+        if result.get("task_id") in builds:
+            index, test_id = builds.pop(result["task_id"])
+            record = result.get("result") or {}
+            if result["status"] == "completed":
+                if strategy == "cluster" and "iterations" in record:
+                    outcome["iterations"][index] = int(record["iterations"])
+                    first_approved.append(bool(record.get("first_review_approved")))
+                continue
+            # The build failed (or could not start): its test is blocked for good
+            # and will never report. Build the block again, with a new test.
+            waiting.pop(test_id, None)
+            if outcome["repairs"] + outcome["rebuilds"] >= max_repairs:
+                break
+            outcome["rebuilds"] += 1
+            await delegate_block(index)
             continue
         if result.get("task_id") not in waiting:
             continue
@@ -136,15 +150,12 @@ async def architect(agent: Participant) -> None:
         outcome["repairs"] += 1
         cells = result.get("result", {}).get("defects", [])
         region = blocks[index]
+        who = builders[0] if strategy == "sequential" else builders[index % len(builders)]
         repair = await agent.call(
-            "task_delegate", target_agent_id=builders[index % len(builders)],
+            "task_delegate", target_agent_id=who,
             task_type="build", region=region, payload={"cells": cells}, priority="high",
             description=f"repair block {index}: {len(cells)} cells")
-        test = await agent.call(
-            "task_delegate", target_agent_id=testers[index % len(testers)], task_type="test",
-            dependencies=[repair["task_id"]], payload={"region": region}, priority="high",
-            description=f"retest block {index}")
-        waiting[test["task_id"]] = index
+        await delegate_test(index, repair["task_id"], "retest")
 
     outcome["makespan"] = round(agent.now - start, 6)
     if strategy == "cluster":

@@ -12,8 +12,9 @@ Inputs (``agent.params``):
                 ``{cartridge}-{x}-{y}``
 
 A repair task carries ``payload["cells"]``, a list of ``[x, y, tile]``: only those
-cells are placed again. Outcome: ``tasks_done``, ``tiles_placed``, ``wrong_tiles``,
-``claim_retries``.
+cells are placed again. A task whose work raises (a refused write, say) is reported
+failed with the error and the builder takes the next one. Outcome: ``tasks_done``,
+``tasks_failed``, ``tiles_placed``, ``wrong_tiles``, ``claim_retries``.
 """
 
 from __future__ import annotations
@@ -35,10 +36,16 @@ BUILD_TYPES = frozenset({"build", "assemble", "evolve", "migrate"})
 async def builder(agent: Participant) -> None:
     params = agent.params
     outcome = agent.outcome
-    outcome.update(tasks_done=0, tiles_placed=0, wrong_tiles=0, claim_retries=0)
+    outcome.update(tasks_done=0, tasks_failed=0, tiles_placed=0, wrong_tiles=0, claim_retries=0)
     while True:
         task = await start_next(agent, BUILD_TYPES, accept_with_backoff)
-        artifacts = await build_task(agent, task, params)
+        try:
+            artifacts = await build_task(agent, task, params)
+        except Exception as exc:  # the delegator must hear of it; the builder goes on
+            await agent.call("task_report", task_id=task["task_id"], status="failed",
+                             message=f"{type(exc).__name__}: {exc}")
+            outcome["tasks_failed"] += 1
+            continue
         await agent.call("task_report", task_id=task["task_id"], status="completed",
                          artifacts=artifacts)
         outcome["tasks_done"] += 1

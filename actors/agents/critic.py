@@ -271,7 +271,7 @@ async def writer(agent: Participant) -> None:
     while True:
         task = await start_next(agent, BUILD_TYPES, accept_with_backoff)
         payload = task.get("payload", {})
-        mode = "repair" if payload.get("cells") else payload.get("mode", "refine")
+        mode = "repair" if "cells" in payload else payload.get("mode", "refine")
         artifacts: list[dict[str, Any]] = []
         try:
             if mode == "repair":  # a tester found wrong cells: fixed as a builder would
