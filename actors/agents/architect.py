@@ -145,7 +145,7 @@ async def architect(agent: Participant) -> None:
                 await delegate_block(next_block)
                 next_block += 1
             continue
-        if outcome["repairs"] >= max_repairs:
+        if outcome["repairs"] + outcome["rebuilds"] >= max_repairs:
             break
         outcome["repairs"] += 1
         cells = result.get("result", {}).get("defects", [])
