@@ -643,8 +643,9 @@ class Agent(A2AActor):
         heartbeat_interval: float | None = None,
         registry: str = "registry",
         mailbox_capacity: int | None = None,
+        stash_limit: int = 1000,
     ) -> None:
-        super().__init__(mailbox_capacity=mailbox_capacity)
+        super().__init__(mailbox_capacity=mailbox_capacity, stash_limit=stash_limit)
         if agent_type is not None:
             self.agent_type = agent_type
         self.capabilities = tuple(capabilities)

@@ -205,7 +205,9 @@ class Coordinator(SessionService):
         regions: dict[str, Any] = {"claims": [], "progress": {}}
         tasks: dict[str, Any] = {"counts": {}, "by_agent": {}, "pending_tasks": []}
         if {"regions", "progress", "agents"} & set(include):
-            regions = await self.ask("regions", "_state", session_id=session_id)
+            # completion compares the whole canvas with the blueprint: only when asked
+            regions = await self.ask("regions", "_state", session_id=session_id,
+                                     progress="progress" in include)
         if {"tasks", "agents"} & set(include):
             tasks = await self.ask("tasks", "_state", session_id=session_id)
         claims = regions.get("claims", [])

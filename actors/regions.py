@@ -625,16 +625,21 @@ class RegionManager(SessionService):
     # -- internal operations --------------------------------------------------------------------
 
     def op_state(self, content: Mapping[str, Any]) -> dict[str, Any]:
-        """Claims (oldest first, with claimed_at), progress and the contention counters."""
+        """Claims (oldest first, with claimed_at), progress and the contention counters.
+
+        ``progress: false`` leaves out completion_percent, a pass over the canvas.
+        """
         s = self._world(content.get("session_id"))
         claims = [{**self._claim_view(s, c), "claimed_at": c.claimed_at}
                   for c in sorted(s.claims.values(), key=_by_serial)]
-        completion = 0.0
-        if s.blueprint is not None:
-            completion = round(100 * _share(s.canvas.match(s.blueprint, limit=0)), 2)
-        progress = {"tiles_placed": s.tiles_placed, "shaders_loaded": len(s.shaders),
-                    "cartridges_assembled": len(s.cartridges),
-                    "completion_percent": completion}
+        progress: dict[str, Any] = {
+            "tiles_placed": s.tiles_placed, "shaders_loaded": len(s.shaders),
+            "cartridges_assembled": len(s.cartridges)}
+        if content.get("progress", True):
+            completion = 0.0
+            if s.blueprint is not None:
+                completion = round(100 * _share(s.canvas.match(s.blueprint, limit=0)), 2)
+            progress["completion_percent"] = completion
         return ok(claims=claims, progress=progress, conflicts=s.conflicts,
                   lost_work=s.lost_work)
 

@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", choices=("deterministic", "realtime"), default="deterministic")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="set a scenario parameter (repeatable)")
+    run.add_argument("--time-scale", type=float, default=None, metavar="X",
+                     help="realtime mode: simulated seconds per wall second (default 50); "
+                     "lower it for big crews, whose calls take longer in wall time")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--out", metavar="DIR",
                      help="write summary.json, trace.jsonl and canvas.png there")
@@ -91,7 +94,8 @@ def _run(args: argparse.Namespace) -> int:
         params[key] = value
     progress = _progress_bar() if sys.stderr.isatty() else None
     try:
-        result = run(args.scenario, seed=args.seed, mode=args.mode, progress=progress, **params)
+        result = run(args.scenario, seed=args.seed, mode=args.mode, progress=progress,
+                     time_scale=args.time_scale, **params)
     except ScenarioError as exc:
         print(f"barnraise: error: {exc}", file=sys.stderr)
         return 2

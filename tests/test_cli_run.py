@@ -106,6 +106,9 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
         (["run", "kernel_build", "--param", "builders=0"], "builders"),
         (["run", "grid_build", "--param", "builders=8"], "square number"),
         (["run", "hitl_approval", "--param", 'decisions=["maybe"]'], "decisions must be"),
+        (["run", "kernel_build", "--time-scale", "5"], "realtime mode only"),
+        (["run", "kernel_build", "--mode", "realtime", "--time-scale", "0"], "time_scale must"),
+        (["run", "kernel_build", "--mode", "realtime", "--time-scale", "fast"], "--time-scale"),
     ],
 )
 def test_bad_requests_are_one_line_and_exit_2(
@@ -136,3 +139,12 @@ def test_sim_run_from_python() -> None:
     assert result.canvas is not None and np.array_equal(result.canvas, blueprint)
     with pytest.raises(sim.runner.ParamError, match="strategy"):
         sim.run("kernel_build", strategy="zigzag")
+
+
+def test_a_realtime_run_takes_its_time_scale(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "parallel_build", "--mode", "realtime", "--time-scale", "100",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["mode"] == "realtime" and summary["time_scale"] == 100.0
+    assert main(["run", "parallel_build", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["time_scale"] is None

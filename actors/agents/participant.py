@@ -38,8 +38,10 @@ class Participant(Agent):
         if role in ("observer", "architect"):
             # an observer hears every event of the session, an architect every
             # task_completed one and every result: a burst of them (a thousand
-            # agents joining or finishing) must not overflow the mailbox
+            # agents joining or finishing) must not overflow the mailbox, nor the
+            # stash that keeps what arrives while the behaviour awaits something else
             options.setdefault("mailbox_capacity", 1_000_000)
+            options.setdefault("stash_limit", 1_000_000)
         super().__init__(agent_type=role, capabilities=capabilities, **options)
         self.target_session = session_id
         self.agent_name = agent_name
