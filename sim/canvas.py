@@ -276,12 +276,13 @@ class TileCanvas:
         written = np.count_nonzero(writers)
         lost = int(written - np.count_nonzero(writers == writer)) if written else 0
         area = region.width * region.height
-        if type(values) is int:
-            changed = int(np.count_nonzero(tiles != values))
-            placed = area if values != Tile.EMPTY else 0
-        else:
+        if isinstance(values, np.ndarray):
             changed = int(np.count_nonzero(tiles != values))
             placed = int(np.count_nonzero(values))
+        else:  # a fill: one code for the whole region
+            values = int(values)
+            changed = int(np.count_nonzero(tiles != values))
+            placed = area if values != Tile.EMPTY else 0
         tiles[...] = values
         writers[...] = writer
         return WriteResult(region=region, cells=area, placed=placed, changed=changed,

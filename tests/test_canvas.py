@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -382,3 +383,15 @@ def test_match_empty_blueprint() -> None:
 def test_match_errors(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         TileCanvas(4).match(**kwargs)  # type: ignore[arg-type]
+
+
+def test_put_is_write_without_the_checks() -> None:
+    checked, trusted = TileCanvas(8), TileCanvas(8)
+    block = np.full((4, 4), 3, np.uint8)
+    steps: list[tuple[Rect, Any, int]] = [
+        (Rect(0, 0, 4, 4), Tile.CODE, 1), (Rect(2, 2, 4, 4), block, 2),
+        (Rect(1, 1, 2, 2), np.uint8(0), 2), (Rect(5, 5, 3, 3), 7, 1)]
+    for rect, values, writer in steps:  # fills of every integer kind, and a block
+        assert trusted.put(rect, values, writer) == checked.write(rect, values, writer)
+    assert np.array_equal(checked.tiles, trusted.tiles)
+    assert np.array_equal(checked.writer, trusted.writer)
