@@ -361,13 +361,10 @@ class TaskQueue(SessionService):
         for dependency in wanted:
             try:
                 cycle = graph.cycle_through(task_id, dependency)
-            except UnknownDependency:
-                raise ToolError("unknown_dependency", f"dependencies: no task {dependency!r} "
-                                f"in {state.info.session_id}", field="dependencies",
-                                dependency=dependency) from None
-            if cycle is not None:
-                raise ToolError("dependency_cycle", "dependencies: that would close the cycle "
-                                + " -> ".join(cycle), field="dependencies", cycle=cycle)
+                if cycle is not None:
+                    raise DependencyCycle(cycle)
+            except (DependencyCycle, UnknownDependency) as exc:
+                raise self._dependency_error(state, exc) from None
         if wanted and record.status not in (TaskStatus.PENDING, TaskStatus.BLOCKED):
             raise ToolError("invalid_transition", f"task {task_id} is {record.shown_status}: "
                             "only a task not yet started can gain dependencies",
@@ -384,6 +381,17 @@ class TaskQueue(SessionService):
         return ok(task_id=task_id, dependencies=list(record.dependencies),
                   status=record.shown_status, blocked=[b for b in blocked if b != task_id])
 
+    @staticmethod
+    def _dependency_error(state: _Session,
+                          exc: DependencyCycle | UnknownDependency) -> ToolError:
+        """The tool failure for a refused dependency: the cycle named, or the unknown task."""
+        if isinstance(exc, DependencyCycle):
+            return ToolError("dependency_cycle", str(exc), field="dependencies",
+                             cycle=exc.cycle)
+        return ToolError("unknown_dependency", f"dependencies: no task {exc.dependency!r} "
+                         f"in {state.info.session_id}", field="dependencies",
+                         dependency=exc.dependency)
+
     def _create(self, state: _Session, record: TaskRecord) -> dict[str, Any]:
         """Add ``record``'s task to the graph and announce it; all or nothing."""
         task_id = record.task_id
@@ -391,13 +399,8 @@ class TaskQueue(SessionService):
         try:
             status = state.graph.add_task(task_id, priority=prio, created_seq=record.seq,
                                           dependencies=record.dependencies)
-        except DependencyCycle as exc:
-            raise ToolError("dependency_cycle", str(exc), field="dependencies",
-                            cycle=exc.cycle) from None
-        except UnknownDependency as exc:
-            raise ToolError("unknown_dependency", f"dependencies: no task {exc.dependency!r} "
-                            f"in {state.info.session_id}", field="dependencies",
-                            dependency=exc.dependency) from None
+        except (DependencyCycle, UnknownDependency) as exc:
+            raise self._dependency_error(state, exc) from None
         state.next_seq += 1
         state.records[task_id] = record
         if status is TaskStatus.PENDING:

@@ -62,8 +62,9 @@ def test_kernel_build_strategies_all_finish_and_sequential_takes_longest(mode: s
         assert summary["success"] and summary["run_end"] == "quiescent", strategy
         assert m["repairs"] > 0 and m["tests_passed"] == m["blocks"], strategy
         # the architect followed the build through task_completed events
-        assert m["progress_in_order"] and m["progress_events"] == m["tasks_completed_seen"]
-        assert 0 < m["tasks_completed_seen"] <= summary["tasks_completed"], strategy
+        assert 0 < m["progress_events"] <= summary["tasks_completed"], strategy
+        # every block's build and passing test completed before the architect was done
+        assert m["progress_events"] >= m["blocks"], strategy
     assert made["sequential"]["metrics"]["makespan"] > made["parallel"]["metrics"]["makespan"]
     assert made["parallel"]["metrics"]["iterations"] is None
 

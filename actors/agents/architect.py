@@ -80,16 +80,19 @@ async def architect(agent: Participant) -> None:
     waiting: dict[str, int] = {}
     builds: dict[str, tuple[int, str]] = {}
 
+    def builder_for(i: int) -> str:
+        return builders[0] if strategy == "sequential" else builders[i % len(builders)]
+
     async def delegate_block(i: int) -> None:
         region = blocks[i]
-        who = builders[0] if strategy == "sequential" else builders[i % len(builders)]
         payload: dict[str, Any] = {}
         if strategy == "cluster":
             payload = {"mode": "refine", "critic": testers[i % len(testers)],
                        "threshold": float(params.get("threshold", 7.0)),
                        "max_iterations": int(params.get("max_iterations", 3))}
-        build = await agent.call("task_delegate", target_agent_id=who, task_type="build",
-                                 region=region, payload=payload, description=f"build block {i}")
+        build = await agent.call("task_delegate", target_agent_id=builder_for(i),
+                                 task_type="build", region=region, payload=payload,
+                                 description=f"build block {i}")
         await delegate_test(i, build["task_id"], "test")
 
     async def delegate_test(i: int, build_id: str, what: str) -> None:
@@ -149,11 +152,9 @@ async def architect(agent: Participant) -> None:
             break
         outcome["repairs"] += 1
         cells = result.get("result", {}).get("defects", [])
-        region = blocks[index]
-        who = builders[0] if strategy == "sequential" else builders[index % len(builders)]
         repair = await agent.call(
-            "task_delegate", target_agent_id=who,
-            task_type="build", region=region, payload={"cells": cells}, priority="high",
+            "task_delegate", target_agent_id=builder_for(index),
+            task_type="build", region=blocks[index], payload={"cells": cells}, priority="high",
             description=f"repair block {index}: {len(cells)} cells")
         await delegate_test(index, repair["task_id"], "retest")
 
