@@ -32,6 +32,7 @@ import pykka
 from sim.dispatch import Dispatcher, SendReport, SubscriptionFilter, Timer, Waiter, seed_for
 from sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
 from sim.messages import Message, Priority, Region
+from sim.tools import TOOLS
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -686,8 +687,6 @@ class Agent(A2AActor):
         simulated seconds raises WaitTimeout (tools' own ``timeout`` arguments,
         a barrier's say, pass through untouched).
         """
-        from sim.tools import TOOLS  # the tool table is only needed by session agents
-
         spec = TOOLS.get(tool)
         if spec is None:
             return _Done({"success": False, "error": "unknown_tool",

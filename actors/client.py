@@ -2,7 +2,7 @@
 
 It is an ordinary actor, so replies, events and direct messages reach it like
 any agent; what arrives is kept for the thread that drives the client
-(``sim.simulation.Client``): replies by correlation id, everything else in
+(``actors.world.Client``): replies by correlation id, everything else in
 arrival order. Both collections are safe to read from another thread.
 """
 

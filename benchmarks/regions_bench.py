@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from actors.world import Client, Simulation
 from benchmarks.runtime import _summary, interleaved
-from sim.simulation import Client, Simulation
 
 #: (agent index, x, y, width, height, exclusive)
 Request = tuple[int, int, int, int, int, bool]

@@ -1,7 +1,7 @@
 """Scenario benchmarks: whole scenario runs at full size, in deterministic mode.
 
 * :func:`bench_grid_build`: ``grid_build`` at 1000 x 1000 (100 builders, 1,000,000
-  tiles), in tiles per second of the whole run (``sim.runner.run``), against a plain
+  tiles), in tiles per second of the whole run (``barnraise.runner.run``), against a plain
   Python loop written here that writes the same tiles one by one into a numpy
   array. Interleaved rounds, medians (``benchmarks.runtime`` style).
 * :func:`bench_kernel_build_large`: ``kernel_build`` with 1,000 agents on a
@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from actors.base import A2AActor, Agent
+from barnraise.runner import run as run_scenario
 from benchmarks.runtime import _summary, interleaved
 from scenarios._experiments import full_plan
 from sim.dispatch import make_dispatcher, seed_for
 from sim.messages import Message, Priority
-from sim.runner import run as run_scenario
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

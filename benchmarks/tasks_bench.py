@@ -4,7 +4,7 @@
 completes it in dependency order three ways, interleaved round by round:
 
 * **task_queue** (the figure that counts): the ``tasks`` actor in a
-  deterministic :class:`~sim.simulation.Simulation` with the trace off. An
+  deterministic :class:`~actors.world.Simulation` with the trace off. An
   architect client delegates every task with ``task_delegate`` (timed apart as
   ``delegate_s``). Then the architect hands each of ``workers`` simulated
   agents (:class:`Worker`, session members) a share of the tasks that had no
@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.base import Agent
+from actors.world import Simulation
 from benchmarks.runtime import _summary, interleaved
 from sim.messages import Message, Priority
-from sim.simulation import Simulation
 from sim.taskgraph import TaskGraph
 
 __all__ = ["Worker", "bench_task_dag", "dag_depth", "dag_shape", "notes_build_dag",

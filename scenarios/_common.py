@@ -8,9 +8,9 @@ import numpy as np
 
 from actors.agents import Participant, architect, builder, observer, tester
 from actors.agents.participant import Behaviour
+from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.dispatch import seed_for
-from sim.simulation import Client, Simulation
 
 ROLE_BEHAVIOURS: dict[str, Behaviour] = {
     "architect": architect, "builder": builder, "tester": tester, "observer": observer,

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from actors.world import Client, Simulation
 from sim.geometry import Rect
-from sim.simulation import Client, Simulation
 
 __all__ = ["create_session", "full_plan", "mean", "overlapping_pairs", "percentile",
            "regions_state"]
@@ -49,7 +49,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 def regions_state(simu: Simulation, session_id: str) -> dict[str, Any]:
     """The regions actor's view of a session: claims, progress, conflicts, lost_work.
 
-    Read directly from the actor once the run is idle, as ``sim.runner`` does.
+    Read directly from the actor once the run is idle, as ``barnraise.runner`` does.
     """
     regions = simu.dispatcher.actor("regions")
     state: dict[str, Any] = regions.op_state({"session_id": session_id})  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from actors.agents.participant import Participant
-from sim.simulation import Simulation
+from actors.world import Simulation
 
 #: Seconds a barrier or a lock wait is allowed in the flow scenarios: far longer
 #: than any of them needs, so a timeout means something is wrong.

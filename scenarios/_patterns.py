@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sim.simulation import Simulation
+from actors.world import Simulation
 
 
 def session_events(simu: Simulation, session_id: str, prefix: str = "") -> list[dict[str, Any]]:

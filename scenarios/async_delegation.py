@@ -23,17 +23,15 @@ pending, and no behaviour failed.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from actors.agents.alerts import alert
 from actors.agents.delegation import Delegation, DelegationLedger, delegate_worker
+from actors.agents.participant import Participant
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
 from scenarios._patterns import count, session_events
-from sim.runner import ParamError
-from sim.simulation import Simulation
-
-if TYPE_CHECKING:
-    from actors.agents.participant import Participant
 
 NAME = "async_delegation"
 PARAMS: dict[str, Any] = {

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from actors.agents.critic import best_of_n_lead, critic, writer
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "best_of_n"
 PARAMS: dict[str, Any] = {

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from actors.agents.participant import Participant
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, spawn
 from scenarios._flows import PATIENCE, box, canvas_of, mark, seeded_tiles
 from sim.canvas import TileCanvas
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "checkpoint_rollback"
 PARAMS: dict[str, Any] = {"builders": 2, "band": 24, "before": 12, "after": 8, "overlap": 4}

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from actors.agents.participant import Participant
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, spawn
 from scenarios._flows import box, canvas_of, mark, overlaps, seeded_tiles, session_events
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "conflict_resolution"
 PARAMS: dict[str, Any] = {

@@ -35,11 +35,11 @@ from __future__ import annotations
 from typing import Any
 
 from actors.agents.participant import Participant
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, spawn, total
 from scenarios._experiments import mean, overlapping_pairs, percentile, regions_state
 from sim.geometry import Rect
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "conflict_storm"
 PARAMS: dict[str, Any] = {

@@ -22,11 +22,11 @@ from itertools import pairwise
 from typing import Any
 
 from actors.agents.participant import Participant
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
 from scenarios._flows import box, deliveries, mark, session_events
 from sim.messages import Message
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "delegation_chain"
 PARAMS: dict[str, Any] = {"size": 40, "tile_rate": 800.0, "error_rate": 0.0}

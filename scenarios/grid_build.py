@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from actors.agents.participant import Participant
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, rng_for, spawn, total
 from scenarios._experiments import full_plan
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "grid_build"
 PARAMS: dict[str, Any] = {"grid": 120, "builders": 9, "step": 1.0}

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import rng_for, spawn
 from scenarios._flows import box, seeded_tiles, settle
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "hitl_approval"
 PARAMS: dict[str, Any] = {

@@ -26,9 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from actors.agents.critic import critic_tester, writer
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn, total
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "kernel_build"
 PARAMS: dict[str, Any] = {

@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from actors.agents.participant import Participant
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, spawn
 from scenarios._flows import PATIENCE, mark, max_concurrent, session_events
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "locks_barriers"
 PARAMS: dict[str, Any] = {

@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 
 from actors.agents.participant import Participant
+from actors.world import Client, Simulation
+from scenarios import ParamError
 from scenarios._common import rng_for, spawn
 from scenarios._experiments import create_session, full_plan, regions_state
-from sim.runner import ParamError
-from sim.simulation import Client, Simulation
 
 NAME = "mode_comparison"
 PARAMS: dict[str, Any] = {"builders": 3, "width": 8, "overlap": 4, "height": 6,

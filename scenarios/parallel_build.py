@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from actors.agents.participant import Participant
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, rng_for, spawn
 from scenarios._flows import PATIENCE, box, canvas_of, mark, seeded_tiles, session_events
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "parallel_build"
 PARAMS: dict[str, Any] = {

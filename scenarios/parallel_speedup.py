@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from actors.world import Client, Simulation
+from scenarios import ParamError
 from scenarios._common import rng_for, spawn
 from scenarios._experiments import create_session, full_plan
-from sim.runner import ParamError
-from sim.simulation import Client, Simulation
 
 NAME = "parallel_speedup"
 PARAMS: dict[str, Any] = {"tasks": 3, "builders": 3, "block": 10, "tile_rate": 4.0}

@@ -24,10 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from actors.agents.participant import Participant, accept_next
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, spawn
 from scenarios._flows import mark, settle
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "permissions"
 PARAMS: dict[str, Any] = {"builders": 2}

@@ -27,10 +27,10 @@ import pathlib
 from typing import Any
 
 from actors.agents.plans import PlanError, approver, load_plan, plan_runner, progress_watcher
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
 from scenarios._patterns import count, min_gap, session_events
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "plan_run"
 PLANS_DIR = pathlib.Path(__file__).with_name("plans")

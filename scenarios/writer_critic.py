@@ -23,9 +23,9 @@ from typing import Any
 
 from actors.agents.architect import plan_blocks
 from actors.agents.critic import critic, refinement_lead, writer
+from actors.world import Simulation
+from scenarios import ParamError
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
-from sim.runner import ParamError
-from sim.simulation import Simulation
 
 NAME = "writer_critic"
 PARAMS: dict[str, Any] = {

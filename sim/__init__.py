@@ -1,9 +1,8 @@
-"""barnraise: an actor-model simulation of many agents building one thing together.
+"""The engine: messages, clocks, the two dispatchers, the trace, and the world's pure parts.
 
-The public API of the engine. Everything not listed in ``__all__`` may change.
+Nothing here imports ``actors``, ``scenarios`` or ``barnraise``: the layers above
+build on these names. Everything not listed in ``__all__`` may change.
 """
-
-from typing import Any
 
 from sim.clock import VirtualClock, WallClock
 from sim.dispatch import (
@@ -21,7 +20,6 @@ from sim.messages import Message, MessageError, Metadata, Priority, Region
 from sim.trace import Trace, TraceRecord
 
 __all__ = [
-    "Client",
     "DeterministicDispatcher",
     "Dispatcher",
     "Message",
@@ -31,9 +29,7 @@ __all__ = [
     "RealtimeDispatcher",
     "Region",
     "RunReport",
-    "RunResult",
     "SendReport",
-    "Simulation",
     "Statistics",
     "SubscriptionFilter",
     "Trace",
@@ -42,18 +38,4 @@ __all__ = [
     "Waiter",
     "WallClock",
     "make_dispatcher",
-    "run",
 ]
-
-# The application layer (sim.simulation) builds actors, and actors import the
-# engine: importing it lazily keeps `import actors` from re-entering itself.
-_LAZY = {"Simulation": "sim.simulation", "Client": "sim.simulation", "run": "sim.runner",
-         "RunResult": "sim.runner"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'sim' has no attribute {name!r}")

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.base import A2AActor, Agent
+from actors.world import Client, Simulation
 from sim.messages import Message
-from sim.simulation import Client, Simulation
 
 
 class Recorder(Agent):

@@ -22,11 +22,11 @@ from actors.agents.plans import (
     parse_plan,
     plan_runner,
 )
+from actors.world import Simulation
+from barnraise.runner import RunResult
+from barnraise.runner import run as run_scenario
 from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
 from sim.dispatch import seed_for
-from sim.runner import RunResult
-from sim.runner import run as run_scenario
-from sim.simulation import Simulation
 from sim.trace import TraceRecord
 
 SCENARIOS = pathlib.Path(__file__).resolve().parents[1] / "scenarios"

@@ -1,15 +1,24 @@
-"""The public surface: every exported name resolves, nothing private leaks."""
+"""The public surface and the layers: names resolve with real types, imports look only down."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-@pytest.mark.parametrize("module", ["sim", "actors", "actors.agents"])
+#: Lowest first: a module may import its own layer and those below it, never above.
+LAYERS = ("sim", "actors", "scenarios", "barnraise")
+#: Never imported by a layer: they sit beside the project, not in it.
+OUTSIDE = ("benchmarks", "tests")
+
+
+@pytest.mark.parametrize("module", ["barnraise", "sim", "actors", "actors.agents", "scenarios"])
 def test_every_public_name_resolves_and_none_is_private(module: str) -> None:
     mod = importlib.import_module(module)
     assert len(set(mod.__all__)) == len(mod.__all__)
@@ -18,28 +27,95 @@ def test_every_public_name_resolves_and_none_is_private(module: str) -> None:
         assert getattr(mod, name) is not None, name
 
 
-# The application layer of sim/ wires actors together; everything else in sim/
-# is the engine, which actors build on and which must never import them.
-APPLICATION_MODULES = {"cli.py", "demo.py", "simulation.py", "experiment.py"}
+def test_the_public_face_hands_on_the_real_objects() -> None:
+    import actors.world
+    import barnraise
+    import barnraise.runner
+    import sim.dispatch
+    import sim.messages
+
+    assert barnraise.Simulation is actors.world.Simulation
+    assert barnraise.Client is actors.world.Client
+    assert barnraise.run is barnraise.runner.run
+    assert barnraise.make_dispatcher is sim.dispatch.make_dispatcher
+    assert barnraise.Message is sim.messages.Message
+    assert not hasattr(importlib.import_module("sim"), "__getattr__")  # no lazy names
 
 
-def _imported_modules(path: pathlib.Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    found: set[str] = set()
+def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, anywhere in it (top level, functions, lazy)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            found.append((node.lineno, "." * node.level + (node.module or "")))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "import_module" and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.append((node.lineno, node.args[0].value))
     return found
 
 
-def test_the_engine_never_imports_the_actors() -> None:
-    engine = [p for p in pathlib.Path("sim").rglob("*.py") if p.name not in APPLICATION_MODULES]
-    assert len(engine) >= 8
-    for path in engine:
-        modules = _imported_modules(path)
-        assert not any(m == "actors" or m.startswith("actors.") for m in modules), path
+def layering_violations(root: pathlib.Path) -> list[str]:
+    problems = []
+    for rank, layer in enumerate(LAYERS):
+        above = set(LAYERS[rank + 1:]) | set(OUTSIDE)
+        for path in sorted((root / layer).rglob("*.py")):
+            for line, module in _imports(path):
+                if module.startswith("."):
+                    problems.append(f"{path.relative_to(root)}:{line} relative import {module}")
+                elif module.split(".")[0] in above:
+                    problems.append(f"{path.relative_to(root)}:{line} imports {module}, "
+                                    f"a layer above {layer}")
+    return problems
+
+
+def test_no_import_looks_up_a_layer() -> None:
+    assert sum(1 for layer in LAYERS for _ in (ROOT / layer).rglob("*.py")) >= 40
+    assert layering_violations(ROOT) == []
+
+
+def test_the_layering_check_catches_a_lazy_import_upward(tmp_path: pathlib.Path) -> None:
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+    (tmp_path / "sim" / "engine.py").write_text(
+        "def later():\n    from actors.world import Simulation\n    return Simulation\n")
+    (tmp_path / "actors" / "agent.py").write_text(
+        "import importlib\nmod = importlib.import_module('scenarios.kernel_build')\n")
+    (tmp_path / "scenarios" / "fine.py").write_text("import sim.messages\nimport actors.base\n")
+    found = layering_violations(tmp_path)
+    assert len(found) == 2
+    assert "sim/engine.py:2 imports actors.world" in found[0]
+    assert "actors/agent.py:2 imports scenarios.kernel_build" in found[1]
+
+
+def test_static_tools_see_the_real_types_of_the_public_names(tmp_path: pathlib.Path) -> None:
+    # trio's lesson: a lazy __getattr__ turns a class into Any and hides every typo.
+    snippet = tmp_path / "uses_barnraise.py"
+    snippet.write_text(
+        "import barnraise\n"
+        "reveal_type(barnraise.Simulation)\n"
+        "reveal_type(barnraise.run)\n"
+        "reveal_type(barnraise.Client)\n"
+        "simu = barnraise.Simulation(seed=1, bogus_option=1)\n"
+        "other = barnraise.Simulation(seed='x')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
+         "--ignore-missing-imports", str(snippet)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+    )
+    out = done.stdout
+    assert "-> actors.world.Simulation" in out, out
+    assert "barnraise.runner.RunResult" in out, out
+    assert 'Revealed type is "Any"' not in out, out
+    # and so a typo in a keyword or a wrong type is caught before anything runs
+    assert 'Unexpected keyword argument "bogus_option"' in out, out
+    assert 'Argument "seed" to "Simulation" has incompatible type "str"' in out, out
 
 
 def test_every_data_file_the_packages_read_is_installed_with_them() -> None:
@@ -48,13 +124,12 @@ def test_every_data_file_the_packages_read_is_installed_with_them() -> None:
     import fnmatch
     import tomllib
 
-    root = pathlib.Path(__file__).resolve().parents[1]
-    config = tomllib.loads((root / "pyproject.toml").read_text())
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = config["tool"]["setuptools"]["package-data"]
-    for package in ("sim", "actors", "scenarios"):
-        for path in (root / package).rglob("*"):
+    for package in LAYERS:
+        for path in (ROOT / package).rglob("*"):
             if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in str(path):
                 continue
-            relative = path.relative_to(root / package).as_posix()
+            relative = path.relative_to(ROOT / package).as_posix()
             assert any(fnmatch.fnmatch(relative, p) for p in patterns.get(package, ())), (
                 f"{package}/{relative} is not in [tool.setuptools.package-data]")

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.regions import SEQUENTIAL_IDLE, RegionManager
+from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.geometry import Rect
 from sim.messages import Message
-from sim.simulation import Client, Simulation
 from sim.tools import ToolError
 from tests.helpers import Crew, box, session_crew
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.runner import list_scenarios, run
+from barnraise.runner import list_scenarios, run
 from tests.conftest import MODES
 
 SCENARIOS = [name for name, _ in list_scenarios()]

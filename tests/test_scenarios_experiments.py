@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from barnraise.runner import RunResult, run
 from benchmarks import scenarios_bench
 from scenarios import conflict_storm, mode_comparison
 from scenarios._experiments import overlapping_pairs, percentile
-from sim.runner import RunResult, run
 
 
 def _run(name: str, seed: int = 3, **params: Any) -> RunResult:

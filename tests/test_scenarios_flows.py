@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from actors.world import Simulation
+from barnraise.runner import RunResult, run
 from scenarios import permissions
 from scenarios._flows import max_concurrent, overlaps
-from sim.runner import RunResult, run
-from sim.simulation import Simulation
 
 
 def events(result: RunResult, *types: str) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sim.simulation import Client, Simulation
+from actors.world import Client, Simulation
 from tests.conftest import MODES
 
 

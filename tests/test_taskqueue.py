@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.taskqueue import TaskQueue
+from actors.world import Client, Simulation
 from sim.messages import Message
-from sim.simulation import Client, Simulation
 from sim.taskgraph import TaskStatus
 from sim.tools import ToolError
 

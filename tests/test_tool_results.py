@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from actors.base import Agent
+from actors.world import Simulation
 from sim.messages import Message, Region
-from sim.simulation import Simulation
 from tests.helpers import Crew, box, session_crew
 
 

@@ -14,10 +14,9 @@ session event, an alert is also a trace record (kind ``event``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-if TYPE_CHECKING:
-    from actors.base import Agent
+from actors.base import Agent
 
 __all__ = ["ALERT_EVENT", "SEVERITIES", "alert", "events_topic", "session_of"]
 

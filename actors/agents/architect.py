@@ -35,12 +35,11 @@ order) and ``first_review_approval_rate``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from actors.agents.participant import Participant
+from actors.agents.participant import Participant
 
 __all__ = ["architect", "plan_blocks"]
 

@@ -19,14 +19,11 @@ failed with the error and the builder takes the next one. Outcome: ``tasks_done`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import start_next
-
-if TYPE_CHECKING:
-    from actors.agents.participant import Participant
+from actors.agents.participant import Participant, start_next
 
 __all__ = ["BUILD_TYPES", "accept_with_backoff", "build_task", "builder", "load_artifacts"]
 

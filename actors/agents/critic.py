@@ -47,19 +47,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 
 from actors.agents.builder import accept_with_backoff, build_task, load_artifacts
 from actors.agents.delegation import DelegationLedger
-from actors.agents.participant import start_next
+from actors.agents.participant import Participant, start_next
 from actors.agents.tester import tester
+from actors.base import Agent
 from sim.canvas import Tile
-
-if TYPE_CHECKING:
-    from actors.agents.participant import Participant
-    from actors.base import Agent
 
 __all__ = [
     "CriticError",

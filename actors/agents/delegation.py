@@ -45,15 +45,12 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from actors.agents.alerts import events_topic
-from actors.agents.participant import accept_next
-
-if TYPE_CHECKING:
-    from actors.agents.participant import Participant
-    from actors.base import Agent
-    from sim.messages import Message
+from actors.agents.participant import Participant, accept_next
+from actors.base import Agent
+from sim.messages import Message
 
 __all__ = [
     "DELEGATION_COMPLETED",

@@ -5,10 +5,7 @@ Outcome: ``events`` (how many) and ``record`` (``[t, event type]`` pairs, in ord
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from actors.agents.participant import Participant
+from actors.agents.participant import Participant
 
 __all__ = ["observer"]
 

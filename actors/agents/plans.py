@@ -53,17 +53,14 @@ import pathlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from actors.agents.alerts import alert, events_topic
 from actors.agents.delegation import DelegationError, DelegationLedger
-from actors.base import WaitTimeout
+from actors.agents.participant import Participant
+from actors.base import Agent, WaitTimeout
+from sim.messages import Message
 from sim.tools import TOOLS
-
-if TYPE_CHECKING:
-    from actors.agents.participant import Participant
-    from actors.base import Agent
-    from sim.messages import Message
 
 __all__ = [
     "PLAN_EVENTS",

@@ -8,13 +8,10 @@ Outcome: ``tests_run``, ``tests_passed``, ``defects_found``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from actors.agents.participant import accept_next
+from actors.agents.participant import Participant, accept_next
 from sim.canvas import Tile
-
-if TYPE_CHECKING:
-    from actors.agents.participant import Participant
 
 __all__ = ["tester"]
 

@@ -5,7 +5,7 @@ A scenario is a Python module (in ``scenarios/``, or any file given by path) wit
 * a docstring: its first line is the one-line description ``barnraise scenarios``
   shows; the rest says what it shows, its parameters and its success check;
 * ``PARAMS``: a dict of parameter defaults, whose types are the parameters' types;
-* ``run(simu, **params) -> dict``: drives a :class:`~sim.simulation.Simulation`
+* ``run(simu, **params) -> dict``: drives a :class:`~actors.world.Simulation`
   and returns the scenario's own figures (its ``metrics``); a ``session_id`` key
   names the session whose world figures go into the summary (else the first);
 * ``check(summary) -> bool``: the success check, over the whole summary;
@@ -32,24 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from sim.simulation import Simulation
+import scenarios
+from actors.world import Simulation
+from scenarios import ParamError, ScenarioError
+from sim.plots import save_canvas_png
 from sim.trace import Trace
 
 __all__ = [
     "ParamError", "RunResult", "ScenarioError", "coerce_params", "list_scenarios", "load", "run",
 ]
-
-
-class ScenarioError(ValueError):
-    """The run request is wrong (which scenario, which parameters); nothing ran."""
-
-
-class ParamError(ScenarioError):
-    """A scenario's parameters do not fit together or name something missing.
-
-    Scenarios raise it from ``run`` before they start anything, naming the
-    parameter; the CLI prints it as one line and exits 2, like any bad request.
-    """
 
 
 @dataclass
@@ -79,8 +70,6 @@ class RunResult:
             for line in self.trace.to_jsonl():
                 handle.write(line)
         if self.canvas is not None:
-            from sim.plots import save_canvas_png
-
             png = out / "canvas.png"
             save_canvas_png(png, self.canvas, self.claims, title=self.summary["scenario"])
             written.append(png)
@@ -89,8 +78,6 @@ class RunResult:
 
 def list_scenarios() -> list[tuple[str, str]]:
     """(name, one-line description) of every scenario shipped in ``scenarios/``."""
-    import scenarios
-
     found = []
     for info in sorted(pkgutil.iter_modules(scenarios.__path__), key=lambda i: i.name):
         if info.name.startswith("_") or info.ispkg:
@@ -128,7 +115,8 @@ def load(name_or_path: str) -> ModuleType:
         module = importlib.import_module(f"scenarios.{name_or_path}")
     for needed in ("PARAMS", "run", "check"):
         if not hasattr(module, needed):
-            raise ScenarioError(f"{name_or_path}: a scenario needs {needed} (see sim/runner.py)")
+            raise ScenarioError(f"{name_or_path}: a scenario needs {needed} "
+                                "(see barnraise/runner.py)")
     return module
 
 

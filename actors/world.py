@@ -2,7 +2,7 @@
 
 ::
 
-    from sim import Simulation
+    from barnraise import Simulation
     with Simulation(seed=7, mode="deterministic") as simu:
         arch = simu.client()
         s = arch.call("session_create", session_name="Linux Kernel Build", grid_size=200)
@@ -34,7 +34,7 @@ from actors.regions import RegionManager
 from actors.registry import Registry
 from actors.taskqueue import TaskQueue
 from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
-from sim.messages import Message, Priority
+from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, Priority
 from sim.policy import Policy
 from sim.tools import TOOLS, Tool, fail
 
@@ -180,10 +180,33 @@ class Simulation:
         mode: str = "deterministic",
         *,
         policy: Policy | Mapping[str, Any] | list[Any] | str | None = None,
-        **dispatcher_options: Any,
+        time_scale: float | None = None,
+        idle_timeout: float | None = None,
+        latency: float | None = None,
+        mailbox_capacity: int = 1000,
+        sign_messages: bool = False,
+        secret: bytes | None = None,
+        max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+        trace: bool = True,
     ) -> None:
+        """A session world on a ``mode`` dispatcher seeded with ``seed``.
+
+        ``time_scale`` and ``idle_timeout`` apply to realtime mode, ``latency`` to
+        deterministic mode (see the dispatchers); giving one to the other mode is
+        a ValueError. The rest go to the dispatcher as they are.
+        """
+        options: dict[str, Any] = {
+            "mailbox_capacity": mailbox_capacity, "sign_messages": sign_messages,
+            "secret": secret, "max_content_bytes": max_content_bytes, "trace": trace}
+        for name, value, applies in (("time_scale", time_scale, "realtime"),
+                                     ("idle_timeout", idle_timeout, "realtime"),
+                                     ("latency", latency, "deterministic")):
+            if value is not None:
+                if mode != applies:
+                    raise ValueError(f"{name} applies to {applies} mode only")
+                options[name] = value
         self.policy = Policy.load(policy)
-        self.dispatcher: Dispatcher = make_dispatcher(mode, seed, **dispatcher_options)
+        self.dispatcher: Dispatcher = make_dispatcher(mode, seed, **options)
         self.mode = mode
         self.seed = seed
         self._client_ids = itertools.count(1)

@@ -1,0 +1,60 @@
+"""barnraise: many agents building one thing together, as actors that talk in A2A messages.
+
+This is the public face: what a user imports. Each name is the real object from the
+layer that owns it (the engine ``sim``, the actors and their world ``actors``, the
+scenario scripts ``scenarios``, and the application here), so static tools see its
+real type. Those layers stay importable; names not listed here may change.
+
+::
+
+    import barnraise
+
+    result = barnraise.run("kernel_build", seed=7)
+    print(result.success, result.summary["completion_percent"])
+
+    with barnraise.Simulation(seed=7) as simu:
+        client = simu.client()
+        client.call("session_create", session_name="S", grid_size=100)
+"""
+
+from importlib import metadata as _metadata
+
+from actors.base import A2AActor, Agent, DeliveryError, RequestError, WaitTimeout
+from actors.registry import Registry
+from actors.world import Client, Simulation
+from barnraise.runner import RunResult, list_scenarios, run
+from scenarios import ParamError, ScenarioError
+from sim.dispatch import Dispatcher, RunReport, make_dispatcher
+from sim.messages import Message, MessageError, Priority, Region
+from sim.policy import Policy
+from sim.tools import TOOLS
+
+__all__ = [
+    "TOOLS",
+    "A2AActor",
+    "Agent",
+    "Client",
+    "DeliveryError",
+    "Dispatcher",
+    "Message",
+    "MessageError",
+    "ParamError",
+    "Policy",
+    "Priority",
+    "Region",
+    "Registry",
+    "RequestError",
+    "RunReport",
+    "RunResult",
+    "ScenarioError",
+    "Simulation",
+    "WaitTimeout",
+    "list_scenarios",
+    "make_dispatcher",
+    "run",
+]
+
+try:
+    __version__ = _metadata.version("barnraise")
+except _metadata.PackageNotFoundError:  # a checkout that was never installed
+    __version__ = "0+unknown"
