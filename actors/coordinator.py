@@ -165,13 +165,12 @@ class Coordinator(SessionService):
         if call.member is None:
             raise ToolError("not_a_member", f"{call.caller} is not in {call.session_id}")
         handoff = call.args.get("handoff_to")
-        members = self.members[call.session_id]
-        if handoff is not None and handoff not in members:
-            by_name = [m.agent_id for m in members.values() if m.name == handoff]
-            if not by_name:
+        if handoff is not None:
+            resolved = self.member_id(call.session_id, handoff)
+            if resolved is None:
                 raise ToolError("invalid_argument", f"handoff_to: {handoff!r} is not a member",
                                 field="handoff_to")
-            handoff = by_name[0]
+            handoff = resolved
         if handoff == call.caller:
             raise ToolError("invalid_argument", "handoff_to: cannot hand off to yourself",
                             field="handoff_to")
@@ -293,19 +292,9 @@ class Coordinator(SessionService):
 
     # -- A2A ------------------------------------------------------------------------------
 
-    def _member_id(self, session_id: str, who: str, field: str) -> str:
-        members = self.members[session_id]
-        if who in members:
-            return who
-        for member in members.values():
-            if member.name == who:
-                return member.agent_id
-        raise ToolError("invalid_argument", f"{field}: {who!r} is not a member of "
-                        f"{session_id}", field=field)
-
     def tool_a2a_send_message(self, call: Call) -> dict[str, Any]:
         args = call.args
-        to = self._member_id(call.session_id, args["to_agent"], "to_agent")
+        to = self.member_id(call.session_id, args["to_agent"], "to_agent")
         if args["message_type"] not in MESSAGE_TYPES:
             raise ToolError("invalid_argument", f"message_type: must be one of "
                             f"{sorted(MESSAGE_TYPES)}", field="message_type")

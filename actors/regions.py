@@ -427,15 +427,6 @@ class RegionManager(SessionService):
             claim.timer = None  # it has fired
             self._drop(s, claim, "expired")
 
-    def _member_id(self, s: _World, who: str, name: str) -> str:
-        members = self.members.get(s.info.session_id, {})
-        if who in members:
-            return who
-        for member in members.values():
-            if member.name == who:
-                return member.agent_id
-        raise _invalid(name, f"{who!r} is not a member of {s.info.session_id}")
-
     # -- claims: tools ----------------------------------------------------------------------
 
     def tool_region_claim(self, call: Call) -> dict[str, Any]:
@@ -475,7 +466,7 @@ class RegionManager(SessionService):
         if target is None:
             self._drop(s, claim, "released")
             return ok(claim_id=claim_id, released=True, transferred_to=None)
-        to = self._member_id(s, target, "transfer_to")
+        to = self.member_id(call.session_id, target, "transfer_to")
         if to == claim.agent_id:
             raise _invalid("transfer_to", f"{target!r} already holds {claim_id}")
         conflicts = self._conflicts(s, to, claim.rect, claim.exclusive, ignore=claim)

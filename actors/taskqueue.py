@@ -278,15 +278,6 @@ class TaskQueue(SessionService):
             elif task_id in timers:
                 timers.pop(task_id).cancel()
 
-    def _member_id(self, session_id: str, who: str) -> str | None:
-        members = self.members.get(session_id, {})
-        if who in members:
-            return who
-        for member in members.values():
-            if member.name == who:
-                return member.agent_id
-        return None
-
     # -- task_delegate ---------------------------------------------------------------
 
     def tool_task_delegate(self, call: Call) -> dict[str, Any]:
@@ -308,10 +299,7 @@ class TaskQueue(SessionService):
         info = state.info
         target = args["target_agent_id"]
         if target != "any":
-            resolved = self._member_id(info.session_id, target)
-            if resolved is None:
-                raise ToolError("invalid_argument", f"target_agent_id: {target!r} is not a "
-                                f"member of {info.session_id}", field="target_agent_id")
+            resolved = self.member_id(info.session_id, target, "target_agent_id")
             member = self.members[info.session_id][resolved]
             # A task only its target may accept must go to someone allowed to accept.
             if not self.policy.decide("task_accept", role=member.role,
@@ -766,7 +754,7 @@ class TaskQueue(SessionService):
                     else _ALL if wanted == "all" else {wanted})
         assignee = flt.get("assigned_to")
         if assignee is not None and assignee != "any":
-            assignee = self._member_id(call.session_id, assignee) or assignee
+            assignee = self.member_id(call.session_id, assignee) or assignee
         priority = flt.get("priority")
         chosen = [r for r in state.records.values()
                   if r.status in statuses
