@@ -22,6 +22,7 @@ from typing import Any, Final
 from actors.service import Call, Member, SessionInfo, SessionService
 from sim.messages import MESSAGE_TYPES, TOPIC_PREFIX, Message
 from sim.tools import SERVICES, ToolError, ok
+from sim.views import CheckpointView, MemberView, SessionPart, SessionView, json_copy
 
 __all__ = ["Coordinator"]
 
@@ -71,6 +72,33 @@ class Coordinator(SessionService):
                 self.emit_event(session_id, "agent_offline", {
                     "agent_id": member.agent_id, "name": member.name,
                     "last_heartbeat": content.get("last_heartbeat")})
+
+    # -- reading ------------------------------------------------------------------------
+
+    def session_ids(self) -> tuple[str, ...]:
+        """The open sessions, oldest first. Call it in this actor's own context."""
+        return tuple(self._state)
+
+    def view_of(self, session_id: str) -> SessionPart:
+        """This service's part of a :class:`~sim.views.WorldView`: the session, its
+        members in join order, its checkpoint index. LookupError for an unknown
+        session. Call it in this actor's own context: ``Simulation.view`` does."""
+        session = self._state.get(session_id)
+        if session is None:
+            raise LookupError(f"no session {session_id!r}")
+        info = session.info
+        members = self.members.get(session_id, {})
+        return SessionPart(
+            session=SessionView(info.session_id, info.session_name, info.grid_size,
+                                info.coordination_mode, json_copy(info.config),
+                                info.created_at, info.max_agents, session.private),
+            members=tuple(MemberView(m.agent_id, m.name, m.role, m.color,
+                                     tuple(m.capabilities), m.joined_at)
+                          for m in members.values()),
+            checkpoints=tuple(CheckpointView(
+                e["checkpoint_id"], e["checkpoint_name"], e["description"], e["created_at"],
+                tuple(e["include"]), json_copy(e["contents"]), e["size_kb"])
+                for e in session.checkpoints.values()))
 
     def _new_id(self, prefix: str) -> str:
         self._serial += 1

@@ -52,6 +52,7 @@ import msgspec
 from actors.base import DeliveryError, WaitTimeout
 from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
+from sim.geometry import Rect
 from sim.messages import Priority
 from sim.taskgraph import (
     DependencyCycle,
@@ -63,6 +64,7 @@ from sim.taskgraph import (
     parse_priority,
 )
 from sim.tools import ToolError, ok
+from sim.views import TasksPart, TaskView, json_copy
 
 __all__ = ["TaskQueue", "TaskRecord"]
 
@@ -172,6 +174,32 @@ class TaskQueue(SessionService):
     def records_of(self, session_id: str) -> Mapping[str, TaskRecord]:
         """The session's task records by id; same caveat as :meth:`graph_of`."""
         return self._state[session_id].records
+
+    def view_of(self, session_id: str) -> TasksPart:
+        """This service's part of a :class:`~sim.views.WorldView`: every task, oldest first.
+
+        LookupError for an unknown session. Call it in this actor's own context:
+        ``actors.world.Simulation.view`` does.
+        """
+        state = self._state.get(session_id)
+        if state is None:
+            raise LookupError(f"no session {session_id!r} in the task queue")
+        graph = state.graph
+        return TasksPart(tuple(
+            TaskView(
+                task_id=r.task_id, type=r.type, description=r.description,
+                status=r.shown_status, priority=r.priority, assigned_to=r.assigned_to,
+                delegated_by=r.delegated_by,
+                region=None if r.region is None else Rect.parse(r.region),
+                dependencies=tuple(r.dependencies),
+                dependents=tuple(graph.dependents(r.task_id)),
+                ready=graph.is_ready(r.task_id), created_at=r.created_at,
+                accepted_at=r.accepted_at, completed_at=r.completed_at, deadline=r.deadline,
+                max_retries=r.max_retries, retries_used=r.retries_used,
+                result=json_copy(r.result), artifacts=tuple(json_copy(r.artifacts)),
+                message=r.message, claim_id=r.claim_id,
+                approval_requested_at=r.approval_requested_at, payload=json_copy(r.payload))
+            for r in state.records.values()))
 
     # -- sessions --------------------------------------------------------------------
 
