@@ -134,7 +134,7 @@ def test_barnraise_run_from_python() -> None:
     assert result.summary["mode"] == "deterministic"
     assert result.trace_digest == result.summary["trace_digest"]
     # the canvas is the final tile layer and, at 100%, equal to the seeded blueprint
-    from scenarios._common import kernel_blueprint
+    from scenarios._kit import kernel_blueprint
     from sim.dispatch import seed_for
 
     blueprint = kernel_blueprint(60, np.random.default_rng(seed_for(9, "scenario:blueprint")))
