@@ -153,11 +153,11 @@ def _convert(key: str, value: Any, default: Any) -> Any:
             return msgspec.convert(value, kind, strict=False)
         return msgspec.convert(value, kind)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        # msgspec's own words add something only for JSON (where it broke, or
-        # which item is wrong); for a lone scalar they repeat the first half.
+        # msgspec's own words add something for JSON text (where it broke, what
+        # it found) and for an item deep inside; for a lone scalar they repeat
+        # what the first half says.
         detail = str(exc)
-        useful = isinstance(exc, msgspec.DecodeError) and not detail.startswith("Expected")
-        useful = useful or "at `$" in detail
+        useful = (isinstance(value, str) and kind in (list, dict)) or "at `$" in detail
         raise ScenarioError(f"parameter {key}: expected {kind.__name__}, got {value!r}"
                             + (f" ({detail})" if useful else "")) from None
 
