@@ -299,7 +299,9 @@ def _completion(s: _World) -> float:
 
 
 def _artifact(record: Mapping[str, Any], id_key: str) -> ArtifactView:
-    return ArtifactView(record[id_key], record["name"], Rect.parse(record["region"]),
+    region = record["region"]  # made from a Rect: the constructor's fast path suffices
+    return ArtifactView(record[id_key], record["name"],
+                        Rect(region["x"], region["y"], region["width"], region["height"]),
                         record["agent_id"], record["created_at"], record.get("tiles"))
 
 

@@ -15,8 +15,14 @@ request to the service that owns the tool and returns the result dict; in
 deterministic mode the call runs the simulation until the answer arrives, in
 realtime mode it waits for it (bounded). After ``session_create`` or
 ``session_join`` the client is bound to that session and may omit
-``session_id``. Every result has ``success``; failures carry ``error`` and
-``message`` and are never raised.
+``session_id`` (the rule is :func:`sim.tools.prepare_call` and
+:func:`sim.tools.bound_session_after`). Every result has ``success``; failures
+carry ``error`` and ``message`` and are never raised.
+
+``simu.view(session_id)`` reads a session's world as frozen values (a
+:class:`sim.views.WorldView`: members, claims, tasks, canvas, progress, ...), each
+part built by the service that owns it, in that service's own context; see
+:meth:`Simulation.view` for what a caller may rely on in each mode.
 """
 
 from __future__ import annotations
