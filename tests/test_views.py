@@ -233,3 +233,13 @@ def test_a_realtime_part_that_does_not_come_is_a_timeout() -> None:
         # released, it answers again
         _spy(regions, [])
         assert simu.view(crew.sid, timeout=10).session_id == crew.sid
+
+
+def test_a_closed_simulation_can_still_be_viewed(simu: Simulation) -> None:
+    # Once an actor's thread has ended nothing changes its state, so it is read directly.
+    crew = session_crew(simu, 8)
+    assert crew.a.region_claim(region=box(0, 0, 2, 2))["success"]
+    simu.close()
+    view = simu.view(crew.sid)
+    assert simu.sessions() == [crew.sid]
+    assert len(view.members) == 5 and [c.agent_id for c in view.claims] == [crew.a.agent_id]
