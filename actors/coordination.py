@@ -70,6 +70,7 @@ from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
 from sim.messages import Message
 from sim.tools import ToolError, fail, ok
+from sim.views import BarrierView, CoordinationPart, LockView
 
 __all__ = ["CoordinationService"]
 
@@ -143,6 +144,22 @@ class CoordinationService(SessionService):
 
     def on_session(self, info: SessionInfo) -> None:
         self._state[info.session_id] = _SessionState()
+
+    def view_of(self, session_id: str) -> CoordinationPart:
+        """This service's part of a :class:`~sim.views.WorldView`: locks held, barriers
+        waited at, each by id. LookupError for an unknown session. Call it in this
+        actor's own context: ``actors.world.Simulation.view`` does."""
+        if session_id not in self.sessions:
+            raise LookupError(f"no session {session_id!r} in the coordination service")
+        state = self._state.get(session_id) or _SessionState()
+        locks = tuple(LockView(lock.lock_id, lock.holder, lock.expires_at,
+                               tuple(w.agent_id for w in lock.waiters))
+                      for _, lock in sorted(state.locks.items()))
+        barriers = tuple(BarrierView(
+            b.barrier_id, b.generation, b.expected_count,
+            None if b.expected_agents is None else tuple(b.expected_agents), tuple(b.arrived()))
+            for _, b in sorted(state.barriers.items()))
+        return CoordinationPart(locks, barriers)
 
     def _session(self, session_id: str) -> _SessionState:
         # A session is announced before any call reaches us; setdefault only

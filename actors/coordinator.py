@@ -22,6 +22,7 @@ from typing import Any, Final
 from actors.service import Call, Member, SessionInfo, SessionService
 from sim.messages import MESSAGE_TYPES, TOPIC_PREFIX, Message
 from sim.tools import SERVICES, ToolError, ok
+from sim.views import CheckpointView, MemberView, SessionPart, SessionView, json_copy
 
 __all__ = ["Coordinator"]
 
@@ -71,6 +72,33 @@ class Coordinator(SessionService):
                 self.emit_event(session_id, "agent_offline", {
                     "agent_id": member.agent_id, "name": member.name,
                     "last_heartbeat": content.get("last_heartbeat")})
+
+    # -- reading ------------------------------------------------------------------------
+
+    def session_ids(self) -> tuple[str, ...]:
+        """The open sessions, oldest first. Call it in this actor's own context."""
+        return tuple(self._state)
+
+    def view_of(self, session_id: str) -> SessionPart:
+        """This service's part of a :class:`~sim.views.WorldView`: the session, its
+        members in join order, its checkpoint index. LookupError for an unknown
+        session. Call it in this actor's own context: ``Simulation.view`` does."""
+        session = self._state.get(session_id)
+        if session is None:
+            raise LookupError(f"no session {session_id!r}")
+        info = session.info
+        members = self.members.get(session_id, {})
+        return SessionPart(
+            session=SessionView(info.session_id, info.session_name, info.grid_size,
+                                info.coordination_mode, json_copy(info.config),
+                                info.created_at, info.max_agents, session.private),
+            members=tuple(MemberView(m.agent_id, m.name, m.role, m.color,
+                                     tuple(m.capabilities), m.joined_at)
+                          for m in members.values()),
+            checkpoints=tuple(CheckpointView(
+                e["checkpoint_id"], e["checkpoint_name"], e["description"], e["created_at"],
+                tuple(e["include"]), json_copy(e["contents"]), e["size_kb"])
+                for e in session.checkpoints.values()))
 
     def _new_id(self, prefix: str) -> str:
         self._serial += 1
@@ -165,13 +193,12 @@ class Coordinator(SessionService):
         if call.member is None:
             raise ToolError("not_a_member", f"{call.caller} is not in {call.session_id}")
         handoff = call.args.get("handoff_to")
-        members = self.members[call.session_id]
-        if handoff is not None and handoff not in members:
-            by_name = [m.agent_id for m in members.values() if m.name == handoff]
-            if not by_name:
+        if handoff is not None:
+            resolved = self.member_id(call.session_id, handoff)
+            if resolved is None:
                 raise ToolError("invalid_argument", f"handoff_to: {handoff!r} is not a member",
                                 field="handoff_to")
-            handoff = by_name[0]
+            handoff = resolved
         if handoff == call.caller:
             raise ToolError("invalid_argument", "handoff_to: cannot hand off to yourself",
                             field="handoff_to")
@@ -293,19 +320,9 @@ class Coordinator(SessionService):
 
     # -- A2A ------------------------------------------------------------------------------
 
-    def _member_id(self, session_id: str, who: str, field: str) -> str:
-        members = self.members[session_id]
-        if who in members:
-            return who
-        for member in members.values():
-            if member.name == who:
-                return member.agent_id
-        raise ToolError("invalid_argument", f"{field}: {who!r} is not a member of "
-                        f"{session_id}", field=field)
-
     def tool_a2a_send_message(self, call: Call) -> dict[str, Any]:
         args = call.args
-        to = self._member_id(call.session_id, args["to_agent"], "to_agent")
+        to = self.member_id(call.session_id, args["to_agent"], "to_agent")
         if args["message_type"] not in MESSAGE_TYPES:
             raise ToolError("invalid_argument", f"message_type: must be one of "
                             f"{sorted(MESSAGE_TYPES)}", field="message_type")

@@ -57,6 +57,14 @@ from sim.canvas import MatchResult, Tile, TileCanvas, parse_tile
 from sim.dispatch import Timer
 from sim.geometry import Rect, find_free_placement, free_rectangles
 from sim.tools import TOOLS, ToolError, ok
+from sim.views import (
+    ArtifactView,
+    ClaimView,
+    ProgressView,
+    RegionsPart,
+    StoredCheckpoint,
+    frozen_copy,
+)
 
 __all__ = ["SEQUENTIAL_IDLE", "ClaimIndex", "RegionManager"]
 
@@ -283,6 +291,20 @@ def _share(m: MatchResult) -> float:
     return 1.0 if m.complete else 0.0
 
 
+def _completion(s: _World) -> float:
+    """Percent of the blueprint done (two decimals; 0.0 without one): a pass over the canvas."""
+    if s.blueprint is None:
+        return 0.0
+    return round(100 * _share(s.canvas.match(s.blueprint, limit=0)), 2)
+
+
+def _artifact(record: Mapping[str, Any], id_key: str) -> ArtifactView:
+    region = record["region"]  # made from a Rect: the constructor's fast path suffices
+    return ArtifactView(record[id_key], record["name"],
+                        Rect(region["x"], region["y"], region["width"], region["height"]),
+                        record["agent_id"], record["created_at"], record.get("tiles"))
+
+
 class RegionManager(SessionService):
     """The ``regions`` service. See the module docstring for what it owns and guarantees."""
 
@@ -306,6 +328,37 @@ class RegionManager(SessionService):
         if world is None:
             raise ToolError("session_not_found", f"no session {session_id!r}")
         return world
+
+    def view_of(self, session_id: str, *, canvas: bool = True,
+                completion: bool = False) -> RegionsPart:
+        """This service's part of a :class:`~sim.views.WorldView` (LookupError: no session).
+
+        ``canvas`` copies the tile layer and the blueprint; ``completion``
+        compares them (a pass over the canvas). Call it in this actor's own
+        context: ``actors.world.Simulation.view`` does.
+        """
+        s = self.worlds.get(session_id)
+        if s is None:
+            raise LookupError(f"no session {session_id!r} in the regions service")
+        claims = tuple(ClaimView(c.claim_id, c.agent_id, c.rect, c.exclusive, c.purpose,
+                                 c.claimed_at, c.expires_at)
+                       for c in sorted(s.claims.values(), key=_by_serial))
+        tiles = blueprint = None
+        if canvas:
+            tiles = frozen_copy(s.canvas.tiles)
+            blueprint = None if s.blueprint is None else frozen_copy(s.blueprint)
+        progress = ProgressView(
+            tiles_placed=s.tiles_placed, shaders_loaded=len(s.shaders),
+            cartridges_assembled=len(s.cartridges), conflicts=s.conflicts,
+            lost_work=s.lost_work, completion_percent=_completion(s) if completion else None)
+        return RegionsPart(
+            claims=claims, canvas=tiles, blueprint=blueprint,
+            has_blueprint=s.blueprint is not None,
+            shaders=tuple(_artifact(a, "shader_id") for a in s.shaders.values()),
+            cartridges=tuple(_artifact(a, "cartridge_id") for a in s.cartridges.values()),
+            progress=progress,
+            checkpoints=tuple(StoredCheckpoint(checkpoint_id, ck.tiles_placed, ck.canvas)
+                              for checkpoint_id, ck in s.checkpoints.items()))
 
     # -- claims: bookkeeping -------------------------------------------------------------
 
@@ -427,15 +480,6 @@ class RegionManager(SessionService):
             claim.timer = None  # it has fired
             self._drop(s, claim, "expired")
 
-    def _member_id(self, s: _World, who: str, name: str) -> str:
-        members = self.members.get(s.info.session_id, {})
-        if who in members:
-            return who
-        for member in members.values():
-            if member.name == who:
-                return member.agent_id
-        raise _invalid(name, f"{who!r} is not a member of {s.info.session_id}")
-
     # -- claims: tools ----------------------------------------------------------------------
 
     def tool_region_claim(self, call: Call) -> dict[str, Any]:
@@ -475,7 +519,7 @@ class RegionManager(SessionService):
         if target is None:
             self._drop(s, claim, "released")
             return ok(claim_id=claim_id, released=True, transferred_to=None)
-        to = self._member_id(s, target, "transfer_to")
+        to = self.member_id(call.session_id, target, "transfer_to")
         if to == claim.agent_id:
             raise _invalid("transfer_to", f"{target!r} already holds {claim_id}")
         conflicts = self._conflicts(s, to, claim.rect, claim.exclusive, ignore=claim)
@@ -636,10 +680,7 @@ class RegionManager(SessionService):
             "tiles_placed": s.tiles_placed, "shaders_loaded": len(s.shaders),
             "cartridges_assembled": len(s.cartridges)}
         if content.get("progress", True):
-            completion = 0.0
-            if s.blueprint is not None:
-                completion = round(100 * _share(s.canvas.match(s.blueprint, limit=0)), 2)
-            progress["completion_percent"] = completion
+            progress["completion_percent"] = _completion(s)
         return ok(claims=claims, progress=progress, conflicts=s.conflicts,
                   lost_work=s.lost_work)
 

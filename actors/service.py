@@ -32,7 +32,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, overload
 
 from actors.base import A2AActor
 from sim.messages import Message, MessageError, Priority
@@ -250,3 +250,28 @@ class SessionService(A2AActor):
     def member_name(self, session_id: str, agent_id: str) -> str:
         member = self.members.get(session_id, {}).get(agent_id)
         return member.name if member is not None else agent_id
+
+    @overload
+    def member_id(self, session_id: str, who: str, field: str) -> str: ...
+
+    @overload
+    def member_id(self, session_id: str, who: str, field: None = None) -> str | None: ...
+
+    def member_id(self, session_id: str, who: str, field: str | None = None) -> str | None:
+        """The agent id of the member ``who`` names, by agent id or by display name.
+
+        A name that is no member's: with ``field``, raises ``invalid_argument``
+        naming that argument ("to_agent: 'x' is not a member of session_..."),
+        without it returns None. An id wins over a name (names are unique in a
+        session, ids are unique everywhere).
+        """
+        members = self.members.get(session_id, {})
+        if who in members:
+            return who
+        for member in members.values():
+            if member.name == who:
+                return member.agent_id
+        if field is None:
+            return None
+        raise ToolError("invalid_argument", f"{field}: {who!r} is not a member of {session_id}",
+                        field=field)

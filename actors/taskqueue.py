@@ -52,6 +52,7 @@ import msgspec
 from actors.base import DeliveryError, WaitTimeout
 from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
+from sim.geometry import Rect
 from sim.messages import Priority
 from sim.taskgraph import (
     DependencyCycle,
@@ -63,6 +64,7 @@ from sim.taskgraph import (
     parse_priority,
 )
 from sim.tools import ToolError, ok
+from sim.views import TasksPart, TaskView, json_copy
 
 __all__ = ["TaskQueue", "TaskRecord"]
 
@@ -138,6 +140,14 @@ class TaskRecord:
                 "region": self.region}
 
 
+def _rect_of(region: Mapping[str, int] | None) -> Rect | None:
+    # The region was validated on the way in; the constructor's fast path is a
+    # fifth of Rect.parse's cost.
+    if region is None:
+        return None
+    return Rect(region["x"], region["y"], region["width"], region["height"])
+
+
 @dataclass(slots=True)
 class _Session:
     info: SessionInfo
@@ -172,6 +182,33 @@ class TaskQueue(SessionService):
     def records_of(self, session_id: str) -> Mapping[str, TaskRecord]:
         """The session's task records by id; same caveat as :meth:`graph_of`."""
         return self._state[session_id].records
+
+    def view_of(self, session_id: str) -> TasksPart:
+        """This service's part of a :class:`~sim.views.WorldView`: every task, oldest first.
+
+        LookupError for an unknown session. Call it in this actor's own context:
+        ``actors.world.Simulation.view`` does.
+        """
+        state = self._state.get(session_id)
+        if state is None:
+            raise LookupError(f"no session {session_id!r} in the task queue")
+        graph = state.graph
+        return TasksPart(tuple(
+            TaskView(
+                task_id=r.task_id, type=r.type, description=r.description,
+                status=r.shown_status, priority=r.priority, assigned_to=r.assigned_to,
+                delegated_by=r.delegated_by, region=_rect_of(r.region),
+                dependencies=tuple(r.dependencies),
+                dependents=tuple(graph.dependents(r.task_id)),
+                ready=graph.is_ready(r.task_id), created_at=r.created_at,
+                accepted_at=r.accepted_at, completed_at=r.completed_at, deadline=r.deadline,
+                max_retries=r.max_retries, retries_used=r.retries_used,
+                # Most results and payloads are empty: a new {} is 4x cheaper than a copy.
+                result=json_copy(r.result) if r.result else {},
+                artifacts=tuple(json_copy(r.artifacts)), message=r.message,
+                claim_id=r.claim_id, approval_requested_at=r.approval_requested_at,
+                payload=json_copy(r.payload) if r.payload else {})
+            for r in state.records.values()))
 
     # -- sessions --------------------------------------------------------------------
 
@@ -278,15 +315,6 @@ class TaskQueue(SessionService):
             elif task_id in timers:
                 timers.pop(task_id).cancel()
 
-    def _member_id(self, session_id: str, who: str) -> str | None:
-        members = self.members.get(session_id, {})
-        if who in members:
-            return who
-        for member in members.values():
-            if member.name == who:
-                return member.agent_id
-        return None
-
     # -- task_delegate ---------------------------------------------------------------
 
     def tool_task_delegate(self, call: Call) -> dict[str, Any]:
@@ -308,10 +336,7 @@ class TaskQueue(SessionService):
         info = state.info
         target = args["target_agent_id"]
         if target != "any":
-            resolved = self._member_id(info.session_id, target)
-            if resolved is None:
-                raise ToolError("invalid_argument", f"target_agent_id: {target!r} is not a "
-                                f"member of {info.session_id}", field="target_agent_id")
+            resolved = self.member_id(info.session_id, target, "target_agent_id")
             member = self.members[info.session_id][resolved]
             # A task only its target may accept must go to someone allowed to accept.
             if not self.policy.decide("task_accept", role=member.role,
@@ -766,7 +791,7 @@ class TaskQueue(SessionService):
                     else _ALL if wanted == "all" else {wanted})
         assignee = flt.get("assigned_to")
         if assignee is not None and assignee != "any":
-            assignee = self._member_id(call.session_id, assignee) or assignee
+            assignee = self.member_id(call.session_id, assignee) or assignee
         priority = flt.get("priority")
         chosen = [r for r in state.records.values()
                   if r.status in statuses

@@ -15,8 +15,14 @@ request to the service that owns the tool and returns the result dict; in
 deterministic mode the call runs the simulation until the answer arrives, in
 realtime mode it waits for it (bounded). After ``session_create`` or
 ``session_join`` the client is bound to that session and may omit
-``session_id``. Every result has ``success``; failures carry ``error`` and
-``message`` and are never raised.
+``session_id`` (the rule is :func:`sim.tools.prepare_call` and
+:func:`sim.tools.bound_session_after`). Every result has ``success``; failures
+carry ``error`` and ``message`` and are never raised.
+
+``simu.view(session_id)`` reads a session's world as frozen values (a
+:class:`sim.views.WorldView`: members, claims, tasks, canvas, progress, ...), each
+part built by the service that owns it, in that service's own context; see
+:meth:`Simulation.view` for what a caller may rely on in each mode.
 """
 
 from __future__ import annotations
@@ -25,8 +31,12 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+import pykka
+from pykka.messages import ProxyCall
+
+from actors.base import A2AActor
 from actors.client import ClientActor
 from actors.coordination import CoordinationService
 from actors.coordinator import Coordinator
@@ -36,12 +46,15 @@ from actors.taskqueue import TaskQueue
 from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, Priority
 from sim.policy import Policy
-from sim.tools import TOOLS, Tool, fail
+from sim.tools import TOOLS, Tool, bound_session_after, fail, prepare_call
+from sim.views import WorldView
 
 __all__ = ["Client", "Simulation"]
 
 #: Wall seconds a realtime client waits for an answer before giving up.
 REALTIME_CALL_TIMEOUT = 30.0
+
+T = TypeVar("T")
 
 
 class Client:
@@ -66,13 +79,10 @@ class Client:
         For calls that wait on others (a barrier, a lock), so that one thread
         can drive several clients in deterministic mode.
         """
-        tool = TOOLS.get(name)
-        if tool is None:
-            return PendingCall.done(fail("unknown_tool", f"no tool {name!r}; "
-                                         f"known tools: {', '.join(sorted(TOOLS))}"))
-        if ("session_id" in tool.input_schema["properties"] and "session_id" not in args
-                and self.session_id is not None):
-            args["session_id"] = self.session_id
+        prepared = prepare_call(name, args, self.session_id)
+        if isinstance(prepared, dict):
+            return PendingCall.done(prepared)
+        tool, args = prepared
         dispatcher = self._simulation.dispatcher
         correlation_id = dispatcher.next_id()
         self._actor.expect(correlation_id)
@@ -85,15 +95,6 @@ class Client:
             return PendingCall.done(fail("no_reply", f"{tool.service} did not accept the call: "
                                          f"{report.statuses}"))
         return PendingCall(self, tool, correlation_id)
-
-    def _bind(self, tool: Tool, result: dict[str, Any]) -> None:
-        if not result.get("success"):
-            return
-        creating = tool.name == "session_create" and self.session_id is None
-        if creating or tool.name == "session_join":
-            self.session_id = result["session_id"]
-        elif tool.name == "session_leave":
-            self.session_id = None
 
     # -- mail --------------------------------------------------------------------------
 
@@ -167,7 +168,8 @@ class PendingCall:
             return fail("no_reply", f"no answer to {self._tool.name} "
                         + ("in time" if timeout is not None else "(the run went idle)"))
         self._result = dict(reply.content)
-        self._client._bind(self._tool, self._result)
+        client = self._client
+        client.session_id = bound_session_after(self._tool.name, self._result, client.session_id)
         return self._result
 
 
@@ -212,10 +214,11 @@ class Simulation:
         self._client_ids = itertools.count(1)
         d = self.dispatcher
         d.spawn(Registry, "registry")
-        d.spawn(RegionManager, "regions", policy=self.policy)
-        d.spawn(TaskQueue, "tasks", policy=self.policy)
-        d.spawn(CoordinationService, "coordination", policy=self.policy)
-        d.spawn(Coordinator, "coordinator", policy=self.policy)
+        self._regions: RegionManager = d.spawn(RegionManager, "regions", policy=self.policy)
+        self._tasks: TaskQueue = d.spawn(TaskQueue, "tasks", policy=self.policy)
+        self._coordination: CoordinationService = d.spawn(
+            CoordinationService, "coordination", policy=self.policy)
+        self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy)
         self.clients: list[Client] = []
         #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
         self.progress: Callable[[float], None] | None = None
@@ -245,6 +248,75 @@ class Simulation:
         client = Client(self, actor)
         self.clients.append(client)
         return client
+
+    # -- reading the world -----------------------------------------------------------------
+
+    def sessions(self) -> list[str]:
+        """The ids of the open sessions, oldest first."""
+        return list(self._in_context(self._coordinator, self._coordinator.session_ids))
+
+    def view(self, session_id: str | None = None, *, canvas: bool = True,
+             completion: bool = False, timeout: float | None = None) -> WorldView:
+        """A frozen :class:`~sim.views.WorldView` of session ``session_id`` (default: the
+        oldest open session).
+
+        ``canvas``: copy the tile layer and the blueprint (else both are None);
+        ``completion``: compute ``progress.completion_percent`` (a pass over the
+        whole canvas; else None). LookupError when there is no such session (or
+        no session at all).
+
+        Each service builds its own part in its own actor context, so reading is
+        safe while the run goes on: in deterministic mode (one thread) the view
+        is the world between two steps; in realtime mode each part is a pykka
+        call run on its owner's thread after the letters already in its mailbox,
+        so each part is consistent in itself and parts may be a few letters
+        apart. ``timeout`` bounds each realtime part (wall seconds, default
+        :data:`REALTIME_CALL_TIMEOUT`); TimeoutError names the part that did not
+        come. Do not call it from inside an actor in realtime mode: an actor
+        asking itself waits out the timeout.
+        """
+        at = self.now
+        coordinator = self._coordinator
+        if session_id is None:
+            open_sessions = self._in_context(coordinator, coordinator.session_ids, timeout=timeout)
+            if not open_sessions:
+                raise LookupError("no session to view: none has been created (or all closed)")
+            session_id = open_sessions[0]
+        session = self._in_context(coordinator, coordinator.view_of, session_id,
+                                   timeout=timeout)
+        regions = self._in_context(self._regions, self._regions.view_of, session_id,
+                                   canvas=canvas, completion=completion, timeout=timeout)
+        tasks = self._in_context(self._tasks, self._tasks.view_of, session_id, timeout=timeout)
+        coordination = self._in_context(self._coordination, self._coordination.view_of,
+                                        session_id, timeout=timeout)
+        return WorldView.assemble(at, session, regions, tasks, coordination)
+
+    def _in_context(self, actor: A2AActor, method: Callable[..., T], *args: Any,
+                    timeout: float | None = None, **kwargs: Any) -> T:
+        """``method(*args, **kwargs)`` run where ``actor`` runs its handlers.
+
+        Deterministic mode: here (the dispatcher runs handlers on this thread,
+        between steps). Realtime mode: on the actor's own thread, through a pykka
+        ``ProxyCall`` that waits behind the letters already queued; it is not an
+        A2A message, so it is neither traced nor counted as work in flight. An
+        actor whose thread has ended changes no more and is read here.
+        """
+        if isinstance(self.dispatcher, DeterministicDispatcher) or actor.actor_stopped.is_set():
+            return method(*args, **kwargs)
+        wait = REALTIME_CALL_TIMEOUT if timeout is None else timeout
+        call = ProxyCall(attr_path=(method.__name__,), args=args, kwargs=kwargs)
+        try:
+            result: T = actor.actor_ref.ask(call, block=True, timeout=wait)
+        except pykka.Timeout:
+            raise TimeoutError(f"{actor.name} did not answer {method.__name__} within "
+                               f"{wait:g} wall seconds") from None
+        except pykka.ActorDeadError:
+            # Stopped meanwhile: once its thread is done, its state is still.
+            if not actor.actor_stopped.wait(wait):
+                raise TimeoutError(f"{actor.name} is stopping and did not finish within "
+                                   f"{wait:g} wall seconds") from None
+            return method(*args, **kwargs)
+        return result
 
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` of simulation time pass: timers fire, leases expire."""

@@ -28,6 +28,7 @@ from sim.dispatch import Dispatcher, RunReport, make_dispatcher
 from sim.messages import Message, MessageError, Priority, Region
 from sim.policy import Policy
 from sim.tools import TOOLS
+from sim.views import WorldView
 
 __all__ = [
     "TOOLS",
@@ -49,6 +50,7 @@ __all__ = [
     "ScenarioError",
     "Simulation",
     "WaitTimeout",
+    "WorldView",
     "list_scenarios",
     "make_dispatcher",
     "run",

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import numpy as np
 
 import scenarios
@@ -121,40 +122,44 @@ def load(name_or_path: str) -> ModuleType:
 
 
 def coerce_params(module: ModuleType, given: Mapping[str, Any]) -> dict[str, Any]:
-    """Defaults overlaid with ``given``; strings (from the CLI) become the default's type."""
+    """Defaults overlaid with ``given``, each converted to its default's type.
+
+    A string for a parameter of another type (as the CLI gives every value) is
+    read leniently: ``"4"`` for an int, ``"0.5"`` for a float, ``true`` /
+    ``false`` / ``1`` / ``0`` for a bool, JSON for a list or a dict. Any other
+    value must already have the type (an int passes for a float; a bool does
+    not pass for an int). A parameter whose default is None takes any value.
+    ScenarioError names the parameter for an unknown one or a value that does
+    not convert.
+    """
     defaults: dict[str, Any] = dict(module.PARAMS)
     params = dict(defaults)
     for key, value in given.items():
         if key not in defaults:
             raise ScenarioError(f"unknown parameter {key!r}; parameters: "
                                 f"{', '.join(sorted(defaults)) or 'none'}")
-        params[key] = _coerce(key, value, defaults[key])
+        params[key] = _convert(key, value, defaults[key])
     return params
 
 
-def _coerce(key: str, value: Any, default: Any) -> Any:
+def _convert(key: str, value: Any, default: Any) -> Any:
+    if default is None:
+        return value
     kind = type(default)
-    if isinstance(value, str) and kind is not str:
-        try:
-            if kind is bool:
-                lowered = value.lower()
-                if lowered not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(value)
-                return lowered in ("true", "1", "yes")
+    try:
+        if isinstance(value, str) and kind is not str:
             if kind in (list, dict):
-                parsed = json.loads(value)
-                if not isinstance(parsed, kind):
-                    raise ValueError(value)
-                return parsed
-            return kind(value)
-        except (ValueError, json.JSONDecodeError):
-            raise ScenarioError(f"parameter {key}: expected {kind.__name__}, "
-                                f"got {value!r}") from None
-    if kind is float and type(value) is int:
-        return float(value)
-    if type(value) is not kind and default is not None:
-        raise ScenarioError(f"parameter {key}: expected {kind.__name__}, got {value!r}")
-    return value
+                return msgspec.json.decode(value, type=kind)
+            return msgspec.convert(value, kind, strict=False)
+        return msgspec.convert(value, kind)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        # msgspec's own words add something for JSON text (where it broke, what
+        # it found) and for an item deep inside; for a lone scalar they repeat
+        # what the first half says.
+        detail = str(exc)
+        useful = (isinstance(value, str) and kind in (list, dict)) or "at `$" in detail
+        raise ScenarioError(f"parameter {key}: expected {kind.__name__}, got {value!r}"
+                            + (f" ({detail})" if useful else "")) from None
 
 
 def run(
@@ -217,31 +222,24 @@ def run(
 
 
 def _world(simu: Simulation, session_id: str | None) -> dict[str, Any]:
-    """World figures of one session, read from its owners once the run is idle."""
-    coordinator = simu.dispatcher.actor("coordinator")
-    sessions = list(coordinator.sessions)  # type: ignore[attr-defined]
+    """World figures of one session (default: the oldest), from its frozen view."""
+    sessions = simu.sessions()
     sid = session_id or (sessions[0] if sessions else None)
-    empty: dict[str, Any] = {"agents": 0, "tiles_placed": 0, "completion_percent": 0.0,
-                             "conflicts": 0, "tasks_completed": 0, "tasks_failed": 0,
-                             "canvas": None, "claims": []}
     if sid is None:
-        return empty
-    regions = simu.dispatcher.actor("regions")
-    tasks = simu.dispatcher.actor("tasks")
-    members = coordinator.members.get(sid, {})  # type: ignore[attr-defined]
-    region_state = regions.op_state({"session_id": sid})  # type: ignore[attr-defined]
-    task_state = tasks.op_state({"session_id": sid})  # type: ignore[attr-defined]
-    counts = task_state.get("counts", {})
-    colours = {m.agent_id: m.color for m in members.values()}
-    claims = [{"bounds": c["bounds"], "color": colours.get(c["agent_id"], "#FF0000")}
-              for c in region_state.get("claims", [])]
+        return {"agents": 0, "tiles_placed": 0, "completion_percent": 0.0, "conflicts": 0,
+                "tasks_completed": 0, "tasks_failed": 0, "canvas": None, "claims": []}
+    view = simu.view(sid, completion=True)
+    counts = view.task_counts()
+    colours = {m.agent_id: m.color for m in view.members}
+    claims = [{"bounds": c.region.to_dict(), "color": colours.get(c.agent_id, "#FF0000")}
+              for c in view.claims]
     return {
-        "agents": len(members),
-        "tiles_placed": region_state["progress"]["tiles_placed"],
-        "completion_percent": region_state["progress"]["completion_percent"],
-        "conflicts": region_state["conflicts"],
+        "agents": len(view.members),
+        "tiles_placed": view.progress.tiles_placed,
+        "completion_percent": view.progress.completion_percent,
+        "conflicts": view.progress.conflicts,
         "tasks_completed": counts.get("completed", 0),
         "tasks_failed": counts.get("failed", 0),
-        "canvas": regions._world(sid).canvas.tiles.copy(),  # type: ignore[attr-defined]
+        "canvas": view.canvas,
         "claims": claims,
     }

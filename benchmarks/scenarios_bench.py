@@ -27,7 +27,7 @@ import numpy as np
 from actors.base import A2AActor, Agent
 from barnraise.runner import run as run_scenario
 from benchmarks.runtime import _summary, interleaved
-from scenarios._experiments import full_plan
+from scenarios._kit import seeded_tiles
 from sim.dispatch import make_dispatcher, seed_for
 from sim.messages import Message, Priority
 
@@ -39,7 +39,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def _plan(grid: int, seed: int) -> np.ndarray[Any, Any]:
     """The plan ``grid_build`` builds with ``seed`` (its rng_for(simu, "plan") stream)."""
-    return full_plan(grid, grid, np.random.default_rng(seed_for(seed, "scenario:plan")))
+    return seeded_tiles(np.random.default_rng(seed_for(seed, "scenario:plan")), grid, grid)
 
 
 def plain_loop_rate(plan: np.ndarray[Any, Any]) -> float:

@@ -233,9 +233,8 @@ def queue_run(deps: Shape, *, workers: int = 4, window: int = 64,
         failures = [f for w in crew for f in w.failures]
         assert not failures, failures[:3]
         assert sum(w.completed for w in crew) == len(deps)
-        tasks = simu.dispatcher.actor("tasks")
-        counts = tasks.graph_of(created["session_id"]).counts()  # type: ignore[attr-defined]
-        assert counts["completed"] == len(deps), counts
+        counts = simu.view(created["session_id"], canvas=False).task_counts()
+        assert counts.get("completed") == len(deps), counts
     return {"delegate_s": delegated - start, "complete_s": done - delegated}
 
 

@@ -30,8 +30,7 @@ from actors.agents.delegation import Delegation, DelegationLedger, delegate_work
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
-from scenarios._patterns import count, session_events
+from scenarios._kit import count, host_session, kernel_blueprint, rng_for, session_events, spawn
 
 NAME = "async_delegation"
 PARAMS: dict[str, Any] = {
@@ -116,7 +115,7 @@ def run(simu: Simulation, *, workers: int, delegations: int, fail_index: int, ec
     deliveries: list[dict[str, Any]] = out["deliveries"]
     ids = list(ledger.records)
     delivered = Counter(d["delegation_id"] for d in deliveries)
-    events = session_events(simu, sid, "delegation.")
+    events = session_events(simu, sid, prefix="delegation.")
     per_id = Counter(e["delegation_id"] for e in events)
     right_kind = all(
         e["event"] == f"delegation.{ledger.records[e['delegation_id']].status}" for e in events)
@@ -137,7 +136,7 @@ def run(simu: Simulation, *, workers: int, delegations: int, fail_index: int, ec
         "refused_reports": sum(w.outcome.get("refused_reports", 0) for w in crew_),
         "turns": out["turns"], "rows_built": out["rows_built"],
         "work_while_waiting": out["work_while_waiting"], "waits": out["waits"],
-        "alerts": count(session_events(simu, sid, "agent.alert"), "agent.alert"),
+        "alerts": len(session_events(simu, sid, "agent.alert")),
         "delivery_log": [[d["turn"], d["delegation_id"], d["status"]] for d in deliveries],
     }
 

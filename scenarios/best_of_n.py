@@ -20,7 +20,7 @@ from typing import Any
 from actors.agents.critic import best_of_n_lead, critic, writer
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
 
 NAME = "best_of_n"
 PARAMS: dict[str, Any] = {

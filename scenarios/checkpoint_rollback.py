@@ -26,9 +26,7 @@ import numpy as np
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, spawn
-from scenarios._flows import PATIENCE, box, canvas_of, mark, seeded_tiles
-from sim.canvas import TileCanvas
+from scenarios._kit import PATIENCE, box, host_session, mark, seeded_tiles, spawn
 
 NAME = "checkpoint_rollback"
 PARAMS: dict[str, Any] = {"builders": 2, "band": 24, "before": 12, "after": 8, "overlap": 4}
@@ -54,7 +52,7 @@ async def band_builder(agent: Participant) -> None:
     if not claim.get("success"):
         mark(agent, "claim_refused", error=claim.get("error"))
         return
-    phase1 = seeded_tiles(agent.rng, before, width, empty=0.25)
+    phase1 = seeded_tiles(agent.rng, before, width, empty=0.25, draw_dtype=np.int64)
     await agent.call("builder_place_tiles", region=box(x, 0, width, before),
                      tiles=phase1.tolist())
     mine[:before] = phase1
@@ -66,7 +64,7 @@ async def band_builder(agent: Participant) -> None:
     if not await _barrier(agent, "built") or not await _barrier(agent, "checkpointed"):
         return
     start = before - overlap
-    phase2 = seeded_tiles(agent.rng, after, width, empty=0.25)
+    phase2 = seeded_tiles(agent.rng, after, width, empty=0.25, draw_dtype=np.int64)
     await agent.call("builder_place_tiles", region=box(x, start, width, after),
                      tiles=phase2.tolist())
     changed = int(np.count_nonzero(mine[start:start + after] != phase2))
@@ -124,16 +122,15 @@ def run(simu: Simulation, *, builders: int, band: int, before: int, after: int,
     simu.run()
     checkpoint = boss.outcome.get("checkpoint", {})
     rollback = boss.outcome.get("rollback", {})
-    canvas = canvas_of(simu, sid)
+    world = simu.view(sid)
+    canvas = world.canvas
+    assert canvas is not None
     expected = np.zeros_like(canvas)
     for i, agent in enumerate(team):
         if "before" in agent.outcome:
             expected[:band, i * band:(i + 1) * band] = agent.outcome["before"]
-    regions = simu.dispatcher.actor("regions")
-    stored = regions.worlds[sid].checkpoints.get(  # type: ignore[attr-defined]
-        checkpoint.get("checkpoint_id"))
-    checkpointed = None if stored is None or stored.canvas is None else \
-        TileCanvas.decompress(stored.canvas).tiles
+    stored = world.checkpoint(str(checkpoint.get("checkpoint_id")))
+    checkpointed = None if stored is None else stored.tiles()
     heard = [a.outcome.get("rollback_heard") for a in team]
     return {
         "session_id": sid,

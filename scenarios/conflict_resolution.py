@@ -25,8 +25,15 @@ import numpy as np
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, spawn
-from scenarios._flows import box, canvas_of, mark, overlaps, seeded_tiles, session_events
+from scenarios._kit import (
+    box,
+    host_session,
+    mark,
+    overlapping_pairs,
+    seeded_tiles,
+    session_events,
+    spawn,
+)
 
 NAME = "conflict_resolution"
 PARAMS: dict[str, Any] = {
@@ -36,7 +43,8 @@ PARAMS: dict[str, Any] = {
 
 
 async def _fill(agent: Participant, region: dict[str, int]) -> bool:
-    tiles = seeded_tiles(agent.rng, region["height"], region["width"], empty=0.2)
+    tiles = seeded_tiles(agent.rng, region["height"], region["width"], empty=0.2,
+                         draw_dtype=np.int64)
     placed = await agent.call("builder_place_tiles", region=region, tiles=tiles.tolist())
     agent.outcome["tiles"] = tiles
     return bool(placed.get("success"))
@@ -96,8 +104,9 @@ def run(simu: Simulation, *, grid_size: int, first: list[int], second: list[int]
     a, others = agents[0], agents[1:]
     finals = [x.outcome.get("final") for x in agents]
     placed = [f for f in finals if f is not None]
-    overlapping = sum(1 for i, r in enumerate(placed) for s in placed[i + 1:] if overlaps(r, s))
-    canvas = canvas_of(simu, sid)
+    overlapping = len(overlapping_pairs(placed))
+    canvas = simu.view(sid).canvas
+    assert canvas is not None
     in_place = all(
         x.outcome.get("filled") and np.array_equal(
             canvas[f["y"]:f["y"] + f["height"], f["x"]:f["x"] + f["width"]], x.outcome["tiles"])

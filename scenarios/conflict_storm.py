@@ -37,8 +37,7 @@ from typing import Any
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, spawn, total
-from scenarios._experiments import mean, overlapping_pairs, percentile, regions_state
+from scenarios._kit import host_session, mean, overlapping_pairs, percentile, spawn, total
 from sim.geometry import Rect
 
 NAME = "conflict_storm"
@@ -127,7 +126,7 @@ def run(simu: Simulation, *, agents: int, grid: int, claim_size: int, coordinati
              / (agents * claims_per_agent))
     latencies = [t for a in crew for t in a.outcome.get("latencies", [])]
     held = [h for a in crew for h in a.outcome.get("held", [])]
-    final = [c for c in regions_state(simu, sid)["claims"] if c["exclusive"]]
+    final = [c for c in simu.view(sid, canvas=False).claims if c.exclusive]
     attempted, refused = total(crew, "attempted"), total(crew, "refused")
     return {
         "session_id": sid, "attempted": attempted, "granted": total(crew, "granted"),
@@ -139,7 +138,7 @@ def run(simu: Simulation, *, agents: int, grid: int, claim_size: int, coordinati
         "writes_ok": total(crew, "writes_ok"), "writes_refused": total(crew, "writes_refused"),
         "agents_with_claim": sum(1 for a in crew if a.outcome.get("granted", 0) > 0),
         "final_claims": len(final),
-        "overlaps_at_end": len(overlapping_pairs([c["bounds"] for c in final])),
+        "overlaps_at_end": len(overlapping_pairs([c.region for c in final])),
         "overlaps_during": overlaps_during(held),
     }
 

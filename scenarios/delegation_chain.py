@@ -24,8 +24,16 @@ from typing import Any
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
-from scenarios._flows import box, deliveries, mark, session_events
+from scenarios._kit import (
+    box,
+    deliveries,
+    host_session,
+    kernel_blueprint,
+    mark,
+    rng_for,
+    session_events,
+    spawn,
+)
 from sim.messages import Message
 
 NAME = "delegation_chain"

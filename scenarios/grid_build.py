@@ -28,8 +28,7 @@ import numpy as np
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, rng_for, spawn, total
-from scenarios._experiments import full_plan
+from scenarios._kit import host_session, rng_for, seeded_tiles, spawn, total
 
 NAME = "grid_build"
 PARAMS: dict[str, Any] = {"grid": 120, "builders": 9, "step": 1.0}
@@ -72,7 +71,7 @@ async def _block_builder(agent: Participant) -> None:
 
 def run(simu: Simulation, *, grid: int, builders: int, step: float) -> dict[str, Any]:
     side, block = layout(grid, builders)
-    plan = full_plan(grid, grid, rng_for(simu, "plan"))
+    plan = seeded_tiles(rng_for(simu, "plan"), grid, grid)
     _, sid = host_session(simu, session_name="Grid build", grid_size=grid,
                           max_agents=builders, blueprint=plan.tolist())
     crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=builders,

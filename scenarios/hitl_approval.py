@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import rng_for, spawn
-from scenarios._flows import box, seeded_tiles, settle
+from scenarios._kit import box, rng_for, seeded_tiles, spawn
 
 NAME = "hitl_approval"
 PARAMS: dict[str, Any] = {
@@ -51,7 +52,7 @@ def run(simu: Simulation, *, decisions: list[str], block: int, tile_rate: float,
     if not 0 <= think < approval_timeout:
         raise ParamError("think must be at least 0 and below approval_timeout")
     grid = block * len(decisions)
-    plan = seeded_tiles(rng_for(simu, "plan"), grid, grid, empty=0.1)
+    plan = seeded_tiles(rng_for(simu, "plan"), grid, grid, empty=0.1, draw_dtype=np.int64)
     person = simu.client(PERSON)
     created = person.call("session_create", session_name="Approval Gates", grid_size=grid,
                           max_agents=2, config={"require_approval": True,
@@ -61,7 +62,7 @@ def run(simu: Simulation, *, decisions: list[str], block: int, tile_rate: float,
     sid = str(created["session_id"])
     person.call("session_join", session_id=sid, agent_name="Person", role="architect")
     spawn(simu, sid, BUILDER, "builder", crew=1, blueprint=plan, tile_rate=tile_rate)
-    settle(simu)  # the builder has joined: the person may delegate to it
+    simu.run()  # the builder has joined: the person may delegate to it
     minds = rng_for(simu, "person")
     decided: dict[str, str] = {}
     tasks: list[dict[str, Any]] = []

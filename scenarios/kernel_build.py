@@ -28,7 +28,7 @@ from typing import Any
 from actors.agents.critic import critic_tester, writer
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, kernel_blueprint, rng_for, spawn, total
+from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn, total
 
 NAME = "kernel_build"
 PARAMS: dict[str, Any] = {

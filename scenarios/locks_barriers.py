@@ -25,8 +25,7 @@ from typing import Any
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, spawn
-from scenarios._flows import PATIENCE, mark, max_concurrent, session_events
+from scenarios._kit import PATIENCE, host_session, mark, max_concurrent, session_events, spawn
 
 NAME = "locks_barriers"
 PARAMS: dict[str, Any] = {

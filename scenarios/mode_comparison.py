@@ -37,8 +37,7 @@ import numpy as np
 from actors.agents.participant import Participant
 from actors.world import Client, Simulation
 from scenarios import ParamError
-from scenarios._common import rng_for, spawn
-from scenarios._experiments import create_session, full_plan, regions_state
+from scenarios._kit import host_session, rng_for, seeded_tiles, spawn
 
 NAME = "mode_comparison"
 PARAMS: dict[str, Any] = {"builders": 3, "width": 8, "overlap": 4, "height": 6,
@@ -120,7 +119,7 @@ def _build(simu: Simulation, host: Client, mode: str, plan: np.ndarray[Any, Any]
     size = plan.shape[1]
     blueprint = np.zeros((size, size), dtype=np.uint8)
     blueprint[:plan.shape[0]] = plan
-    sid = create_session(host, session_name=f"{mode} build", grid_size=size,
+    _, sid = host_session(simu, host=host, session_name=f"{mode} build", grid_size=size,
                          coordination_mode=mode, max_agents=len(layout),
                          blueprint=blueprint.tolist())
     crew = [spawn(simu, sid, f"{mode}-builder-{i + 1}", "builder", crew=len(layout),
@@ -128,14 +127,14 @@ def _build(simu: Simulation, host: Client, mode: str, plan: np.ndarray[Any, Any]
                   **params)
             for i, s in enumerate(layout)]
     simu.run()
-    state = regions_state(simu, sid)
+    progress = simu.view(sid, canvas=False, completion=True).progress
     ends = [a.outcome["end"] for a in crew if "end" in a.outcome]
     start = min(a.outcome.get("start", 0.0) for a in crew)
     return {
-        "session_id": sid, "lost_work": state["lost_work"], "conflicts": state["conflicts"],
+        "session_id": sid, "lost_work": progress.lost_work, "conflicts": progress.conflicts,
         "makespan": round(max(ends) - start, 6) if len(ends) == len(crew) else None,
-        "completion": state["progress"]["completion_percent"],
-        "tiles_placed": state["progress"]["tiles_placed"],
+        "completion": progress.completion_percent,
+        "tiles_placed": progress.tiles_placed,
         "write_refusals": sum(a.outcome.get("write_refusals", 0) for a in crew),
         "finished": len(ends),
     }
@@ -145,7 +144,7 @@ def run(simu: Simulation, *, builders: int, width: int, overlap: int, height: in
         tile_rate: float, backoff: float) -> dict[str, Any]:
     layout = strips(builders, width, overlap)
     size = max(height, layout[-1]["x"] + width)
-    plan = full_plan(height, size, rng_for(simu, "blueprint"))
+    plan = seeded_tiles(rng_for(simu, "blueprint"), height, size)
     host = simu.client("host")
     figures = {mode: _build(simu, host, mode, plan, layout, tile_rate=tile_rate,
                             backoff=backoff)

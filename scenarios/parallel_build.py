@@ -22,8 +22,16 @@ import numpy as np
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, rng_for, spawn
-from scenarios._flows import PATIENCE, box, canvas_of, mark, seeded_tiles, session_events
+from scenarios._kit import (
+    PATIENCE,
+    box,
+    host_session,
+    mark,
+    rng_for,
+    seeded_tiles,
+    session_events,
+    spawn,
+)
 
 NAME = "parallel_build"
 PARAMS: dict[str, Any] = {
@@ -78,8 +86,8 @@ def run(simu: Simulation, *, builders: int, width: int, height: int, tile_rate: 
     grid = max(builders * width, height)
     # The plan: seeded tiles over the builders' row of regions, empty elsewhere.
     plan = np.zeros((grid, grid), dtype=np.uint8)
-    plan[:height, :builders * width] = seeded_tiles(rng_for(simu, "plan"), height,
-                                                    builders * width, empty=0.1)
+    plan[:height, :builders * width] = seeded_tiles(
+        rng_for(simu, "plan"), height, builders * width, empty=0.1, draw_dtype=np.int64)
     _, sid = host_session(simu, session_name="Parallel Region Building", grid_size=grid,
                           max_agents=builders, blueprint=plan.tolist())
     crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=builders,
@@ -94,7 +102,8 @@ def run(simu: Simulation, *, builders: int, width: int, height: int, tile_rate: 
     barrier_seq = opened[0]["seq"] if opened else -1
     passed = [a for a in crew if a.outcome.get("barrier", {}).get("released")]
     arrived = {tuple(a.outcome["barrier"]["arrived"]) for a in passed}
-    canvas = canvas_of(simu, sid)
+    canvas = simu.view(sid).canvas
+    assert canvas is not None
     return {
         "session_id": sid,
         "claims": sum(1 for a in crew if a.outcome.get("granted")),

@@ -38,8 +38,7 @@ import numpy as np
 
 from actors.world import Client, Simulation
 from scenarios import ParamError
-from scenarios._common import rng_for, spawn
-from scenarios._experiments import create_session, full_plan
+from scenarios._kit import host_session, rng_for, seeded_tiles, spawn
 
 NAME = "parallel_speedup"
 PARAMS: dict[str, Any] = {"tasks": 3, "builders": 3, "block": 10, "tile_rate": 4.0}
@@ -50,7 +49,7 @@ def _build(simu: Simulation, host: Client, strategy: str, blueprint: np.ndarray[
            builders: int, block: int, tile_rate: float) -> dict[str, Any]:
     """One session building ``blueprint`` with ``strategy``; the architect's outcome."""
     crew = 1 + builders + 1
-    sid = create_session(host, session_name=f"speedup {strategy}",
+    _, sid = host_session(simu, host=host, session_name=f"speedup {strategy}",
                          grid_size=blueprint.shape[0], max_agents=crew,
                          blueprint=blueprint.tolist())
     prefix = strategy[:3]
@@ -73,7 +72,7 @@ def run(simu: Simulation, *, tasks: int, builders: int, block: int,
     # finds exactly `tasks` blocks with something to build (the rest is empty).
     size = tasks * block
     blueprint = np.zeros((size, size), dtype=np.uint8)
-    blueprint[:block, :] = full_plan(block, size, rng_for(simu, "blueprint"))
+    blueprint[:block, :] = seeded_tiles(rng_for(simu, "blueprint"), block, size)
     host = simu.client("host")
     runs = {strategy: _build(simu, host, strategy, blueprint, builders=builders, block=block,
                              tile_rate=tile_rate)

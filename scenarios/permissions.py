@@ -26,8 +26,7 @@ from typing import Any
 from actors.agents.participant import Participant, accept_next
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, spawn
-from scenarios._flows import mark, settle
+from scenarios._kit import host_session, mark, spawn
 
 NAME = "permissions"
 PARAMS: dict[str, Any] = {"builders": 2}
@@ -154,7 +153,7 @@ def run(simu: Simulation, *, builders: int) -> dict[str, Any]:
     jitter = 1.0
     observer = spawn(simu, sid, OBSERVER, "observer", crew=crew, behaviour=watcher,
                      members=members, jitter=jitter)
-    settle(simu)  # the observer is subscribed before anyone else joins
+    simu.run()  # the observer is subscribed before anyone else joins
     agents = [spawn(simu, sid, ARCHITECT, "architect", crew=crew, behaviour=lead,
                     jitter=jitter)]
     agents += [spawn(simu, sid, name, "builder", crew=crew, behaviour=member, jitter=jitter)

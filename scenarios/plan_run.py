@@ -29,8 +29,15 @@ from typing import Any
 from actors.agents.plans import PlanError, approver, load_plan, plan_runner, progress_watcher
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
-from scenarios._patterns import count, min_gap, session_events
+from scenarios._kit import (
+    count,
+    host_session,
+    kernel_blueprint,
+    min_gap,
+    rng_for,
+    session_events,
+    spawn,
+)
 
 NAME = "plan_run"
 PLANS_DIR = pathlib.Path(__file__).with_name("plans")
@@ -64,7 +71,7 @@ def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: 
     simu.run()
     out = planner.outcome
     plan_id = out.get("plan_id")
-    events = [e for e in session_events(simu, sid, "plan.") if e.get("plan_id") == plan_id]
+    events = [e for e in session_events(simu, sid, prefix="plan.") if e.get("plan_id") == plan_id]
     gated = [s.id for s in the_plan.steps if s.approval]
     steps: dict[str, dict[str, Any]] = out.get("steps", {})
     updates = watcher.outcome.get("updates", [])
@@ -81,8 +88,7 @@ def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: 
         "plan_completed": count(events, "plan.completed"),
         "in_dependency_order": _in_dependency_order(the_plan, events),
         "step_events": [[e["event"], e.get("step_id")] for e in events],
-        "hitl_requests": count(session_events(simu, sid, "hitl.approval.requested"),
-                               "hitl.approval.requested"),
+        "hitl_requests": len(session_events(simu, sid, "hitl.approval.requested")),
         "alerts": [[e["severity"], e["title"]]
                    for e in session_events(simu, sid, "agent.alert")],
         "progress_updates": len(updates), "progress_min_gap": gap,

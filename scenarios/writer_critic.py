@@ -25,7 +25,7 @@ from actors.agents.architect import plan_blocks
 from actors.agents.critic import critic, refinement_lead, writer
 from actors.world import Simulation
 from scenarios import ParamError
-from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
 
 NAME = "writer_critic"
 PARAMS: dict[str, Any] = {

@@ -23,8 +23,10 @@ __all__ = [
     "TOOLS",
     "Tool",
     "ToolError",
+    "bound_session_after",
     "fail",
     "ok",
+    "prepare_call",
     "validate",
 ]
 
@@ -261,6 +263,52 @@ _TOOL_LIST: Final = [
 ]
 
 TOOLS: Final[Mapping[str, Tool]] = {tool.name: tool for tool in _TOOL_LIST}
+
+
+# -- session binding ------------------------------------------------------------------------
+#
+# A caller (a Client, an Agent) is bound to the session it created or joined and
+# may then leave session_id out. These two functions are all of that rule, so
+# every caller follows it the same way.
+
+#: Tools whose schema takes a session_id: the ones a binding fills in.
+_TAKES_SESSION: Final = frozenset(
+    name for name, tool in TOOLS.items() if "session_id" in tool.input_schema["properties"])
+
+
+def prepare_call(name: str, args: Mapping[str, Any],
+                 bound_session: str | None) -> tuple[Tool, dict[str, Any]] | dict[str, Any]:
+    """The tool called ``name`` and the arguments to send it, or an ``unknown_tool`` failure.
+
+    The arguments are a new dict: ``args`` plus ``session_id=bound_session``
+    when the tool takes a session id, the caller is bound and ``args`` names
+    none. An unknown ``name`` gives the failure result (a dict with ``success``
+    False) listing the known tools. Nothing is validated here: the service does that.
+    """
+    tool = TOOLS.get(name)
+    if tool is None:
+        return fail("unknown_tool", f"no tool {name!r}; known tools: {', '.join(sorted(TOOLS))}")
+    if bound_session is not None and name in _TAKES_SESSION and "session_id" not in args:
+        return tool, {**args, "session_id": bound_session}
+    return tool, dict(args)
+
+
+def bound_session_after(tool_name: str, result: Mapping[str, Any],
+                        bound_session: str | None) -> str | None:
+    """The caller's session once ``tool_name`` answered ``result``.
+
+    A successful ``session_join`` binds to the joined session; a successful
+    ``session_create`` binds only a caller bound to none (a host creating
+    sessions for others stays where it is); a successful ``session_leave``
+    unbinds. Anything else, failures included, leaves the binding as it was.
+    """
+    if not result.get("success"):
+        return bound_session
+    if tool_name == "session_join" or (tool_name == "session_create" and bound_session is None):
+        return str(result["session_id"])
+    if tool_name == "session_leave":
+        return None
+    return bound_session
 
 
 # -- validation ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from actors.agents.builder import BUILD_TYPES, accept_with_backoff, builder
 from actors.agents.participant import Participant, start_next
 from actors.world import Simulation
-from scenarios._common import host_session, kernel_blueprint, spawn
+from scenarios._kit import host_session, kernel_blueprint, spawn
 from tests.conftest import MODES
 
 

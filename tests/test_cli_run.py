@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import pathlib
 import textwrap
+import types
 
 import numpy as np
 import pytest
 
 from barnraise.cli import main
+from barnraise.runner import ScenarioError, coerce_params
 
 REQUIRED = {"scenario", "seed", "mode", "success", "trace_digest", "virtual_time",
             "wall_seconds", "messages_delivered", "messages_dropped", "agents",
@@ -106,6 +108,8 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
         (["run", "kernel_build", "--param", "builders=0"], "builders"),
         (["run", "grid_build", "--param", "builders=8"], "square number"),
         (["run", "hitl_approval", "--param", 'decisions=["maybe"]'], "decisions must be"),
+        (["run", "hitl_approval", "--param", 'decisions=["approve"'], "parameter decisions"),
+        (["run", "parallel_build", "--param", "stagger=soon"], "parameter stagger"),
         (["run", "kernel_build", "--time-scale", "5"], "realtime mode only"),
         (["run", "kernel_build", "--mode", "realtime", "--time-scale", "0"], "time_scale must"),
         (["run", "kernel_build", "--mode", "realtime", "--time-scale", "fast"], "--time-scale"),
@@ -134,7 +138,7 @@ def test_barnraise_run_from_python() -> None:
     assert result.summary["mode"] == "deterministic"
     assert result.trace_digest == result.summary["trace_digest"]
     # the canvas is the final tile layer and, at 100%, equal to the seeded blueprint
-    from scenarios._common import kernel_blueprint
+    from scenarios._kit import kernel_blueprint
     from sim.dispatch import seed_for
 
     blueprint = kernel_blueprint(60, np.random.default_rng(seed_for(9, "scenario:blueprint")))
@@ -150,3 +154,69 @@ def test_a_realtime_run_takes_its_time_scale(capsys: pytest.CaptureFixture[str])
     assert summary["mode"] == "realtime" and summary["time_scale"] == 100.0
     assert main(["run", "parallel_build", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["time_scale"] is None
+
+
+# -- parameter conversion (msgspec) ---------------------------------------------------------
+
+
+def _scenario(**defaults: object) -> types.ModuleType:
+    module = types.ModuleType("fake_scenario")
+    module.PARAMS = defaults  # type: ignore[attr-defined]
+    return module
+
+
+FAKE = _scenario(count=3, rate=1.5, fast=False, name="x", items=[1], options={"a": 1},
+                 anything=None)
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "value"),
+    [
+        ("count", "12", 12), ("count", "1e3", 1000), ("rate", "3", 3.0), ("rate", "0.25", 0.25),
+        ("fast", "true", True), ("fast", "False", False), ("fast", "1", True),
+        ("fast", "0", False), ("name", "12", "12"), ("items", "[1, 2]", [1, 2]),
+        ("items", "[]", []), ("options", '{"b": [2]}', {"b": [2]}), ("anything", "7", "7"),
+    ],
+)
+def test_cli_strings_become_the_defaults_types(key: str, text: str, value: object) -> None:
+    got = coerce_params(FAKE, {key: text})[key]
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "needle"),
+    [
+        # strings, read leniently, that still do not fit
+        ("count", "many", "parameter count: expected int, got 'many'"),
+        ("rate", "fast", "parameter rate: expected float, got 'fast'"),
+        ("fast", "maybe", "parameter fast: expected bool, got 'maybe'"),
+        ("items", "[1,", "parameter items: expected list, got '[1,' (Input data was trunc"),
+        ("items", "1,2", "parameter items: expected list, got '1,2' (Expected `array`, got"),
+        ("items", '{"a": 1}', "parameter items: expected list, got '{\"a\": 1}' (Expected `a"),
+        ("options", "[1]", "parameter options: expected dict, got '[1]' (Expected `object`"),
+        # Python values, read strictly: no bool for an int, no float for an int
+        ("count", True, "parameter count: expected int, got True"),
+        ("count", 2.0, "parameter count: expected int, got 2.0"),
+        ("rate", "", "parameter rate: expected float, got ''"),
+        ("items", (1, "a", {}), None),  # a tuple is a sequence: accepted as a list
+        ("name", 5, "parameter name: expected str, got 5"),
+    ],
+)
+def test_values_that_do_not_convert_are_refused_naming_the_parameter(
+    key: str, given: object, needle: str | None,
+) -> None:
+    if needle is None:
+        assert coerce_params(FAKE, {key: given})[key] == list(given)  # type: ignore[call-overload]
+        return
+    with pytest.raises(ScenarioError) as caught:
+        coerce_params(FAKE, {key: given})
+    assert str(caught.value).startswith(needle), str(caught.value)
+
+
+def test_python_values_of_the_right_type_pass_and_ints_widen_to_floats() -> None:
+    got = coerce_params(FAKE, {"count": 4, "rate": 2, "items": ["a"], "anything": object})
+    assert got["count"] == 4 and got["rate"] == 2.0 and type(got["rate"]) is float
+    assert got["items"] == ["a"] and got["anything"] is object
+    assert got["name"] == "x" and got["options"] == {"a": 1}  # defaults kept
+    with pytest.raises(ScenarioError, match="unknown parameter 'colour'; parameters: anything"):
+        coerce_params(FAKE, {"colour": "red"})

@@ -25,7 +25,7 @@ from actors.agents.plans import (
 from actors.world import Simulation
 from barnraise.runner import RunResult
 from barnraise.runner import run as run_scenario
-from scenarios._common import host_session, kernel_blueprint, rng_for, spawn
+from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
 from sim.dispatch import seed_for
 from sim.trace import TraceRecord
 

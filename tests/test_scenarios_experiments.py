@@ -16,7 +16,7 @@ import pytest
 from barnraise.runner import RunResult, run
 from benchmarks import scenarios_bench
 from scenarios import conflict_storm, mode_comparison
-from scenarios._experiments import overlapping_pairs, percentile
+from scenarios._kit import overlapping_pairs
 
 
 def _run(name: str, seed: int = 3, **params: Any) -> RunResult:
@@ -24,24 +24,6 @@ def _run(name: str, seed: int = 3, **params: Any) -> RunResult:
     assert result.summary["behaviour_errors"] == 0
     assert result.summary["run_end"] == "quiescent"
     return result
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-def test_percentile_is_nearest_rank() -> None:
-    assert percentile([], 95) == 0.0
-    assert percentile([3.0], 95) == 3.0
-    assert percentile([float(v) for v in range(1, 21)], 95) == 19.0
-    assert percentile([5.0, 1.0, 2.0], 50) == 2.0
-
-
-def test_overlapping_pairs_finds_shared_cells_only() -> None:
-    a = {"x": 0, "y": 0, "width": 4, "height": 4}
-    touching = {"x": 4, "y": 0, "width": 4, "height": 4}
-    inside = {"x": 3, "y": 3, "width": 2, "height": 2}
-    assert overlapping_pairs([a, touching]) == []
-    assert overlapping_pairs([a, touching, inside]) == [(0, 2), (1, 2)]
 
 
 # -- conflict_storm ---------------------------------------------------------------------------

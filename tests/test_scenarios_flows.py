@@ -10,7 +10,7 @@ import pytest
 from actors.world import Simulation
 from barnraise.runner import RunResult, run
 from scenarios import permissions
-from scenarios._flows import max_concurrent, overlaps
+from scenarios._kit import overlapping_pairs
 
 
 def events(result: RunResult, *types: str) -> list[dict[str, Any]]:
@@ -23,21 +23,6 @@ def events(result: RunResult, *types: str) -> list[dict[str, Any]]:
 def delivered(result: RunResult, recipient: str, message_type: str) -> list[dict[str, Any]]:
     return [r.content_obj() for r in result.trace.records("deliver")
             if r.recipient == recipient and r.type == message_type]
-
-
-# -- helpers -------------------------------------------------------------------------------
-
-
-def test_max_concurrent_counts_touching_intervals_once() -> None:
-    assert max_concurrent([]) == 0
-    assert max_concurrent([(0, 1), (1, 2), (2, 3)]) == 1
-    assert max_concurrent([(0, 2), (1, 3), (1.5, 1.6)]) == 3
-
-
-def test_overlaps_is_about_shared_cells() -> None:
-    a = {"x": 0, "y": 0, "width": 100, "height": 100}
-    assert overlaps(a, {"x": 50, "y": 50, "width": 100, "height": 100})
-    assert not overlaps(a, {"x": 100, "y": 0, "width": 10, "height": 10})
 
 
 # -- Flow 1: parallel_build ----------------------------------------------------------------
@@ -121,7 +106,7 @@ def test_conflict_resolution_refuses_then_grants_the_suggestion() -> None:
     suggestion = m["suggestion"]
     a = {"x": 0, "y": 0, "width": 100, "height": 100}
     assert suggestion["width"] == suggestion["height"] == 100
-    assert not overlaps(a, suggestion)
+    assert overlapping_pairs([a, suggestion]) == []
     assert m["final_claims"] == {"agent-a": a, "agent-b": suggestion}
     assert f"({suggestion['x']}, {suggestion['y']})" in m["suggestion_text"]
     (conflict,) = events(result, "conflict_detected")
@@ -137,7 +122,7 @@ def test_conflict_resolution_with_more_contenders_keeps_claims_disjoint() -> Non
     assert result.success and m["conflicts"] == m["refused_by_a"] == 3
     finals = list(m["final_claims"].values())
     assert len(finals) == 4 and m["overlapping_pairs"] == 0
-    assert all(not overlaps(r, s) for i, r in enumerate(finals) for s in finals[i + 1:])
+    assert overlapping_pairs(finals) == []
     # the third contender's request overlapped both earlier claims there
     conflicts = events(result, "conflict_detected")
     assert [e["agent_id"] for e in conflicts] == ["agent-b", "agent-c", "agent-d"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.tools import TOOLS, ToolError, validate
+from sim.tools import TOOLS, ToolError, bound_session_after, prepare_call, validate
 
 PHASE_G = {"session_create", "session_join", "session_leave", "session_get_state",
            "region_claim", "region_release", "region_query", "task_delegate", "task_accept",
@@ -62,3 +62,66 @@ def test_invalid_arguments_name_the_field(tool: str, args: dict[str, object],
     assert info.value.code == "invalid_argument"
     assert info.value.extra["field"] == field
     assert str(info.value).startswith(field)
+
+
+# -- session binding ---------------------------------------------------------------------
+
+
+def test_prepare_call_fills_in_the_bound_session_only_where_it_belongs() -> None:
+    args = {"region": {"x": 0, "y": 0, "width": 1, "height": 1}}
+    prepared = prepare_call("region_claim", args, "session_1")
+    assert isinstance(prepared, tuple)
+    tool, sent = prepared
+    assert tool is TOOLS["region_claim"]
+    assert sent == {**args, "session_id": "session_1"} and "session_id" not in args  # a copy
+    # an explicit session id wins; an unbound caller adds nothing
+    assert prepare_call("region_claim", {"session_id": "other"}, "session_1")[1] == {
+        "session_id": "other"}
+    assert prepare_call("region_claim", args, None)[1] == args
+    # session_create takes no session id, so a bound host creating another adds none
+    assert prepare_call("session_create", {"session_name": "S"}, "session_1")[1] == {
+        "session_name": "S"}
+
+
+def test_prepare_call_answers_an_unknown_tool_listing_the_known_ones() -> None:
+    failed = prepare_call("region_clam", {}, "session_1")
+    assert isinstance(failed, dict)
+    assert failed["success"] is False and failed["error"] == "unknown_tool"
+    assert failed["message"].startswith("no tool 'region_clam'; known tools: ")
+    assert all(name in failed["message"] for name in TOOLS)
+
+
+@pytest.mark.parametrize(
+    ("tool", "result", "bound", "after"),
+    [
+        ("session_join", {"success": True, "session_id": "s2"}, None, "s2"),
+        ("session_join", {"success": True, "session_id": "s2"}, "s1", "s2"),
+        ("session_create", {"success": True, "session_id": "s2"}, None, "s2"),
+        ("session_create", {"success": True, "session_id": "s2"}, "s1", "s1"),  # a host
+        ("session_leave", {"success": True}, "s1", None),
+        ("session_join", {"success": False, "error": "session_full"}, "s1", "s1"),
+        ("session_leave", {"success": False, "error": "not_a_member"}, "s1", "s1"),
+        ("region_claim", {"success": True, "session_id": "s9"}, "s1", "s1"),
+    ],
+)
+def test_bound_session_after_follows_create_join_and_leave(
+    tool: str, result: dict[str, object], bound: str | None, after: str | None,
+) -> None:
+    assert bound_session_after(tool, result, bound) == after
+
+
+def test_a_client_binds_and_answers_unknown_tools_by_the_shared_rule() -> None:
+    from actors.world import Simulation
+
+    with Simulation(seed=1) as simu:
+        host = simu.client()
+        assert host.call("no_such_tool") == prepare_call("no_such_tool", {}, None)
+        created = host.call("session_create", session_name="S", grid_size=8)
+        assert host.session_id == created["session_id"]  # bound to what it created
+        other = host.call("session_create", session_name="T", grid_size=8)
+        assert host.session_id == created["session_id"]  # still there
+        joined = host.call("session_join", session_id=other["session_id"], agent_name="H")
+        assert joined["success"] and host.session_id == other["session_id"]
+        assert host.call("region_query", region={"x": 0, "y": 0, "width": 2, "height": 2})[
+            "success"]  # the session id came from the binding
+        assert host.call("session_leave")["success"] and host.session_id is None

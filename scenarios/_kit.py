@@ -1,0 +1,241 @@
+"""The helpers the shipped scenarios share, one function per job.
+
+Sessions and crews
+    :func:`host_session` (create a session from a client that does not join it),
+    :func:`spawn` (start a participant), :data:`ROLE_BEHAVIOURS`, :func:`total`.
+Seeded data
+    :func:`rng_for` (the script's own random stream), :func:`kernel_blueprint`,
+    :func:`seeded_tiles`.
+Rectangles
+    :func:`box` (a region dict), :func:`overlapping_pairs`.
+Reading what a run recorded
+    :func:`session_events` and :func:`deliveries` (from the trace), :func:`count`,
+    :func:`mark` (an agent's timeline), :func:`max_concurrent`, :func:`min_gap`,
+    :func:`mean`, :func:`percentile`.
+
+The world itself (claims, canvas, tasks, progress) is read with
+``simu.view(session_id)``, the frozen read API of ``actors.world.Simulation``;
+nothing here reads a service's private state. The leading underscore keeps this
+module out of the scenario list.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import numpy as np
+
+from actors.agents import Participant, architect, builder, observer, tester
+from actors.agents.participant import Behaviour
+from actors.world import Client, Simulation
+from sim.canvas import Tile
+from sim.dispatch import seed_for
+from sim.geometry import Rect
+
+__all__ = [
+    "PATIENCE",
+    "ROLE_BEHAVIOURS",
+    "box",
+    "count",
+    "deliveries",
+    "host_session",
+    "kernel_blueprint",
+    "mark",
+    "max_concurrent",
+    "mean",
+    "min_gap",
+    "overlapping_pairs",
+    "percentile",
+    "rng_for",
+    "seeded_tiles",
+    "session_events",
+    "spawn",
+    "total",
+]
+
+#: Seconds a barrier or a lock wait is allowed in the flow scenarios: far longer
+#: than any of them needs, so a timeout means something is wrong.
+PATIENCE: Final = 600.0
+
+ROLE_BEHAVIOURS: Final[dict[str, Behaviour]] = {
+    "architect": architect, "builder": builder, "tester": tester, "observer": observer,
+}
+
+
+# -- sessions and crews ----------------------------------------------------------------------
+
+
+def host_session(simu: Simulation, *, host: Client | None = None,
+                 **create: Any) -> tuple[Client, str]:
+    """Create a session (``create``: session_create's arguments); the host and the session id.
+
+    The host is a client that does not join: ``host`` if given (one host can
+    create several sessions), else a new client called ``host-N``. RuntimeError
+    if session_create fails.
+    """
+    if host is None:
+        host = simu.client(f"host-{len(simu.clients) + 1}")
+    created = host.call("session_create", **create)
+    if not created.get("success"):
+        raise RuntimeError(f"session_create failed: {created}")
+    return host, str(created["session_id"])
+
+
+def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: int,
+          behaviour: Behaviour | None = None, **params: Any) -> Participant:
+    """Start one participant of ``role`` (``agent_id`` is also its display name)."""
+    agent: Participant = simu.dispatcher.spawn(
+        Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
+        behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params)
+    return agent
+
+
+def total(agents: Iterable[Participant], key: str) -> Any:
+    """The sum of ``outcome[key]`` over ``agents`` (0 where it is missing)."""
+    return sum(a.outcome.get(key, 0) for a in agents)
+
+
+# -- seeded data ------------------------------------------------------------------------------
+
+
+def rng_for(simu: Simulation, purpose: str) -> np.random.Generator:
+    """A random stream for the scenario script itself, from the run's seed."""
+    return np.random.default_rng(seed_for(simu.seed, f"scenario:{purpose}"))
+
+
+def kernel_blueprint(size: int, rng: np.random.Generator,
+                     fill: float = 0.8) -> np.ndarray[Any, Any]:
+    """A seeded target: a system band on top, then code and data modules in rows."""
+    plan = np.zeros((size, size), dtype=np.uint8)
+    band = max(1, size // 10)
+    plan[:band, :] = Tile.SYSTEM
+    y = band
+    while y < size:
+        h = int(rng.integers(max(2, size // 12), max(3, size // 5)))
+        x = 0
+        while x < size:
+            w = int(rng.integers(max(2, size // 12), max(3, size // 4)))
+            if rng.random() < fill:
+                plan[y:y + h, x:x + w] = rng.choice([Tile.CODE, Tile.DATA, Tile.NETWORK,
+                                                     Tile.STORAGE])
+            x += w
+        y += h
+    return plan
+
+
+def seeded_tiles(rng: np.random.Generator, height: int, width: int, *, empty: float = 0.0,
+                 draw_dtype: type[np.integer[Any]] = np.uint8) -> np.ndarray[Any, Any]:
+    """A ``height`` x ``width`` uint8 block of tile codes 1..7, a share ``empty`` of them 0.
+
+    With ``empty`` 0 no cell is empty, so a canvas equal to it is 100% complete.
+    ``draw_dtype`` is the integer type numpy draws the codes in: ``np.uint8``
+    (the default; the cheapest) and ``np.int64`` give different codes from the
+    same seed. Scenarios seeded with the int64 stream keep it, so their traces
+    repeat.
+    """
+    tiles = rng.integers(1, 8, size=(height, width), dtype=draw_dtype).astype(np.uint8,
+                                                                              copy=False)
+    if empty > 0:
+        tiles[rng.random((height, width)) < empty] = 0
+    return tiles
+
+
+# -- rectangles -------------------------------------------------------------------------------
+
+
+def box(x: int, y: int, width: int, height: int) -> dict[str, int]:
+    """A region dict as the tools take it."""
+    return {"x": int(x), "y": int(y), "width": int(width), "height": int(height)}
+
+
+def overlapping_pairs(regions: Sequence[Rect | Mapping[str, int]]) -> list[tuple[int, int]]:
+    """Index pairs ``(i, j)``, ``i < j``, of the regions that share at least one cell."""
+    rects = [Rect.parse(r, "region") for r in regions]
+    return [(i, j) for i in range(len(rects)) for j in range(i + 1, len(rects))
+            if rects[i].overlaps(rects[j])]
+
+
+# -- reading what a run recorded ---------------------------------------------------------------
+
+
+def session_events(simu: Simulation, session_id: str, *types: str,
+                   prefix: str = "") -> list[dict[str, Any]]:
+    """The session's domain events from the trace, in order.
+
+    Each is the event's payload plus ``seq`` and ``t`` (its trace record's).
+    ``types`` keeps the events of those types; ``prefix`` those whose type
+    starts with it (``"plan."``); with neither, every event. Read from the trace,
+    so it sees everything, whoever subscribed.
+    """
+    topic = f"session:{session_id}:events"
+    wanted = set(types)
+    out = []
+    for record in simu.dispatcher.trace.records("event"):
+        if record.recipient != topic or not record.type.startswith(prefix):
+            continue
+        if wanted and record.type not in wanted:
+            continue
+        out.append({**record.content_obj(), "seq": record.seq, "t": record.t})
+    return out
+
+
+def deliveries(simu: Simulation, recipient: str, message_type: str) -> list[dict[str, Any]]:
+    """Messages of ``message_type`` delivered to ``recipient``: seq, t, from and content."""
+    out = []
+    for record in simu.dispatcher.trace.records("deliver"):
+        if record.recipient == recipient and record.type == message_type:
+            out.append({"seq": record.seq, "t": record.t, "from": record.sender,
+                        "content": record.content_obj()})
+    return out
+
+
+def count(events: Iterable[Mapping[str, Any]], event: str) -> int:
+    """How many of ``events`` have ``event`` as their ``"event"``."""
+    return sum(1 for e in events if e.get("event") == event)
+
+
+def mark(agent: Participant, what: str, **details: Any) -> None:
+    """Append ``{"t", "what", ...}`` to the agent's ``outcome["timeline"]``."""
+    agent.outcome.setdefault("timeline", []).append(
+        {"t": round(agent.now, 6), "what": what, **details})
+
+
+def max_concurrent(intervals: Iterable[tuple[float, float]]) -> int:
+    """The most intervals ``[start, end]`` open at one instant.
+
+    An interval ending at the instant another starts does not overlap it (the
+    lock passed from one holder to the next at that instant).
+    """
+    points: list[tuple[float, int]] = []
+    for start, end in intervals:
+        points += [(start, 1), (end, -1)]
+    points.sort()  # at equal times -1 (an end) sorts before +1 (a start)
+    best = current = 0
+    for _, step in points:
+        current += step
+        best = max(best, current)
+    return best
+
+
+def min_gap(times: list[float]) -> float | None:
+    """The smallest gap between consecutive times (None for fewer than two)."""
+    if len(times) < 2:
+        return None
+    return round(min(b - a for a, b in itertools.pairwise(times)), 6)
+
+
+def mean(values: Sequence[float]) -> float:
+    """The arithmetic mean (0.0 for no values)."""
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile by the nearest-rank method (0.0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return float(ordered[rank - 1])
