@@ -24,6 +24,7 @@ import importlib.util
 import inspect
 import json
 import math
+import os
 import pathlib
 import pkgutil
 import time
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "ParamError", "Request", "RunResult", "ScenarioError", "check_request", "coerce_params",
+    "ParamError", "Request", "RunResult", "ScenarioError", "check_out_dir", "check_request",
+    "coerce_params",
     "describe", "list_scenarios", "load", "run", "run_request",
 ]
 
@@ -415,6 +417,29 @@ def _world(simu: Simulation, session_id: str | None) -> dict[str, Any]:
         "claims": claims,
         "tasks": tasks,
     }
+
+
+def check_out_dir(path: str | os.PathLike[str]) -> pathlib.Path:
+    """Make ``path`` a directory this process can write files in, or say why it cannot.
+
+    Creates it (and its parents) when missing, and writes and removes a probe
+    file. ScenarioError names the path and the problem: an existing file where
+    the directory should be, or a place that cannot be created or written
+    (``/proc/x``, a read-only mount, no permission).
+    """
+    target = pathlib.Path(path)
+    if target.exists() and not target.is_dir():
+        raise ScenarioError(f"out directory {os.fspath(path)!r}: a file is there, not a "
+                            "directory")
+    probe = target / f".barnraise-probe-{os.getpid()}"
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ScenarioError(f"out directory {os.fspath(path)!r}: cannot write there "
+                            f"({exc.strerror or exc})") from None
+    return target
 
 
 def describe(module: ModuleType) -> dict[str, Any]:
