@@ -107,7 +107,7 @@ class Recorder:
 
     def _loop(self) -> None:
         clock = self.simu.dispatcher.clock
-        wall = max(0.001, clock.to_wall(self.interval))  # type: ignore[union-attr]
+        wall = max(0.001, clock.to_wall(self.interval))
         while not self._stop.wait(wall):
             self.sample()
 

@@ -284,7 +284,7 @@ def _sweep(args: argparse.Namespace) -> int:
         engine, address = ("serial" if args.workers in (None, 1) else "processes"), None
     else:
         engine, address = "dask", None if args.dask == "local" else args.dask
-    workers = args.workers if address is None else args.workers
+    workers = args.workers
     _check_engine(engine, workers, address)
     specs = plan(args.scenario, params, seeds)
     x = next(iter(params), None)

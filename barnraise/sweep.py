@@ -37,6 +37,7 @@ Every argument is checked before any run starts; :class:`SweepError` (a
 from __future__ import annotations
 
 import hashlib
+import importlib
 import itertools
 import json
 import math
@@ -163,10 +164,10 @@ def plan(scenario: str, params: Mapping[str, Sequence[Any]] | None = None,
     specs: list[RunSpec] = []
     names = [k for k, _ in axes]
     for combo in itertools.product(*(v for _, v in axes)):
-        values = dict(zip(names, combo, strict=True))
+        chosen = dict(zip(names, combo, strict=True))
         for seed in seed_list:
-            specs.append(RunSpec(len(specs), scenario, seed, values,
-                                 _key(name, values, seed)))
+            specs.append(RunSpec(len(specs), scenario, seed, chosen,
+                                 _key(name, chosen, seed)))
     return specs
 
 
@@ -272,7 +273,7 @@ def _check_engine(engine: str, workers: int | None,
                              "existing scheduler (dask_address) has its own workers")
     if engine == "dask":
         try:
-            import distributed  # noqa: F401
+            importlib.import_module("distributed")
         except ImportError:
             raise SweepError("engine 'dask' needs Dask's distributed package: pip install "
                              "'barnraise[dask]'") from None
@@ -378,7 +379,9 @@ def _on_dask(todo: list[RunSpec], workers: int | None, address: str | None,
              finished: Callable[[RunSpec, dict[str, Any]], None]) -> None:
     import logging
 
-    from distributed import Client, LocalCluster, as_completed
+    # distributed has no type information: take it as Any rather than silence each call
+    dask: Any = importlib.import_module("distributed")
+    Client, LocalCluster, as_completed = dask.Client, dask.LocalCluster, dask.as_completed
 
     cluster = None
     if address is None:

@@ -552,13 +552,18 @@ class MetricsCollector:
              completion: float | None, tiles: int | None, *, lost_work: int | None = None,
              delivered: int | None = None, dropped: int | None = None,
              mailbox: tuple[int, str] | None = None) -> Sample:
-        c = None if s.stale else s.counts
+        c: dict[str, int | None] = dict.fromkeys(TASK_STATUSES) if s.stale else {
+            k: s.counts.get(k, 0) for k in TASK_STATUSES}
         return Sample(
-            number, t, trigger, event, sid, completion, tiles, lost_work, len(s.claims),
-            s.conflicts,
-            *(None if c is None else c.get(k, 0) for k in TASK_STATUSES),  # type: ignore[arg-type]
-            delivered, dropped, None if mailbox is None else mailbox[0],
-            None if mailbox is None else mailbox[1])
+            sample=number, t=t, trigger=trigger, event=event, session_id=sid,
+            completion_percent=completion, tiles_placed=tiles, lost_work=lost_work,
+            claims_active=len(s.claims), conflicts=s.conflicts,
+            tasks_pending=c["pending"], tasks_in_progress=c["in_progress"],
+            tasks_awaiting_approval=c["awaiting_approval"], tasks_completed=c["completed"],
+            tasks_failed=c["failed"], tasks_blocked=c["blocked"],
+            tasks_cancelled=c["cancelled"], messages_delivered=delivered,
+            messages_dropped=dropped, mailbox_max=None if mailbox is None else mailbox[0],
+            mailbox_max_agent=None if mailbox is None else mailbox[1])
 
     @staticmethod
     def _agent_row(number: int, t: float, trigger: str, sid: str, agent_id: str,

@@ -154,13 +154,15 @@ def gantt_figure(spans: pd.DataFrame, *, title: str = "") -> Figure:
     # (greedy: each attempt takes the first lane free at its start).
     lanes: dict[str, list[float]] = {a: [] for a in agents}
     lane_of: list[int] = []
-    for agent, start, end in zip(spans["agent_id"], spans["start"], spans["end"], strict=True):
-        ends = lanes[str(agent)]
-        free = next((i for i, e in enumerate(ends) if e <= float(start)), len(ends))
+    attempts: list[dict[str, Any]] = spans.to_dict("records")  # type: ignore[assignment]
+    for attempt in attempts:
+        start, end = float(attempt["start"]), float(attempt["end"])
+        ends = lanes[str(attempt["agent_id"])]
+        free = next((i for i, e in enumerate(ends) if e <= start), len(ends))
         if free == len(ends):
-            ends.append(float(end))
+            ends.append(end)
         else:
-            ends[free] = float(end)
+            ends[free] = end
         lane_of.append(free)
     base: dict[str, int] = {}
     rows = 0
@@ -173,17 +175,19 @@ def gantt_figure(spans: pd.DataFrame, *, title: str = "") -> Figure:
     # An instant's work (a test) still gets a visible sliver: 0.4% of the chart.
     span = float(spans["end"].max() - spans["start"].min()) if len(spans) else 1.0
     least = max(span, 1e-9) * 0.004
-    for task, lane in zip(spans.itertuples(index=False), lane_of, strict=True):
-        y = base[str(task.agent_id)] + lane
-        width = max(float(task.end) - float(task.start), least)
-        bar = axes.barh(y, width, left=float(task.start), height=height,
-                        color=OUTCOME_COLOURS.get(str(task.outcome), "#000000"),
-                        edgecolor="#212121", linewidth=0.5, hatch="///" if task.repair else None)
+    for task, lane in zip(attempts, lane_of, strict=True):
+        y = base[str(task["agent_id"])] + lane
+        start, end = float(task["start"]), float(task["end"])
+        bar = axes.barh(y, max(end - start, least), left=start, height=height,
+                        color=OUTCOME_COLOURS.get(str(task["outcome"]), "#000000"),
+                        edgecolor="#212121", linewidth=0.5,
+                        hatch="///" if task["repair"] else None)
         bar.patches[0].set_gid("attempt")
-        if not math.isnan(task.approval_start):
-            end = task.approval_end if not math.isnan(task.approval_end) else task.end
-            wait = axes.barh(y, max(float(end) - float(task.approval_start), least),
-                             left=float(task.approval_start), height=height * 0.45,
+        waited = float(task["approval_start"])
+        if not math.isnan(waited):
+            until = float(task["approval_end"])
+            until = end if math.isnan(until) else until
+            wait = axes.barh(y, max(until - waited, least), left=waited, height=height * 0.45,
                              color=APPROVAL_COLOUR, edgecolor="#212121", linewidth=0.5)
             wait.patches[0].set_gid("approval")
     axes.set_yticks([base[a] + (max(1, len(lanes[a])) - 1) / 2 for a in agents], agents)
@@ -291,17 +295,17 @@ def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = No
         [str(n) for pair in zip(table["sender"], table["recipient"], strict=True)
          for n in pair]))
     column = {n: i for i, n in enumerate(names)}
-    rows = [r for r in table.itertuples(index=False)
-            if str(r.sender) in column and str(r.recipient) in column]
+    letters: list[dict[str, Any]] = table.to_dict("records")  # type: ignore[assignment]
+    rows = [r for r in letters if str(r["sender"]) in column and str(r["recipient"]) in column]
     figure = _figure(max(6.0, 1.3 * len(names) + 2), max(4.0, 0.22 * len(rows) + 2))
     axes = figure.add_subplot()
     depth = len(rows) + 1
-    for name, x in column.items():
+    for x in column.values():
         line = axes.plot([x, x], [0, depth], color="#BDBDBD", linewidth=1, zorder=1)[0]
         line.set_gid("lifeline")
     for y, r in enumerate(rows, start=1):
-        x0, x1 = column[str(r.sender)], column[str(r.recipient)]
-        if r.kind == "deliver":
+        x0, x1 = column[str(r["sender"])], column[str(r["recipient"])]
+        if r["kind"] == "deliver":
             if x0 == x1:  # to itself: a small loop
                 arrow = axes.annotate("", xy=(x1 + 0.02, y + 0.3), xytext=(x0 + 0.02, y),
                                       arrowprops={"arrowstyle": "-|>", "color": "#1E88E5",
@@ -311,7 +315,7 @@ def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = No
                                       arrowprops={"arrowstyle": "-|>", "color": "#1E88E5",
                                                   "linewidth": 0.9})
             arrow.set_gid("message")
-            axes.text((x0 + x1) / 2, y - 0.12, str(r.type), ha="center", va="bottom",
+            axes.text((x0 + x1) / 2, y - 0.12, str(r["type"]), ha="center", va="bottom",
                       fontsize=6, color="#424242")
         else:
             axes.plot([x0, x1], [y, y], color="#E53935", linewidth=0.8, linestyle="--",
@@ -319,12 +323,12 @@ def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = No
             cross = axes.plot([x1], [y], marker="x", color="#E53935", markersize=9,
                               linestyle="none", zorder=4)[0]
             cross.set_gid("drop")
-            axes.text(x1, y - 0.12, f"{r.type}: {r.reason}", ha="center", va="bottom",
+            axes.text(x1, y - 0.12, f"{r['type']}: {r['reason']}", ha="center", va="bottom",
                       fontsize=6, color="#E53935")
     axes.set_xticks(range(len(names)), names, rotation=30, ha="right")
     step = max(1, len(rows) // 20)
     ticks = list(range(1, len(rows) + 1, step))
-    axes.set_yticks(ticks, [f"{float(rows[i - 1].t):.3g}" for i in ticks])
+    axes.set_yticks(ticks, [f"{float(rows[i - 1]['t']):.3g}" for i in ticks])
     axes.set_ylabel("simulated seconds (one row per letter, in trace order)")
     axes.set_ylim(depth, 0)
     more = len(messages) - len(table)
@@ -369,8 +373,8 @@ def timeseries_figure(series: pd.DataFrame, *, title: str = "",
     grid = figure.subplots(len(drawn), 1, sharex=True, squeeze=False)
     for axes, (name, cols) in zip(grid[:, 0], drawn.items(), strict=True):
         for col in cols:
-            have = series[series[col].notna()].drop_duplicates("t", keep="last")
-            axes.plot(have["t"].to_numpy(dtype=float), have[col].to_numpy(dtype=float),
+            measured = series[series[col].notna()].drop_duplicates("t", keep="last")
+            axes.plot(measured["t"].to_numpy(dtype=float), measured[col].to_numpy(dtype=float),
                       drawstyle="steps-post", label=col.removeprefix("tasks_"), linewidth=1.3)
         axes.set_ylabel(name, fontsize=8)
         if len(cols) > 1:
@@ -424,7 +428,7 @@ def sweep_figure(results: pd.DataFrame, *, x: str, y: str, hue: str | None = Non
         half = np.array([t_critical(int(n) - 1) * s / math.sqrt(n) if n > 1 else 0.0
                          for s, n in zip(stats["std"].fillna(0.0), stats["count"],
                                          strict=True)])
-        label = y if key is None else f"{hue}={key}"
+        label = y if key is None else f"{hue}={key!s}"
         line = axes.plot(xs, mean, marker="o", label=label)[0]
         line.set_gid("mean")
         band = axes.fill_between(xs, mean - half, mean + half, alpha=0.2,
@@ -435,7 +439,7 @@ def sweep_figure(results: pd.DataFrame, *, x: str, y: str, hue: str | None = Non
     if hue is not None:
         axes.legend(fontsize=8)
     axes.set_title(title or f"{y} against {x}")
-    return figure  # type: ignore[no-any-return]
+    return figure
 
 
 def canvas_animation(frames: Sequence[Any], *, title: str = "",
