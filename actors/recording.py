@@ -130,13 +130,13 @@ class Recorder:
         except Exception as exc:  # a failed sample must not stop the run
             self.collector.note_error(f"t={simu.now:g}: {type(exc).__name__}: {exc}")
 
-    def _deepest(self) -> tuple[int, str]:
+    def _deepest(self) -> tuple[int, str | None]:
         """The most letters waiting in one mailbox, and whose (the runtime's counters)."""
-        depth, who = 0, ""
+        depth, who = 0, None
         for name, actor in list(self.simu.dispatcher.actors.items()):
             waiting = actor.pending if self._deterministic else _inbox_size(actor)
             if waiting > depth:
-                depth, who = waiting, name
+                depth, who = waiting, str(name)
         return depth, who
 
     # -- the end ---------------------------------------------------------------------------

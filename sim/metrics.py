@@ -123,7 +123,8 @@ class Sample(msgspec.Struct, frozen=True):
     messages_delivered: int | None
     #: Messages dropped so far (dead letters of any reason), in the whole dispatcher.
     messages_dropped: int | None
-    #: The most letters waiting in any one mailbox, and whose (interval, final).
+    #: The most letters waiting in any one mailbox, and whose (interval, final; the
+    #: agent is None when no mailbox holds a letter).
     mailbox_max: int | None
     mailbox_max_agent: str | None
 
@@ -231,11 +232,20 @@ def agent_frame(rows: Sequence[AgentSample], session_id: str | None = None) -> p
     return _frame(rows, AgentSample, AGENT_DTYPES, session_id)
 
 
-def _read(path: str | os.PathLike[str], dtypes: Mapping[str, str]) -> pd.DataFrame:
+def _nullable(cls: type[msgspec.Struct]) -> set[str]:
+    return {f.name for f in msgspec.structs.fields(cls)
+            if type(None) in getattr(f.type, "__args__", ())}
+
+
+def _read(path: str | os.PathLike[str], dtypes: Mapping[str, str],
+          cls: type[msgspec.Struct]) -> pd.DataFrame:
     import pandas as pd
 
+    # An empty field is missing in a column that may be None, and "" in one that
+    # may not (the ``event`` of an interval sample).
+    nullable = _nullable(cls)
     table = pd.read_csv(path, dtype=dict(dtypes), keep_default_na=False,
-                        na_values={k: [""] for k, v in dtypes.items() if v != "string"})
+                        na_values={k: [""] for k in dtypes if k in nullable})
     missing = [c for c in dtypes if c not in table.columns]
     if missing:
         raise ValueError(f"{path}: not a barnraise metrics file (missing {missing})")
@@ -244,12 +254,12 @@ def _read(path: str | os.PathLike[str], dtypes: Mapping[str, str]) -> pd.DataFra
 
 def read_timeseries(path: str | os.PathLike[str]) -> pd.DataFrame:
     """A ``timeseries.csv`` (as ``--out`` writes it) back as :func:`timeseries_frame` made it."""
-    return _read(path, TIMESERIES_DTYPES)
+    return _read(path, TIMESERIES_DTYPES, Sample)
 
 
 def read_agent_timeseries(path: str | os.PathLike[str]) -> pd.DataFrame:
     """An ``agents.csv`` back as :func:`agent_frame` made it."""
-    return _read(path, AGENT_DTYPES)
+    return _read(path, AGENT_DTYPES, AgentSample)
 
 
 # -- the collector ---------------------------------------------------------------------------
@@ -461,7 +471,7 @@ class MetricsCollector:
     # -- interval samples ------------------------------------------------------------------
 
     def sample(self, t: float, views: Iterable[WorldView], *, delivered: int | None = None,
-               dropped: int | None = None, mailbox: tuple[int, str] | None = None,
+               dropped: int | None = None, mailbox: tuple[int, str | None] | None = None,
                final: bool = False, frame_size: int = 0) -> None:
         """An interval (or, with ``final``, the last) sample of each viewed session.
 
@@ -478,7 +488,7 @@ class MetricsCollector:
                                  frame_size)
 
     def _sample_one(self, number: int, t: float, trigger: str, view: WorldView,
-                    delivered: int | None, dropped: int | None, mailbox: tuple[int, str] | None,
+                    delivered: int | None, dropped: int | None, mailbox: tuple[int, str | None] | None,
                     frame_size: int) -> None:
         sid = view.session_id
         state = self._sessions.get(sid)
@@ -551,7 +561,7 @@ class MetricsCollector:
     def _row(self, number: int, t: float, trigger: str, event: str, sid: str, s: _Session,
              completion: float | None, tiles: int | None, *, lost_work: int | None = None,
              delivered: int | None = None, dropped: int | None = None,
-             mailbox: tuple[int, str] | None = None) -> Sample:
+             mailbox: tuple[int, str | None] | None = None) -> Sample:
         c: dict[str, int | None] = dict.fromkeys(TASK_STATUSES) if s.stale else {
             k: s.counts.get(k, 0) for k in TASK_STATUSES}
         return Sample(
