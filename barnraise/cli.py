@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="values of a parameter (repeatable; a list or dict parameter "
                        "takes a JSON array of values)")
     sweep.add_argument("--seeds", default="0", metavar="SPEC",
-                       help="seeds: N, A-B (inclusive) or A,B,C (default 0)")
+                       help="seeds: S (one seed), A-B (inclusive) or A,B,C (default 0)")
     sweep.add_argument("--workers", type=int, default=None, metavar="N",
                        help="worker processes (default: 1 without --dask; the CPU count "
                        "with --dask local)")
@@ -233,7 +233,7 @@ _RANGE = re.compile(r"^(\d+)-(\d+)$")
 
 
 def parse_seeds(spec: str) -> list[int]:
-    """``N`` (seeds 0..N-1), ``A-B`` (A to B inclusive) or ``A,B,C``."""
+    """``S`` (that one seed), ``A-B`` (A to B inclusive) or ``A,B,C``."""
     from barnraise.sweep import MAX_RUNS
 
     text = spec.strip()
@@ -246,14 +246,11 @@ def parse_seeds(spec: str) -> list[int]:
             raise ScenarioError(f"--seeds {spec!r}: at most {MAX_RUNS} seeds")
         return list(range(first, last + 1))
     if text.isdigit():
-        count = int(text)
-        if not 1 <= count <= MAX_RUNS:
-            raise ScenarioError(f"--seeds {spec!r}: a count must be from 1 to {MAX_RUNS}")
-        return list(range(count))
+        return [int(text)]
     parts = [p.strip() for p in text.split(",")]
     if len(parts) > 1 and all(p.isdigit() for p in parts):
         return [int(p) for p in parts]
-    raise ScenarioError(f"--seeds {spec!r}: expected N, A-B or A,B,C (non-negative integers)")
+    raise ScenarioError(f"--seeds {spec!r}: expected S, A-B or A,B,C (non-negative integers)")
 
 
 def _values(module: Any, key: str, text: str) -> list[Any]:

@@ -242,11 +242,12 @@ class _Store:
                   "params": spec.params, "row": done["row"], "summary": done["summary"]}
         final = self.runs / f"{spec.key}.json"
         partial = final.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(record, sort_keys=True, indent=1))
+        # Not sort_keys: the row's key order is the table's column order.
+        partial.write_text(json.dumps(record, indent=1))
         os.replace(partial, final)
         with (self.out / "results.jsonl").open("a") as handle:
-            handle.write(json.dumps({"index": spec.index, "key": spec.key, **done["row"]},
-                                    sort_keys=True) + "\n")
+            handle.write(json.dumps({"index": spec.index, "key": spec.key, **done["row"]})
+                         + "\n")
 
 
 # -- running ---------------------------------------------------------------------------------
