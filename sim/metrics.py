@@ -488,8 +488,8 @@ class MetricsCollector:
                                  frame_size)
 
     def _sample_one(self, number: int, t: float, trigger: str, view: WorldView,
-                    delivered: int | None, dropped: int | None, mailbox: tuple[int, str | None] | None,
-                    frame_size: int) -> None:
+                    delivered: int | None, dropped: int | None,
+                    mailbox: tuple[int, str | None] | None, frame_size: int) -> None:
         sid = view.session_id
         state = self._sessions.get(sid)
         if state is None:
@@ -513,12 +513,11 @@ class MetricsCollector:
         tiles = view.progress.tiles_by_agent
         for agent_id, agent in state.agents.items():
             agent.tiles = tiles.get(agent_id, 0)
-        mbox = mailbox if mailbox is not None else None
         completion = view.progress.completion_percent if view.has_blueprint else None
         self._metrics.samples.append(self._row(
             number, t, trigger, "", sid, state, completion, view.progress.tiles_placed,
             lost_work=view.progress.lost_work, delivered=delivered, dropped=dropped,
-            mailbox=mbox))
+            mailbox=mailbox))
         for agent_id in state.agents:
             self._metrics.agents.append(self._agent_row(number, t, trigger, sid, agent_id,
                                                         state.agents[agent_id]))
