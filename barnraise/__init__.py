@@ -28,7 +28,7 @@ from actors.recording import Recorder
 from actors.registry import Registry
 from actors.world import Client, Simulation
 from barnraise.runner import RunResult, list_scenarios, run
-from barnraise.sweep import SweepError, sweep
+from barnraise.sweeps import SweepError, sweep
 from scenarios import ParamError, ScenarioError
 from sim.dispatch import Dispatcher, RunReport, make_dispatcher
 from sim.messages import Message, MessageError, Priority, Region

@@ -234,7 +234,7 @@ _RANGE = re.compile(r"^(\d+)-(\d+)$")
 
 def parse_seeds(spec: str) -> list[int]:
     """``S`` (that one seed), ``A-B`` (A to B inclusive) or ``A,B,C``."""
-    from barnraise.sweep import MAX_RUNS
+    from barnraise.sweeps import MAX_RUNS
 
     text = spec.strip()
     match = _RANGE.match(text)
@@ -271,7 +271,7 @@ def _values(module: Any, key: str, text: str) -> list[Any]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from barnraise.sweep import _check_engine, plan, sweep
+    from barnraise.sweeps import _check_engine, plan, sweep
 
     module = load(args.scenario)
     texts = _params(args.param)

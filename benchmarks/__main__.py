@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only runtime|world|scenarios]``: print one JSON object."""
+"""``python -m benchmarks [--quick] [--only runtime|world|scenarios|sweep]``: print one JSON object."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks import regions_bench, runtime, scenarios_bench, tasks_bench
+from benchmarks import regions_bench, runtime, scenarios_bench, sweep_bench, tasks_bench
 
-SECTIONS = ("runtime", "world", "scenarios")
+SECTIONS = ("runtime", "world", "scenarios", "sweep")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -46,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["world"] = world(args.quick)
     if "scenarios" in sections:
         result["scenarios"] = scenarios_bench.run(quick=args.quick)
+    if "sweep" in sections:
+        result["sweep"] = sweep_bench.run_section(args.quick)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

@@ -19,7 +19,7 @@ import pytest
 
 import barnraise
 from barnraise.cli import main
-from barnraise.sweep import SweepError, plan
+from barnraise.sweeps import SweepError, plan
 
 GRID: dict[str, list[Any]] = {"agents": [2, 4], "coordination_mode": ["coordinated", "free"]}
 SEEDS = [0, 1, 2]
@@ -33,7 +33,7 @@ def dask_address() -> Iterator[str]:
     from distributed import LocalCluster
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.ERROR)
     try:
         yield str(cluster.scheduler_address)
     finally:

@@ -383,11 +383,15 @@ def _on_dask(todo: list[RunSpec], workers: int | None, address: str | None,
     # distributed has no type information: take it as Any rather than silence each call
     dask: Any = importlib.import_module("distributed")
     Client, LocalCluster, as_completed = dask.Client, dask.LocalCluster, dask.as_completed
+    dask_config: Any = importlib.import_module("dask.config")
 
     cluster = None
     if address is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+        # The workers' statistical profiler samples every thread's stack every 10 ms:
+        # a real cost for tasks that are pure Python. A sweep has no use for it.
+        with dask_config.set({"distributed.worker.profile.enabled": False}):
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
         client = Client(cluster)
     else:
         try:
