@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only runtime|world|scenarios|sweep]``: print one JSON object."""
+"""``python -m benchmarks [--quick] [--only runtime|world|scenarios|sweep]``: one JSON object."""
 
 from __future__ import annotations
 

@@ -21,3 +21,11 @@ def test_world_benchmarks_produce_their_figures() -> None:
     figures = world(quick=True)
     assert figures["claims"]["ratio"] > 0
     assert figures["task_dag"]["ratio"] > 0
+
+
+def test_the_recording_benchmark_produces_its_figures() -> None:
+    from benchmarks.sweep_bench import bench_recording
+
+    figures = bench_recording(grid_size=60, repeats=1)
+    assert figures["cost_recording"] > 0 and figures["interval_samples"] >= 1
+    assert figures["samples"] == figures["interval_samples"] + figures["event_samples"] + 1
