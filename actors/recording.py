@@ -108,7 +108,10 @@ class Recorder:
     def _loop(self) -> None:
         clock = self.simu.dispatcher.clock
         wall = max(0.001, clock.to_wall(self.interval))
+        regions = self.simu.dispatcher.actor("regions")
         while not self._stop.wait(wall):
+            if regions.stopped:
+                return  # the simulation was closed without finish(): nothing moves any more
             self.sample()
 
     def sample(self, *, final: bool = False) -> None:

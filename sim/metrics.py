@@ -217,13 +217,19 @@ def _frame(rows: Sequence[msgspec.Struct], cls: type[msgspec.Struct],
 
     names = list(dtypes)
     if session_id is not None:
-        rows = [r for r in rows if r.session_id == session_id]  # type: ignore[attr-defined]
+        kept = [r for r in rows if r.session_id == session_id]  # type: ignore[attr-defined]
+        if not kept and rows:
+            known = sorted({r.session_id for r in rows})  # type: ignore[attr-defined]
+            raise LookupError(f"no samples of session {session_id!r}; sampled: "
+                              f"{', '.join(known)}")
+        rows = kept
     table = pd.DataFrame([msgspec.structs.astuple(r) for r in rows], columns=names)
     return table.astype(dict(dtypes))
 
 
 def timeseries_frame(rows: Sequence[Sample], session_id: str | None = None) -> pd.DataFrame:
-    """The tidy DataFrame of model samples (columns and dtypes: :data:`TIMESERIES_DTYPES`)."""
+    """The tidy DataFrame of model samples (columns and dtypes: :data:`TIMESERIES_DTYPES`),
+    of every session or of ``session_id`` (LookupError if it was never sampled)."""
     return _frame(rows, Sample, TIMESERIES_DTYPES, session_id)
 
 

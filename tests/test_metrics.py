@@ -196,3 +196,15 @@ def test_a_recorder_that_finishes_twice_returns_the_same_metrics() -> None:
         first = recorder.finish()
         assert recorder.finish() is first
         assert [s.trigger for s in first.samples][-1] == "final"
+
+
+def test_reading_what_was_not_recorded_says_so(kernel: RunResult) -> None:
+    with pytest.raises(LookupError, match="no samples of session 'nope'; sampled: session_"):
+        kernel.timeseries("nope")
+    with pytest.raises(LookupError, match="no samples of session 'nope'"):
+        kernel.agent_timeseries("nope")
+    plain = barnraise.run("locks_barriers", record=False)
+    with pytest.raises(ValueError, match="not recorded"):
+        plain.timeseries()
+    with pytest.raises(FileNotFoundError):
+        Trace.read("/no/such/trace.jsonl")

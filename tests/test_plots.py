@@ -177,6 +177,8 @@ def test_sweep_plot_has_a_mean_line_and_band_per_mode() -> None:
     with pytest.raises(KeyError, match="no column 'nope'"):
         sweep_figure(table, x="agents", y="nope")
     assert t_critical(1) == 12.706 and t_critical(19) == 2.093 and t_critical(10**6) == 1.96
+    with pytest.raises(ValueError, match="degrees of freedom must be at least 1"):
+        t_critical(0)
 
 
 def test_the_animation_has_one_gif_frame_per_recorded_frame(kernel: RunResult,

@@ -240,3 +240,14 @@ def test_the_sweep_command_writes_results_and_the_plot(tmp_path: pathlib.Path,
     assert len(list((out / "runs").glob("*.json"))) == 8
     assert len((out / "results.jsonl").read_text().splitlines()) == 8
     assert os.path.getsize(out / "results.csv") > 0
+
+
+def test_the_sweep_bar_shows_on_a_terminal_and_not_with_json(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["sweep", "conflict_storm", "--param", "agents=2,3", "--seeds", "0-1"]) == 0
+    last = capsys.readouterr().err.split("\r")[-1]
+    assert "4/4 runs" in last and "elapsed" in last and "left" in last
+    assert main(["sweep", "conflict_storm", "--param", "agents=2,3", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and json.loads(captured.out)["runs"] == 2
