@@ -29,7 +29,7 @@ import math
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
-from sim.dispatch import DeterministicDispatcher, Timer
+from sim.dispatch import DeterministicDispatcher, Statistics, Timer
 from sim.metrics import Metrics, MetricsCollector
 
 if TYPE_CHECKING:
@@ -60,11 +60,14 @@ class Recorder:
     ``interval``: simulated seconds between interval samples (a number > 0).
     ``frame_size``: keep a canvas frame per session at every interval sample,
     downsampled to at most this many cells a side (0: no frames; at most
-    :data:`MAX_FRAME_SIZE`). ValueError for a bad value, before anything starts.
+    :data:`MAX_FRAME_SIZE`). ``check`` (deterministic mode): read every task at
+    every interval sample and compare the counts the events moved with them
+    (``Metrics.drift``); otherwise tasks are read only at the end and after a
+    rollback. ValueError for a bad value, before anything starts.
     """
 
     def __init__(self, simu: Simulation, *, interval: float = DEFAULT_INTERVAL,
-                 frame_size: int = 0) -> None:
+                 frame_size: int = 0, check: bool = False) -> None:
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
                 or not math.isfinite(interval) or interval <= 0:
             raise ValueError(f"interval must be a finite number of seconds > 0, got {interval!r}")
@@ -75,6 +78,7 @@ class Recorder:
         self.simu = simu
         self.interval = float(interval)
         self.frame_size = frame_size
+        self.check = bool(check)
         dispatcher = simu.dispatcher
         self._deterministic = isinstance(dispatcher, DeterministicDispatcher)
         self.collector = MetricsCollector(self.interval, resync=self._deterministic,
@@ -97,8 +101,9 @@ class Recorder:
     def _tick(self) -> None:
         dispatcher = self.simu.dispatcher
         self._timer = None
-        self.sample()
-        stats = dispatcher.statistics()
+        stats = self.sample()
+        if stats is None:
+            stats = dispatcher.statistics()
         # Our own entry has left the queue: re-arm only if something else is in it,
         # so an otherwise empty queue stays empty (the run's verdict is unchanged).
         if not self._stop.is_set() and (stats.queued > 0 or stats.pending_timers > 0):
@@ -114,24 +119,35 @@ class Recorder:
                 return  # the simulation was closed without finish(): nothing moves any more
             self.sample()
 
-    def sample(self, *, final: bool = False) -> None:
-        """Take an interval sample now (or the final one); errors are noted, not raised."""
+    def sample(self, *, final: bool = False) -> Statistics | None:
+        """Take an interval sample now (or the final one); errors are noted, not raised.
+
+        Returns the dispatcher's statistics it read (None if the sample failed).
+        """
         simu = self.simu
+        collector = self.collector
         try:
             views = []
+            read = []
             for session_id in simu.sessions():
+                # Reading every task is most of a sample's cost; the events keep the
+                # counts, so tasks are read only when they cannot (or to check them).
+                tasks = final or self.check or collector.needs_tasks(session_id)
                 try:
                     views.append(simu.view(session_id, canvas=self.frame_size > 0,
-                                           completion=True))
+                                           completion=True, tasks=tasks))
                 except LookupError:
                     continue  # closed meanwhile
+                read.append(tasks)
             stats = simu.dispatcher.statistics()
-            self.collector.sample(
+            collector.sample(
                 simu.now, views, delivered=stats.delivered,
                 dropped=sum(stats.dead_letters.values()), mailbox=self._deepest(),
-                final=final, frame_size=self.frame_size)
+                final=final, frame_size=self.frame_size, tasks_read=read)
+            return stats
         except Exception as exc:  # a failed sample must not stop the run
-            self.collector.note_error(f"t={simu.now:g}: {type(exc).__name__}: {exc}")
+            collector.note_error(f"t={simu.now:g}: {type(exc).__name__}: {exc}")
+            return None
 
     def _deepest(self) -> tuple[int, str | None]:
         """The most letters waiting in one mailbox, and whose (the runtime's counters)."""

@@ -300,6 +300,7 @@ def run(
     record: bool = True,
     interval: float = DEFAULT_INTERVAL,
     frame_size: int = 0,
+    check_metrics: bool = False,
     **params: Any,
 ) -> RunResult:
     """Run ``scenario`` (a shipped name or a file path) and summarise it.
@@ -312,12 +313,14 @@ def run(
     every ``interval`` simulated seconds and at every domain event; ``frame_size``
     > 0 also keeps a canvas frame (at most that many cells a side) per interval,
     for :func:`sim.plots.canvas_animation`. Recording does not change the trace.
+    ``check_metrics`` also reads every task at every interval sample and compares
+    the counts the events moved with them (``RunResult.metrics.drift``; slower).
     """
     request = check_request(scenario, seed, mode, time_scale=time_scale, **params)
     if record:
         _check_recording(interval, frame_size)
     return run_request(request, progress=progress, record=record, interval=interval,
-                       frame_size=frame_size)
+                       frame_size=frame_size, check_metrics=check_metrics)
 
 
 def _check_recording(interval: float, frame_size: int) -> None:
@@ -332,14 +335,15 @@ def _check_recording(interval: float, frame_size: int) -> None:
 
 def run_request(request: Request, *, progress: Callable[[float], None] | None = None,
                 record: bool = True, interval: float = DEFAULT_INTERVAL,
-                frame_size: int = 0) -> RunResult:
+                frame_size: int = 0, check_metrics: bool = False) -> RunResult:
     """Run a request :func:`check_request` made (see :func:`run`)."""
     module, mode, seed = request.module, request.mode, request.seed
     options = request.simulation
     started = time.perf_counter()
     with Simulation(seed=seed, mode=mode, **options) as simu:
         simu.progress = progress
-        recorder = Recorder(simu, interval=interval, frame_size=frame_size) if record else None
+        recorder = (Recorder(simu, interval=interval, frame_size=frame_size,
+                             check=check_metrics) if record else None)
         metrics = dict(module.run(simu, **request.params))
         ending = simu.dispatcher.run()  # let what the scenario set going finish
         recorded = recorder.finish() if recorder is not None else None

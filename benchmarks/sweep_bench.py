@@ -28,34 +28,85 @@ SWEEP_PARAMS: dict[str, list[Any]] = {"grid_size": [240]}
 
 
 def bench_recording(*, grid_size: int = 240, repeats: int = 7) -> dict[str, Any]:
-    """Wall seconds of a kernel_build run without and with the recorder (medians)."""
+    """Seconds of a kernel_build run without and with the recorder (medians), in wall
+    time and in this process's CPU time (steadier when the machine is shared)."""
     digests: set[str] = set()
+    cpu: dict[str, list[float]] = {"off": [], "on": [], "frames": []}
 
-    def once(**options: Any) -> float:
-        start = time.perf_counter()
+    def once(name: str, **options: Any) -> float:
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = run("kernel_build", seed=0, grid_size=grid_size, **options)
         elapsed = time.perf_counter() - start
+        cpu[name].append(time.process_time() - start_cpu)
         assert result.success
         digests.add(result.trace_digest)
         return elapsed
 
-    runs = interleaved(repeats, off=lambda: once(record=False), on=lambda: once(),
-                       frames=lambda: once(frame_size=96))
+    runs = interleaved(repeats, off=lambda: once("off", record=False),
+                       on=lambda: once("on"), frames=lambda: once("frames", frame_size=96))
     assert len(digests) == 1, "recording changed the trace"
-    medians = _summary(runs)
+    wall = _summary(runs)
+    cpu_medians = _summary(cpu)
     probe = run("kernel_build", seed=0, grid_size=grid_size)
     assert probe.metrics is not None
     samples = probe.metrics.samples
+    inside, whole = _time_inside_the_recorder(grid_size)
     return {
         "grid_size": grid_size, "repeats": repeats,
-        "seconds": {k: round(v, 4) for k, v in medians.items()},
-        "cost_recording": round(medians["on"] / medians["off"], 3),
-        "cost_recording_with_frames": round(medians["frames"] / medians["off"], 3),
+        "wall_seconds": {k: round(v, 4) for k, v in wall.items()},
+        "cpu_seconds": {k: round(v, 4) for k, v in cpu_medians.items()},
+        "cost_recording": round(wall["on"] / wall["off"], 3),
+        "cost_recording_with_frames": round(wall["frames"] / wall["off"], 3),
+        "cost_recording_cpu": round(cpu_medians["on"] / cpu_medians["off"], 3),
+        "cost_recording_with_frames_cpu": round(cpu_medians["frames"] / cpu_medians["off"], 3),
+        # The recorder's own time, measured inside one run: steady on a busy machine.
+        "recorder_seconds": {k: round(v, 4) for k, v in inside.items()},
+        "run_seconds": round(whole, 4),
+        "recorder_share": round(sum(inside.values()) / whole, 3),
         "samples": len(samples),
         "interval_samples": sum(1 for s in samples if s.trigger == "interval"),
         "event_samples": sum(1 for s in samples if s.trigger == "event"),
         "agent_samples": len(probe.metrics.agents),
     }
+
+
+def _time_inside_the_recorder(grid_size: int, repeats: int = 5) -> tuple[dict[str, float], float]:
+    """Seconds spent in the recorder's event listener and in its interval samples during
+    a kernel_build run (medians of ``repeats`` runs), and the run's own seconds."""
+    import statistics
+
+    from actors.recording import Recorder
+    from sim.metrics import MetricsCollector
+
+    spent = {"events": 0.0, "intervals": 0.0}
+    on_event, sample = MetricsCollector.on_event, Recorder.sample
+
+    def timed_event(self: Any, *args: Any) -> None:
+        start = time.perf_counter()
+        on_event(self, *args)
+        spent["events"] += time.perf_counter() - start
+
+    def timed_sample(self: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        out = sample(self, **kwargs)
+        spent["intervals"] += time.perf_counter() - start
+        return out
+
+    shares: list[tuple[float, float, float]] = []
+    MetricsCollector.on_event = timed_event  # type: ignore[method-assign]
+    Recorder.sample = timed_sample  # type: ignore[method-assign]
+    try:
+        for _ in range(repeats):
+            spent.update(events=0.0, intervals=0.0)
+            start = time.perf_counter()
+            run("kernel_build", seed=0, grid_size=grid_size)
+            shares.append((spent["events"], spent["intervals"], time.perf_counter() - start))
+    finally:
+        MetricsCollector.on_event = on_event  # type: ignore[method-assign]
+        Recorder.sample = sample  # type: ignore[method-assign]
+    median = statistics.median
+    return ({"events": median(s[0] for s in shares), "intervals": median(s[1] for s in shares)},
+            median(s[2] for s in shares))
 
 
 def bench_sweep(*, runs: int = 40, workers: int = 2, repeats: int = 3,

@@ -32,11 +32,13 @@ What a caller may rely on:
   row per sample, in sample order; :func:`read_timeseries` and
   :func:`read_agent_timeseries` read the CSV files back with those dtypes.
 * **Consistency**: in deterministic mode every interval sample compares the
-  counters the events moved with the world (task counts, claims, conflicts)
-  and counts any difference in :attr:`Metrics.drift` (tested to stay 0 for
-  every shipped scenario), then takes the world's figures. A rollback restores
-  tasks without events: until the next interval sample, event samples show
-  their task counts as None.
+  counters the events moved with the world (claims and conflicts; the task
+  counts too at the final sample, and at every sample when asked to check,
+  since reading every task is the expensive part) and records any difference
+  in :attr:`Metrics.drift` (tested to stay empty for every shipped scenario),
+  then takes the world's figures. A rollback restores tasks without events:
+  until the next interval sample re-reads them, event samples show their task
+  counts as None.
 * **Cost**: see ``docs/benchmarks.md`` ("Metrics").
 """
 
@@ -476,35 +478,52 @@ class MetricsCollector:
 
     # -- interval samples ------------------------------------------------------------------
 
+    def needs_tasks(self, session_id: str) -> bool:
+        """True when the next sample of ``session_id`` must read its tasks: the events
+        alone no longer tell (a rollback), or the session was never heard of."""
+        with self._lock:
+            state = self._sessions.get(session_id)
+            return state is None or state.stale
+
     def sample(self, t: float, views: Iterable[WorldView], *, delivered: int | None = None,
                dropped: int | None = None, mailbox: tuple[int, str | None] | None = None,
-               final: bool = False, frame_size: int = 0) -> None:
+               final: bool = False, frame_size: int = 0,
+               tasks_read: bool | Sequence[bool] = True) -> None:
         """An interval (or, with ``final``, the last) sample of each viewed session.
 
         ``views`` should be built with ``completion=True`` (else completion is
         None) and, for ``frame_size`` > 0 (keep a canvas frame at most that many
-        cells a side), with the canvas.
+        cells a side), with the canvas. ``tasks_read``: the views hold the tasks
+        (one flag for all, or one per view; without them their task counts come
+        from the events, and a session that :meth:`needs_tasks` must be viewed
+        with them).
         """
         trigger = FINAL if final else INTERVAL
+        views = list(views)
+        flags = [tasks_read] * len(views) if isinstance(tasks_read, bool) else list(tasks_read)
+        if len(flags) != len(views):
+            raise ValueError(f"tasks_read: {len(flags)} flags for {len(views)} views")
         with self._lock:
             number = self._next
             self._next += 1
-            for view in views:
+            for view, read in zip(views, flags, strict=True):
                 self._sample_one(number, t, trigger, view, delivered, dropped, mailbox,
-                                 frame_size)
+                                 frame_size, read)
 
     def _sample_one(self, number: int, t: float, trigger: str, view: WorldView,
                     delivered: int | None, dropped: int | None,
-                    mailbox: tuple[int, str | None] | None, frame_size: int) -> None:
+                    mailbox: tuple[int, str | None] | None, frame_size: int,
+                    tasks_read: bool) -> None:
         sid = view.session_id
         state = self._sessions.get(sid)
         if state is None:
             state = self._sessions[sid] = _Session(stale=True)
-        world_counts = dict.fromkeys(TASK_STATUSES, 0)
-        world_counts.update(view.task_counts())
-        if self._check and not state.stale:
-            mine = {k: v for k, v in state.counts.items() if v}
-            theirs = {k: v for k, v in world_counts.items() if v}
+        if self._check and not (state.stale and tasks_read):
+            mine: dict[str, int] = {}
+            theirs: dict[str, int] = {}
+            if tasks_read:
+                mine = {k: v for k, v in state.counts.items() if v}
+                theirs = dict(view.task_counts())
             if mine != theirs or len(state.claims) != len(view.claims) \
                     or state.conflicts != view.progress.conflicts:
                 self._metrics.drift.append(
@@ -512,7 +531,7 @@ class MetricsCollector:
                     f"conflicts {state.conflicts}; the world {theirs}, {len(view.claims)}, "
                     f"{view.progress.conflicts}")
         if self._resync or state.stale:
-            self._take_world(state, view)
+            self._take_world(state, view, tasks_read)
         for member in view.members:
             agent = state.agent(member.agent_id)
             agent.name, agent.role = member.name, member.role
@@ -534,7 +553,15 @@ class MetricsCollector:
             small.flags.writeable = False
             self._metrics.frames.append(Frame(t, sid, step, small))
 
-    def _take_world(self, state: _Session, view: WorldView) -> None:
+    def _take_world(self, state: _Session, view: WorldView, tasks_read: bool) -> None:
+        state.claims = {c.claim_id: c.agent_id for c in view.claims}
+        for agent in state.agents.values():
+            agent.claims = 0
+        for claim in view.claims:
+            state.agent(claim.agent_id).claims += 1
+        state.conflicts = view.progress.conflicts
+        if not tasks_read:
+            return
         state.tasks.clear()
         state.counts = dict.fromkeys(TASK_STATUSES, 0)
         state.assignee.clear()
@@ -542,7 +569,6 @@ class MetricsCollector:
             agent.working.clear()
             agent.awaiting.clear()
             agent.done = 0
-            agent.claims = 0
         for task in view.tasks:
             state.set_status(task.task_id, task.status)
             if task.assigned_to != "any":
@@ -555,10 +581,6 @@ class MetricsCollector:
                     agent.awaiting.add(task.task_id)
                 elif task.status == "completed":
                     agent.done += 1
-        state.claims = {c.claim_id: c.agent_id for c in view.claims}
-        for claim in view.claims:
-            state.agent(claim.agent_id).claims += 1
-        state.conflicts = view.progress.conflicts
         state.stale = False
 
     # -- rows ------------------------------------------------------------------------------

@@ -39,7 +39,8 @@ def kernel() -> RunResult:
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_recording_changes_no_digest_and_its_counters_agree_with_the_world(name: str) -> None:
     plain = barnraise.run(name, record=False)
-    recorded = barnraise.run(name, interval=0.1)
+    recorded = barnraise.run(name, interval=0.1, check_metrics=True)
+    assert barnraise.run(name, interval=0.1).trace_digest == plain.trace_digest
     assert recorded.trace_digest == plain.trace_digest
     assert plain.metrics is None
     metrics = recorded.metrics
@@ -208,3 +209,16 @@ def test_reading_what_was_not_recorded_says_so(kernel: RunResult) -> None:
         plain.timeseries()
     with pytest.raises(FileNotFoundError):
         Trace.read("/no/such/trace.jsonl")
+
+
+def test_a_view_without_tasks_leaves_only_them_out() -> None:
+    with barnraise.Simulation(seed=3) as simu:
+        a = simu.client("a")
+        made = a.session_create(session_name="S", grid_size=20)
+        a.session_join(session_id=made["session_id"], agent_name="A", role="architect")
+        a.task_delegate(target_agent_id="any", task_type="build",
+                        region={"x": 0, "y": 0, "width": 2, "height": 2})
+        full, light = simu.view(), simu.view(tasks=False)
+        assert len(full.tasks) == 1 and light.tasks == ()
+        assert light.members == full.members and light.progress == full.progress
+        assert light.claims == full.claims and light.session == full.session
