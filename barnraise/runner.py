@@ -141,12 +141,16 @@ class RunResult:
         events.to_csv(path("events.csv"), index=False)
         title = str(self.summary["scenario"])
         if self.metrics is not None:
-            series = self.timeseries(self.session_id)
+            # The summary's session (the one its figures are of); every session when
+            # that one was never sampled (it closed before the first sample).
+            sampled = {s.session_id for s in self.metrics.samples}
+            sid = self.session_id if self.session_id in sampled else None
+            series = self.timeseries(sid)
             series.to_csv(path("timeseries.csv"), index=False)
-            self.agent_timeseries(self.session_id).to_csv(path("agents.csv"), index=False)
+            self.agent_timeseries(sid).to_csv(path("agents.csv"), index=False)
             if len(series):
                 plots.timeseries_figure(series, title=title).savefig(path("timeseries.png"))
-            frames = [f for f in self.metrics.frames if f.session_id == self.session_id]
+            frames = [f for f in self.metrics.frames if sid is None or f.session_id == sid]
             if len(frames) > 1:
                 plots.save_gif(plots.canvas_animation(frames, title=title), path("build.gif"))
         if self.canvas is not None:
