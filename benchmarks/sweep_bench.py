@@ -24,7 +24,7 @@ import pandas as pd
 from barnraise import run, sweep
 from benchmarks.runtime import _summary, interleaved
 
-SWEEP_PARAMS: dict[str, list[Any]] = {"grid_size": [240]}
+SWEEP_PARAMS: dict[str, list[Any]] = {"grid_size": [180]}
 
 
 def bench_recording(*, grid_size: int = 240, repeats: int = 7) -> dict[str, Any]:
@@ -109,7 +109,7 @@ def _time_inside_the_recorder(grid_size: int, repeats: int = 5) -> tuple[dict[st
             median(s[2] for s in shares))
 
 
-def bench_sweep(*, runs: int = 40, workers: int = 2, repeats: int = 3,
+def bench_sweep(*, runs: int = 40, workers: int = 2, repeats: int = 5,
                 params: dict[str, list[Any]] | None = None) -> dict[str, Any]:
     """Wall seconds of one sweep per engine (medians), speed-ups and the targets."""
     from distributed import LocalCluster

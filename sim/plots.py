@@ -6,7 +6,8 @@ Every function takes plain data (numpy arrays, lists of dicts, the DataFrames of
 animation, a ``FuncAnimation`` over such a Figure). **Nothing here selects or
 switches a backend**: a Figure made this way needs none, so ``plt.show()`` and
 a notebook's inline display keep working as the user set them up. Save with
-``figure.savefig(path)``; in a notebook, a Figure as a cell's value is drawn.
+``figure.savefig(path)``; in a notebook, a Figure as a cell's value is drawn as a
+PNG, with or without ``%matplotlib inline``.
 
 What a caller may rely on (the tests check it on real runs):
 
@@ -29,6 +30,7 @@ What a caller may rely on (the tests check it on real runs):
 
 from __future__ import annotations
 
+import io
 import math
 import pathlib
 from collections.abc import Mapping, Sequence
@@ -80,7 +82,21 @@ STATUS_COLOURS: Final = {"pending": "#BDBDBD", "in_progress": "#1E88E5",
 def _figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+    class ShownFigure(Figure):
+        """A Figure that Jupyter draws as a PNG whatever backend is (or is not) active.
+
+        A plain Figure has no picture of its own: IPython draws one only once the
+        inline backend is switched on (``%matplotlib inline``, or importing pyplot),
+        so a notebook that never did showed ``<Figure size ...>``. When a backend's
+        formatter is registered it wins, and this method is not called.
+        """
+
+        def _repr_png_(self) -> bytes:
+            buffer = io.BytesIO()
+            self.savefig(buffer, format="png")
+            return buffer.getvalue()
+
+    return ShownFigure(figsize=(width, height), dpi=100, layout="constrained")
 
 
 def canvas_figure(

@@ -215,3 +215,9 @@ print(matplotlib.get_backend(), "matplotlib.pyplot" in sys.modules)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["svg", "False"]
 
+
+
+def test_a_figure_draws_itself_in_jupyter_without_any_backend() -> None:
+    figure = canvas_figure(np.ones((10, 10), dtype=np.uint8))
+    png = figure._repr_png_()
+    assert png[:4] == b"\x89PNG" and len(png) > 1000
