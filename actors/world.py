@@ -162,7 +162,7 @@ class PendingCall:
         pending._result = result
         return pending
 
-    def done(self) -> bool:
+    def answered(self) -> bool:
         """True once the answer is here, so :meth:`result` returns without waiting."""
         if self._result is not None:
             return True

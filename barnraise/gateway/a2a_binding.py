@@ -262,7 +262,7 @@ class A2ABinding:
             arguments = {}
         if not isinstance(arguments, dict):
             raise RpcError(jsonrpc.INVALID_PARAMS, "the data part's arguments must be an object")
-        return data["tool"], arguments, message
+        return data["tool"], _integral(arguments), message
 
     async def _send_message(self, rpc: jsonrpc.Request, slot: AgentSlot | None) -> Response:
         tool, arguments, message = self._tool_call(rpc.params)
@@ -404,6 +404,18 @@ class A2ABinding:
             self.watch.stop(task_id, queue)
             raise
         return _sse(self._follow(rpc.id, task, queue, slot.session_id))
+
+
+def _integral(value: Any) -> Any:
+    """Whole floats as ints: A2A data parts are protobuf Values, whose numbers are all
+    doubles, so an SDK client sends ``"x": 0.0`` for the integer 0 the schema asks for."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
 
 
 def _json(body: bytes, status: int = 200) -> Response:

@@ -264,7 +264,7 @@ class Hub:
                 args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         pending = slot.client.submit(tool, **args)
-        if pending.done():
+        if pending.answered():
             future.set_result(self._finish(slot, tool, pending.result(0.0)))
         else:
             slot.pending.append((pending, future, tool))
@@ -316,7 +316,7 @@ class Hub:
         if slot.pending:
             waiting = []
             for pending, future, tool in slot.pending:
-                if not pending.done():
+                if not pending.answered():
                     waiting.append((pending, future, tool))
                 elif not future.done():
                     future.set_result(self._finish(slot, tool, pending.result(0.0)))
