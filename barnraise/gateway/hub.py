@@ -16,8 +16,10 @@ The hub adds only what a network needs:
   connection that resumes with the last ``seq`` it saw gets the rest, once.
   The outbox is bounded (``Limits.outbox``); overflow drops the oldest, counted.
 * **Calls that survive a connection.** A call with a string id is a retry key:
-  the same id from the same agent gets the first answer (kept for the last
-  ``Limits.results`` calls), never a second execution.
+  the same id with the same tool and arguments from the same agent gets the
+  first answer (kept for the last ``Limits.results`` calls), never a second
+  execution. The same id with another call is a new call (clients that number
+  their requests per connection reuse ids).
 * **Signed messages from outside** (:meth:`Hub.send_signed`): verified with
   the agent's key, from that agent, not expired, not replayed; then handed to
   the dispatcher's ``receive_wire`` in the session's own signed wire form.
@@ -69,6 +71,17 @@ class Limits:
     max_ttl: float = 3600.0
 
 
+_fingerprint_encoder: Final = msgspec.json.Encoder(order="sorted")
+
+
+def _fingerprint(tool: str, args: Mapping[str, Any]) -> bytes:
+    """What makes two calls the same call: the tool and its arguments, canonically."""
+    try:
+        return tool.encode() + b"\0" + _fingerprint_encoder.encode(args)
+    except (TypeError, msgspec.EncodeError):
+        return tool.encode() + b"\0" + repr(sorted(args.items())).encode()
+
+
 class Counters:
     """Thread-safe counts by name: refusals, drops, and a few totals."""
 
@@ -107,8 +120,9 @@ class AgentSlot:
         self.key = b""
         self.seq = 0  # the last number given to a delivered message
         self.outbox: deque[tuple[int, Message]] = deque()
-        self.results: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self.inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # retry key -> (the call's fingerprint, its answer or the future of it)
+        self.results: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()
+        self.inflight: dict[str, tuple[bytes, asyncio.Future[dict[str, Any]]]] = {}
         self.pending: list[tuple[PendingCall, asyncio.Future[dict[str, Any]], str]] = []
         #: The attached connection's writer, and how to close that connection.
         self.sink: Callable[[int, Message], None] | None = None
@@ -230,21 +244,25 @@ class Hub:
 
         ``call_id`` (a string) makes the call a retry key: see the module doc.
         """
+        fingerprint = b""
         if call_id is not None:
+            fingerprint = _fingerprint(tool, args)
             cached = slot.results.get(call_id)
-            if cached is not None:
+            if cached is not None and cached[0] == fingerprint:
                 self.counters.add("calls_answered_again")
-                return cached
+                return cached[1]
             running = slot.inflight.get(call_id)
-            if running is not None:
+            if running is not None and running[0] == fingerprint:
                 self.counters.add("calls_answered_again")
-                return await asyncio.shield(running)
+                return await asyncio.shield(running[1])
         future = self._submit(slot, tool, dict(args))
-        if call_id is not None and not future.done():
-            slot.inflight[call_id] = future
-            future.add_done_callback(lambda f: self._remember(slot, call_id, f))
-        elif call_id is not None:
-            self._remember(slot, call_id, future)
+        if call_id is not None:
+            if future.done():
+                self._remember(slot, call_id, fingerprint, future)
+            else:
+                slot.inflight[call_id] = (fingerprint, future)
+                future.add_done_callback(
+                    lambda f: self._remember(slot, call_id, fingerprint, f))
         wait = CALL_TIMEOUT + self._tool_wait(args)
         try:
             return await asyncio.wait_for(asyncio.shield(future), wait)
@@ -270,12 +288,15 @@ class Hub:
             slot.pending.append((pending, future, tool))
         return future
 
-    def _remember(self, slot: AgentSlot, call_id: str,
+    def _remember(self, slot: AgentSlot, call_id: str, fingerprint: bytes,
                   future: asyncio.Future[dict[str, Any]]) -> None:
-        slot.inflight.pop(call_id, None)
+        running = slot.inflight.get(call_id)
+        if running is not None and running[1] is future:
+            del slot.inflight[call_id]
         if future.cancelled():
             return
-        slot.results[call_id] = future.result()
+        slot.results[call_id] = (fingerprint, future.result())
+        slot.results.move_to_end(call_id)
         while len(slot.results) > self.limits.results:
             slot.results.popitem(last=False)
 

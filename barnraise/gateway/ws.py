@@ -45,6 +45,8 @@ __all__ = ["WebSocketSession", "bearer_token"]
 
 #: Requests of one connection being served at once; more are refused.
 MAX_CONCURRENT: Final = 256
+#: Wall seconds a backlog replay waits for room in the send queue before giving up.
+REPLAY_PATIENCE: Final = 10.0
 #: Close codes (RFC 6455): policy violation, message too big, try again later.
 POLICY, TOO_BIG, GOING_AWAY = 1008, 1009, 1001
 
@@ -92,9 +94,10 @@ class WebSocketSession:
                 return
         await ws.accept()
         self.counters.add("ws_connections")
-        if self.slot is not None:
-            self.hub.attach(self.slot, self._deliver, self.close_soon)
         writer = asyncio.create_task(self._write())
+        if self.slot is not None:  # authenticated by header: what it kept follows
+            self.hub.attach(self.slot, self._deliver, self.close_soon)
+            self._replay({"last_seq": 0})
         self._reader = asyncio.current_task()
         try:
             await self._read()
@@ -105,25 +108,35 @@ class WebSocketSession:
                 self.hub.detach(self.slot, self.close_soon)
             for task in list(self.tasks):
                 task.cancel()
+            await self._finish(writer)
+
+    async def _finish(self, writer: asyncio.Task[None]) -> None:
+        # Answers already queued go out first (an error frame before its close),
+        # boundedly; a slow consumer's queue is not waited for: it is why we close.
+        if not self._slow:
             with contextlib.suppress(asyncio.QueueFull):
                 self.queue.put_nowait(None)
-            if self.closing is not None:
-                writer.cancel()
-                with contextlib.suppress(Exception):
-                    await ws.close(code=self._close_code, reason=self.closing[:120])
-            else:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(writer, 1.0)
-                writer.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(writer), 1.0)
+        writer.cancel()
+        if self.closing is not None:
+            with contextlib.suppress(Exception):
+                await self.ws.close(code=self._close_code, reason=self.closing[:120])
 
     _close_code = POLICY
+    _slow = False
+    _replaying = False
+    _sent = 0  # the last message number queued on this connection
 
     def close_soon(self, reason: str, code: int = POLICY) -> None:
         """Close this connection (from the loop), telling the client why."""
         if self.closing is None:
             self.closing, self._close_code = reason, code
-            if self._reader is not None and not self._reader.done():
-                self._reader.cancel()
+            reader = self._reader
+            # The reader itself just stops reading; anyone else interrupts its wait.
+            if (reader is not None and not reader.done()
+                    and asyncio.current_task() is not reader):
+                reader.cancel()
 
     async def _read(self) -> None:
         limit = self.hub.limits.max_frame
@@ -169,15 +182,22 @@ class WebSocketSession:
             # A client that does not read must not grow the server's memory. Its
             # mail stays in the agent's outbox for a connection that reads.
             self.counters.add("slow_consumer")
+            self._slow = True
             self.close_soon(f"slow consumer: {self.queue.maxsize} frames unsent")
 
     def _deliver(self, seq: int, message: Message) -> None:
+        if self._replaying or seq <= self._sent:
+            return  # the replay sends it, in order, or it went out already
+        self._sent = seq
+        self._send(self._frame(seq, message))
+
+    def _frame(self, seq: int, message: Message) -> bytes:
         assert self.slot is not None
         method = b"barnraise.event" if message.to_agent.startswith("topic:") else \
             b"barnraise.message"
-        self._send(b'{"jsonrpc":"2.0","method":"' + method + b'","params":{"seq":'
-                   + str(seq).encode() + b',"message":' + self.hub.wire(self.slot, message)
-                   + b"}}")
+        return (b'{"jsonrpc":"2.0","method":"' + method + b'","params":{"seq":'
+                + str(seq).encode() + b',"message":' + self.hub.wire(self.slot, message)
+                + b"}}")
 
     # -- requests -----------------------------------------------------------------------
 
@@ -290,10 +310,35 @@ class WebSocketSession:
                 "time_scale": self.hub.time_scale}
 
     def _replay(self, params: dict[str, Any]) -> None:
-        # After the auth answer: every kept message the client has not seen, in order.
+        # After the auth answer: every kept message the client has not seen, in
+        # order, at the pace the client reads (a backlog can be far larger than
+        # the send queue); live deliveries wait for it (see _deliver).
+        self._replaying = True
+        task = asyncio.create_task(self._replay_from(int(params.get("last_seq", 0))))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _replay_from(self, after: int) -> None:
         assert self.slot is not None
-        for seq, message in self.hub.unacked(self.slot, int(params.get("last_seq", 0))):
-            self._deliver(seq, message)
+        sent = after
+        try:
+            while self.closing is None:
+                backlog = self.hub.unacked(self.slot, sent)
+                if not backlog:
+                    break
+                for seq, message in backlog:
+                    try:
+                        await asyncio.wait_for(self.queue.put(self._frame(seq, message)),
+                                               REPLAY_PATIENCE)
+                    except TimeoutError:
+                        self.counters.add("slow_consumer")
+                        self._slow = True
+                        self.close_soon("slow consumer: the backlog is not being read")
+                        return
+                    sent = seq
+        finally:
+            self._replaying = False
+            self._sent = max(self._sent, sent)
 
     async def _send_signed(self, params: dict[str, Any]) -> dict[str, Any]:
         slot = self._agent()
