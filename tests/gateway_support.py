@@ -57,6 +57,7 @@ class CuttableProxy:
         self._pairs: dict[socket.socket, socket.socket] = {}
         self._lock = threading.Lock()
         self._cut = False
+        self._cut_done: list[threading.Event] = []
         self._stop = False
         self.cuts = 0
         self._thread = threading.Thread(target=self._loop, name="cuttable-proxy", daemon=True)
@@ -66,9 +67,13 @@ class CuttableProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def cut(self) -> None:
+    def cut(self, timeout: float = 5.0) -> bool:
+        """Cut every open connection; True once the relay has done it."""
+        done = threading.Event()
         with self._lock:
             self._cut = True
+            self._cut_done.append(done)
+        return done.wait(timeout)
 
     def close(self) -> None:
         self._stop = True
@@ -92,6 +97,9 @@ class CuttableProxy:
                 if self._cut:
                     self._cut = False
                     self._drop_all()
+                    for done in self._cut_done:
+                        done.set()
+                    self._cut_done.clear()
             for key, _ in self._selector.select(timeout=0.02):
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)

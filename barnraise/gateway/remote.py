@@ -169,8 +169,9 @@ class RemoteClient:
     def _open(self) -> ClientConnection:
         from websockets.sync.client import connect as ws_connect
 
+        # legacy=True: the connection itself, not a context manager (websockets 17)
         return ws_connect(self.url, open_timeout=self.open_timeout, max_size=self.max_size,
-                          compression=None, close_timeout=1.0)
+                          compression=None, close_timeout=1.0, legacy=True)
 
     def close(self) -> None:
         """Close the connection; waiting calls answer ``no_reply``. The agent stays joined."""

@@ -104,6 +104,7 @@ class WebSocketSession:
         except asyncio.CancelledError:
             pass  # close_soon() or the server's shutdown
         finally:
+            self._finishing = True
             if self.slot is not None:
                 self.hub.detach(self.slot, self.close_soon)
             for task in list(self.tasks):
@@ -125,6 +126,7 @@ class WebSocketSession:
 
     _close_code = POLICY
     _slow = False
+    _finishing = False
     _replaying = False
     _sent = 0  # the last message number queued on this connection
 
@@ -134,7 +136,7 @@ class WebSocketSession:
             self.closing, self._close_code = reason, code
             reader = self._reader
             # The reader itself just stops reading; anyone else interrupts its wait.
-            if (reader is not None and not reader.done()
+            if (reader is not None and not reader.done() and not self._finishing
                     and asyncio.current_task() is not reader):
                 reader.cancel()
 
