@@ -22,7 +22,7 @@ from importlib import metadata as _metadata
 from actors.base import A2AActor, Agent, DeliveryError, RequestError, WaitTimeout
 from actors.registry import Registry
 from actors.world import Client, Simulation
-from barnraise.gateway.remote import connect
+from barnraise.gateway.remote import RemoteClient, RemoteError, connect
 from barnraise.runner import RunResult, list_scenarios, run
 from scenarios import ParamError, ScenarioError
 from sim.dispatch import Dispatcher, RunReport, make_dispatcher
@@ -44,6 +44,8 @@ __all__ = [
     "Priority",
     "Region",
     "Registry",
+    "RemoteClient",
+    "RemoteError",
     "RequestError",
     "RunReport",
     "RunResult",

@@ -58,6 +58,7 @@ class CuttableProxy:
         self._lock = threading.Lock()
         self._cut = False
         self._cut_done: list[threading.Event] = []
+        self._one_cut = threading.Lock()
         self._stop = False
         self.cuts = 0
         self._thread = threading.Thread(target=self._loop, name="cuttable-proxy", daemon=True)
@@ -69,11 +70,12 @@ class CuttableProxy:
 
     def cut(self, timeout: float = 5.0) -> bool:
         """Cut every open connection; True once the relay has done it."""
-        done = threading.Event()
-        with self._lock:
-            self._cut = True
-            self._cut_done.append(done)
-        return done.wait(timeout)
+        with self._one_cut:  # two cuts asked at once are two cuts, one after the other
+            done = threading.Event()
+            with self._lock:
+                self._cut = True
+                self._cut_done.append(done)
+            return done.wait(timeout)
 
     def close(self) -> None:
         self._stop = True
