@@ -1,4 +1,7 @@
-"""``python -m benchmarks [--quick] [--only runtime|world|scenarios|gateway]``: print one JSON object."""
+"""``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
+
+SECTION is runtime, world, scenarios or gateway (the last needs the gateway extra).
+"""
 
 from __future__ import annotations
 

@@ -107,11 +107,10 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 def bench_ws_calls(clients: int = 100, calls: int = 200, repeats: int = 3) -> dict[str, Any]:
     barnraise_runs, echo_runs = [], []
     with _barnraise() as server:
-        session = server.gateway.world.default_session
         url = f"ws://127.0.0.1:{server.port}/a2a"
-        for _ in range(repeats):
+        for run in range(repeats):
             barnraise_runs.append(_load("ws", url, "--clients", str(clients), "--calls",
-                                        str(calls), "--session", str(session)))
+                                        str(calls), "--run", str(run)))
         stats = server.gateway.stats()["counters"]
     with _echo_server() as port:
         for _ in range(repeats):
@@ -186,11 +185,10 @@ def _uvicorn(app: Any) -> Iterator[int]:
 def bench_a2a(clients: int = 10, calls: int = 300, repeats: int = 3) -> dict[str, Any]:
     ours_runs, sdk_runs = [], []
     with _barnraise() as server:
-        session = server.gateway.world.default_session
-        for _ in range(repeats):
+        for run in range(repeats):
             ours_runs.append(_load("http", server.url, "--clients", str(clients), "--calls",
                                    str(calls), "--path", "/a2a/jsonrpc", "--barnraise",
-                                   "--session", str(session)))
+                                   "--run", str(run)))
     with _uvicorn(_sdk_echo_app()) as port:
         for _ in range(repeats):
             sdk_runs.append(_load("http", f"http://127.0.0.1:{port}", "--clients",

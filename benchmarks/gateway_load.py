@@ -1,14 +1,14 @@
-"""The gateway benchmark's load generator, run as its own process (``python -m benchmarks.gateway_load``).
+"""The gateway benchmark's load generator: ``python -m benchmarks.gateway_load``, a process.
 
 It runs apart from the server so that its own work (framing, JSON) does not
 share the server's interpreter lock: on two cores the two processes still
 share the CPUs, which is the honest condition for a client and a server on one
 machine. It prints one JSON object.
 
-``ws URL --clients N --calls M --session S``: N WebSocket clients join session S,
-claim a block each, then (all at once, each call waiting for its answer) make M
-calls each, alternating ``builder_place_tiles`` on their block and
-``region_query``. ``--echo``: the same frames to an echo server (no joining).
+``ws URL --clients N --calls M``: N WebSocket clients join a session of their
+own (the first creates it), claim a block each, then (all at once, each call
+waiting for its answer) make M calls each, alternating ``builder_place_tiles``
+on their block and ``region_query``. ``--echo``: the same frames to an echo server (no joining).
 
 ``http URL --clients N --calls M [--barnraise]``: N keep-alive HTTP/1.1 clients
 each post M A2A ``SendMessage`` requests in turn: a data part calling
@@ -52,10 +52,16 @@ async def _ask(ws: ClientConnection, frame: str, echo: bool = False) -> dict[str
 
 
 async def ws_load(url: str, clients: int, calls: int, session: str | None,
-                  echo: bool) -> dict[str, Any]:
+                  echo: bool, run: int = 0) -> dict[str, Any]:
     conns = [await connect(url, compression=None, max_size=None, ping_interval=None)
              for _ in range(clients)]
     frames: list[tuple[str, str]] = []
+    if not echo and session is None:
+        made = await _ask(conns[0], json.dumps({"jsonrpc": "2.0", "id": 0,
+                                                "method": "session_create", "params": {
+                                                    "session_name": f"load {run}",
+                                                    "max_agents": clients}}))
+        session = made["result"]["session_id"]
     for i, ws in enumerate(conns):
         x, y = (i % 50) * 20, (i // 50) * 20
         region = {"x": x, "y": y, "width": 8, "height": 8}
@@ -63,7 +69,7 @@ async def ws_load(url: str, clients: int, calls: int, session: str | None,
             joined = await _ask(ws, json.dumps({"jsonrpc": "2.0", "id": 1,
                                                 "method": "session_join", "params": {
                                                     "session_id": session,
-                                                    "agent_name": f"load-{i}"}}))
+                                                    "agent_name": f"load-{run}-{i}"}}))
             assert joined["result"]["success"], joined
             claim = await _ask(ws, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "region_claim",
                                                "params": {"region": region, "timeout": 1e6}}))
@@ -126,7 +132,7 @@ def _send_message(part: dict[str, Any], n: int) -> bytes:
 
 
 async def http_load(url: str, clients: int, calls: int, path: str,
-                    barnraise: bool, session: str | None) -> dict[str, Any]:
+                    barnraise: bool, session: str | None, run: int = 0) -> dict[str, Any]:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     conns = []
@@ -134,6 +140,11 @@ async def http_load(url: str, clients: int, calls: int, path: str,
         reader, writer = await asyncio.open_connection(host, port)
         conns.append(_Http(reader, writer, f"{host}:{port}"))
     tokens: list[dict[str, str]] = []
+    if barnraise and session is None:
+        made = await conns[0].post(path, _send_message({"data": {
+            "tool": "session_create", "arguments": {"session_name": f"a2a load {run}",
+                                                    "max_agents": clients}}}, 0), {})
+        session = made["result"]["message"]["parts"][0]["data"]["session_id"]
     for i, conn in enumerate(conns):
         if barnraise:
             joined = await conn.post(path, _send_message({"data": {
@@ -180,14 +191,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--path", default="/")
     parser.add_argument("--echo", action="store_true")
     parser.add_argument("--barnraise", action="store_true")
+    parser.add_argument("--run", type=int, default=0, help="which repeat: fresh names, rows")
     args = parser.parse_args(argv)
     if args.kind == "ws":
         out = asyncio.run(asyncio.wait_for(
-            ws_load(args.url, args.clients, args.calls, args.session, args.echo), 600))
+            ws_load(args.url, args.clients, args.calls, args.session, args.echo, args.run),
+            600))
     else:
         out = asyncio.run(asyncio.wait_for(
             http_load(args.url, args.clients, args.calls, args.path, args.barnraise,
-                      args.session), 600))
+                      args.session, args.run), 600))
     json.dump(out, sys.stdout)
     print()
     return 0

@@ -228,7 +228,7 @@ def test_events_arrive_as_notifications_and_missed_mail_comes_back_once(
 
 def test_a_retried_call_id_runs_once(server: GatewayServer) -> None:
     async def scenario() -> None:
-        ann, ann_join = await joined(server, "Ann", "architect")
+        ann, _ = await joined(server, "Ann", "architect")
         params = {"task_type": "build", "description": "only once"}
         first = await ann.ask("task_delegate", params, request_id="retry-key-1")
         second = await ann.ask("task_delegate", params, request_id="retry-key-1")

@@ -63,9 +63,8 @@ def _skill(group: str, members: list[Tool]) -> dict[str, Any]:
                                           f"The {group} tools."))
     listing = "; ".join(f"{t.name}: {t.description}" for t in members)
     first = members[0]
-    example = ('{"tool": "%s", "arguments": {%s}}'
-               % (first.name, ", ".join(f'"{key}": ...' for key in
-                                         first.input_schema.get("required", []))))
+    required = ", ".join(f'"{key}": ...' for key in first.input_schema.get("required", []))
+    example = f'{{"tool": "{first.name}", "arguments": {{{required}}}}}'
     services = sorted({t.service for t in members})
     return {
         "id": group,

@@ -34,6 +34,7 @@ importing this module needs nothing beyond barnraise's own dependencies.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -178,10 +179,8 @@ class RemoteClient:
         self.closed = True
         ws = self._ws
         if ws is not None:
-            try:
+            with contextlib.suppress(Exception):  # already broken: closed either way
                 ws.close()
-            except Exception:
-                pass
         self._fail_waiting("the client was closed")
         if self._reader is not threading.current_thread():
             self._reader.join(5.0)
@@ -342,12 +341,11 @@ class RemoteClient:
         ws = self._ws
         if ws is None or seq <= self._acked:
             return
-        try:
+        # Unacknowledged mail is resent after a reconnect and dropped here as seen.
+        with contextlib.suppress(Exception):
             ws.send(_encode({"jsonrpc": "2.0", "method": "barnraise.ack",
                              "params": {"seq": seq}}).decode())
             self._acked = seq
-        except Exception:
-            pass  # unacknowledged mail is resent after a reconnect and dropped here as seen
 
     def _set_clock(self, answer: dict[str, Any]) -> None:
         if isinstance(answer.get("now"), (int, float)):
@@ -371,10 +369,8 @@ class RemoteClient:
         with self._lock:
             self._waiters[call_id] = waiter
         if ws is not None:
-            try:
+            with contextlib.suppress(Exception):  # kept: resent once the reader reconnects
                 ws.send(waiter.frame.decode())
-            except Exception:
-                pass  # kept: resent once the reader has reconnected
         return waiter
 
     def call(self, name: str, /, **args: Any) -> dict[str, Any]:
