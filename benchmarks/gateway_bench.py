@@ -5,6 +5,9 @@
   serve``'s world; the baseline is a bare ``websockets`` echo server answering
   the same frames from the same clients: the most a Python WebSocket server on
   this machine can do with no work behind it. ``ratio`` = barnraise / echo.
+  ``world_only``: the same mix through in-process Clients on 100 threads, the
+  world's own cost; ``server_cpu_us_per_call`` splits the server's CPU (all its
+  threads) by call, so gateway cost = barnraise's figure - world_only's.
 * ``a2a_send_message``: A2A ``SendMessage`` round trips (a ``region_query``
   data part) against barnraise's binding, and against the a2a-sdk's own
   reference server (its ``DefaultRequestHandler`` and JSON-RPC routes on the
@@ -25,6 +28,7 @@ import pathlib
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,12 +36,63 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _load(*args: str) -> dict[str, Any]:
+    # The server runs in this process and the load in another, so this process's CPU
+    # time over the run is the server's: all its threads (loop, actors, timers).
+    cpu = time.process_time()
     done = subprocess.run([sys.executable, "-m", "benchmarks.gateway_load", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
+    cpu = time.process_time() - cpu
     if done.returncode != 0:
         raise RuntimeError(f"load generator failed: {done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
+    # per call, setup (joins, claims) included: an upper bound, close for long runs
+    result["server_cpu_us_per_call"] = round(1e6 * cpu / max(1, result["calls"]), 1)
     return result
+
+
+def bench_world_only(clients: int = 100, calls: int = 200) -> dict[str, Any]:
+    """The same call mix through in-process Clients on threads: the world's own cost."""
+    from actors.world import Simulation
+
+    with Simulation(seed=1, mode="realtime", time_scale=1.0, trace=False) as simu:
+        host = simu.client("host")
+        made = host.call("session_create", session_name="world only", max_agents=clients)
+        session = made["session_id"]
+        agents = []
+        for i in range(clients):
+            client = simu.client(f"w{i}")
+            client.call("session_join", session_id=session, agent_name=f"W{i}")
+            region = {"x": (i % 50) * 20, "y": (i // 50) * 20, "width": 8, "height": 8}
+            client.call("region_claim", region=region, timeout=1e6)
+            agents.append((client, region))
+        latencies: list[float] = []
+        lock = threading.Lock()
+
+        def work(client: Any, region: dict[str, int]) -> None:
+            wide = {**region, "width": 16, "height": 16}
+            mine = []
+            for n in range(calls):
+                started = time.perf_counter()
+                if n & 1:
+                    client.call("region_query", region=wide)
+                else:
+                    client.call("builder_place_tiles", region=region, tiles="code")
+                mine.append(time.perf_counter() - started)
+            with lock:
+                latencies.extend(mine)
+
+        threads = [threading.Thread(target=work, args=a) for a in agents]
+        cpu, wall = time.process_time(), time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(600)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    ordered = sorted(latencies)
+    return {"calls": len(ordered), "calls_per_s": round(len(ordered) / wall, 1),
+            "p50_ms": round(1000 * ordered[len(ordered) // 2], 3),
+            "p99_ms": round(1000 * ordered[int(0.99 * (len(ordered) - 1))], 3),
+            "cpu_us_per_call": round(1e6 * cpu / len(ordered), 1)}
 
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -120,6 +175,7 @@ def bench_ws_calls(clients: int = 100, calls: int = 200, repeats: int = 3) -> di
     return {
         "clients": clients, "calls_per_client": calls, "repeats": repeats,
         "barnraise": ours, "echo": echo,
+        "world_only": bench_world_only(clients, calls),
         "ratio": round(ours["calls_per_s"] / echo["calls_per_s"], 3),
         "targets": {"calls_per_s": 5000, "p99_ms": 50,
                     "met": ours["calls_per_s"] >= 5000 and ours["p99_ms"] <= 50},
