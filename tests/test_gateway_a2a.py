@@ -235,8 +235,13 @@ def test_calls_without_a_valid_token_are_refused_and_counted(server: GatewayServ
     status, body = post({"jsonrpc": "2.0", "id": 3, "method": "Nope"}, None)
     assert body["error"]["code"] == -32601
     big = {**send, "params": {"pad": "x" * (server.gateway.hub.limits.max_frame + 1)}}
-    status, body = post(big, None)
-    assert body["error"]["code"] == -32600 and "too large" in body["error"]["message"]
+    try:
+        status, body = post(big, None)
+        assert body["error"]["code"] == -32600 and "too large" in body["error"]["message"]
+    except urllib.error.URLError as exc:
+        # The server answers on the declared length and stops reading: the rest of
+        # the upload may meet a closed socket first.
+        assert isinstance(exc.reason, (BrokenPipeError, ConnectionResetError)), exc
     found = counters(server)
     assert found["unauthenticated"] == 2 and found["invalid_token"] == 1
     assert found["body_too_large"] == 1 and found["unknown_method"] == 1

@@ -82,6 +82,11 @@ def _fingerprint(tool: str, args: Mapping[str, Any]) -> bytes:
         return tool.encode() + b"\0" + repr(sorted(args.items())).encode()
 
 
+def _expire(future: asyncio.Future[dict[str, Any]], tool: str, wait: float) -> None:
+    if not future.done():
+        future.set_result(fail("no_reply", f"no answer to {tool} within {wait:g} s"))
+
+
 class Counters:
     """Thread-safe counts by name: refusals, drops, and a few totals."""
 
@@ -244,18 +249,36 @@ class Hub:
 
         ``call_id`` (a string) makes the call a retry key: see the module doc.
         """
+        # Shielded: a caller that goes away (its connection closed) must not cancel
+        # an answer a retry of the same call may still be waiting for.
+        return await asyncio.shield(self.start(slot, tool, args, call_id))
+
+    def start(self, slot: AgentSlot, tool: str, args: Mapping[str, Any],
+              call_id: str | None = None) -> asyncio.Future[dict[str, Any]]:
+        """Start a call (or find the one it repeats); a future of its result dict.
+
+        The future always gets a result: the answer, or ``no_reply`` once the
+        call has taken longer than the wait allowed for it. For a caller on the
+        loop that answers from a callback (no task per call: the WebSocket path).
+        """
         fingerprint = b""
         if call_id is not None:
             fingerprint = _fingerprint(tool, args)
             cached = slot.results.get(call_id)
             if cached is not None and cached[0] == fingerprint:
                 self.counters.add("calls_answered_again")
-                return cached[1]
+                done: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+                done.set_result(cached[1])
+                return done
             running = slot.inflight.get(call_id)
             if running is not None and running[0] == fingerprint:
                 self.counters.add("calls_answered_again")
-                return await asyncio.shield(running[1])
+                return running[1]
         future = self._submit(slot, tool, dict(args))
+        if not future.done():
+            wait = CALL_TIMEOUT + self._tool_wait(args)
+            timer = self.loop.call_later(wait, _expire, future, tool, wait)
+            future.add_done_callback(lambda _f: timer.cancel())
         if call_id is not None:
             if future.done():
                 self._remember(slot, call_id, fingerprint, future)
@@ -263,11 +286,7 @@ class Hub:
                 slot.inflight[call_id] = (fingerprint, future)
                 future.add_done_callback(
                     lambda f: self._remember(slot, call_id, fingerprint, f))
-        wait = CALL_TIMEOUT + self._tool_wait(args)
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), wait)
-        except TimeoutError:
-            return fail("no_reply", f"no answer to {tool} within {wait:g} s")
+        return future
 
     def _tool_wait(self, args: Mapping[str, Any]) -> float:
         # A barrier or a lock may wait as long as its own arguments say.

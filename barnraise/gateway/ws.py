@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -212,6 +213,23 @@ class WebSocketSession:
         except Exception as exc:  # never let a frame take the connection down
             self._fault(RpcError(jsonrpc.INTERNAL_ERROR, f"internal error: {exc!r}"))
             return
+        slot = self.slot
+        tool = TOOLS.get(request.method)
+        if tool is not None and slot is not None:
+            # The common case, without a task: the call's future answers the frame.
+            try:
+                validate(tool, request.params)
+            except ToolError as exc:
+                self._fault(RpcError(jsonrpc.INVALID_PARAMS, str(exc), exc.result(),
+                                     id=request.id))
+                return
+            call_id = request.id if isinstance(request.id, str) else None
+            future = self.hub.start(slot, request.method, request.params, call_id)
+            if future.done():
+                self._reply(request, future)
+            else:
+                future.add_done_callback(functools.partial(self._reply, request))
+            return
         if len(self.tasks) >= MAX_CONCURRENT:
             self._fault(RpcError(jsonrpc.INVALID_REQUEST, f"more than {MAX_CONCURRENT} "
                                  "requests in flight on this connection", id=request.id))
@@ -219,6 +237,17 @@ class WebSocketSession:
         task = asyncio.create_task(self._answer(request))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    def _reply(self, request: jsonrpc.Request, future: asyncio.Future[dict[str, Any]]) -> None:
+        if request.notification or future.cancelled():
+            return
+        try:
+            frame = jsonrpc.success(request.id, future.result())
+        except Exception as exc:  # a result that will not encode: a bug, counted
+            self._fault(RpcError(jsonrpc.INTERNAL_ERROR, f"internal error: {exc!r}",
+                                 id=request.id))
+            return
+        self._send(frame)
 
     def _fault(self, exc: RpcError) -> None:
         if not exc.counted:
