@@ -74,7 +74,12 @@ class WebSocketSession:
         self.slot: AgentSlot | None = None
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(hub.limits.send_queue)
         self.tasks: set[asyncio.Task[None]] = set()
-        self.closing: str | None = None
+        self.closing: str | None = None  # why this connection is closing, once it is
+        self._close_code = POLICY
+        self._slow = False  # dropped for not reading: its queue is not flushed
+        self._finishing = False
+        self._replaying = False  # a backlog is being sent: live mail waits for it
+        self._sent = 0  # the last message number queued on this connection
         self._reader: asyncio.Task[None] | None = None
 
     # -- the connection -----------------------------------------------------------------
@@ -124,12 +129,6 @@ class WebSocketSession:
         if self.closing is not None:
             with contextlib.suppress(Exception):
                 await self.ws.close(code=self._close_code, reason=self.closing[:120])
-
-    _close_code = POLICY
-    _slow = False
-    _finishing = False
-    _replaying = False
-    _sent = 0  # the last message number queued on this connection
 
     def close_soon(self, reason: str, code: int = POLICY) -> None:
         """Close this connection (from the loop), telling the client why."""
