@@ -22,6 +22,7 @@ from importlib import metadata as _metadata
 from actors.base import A2AActor, Agent, DeliveryError, RequestError, WaitTimeout
 from actors.registry import Registry
 from actors.world import Client, Simulation
+from barnraise.gateway.remote import RemoteClient, RemoteError, connect
 from barnraise.runner import RunResult, list_scenarios, run
 from scenarios import ParamError, ScenarioError
 from sim.dispatch import Dispatcher, RunReport, make_dispatcher
@@ -44,6 +45,8 @@ __all__ = [
     "Priority",
     "Region",
     "Registry",
+    "RemoteClient",
+    "RemoteError",
     "RequestError",
     "RunReport",
     "RunResult",
@@ -51,6 +54,7 @@ __all__ = [
     "Simulation",
     "WaitTimeout",
     "WorldView",
+    "connect",
     "list_scenarios",
     "make_dispatcher",
     "run",

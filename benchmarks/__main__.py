@@ -1,4 +1,7 @@
-"""``python -m benchmarks [--quick] [--only runtime|world|scenarios]``: print one JSON object."""
+"""``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
+
+SECTION is runtime, world, scenarios or gateway (the last needs the gateway extra).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Any
 
 from benchmarks import regions_bench, runtime, scenarios_bench, tasks_bench
 
-SECTIONS = ("runtime", "world", "scenarios")
+SECTIONS = ("runtime", "world", "scenarios", "gateway")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -46,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["world"] = world(args.quick)
     if "scenarios" in sections:
         result["scenarios"] = scenarios_bench.run(quick=args.quick)
+    if "gateway" in sections:
+        from benchmarks import gateway_bench  # needs the gateway extra
+
+        result["gateway"] = gateway_bench.run(quick=args.quick)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0
