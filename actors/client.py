@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from actors.base import A2AActor
 from sim.messages import Message
@@ -29,6 +30,9 @@ class ClientActor(A2AActor):
         self.inbox: deque[Message] = deque()
         self.expected: set[str] = set()  # correlation ids of calls awaiting an answer
         self.arrived = threading.Condition()
+        #: Called (on this actor's thread, outside the lock) after every arrival:
+        #: how a driver that is not a waiting thread (an event loop) hears of mail.
+        self.listener: Callable[[], None] | None = None
 
     def a2a_receive(self, message: Message) -> None:
         correlation_id = message.metadata.correlation_id
@@ -39,6 +43,9 @@ class ClientActor(A2AActor):
             else:
                 self.inbox.append(message)
             self.arrived.notify_all()
+        listener = self.listener
+        if listener is not None:
+            listener()
 
     def expect(self, correlation_id: str) -> None:
         with self.arrived:

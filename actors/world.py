@@ -126,6 +126,15 @@ class Client:
             actor.inbox.clear()
         return out
 
+    def on_arrival(self, callback: Callable[[], None] | None) -> None:
+        """Call ``callback`` whenever a reply or a message reaches this client.
+
+        It runs on the delivering thread in realtime mode (keep it short: hand
+        the news to your own loop), inline in deterministic mode. ``None``
+        removes it. For drivers that cannot block on :meth:`receive`.
+        """
+        self._actor.listener = callback
+
     def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
         if name in TOOLS:
             def method(**args: Any) -> dict[str, Any]:
@@ -153,6 +162,15 @@ class PendingCall:
         pending = cls(None, None, "")
         pending._result = result
         return pending
+
+    def answered(self) -> bool:
+        """True once the answer is here, so :meth:`result` returns without waiting."""
+        if self._result is not None:
+            return True
+        assert self._client is not None
+        actor = self._client._actor
+        with actor.arrived:
+            return self._correlation_id in actor.replies
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
         """The answer. ``timeout`` in simulation seconds (None: as long as it takes)."""

@@ -27,6 +27,7 @@ from actors.base import A2AActor, Agent, DeliveryError, RequestError, WaitTimeou
 from actors.recording import Recorder
 from actors.registry import Registry
 from actors.world import Client, Simulation
+from barnraise.gateway.remote import RemoteClient, RemoteError, connect
 from barnraise.runner import RunResult, list_scenarios, run
 from barnraise.sweeps import SweepError, sweep
 from scenarios import ParamError, ScenarioError
@@ -54,6 +55,8 @@ __all__ = [
     "Recorder",
     "Region",
     "Registry",
+    "RemoteClient",
+    "RemoteError",
     "RequestError",
     "RunReport",
     "RunResult",
@@ -63,6 +66,7 @@ __all__ = [
     "Trace",
     "WaitTimeout",
     "WorldView",
+    "connect",
     "list_scenarios",
     "make_dispatcher",
     "run",

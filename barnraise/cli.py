@@ -79,6 +79,22 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", metavar="DIR",
                        help="save each run as it finishes (a rerun computes only missing "
                        "runs) and write results.csv, results.parquet and sweep.png")
+
+    serve = commands.add_parser("serve", help="host a live session world on the network "
+                                "(A2A, WebSocket /a2a, MCP at /mcp)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default loopback only)")
+    serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a browser origin allowed to open the WebSocket (repeatable)")
+    mcp = commands.add_parser("mcp", help="serve MCP over stdio, on a world of its own")
+    for command in (serve, mcp):
+        command.add_argument("--scenario", help="run this scenario's crew in the world")
+        command.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                             help="a scenario parameter (repeatable)")
+        command.add_argument("--seed", type=int, default=0)
+        command.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+                             help="simulated seconds per wall second (default 1: wall clock)")
     return parser
 
 
@@ -91,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command in ("serve", "mcp"):
+            return _serve(args)
     except ScenarioError as exc:
         print(f"barnraise: error: {exc}", file=sys.stderr)
         return 2
@@ -126,6 +144,33 @@ def _params(items: Sequence[str]) -> dict[str, str]:
             raise ScenarioError(f"--param {key} is given twice")
         params[key] = value
     return params
+
+
+def _serve(args: argparse.Namespace) -> int:
+    params = _params(args.param)
+    if params and not args.scenario:
+        print("barnraise: error: --param needs --scenario", file=sys.stderr)
+        return 2
+    if not args.time_scale > 0:
+        print(f"barnraise: error: --time-scale must be > 0, got {args.time_scale}",
+              file=sys.stderr)
+        return 2
+    try:  # the server's packages are an extra: only these commands need them
+        from barnraise.gateway.serve import serve_mcp, serve_network
+    except ImportError as exc:
+        print(f"barnraise: error: `barnraise {args.command}` needs the gateway extra "
+              f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "mcp":
+            return serve_mcp(scenario=args.scenario, params=params, seed=args.seed,
+                             time_scale=args.time_scale)
+        return serve_network(host=args.host, port=args.port, scenario=args.scenario,
+                             params=params, seed=args.seed, time_scale=args.time_scale,
+                             allowed_origins=args.allow_origin)
+    except (ScenarioError, ValueError, OSError) as exc:
+        print(f"barnraise: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _run(args: argparse.Namespace) -> int:

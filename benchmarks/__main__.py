@@ -1,4 +1,7 @@
-"""``python -m benchmarks [--quick] [--only runtime|world|scenarios|sweep]``: one JSON object."""
+"""``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
+
+SECTION is runtime, world, scenarios, sweep or gateway (the last needs the gateway extra).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Any
 
 from benchmarks import regions_bench, runtime, scenarios_bench, sweep_bench, tasks_bench
 
-SECTIONS = ("runtime", "world", "scenarios", "sweep")
+SECTIONS = ("runtime", "world", "scenarios", "sweep", "gateway")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -48,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["scenarios"] = scenarios_bench.run(quick=args.quick)
     if "sweep" in sections:
         result["sweep"] = sweep_bench.run_section(args.quick)
+    if "gateway" in sections:
+        from benchmarks import gateway_bench  # needs the gateway extra
+
+        result["gateway"] = gateway_bench.run(quick=args.quick)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

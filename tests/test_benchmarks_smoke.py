@@ -29,3 +29,15 @@ def test_the_recording_benchmark_produces_its_figures() -> None:
     figures = bench_recording(grid_size=60, repeats=1)
     assert figures["cost_recording"] > 0 and figures["interval_samples"] >= 1
     assert figures["samples"] == figures["interval_samples"] + figures["event_samples"] + 1
+
+
+def test_gateway_benchmarks_produce_their_figures() -> None:
+    from benchmarks import gateway_bench
+
+    calls = gateway_bench.bench_ws_calls(clients=3, calls=4, repeats=1)
+    assert calls["barnraise"]["calls"] == 12 and calls["barnraise"]["failures"] == 0
+    assert calls["echo"]["calls"] == 12 and calls["world_only"]["calls"] == 12
+    assert calls["ratio"] > 0 and calls["barnraise"]["server_cpu_us_per_call"] > 0
+    a2a = gateway_bench.bench_a2a(clients=1, calls=4, repeats=1)
+    assert a2a["barnraise"]["failures"] == 0 and a2a["sdk_echo"]["failures"] == 0
+    assert a2a["ratio"] > 0

@@ -1,0 +1,457 @@
+"""The A2A 1.0 JSON-RPC binding: tool calls as A2A messages, delegations as A2A tasks.
+
+``POST /a2a/jsonrpc`` (the URL on the agent card) serves:
+
+``SendMessage``           the message's data part ``{"tool": NAME, "arguments": {...}}``
+                          is called as the caller; the answer is an agent Message whose
+                          data part is the tool's result dict (``Client.call``'s dict).
+                          A successful ``task_delegate`` answers with a **Task** instead.
+``SendStreamingMessage``  the same over SSE; for a Task, ``TaskStatusUpdateEvent``s
+                          follow until the task reaches a terminal state.
+``GetTask``, ``ListTasks``, ``CancelTask``   the caller's session's tasks.
+``SubscribeToTask``       the Task, then its status updates over SSE until terminal.
+
+A Task's id is the barnraise task id and its ``contextId`` the session id. Its
+state follows the task: pending or blocked -> ``TASK_STATE_SUBMITTED``;
+in_progress -> ``WORKING``; awaiting_approval -> ``INPUT_REQUIRED``;
+completed -> ``COMPLETED``; failed -> ``FAILED``; cancelled -> ``CANCELED``.
+Its metadata holds the barnraise task record; a result becomes an artifact.
+
+Identity: ``session_join`` or ``session_create`` need no token, and their
+result carries one; every other call needs ``Authorization: Bearer TOKEN``
+(401 otherwise, counted). A message with no usable data part gets
+``ContentTypeNotSupported`` (-32005, no data part) or ``InvalidParams``
+(-32602, a data part that is not ``{"tool": ..., "arguments": {...}}``).
+Shapes are the JSON form of ``a2a.types`` (camelCase, enum names), produced
+here directly; the tests read them back with the official a2a-sdk client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from barnraise.gateway import jsonrpc
+from barnraise.gateway.hub import AgentSlot, Hub, Refused
+from barnraise.gateway.jsonrpc import RpcError
+from barnraise.gateway.ws import bearer_token
+from sim.messages import Message
+from sim.tools import TOOLS
+
+__all__ = ["STATE_OF", "A2ABinding", "TaskWatch"]
+
+# A2A's own error codes (a2a.utils.errors.JSON_RPC_ERROR_CODE_MAP).
+TASK_NOT_FOUND: Final = -32001
+TASK_NOT_CANCELABLE: Final = -32002
+PUSH_NOT_SUPPORTED: Final = -32003
+UNSUPPORTED_OPERATION: Final = -32004
+CONTENT_TYPE_NOT_SUPPORTED: Final = -32005
+VERSION_NOT_SUPPORTED: Final = -32009
+
+#: barnraise task status -> A2A TaskState.
+STATE_OF: Final = {
+    "pending": "TASK_STATE_SUBMITTED", "blocked": "TASK_STATE_SUBMITTED",
+    "in_progress": "TASK_STATE_WORKING", "awaiting_approval": "TASK_STATE_INPUT_REQUIRED",
+    "completed": "TASK_STATE_COMPLETED", "failed": "TASK_STATE_FAILED",
+    "cancelled": "TASK_STATE_CANCELED",
+}
+TERMINAL: Final = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED",
+                             "TASK_STATE_CANCELED"})
+# A task event -> the state it leaves the task in.
+_EVENT_STATE: Final = {
+    "task_created": "TASK_STATE_SUBMITTED", "task_requeued": "TASK_STATE_SUBMITTED",
+    "task_blocked": "TASK_STATE_SUBMITTED", "task_unblocked": "TASK_STATE_SUBMITTED",
+    "task_accepted": "TASK_STATE_WORKING", "approval_resolved": "TASK_STATE_WORKING",
+    "approval_requested": "TASK_STATE_INPUT_REQUIRED",
+    "task_completed": "TASK_STATE_COMPLETED", "task_failed": "TASK_STATE_FAILED",
+    "task_cancelled": "TASK_STATE_CANCELED",
+}
+_STATUS_FILTER: Final = {
+    "TASK_STATE_SUBMITTED": ("pending", "blocked"), "TASK_STATE_WORKING": ("in_progress",),
+    "TASK_STATE_INPUT_REQUIRED": ("in_progress",), "TASK_STATE_COMPLETED": ("completed",),
+    "TASK_STATE_FAILED": ("failed",), "TASK_STATE_CANCELED": ("cancelled",),
+}
+_JOINING: Final = frozenset({"session_create", "session_join"})
+_KEEPALIVE: Final = 15.0  # wall seconds between SSE comments on a quiet stream
+
+
+class TaskWatch:
+    """Follows task events of the sessions someone streams, for every open stream.
+
+    One hub-internal agent (not a session member) is subscribed to each such
+    session's event topic; each event moves the queues of the streams on its task.
+    """
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self._slot: AgentSlot | None = None
+        self._sessions: set[str] = set()
+        self._listeners: dict[str, set[asyncio.Queue[str]]] = {}
+
+    def follow(self, session_id: str) -> None:
+        """Make sure the events of ``session_id`` reach the watch (idempotent)."""
+        if session_id in self._sessions:
+            return
+        if self._slot is None:
+            self._slot = self.hub.new_slot("gateway-task-watch")
+            self._slot.observer = self._heard
+        dispatcher = self.hub.simulation.dispatcher
+        dispatcher.subscribe(dispatcher.actor(self._slot.agent_id),
+                             f"session:{session_id}:events")
+        self._sessions.add(session_id)
+
+    def listen(self, task_id: str) -> asyncio.Queue[str]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._listeners.setdefault(task_id, set()).add(queue)
+        return queue
+
+    def stop(self, task_id: str, queue: asyncio.Queue[str]) -> None:
+        listeners = self._listeners.get(task_id)
+        if listeners is not None:
+            listeners.discard(queue)
+            if not listeners:
+                del self._listeners[task_id]
+
+    def _heard(self, message: Message) -> None:
+        content = message.content
+        state = _EVENT_STATE.get(str(content.get("event")))
+        task_id = content.get("task_id")
+        if state is None or not isinstance(task_id, str):
+            return
+        for queue in self._listeners.get(task_id, ()):
+            queue.put_nowait(state)
+
+
+def _data_message(data: Any, context_id: str | None, message_id: str,
+                  task_id: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"messageId": message_id, "role": "ROLE_AGENT",
+                               "parts": [{"data": data, "mediaType": "application/json"}]}
+    if context_id:
+        message["contextId"] = context_id
+    if task_id:
+        message["taskId"] = task_id
+    return message
+
+
+def task_of(record: dict[str, Any], session_id: str | None,
+            status_message: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An A2A Task (JSON) for a barnraise task record (``task_get_queue``'s form)."""
+    status: dict[str, Any] = {"state": STATE_OF.get(record.get("status", ""),
+                                                    "TASK_STATE_UNSPECIFIED")}
+    if status_message is not None:
+        status["message"] = status_message
+    task: dict[str, Any] = {"id": record["task_id"], "status": status,
+                            "metadata": {"barnraise": record}}
+    if session_id:
+        task["contextId"] = session_id
+    if record.get("result"):
+        task["artifacts"] = [{"artifactId": f"{record['task_id']}-result", "name": "result",
+                              "parts": [{"data": record["result"],
+                                         "mediaType": "application/json"}]}]
+    return task
+
+
+class A2ABinding:
+    """The Starlette endpoint of the A2A JSON-RPC binding (see the module doc)."""
+
+    def __init__(self, hub: Hub, watch: TaskWatch) -> None:
+        self.hub = hub
+        self.watch = watch
+        self.counters = hub.counters
+        self._ids = itertools.count(1)
+
+    async def endpoint(self, request: Request) -> Response:
+        try:
+            return await self._handle(request)
+        except Exception as exc:  # nothing from the network may take the server down
+            self.counters.add("internal_error")
+            return _json(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, f"internal error: {exc!r}"))
+
+    async def _handle(self, request: Request) -> Response:
+        body = await self._body(request)
+        if body is None:
+            return _json(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "payload too large: "
+                                       f"over {self.hub.limits.max_frame} bytes"))
+        try:
+            rpc = jsonrpc.parse(body)
+        except RpcError as exc:
+            self.counters.add(jsonrpc.COUNTER[exc.code])
+            return _json(jsonrpc.error(exc.id, exc.code, exc.message))
+        version = request.headers.get("a2a-version")
+        if version and not (version == "1.0" or version.startswith("1.0.")):
+            self.counters.add("unsupported_version")
+            return _json(jsonrpc.error(rpc.id, VERSION_NOT_SUPPORTED,
+                                       f"A2A version {version} is not supported; this server "
+                                       "speaks 1.0"))
+        token = bearer_token(request.headers.get("authorization"))
+        slot: AgentSlot | None = None
+        if token is not None:
+            try:
+                slot = self.hub.slot_for_token(token)
+            except Refused as exc:
+                self.counters.add(exc.reason)
+                return _unauthorized(rpc.id, str(exc))
+        try:
+            if rpc.method in ("SendMessage", "SendStreamingMessage"):
+                return await self._send_message(rpc, slot)
+            if rpc.method in ("GetTask", "ListTasks", "CancelTask", "SubscribeToTask"):
+                if slot is None:
+                    self.counters.add("unauthenticated")
+                    return _unauthorized(rpc.id, f"{rpc.method} needs the bearer token that "
+                                         "session_join returned")
+                if rpc.method == "GetTask":
+                    return _json(jsonrpc.success(rpc.id, await self._get_task(slot, rpc.params)))
+                if rpc.method == "ListTasks":
+                    return _json(jsonrpc.success(rpc.id, await self._list_tasks(slot,
+                                                                                rpc.params)))
+                if rpc.method == "CancelTask":
+                    return _json(jsonrpc.success(rpc.id, await self._cancel(slot, rpc.params)))
+                return await self._subscribe(rpc, slot)
+            if "PushNotification" in rpc.method:
+                raise RpcError(PUSH_NOT_SUPPORTED, "push notifications are not supported")
+            if rpc.method == "GetExtendedAgentCard":
+                raise RpcError(UNSUPPORTED_OPERATION, "there is no extended agent card")
+            raise RpcError(jsonrpc.METHOD_NOT_FOUND, f"no A2A method {rpc.method!r}")
+        except RpcError as exc:
+            if not exc.counted:
+                self.counters.add(jsonrpc.COUNTER.get(exc.code, "refused"))
+            return _json(jsonrpc.error(rpc.id, exc.code, exc.message, exc.data))
+
+    async def _body(self, request: Request) -> bytes | None:
+        limit = self.hub.limits.max_frame
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            self.counters.add("body_too_large")
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                self.counters.add("body_too_large")
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # -- SendMessage ----------------------------------------------------------------------
+
+    def _tool_call(self, params: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        message = params.get("message")
+        if not isinstance(message, dict):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "params.message must be an A2A Message")
+        parts = message.get("parts")
+        if not isinstance(parts, list):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "params.message.parts must be a list")
+        data_parts = [p["data"] for p in parts if isinstance(p, dict) and "data" in p]
+        if not data_parts:
+            raise RpcError(CONTENT_TYPE_NOT_SUPPORTED,
+                           "this agent takes a data part {\"tool\": NAME, \"arguments\": {...}} "
+                           "(see the skills on the agent card); the message has none")
+        data = data_parts[0]
+        if not isinstance(data, dict) or not isinstance(data.get("tool"), str):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "the data part must be an object "
+                           "{\"tool\": NAME, \"arguments\": {...}}")
+        arguments = data.get("arguments", {})
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "the data part's arguments must be an object")
+        return data["tool"], _integral(arguments), message
+
+    async def _send_message(self, rpc: jsonrpc.Request, slot: AgentSlot | None) -> Response:
+        tool, arguments, message = self._tool_call(rpc.params)
+        if slot is None:
+            if tool not in _JOINING:
+                self.counters.add("unauthenticated")
+                return _unauthorized(rpc.id, f"{tool} needs the bearer token that "
+                                     "session_join returned")
+            try:
+                slot = self.hub.new_slot()
+            except Refused as exc:
+                self.counters.add(exc.reason)
+                raise RpcError(jsonrpc.INVALID_REQUEST, str(exc), counted=True) from None
+        if tool == "task_delegate" and slot.session_id is not None:
+            self.watch.follow(slot.session_id)
+        message_id = message.get("messageId")
+        call_id = f"a2a:{message_id}" if isinstance(message_id, str) and message_id else None
+        result = await self.hub.call(slot, tool, arguments, call_id)
+        context_id = slot.session_id or message.get("contextId")
+        reply = _data_message(result, context_id, f"reply-{next(self._ids)}")
+        if tool != "task_delegate" or not result.get("success") or tool not in TOOLS:
+            answer = {"message": reply}
+            if rpc.method == "SendMessage":
+                return _json(jsonrpc.success(rpc.id, answer))
+            return _sse(_once(rpc.id, answer))
+        task_id = str(result["task_id"])
+        queue = self.watch.listen(task_id)
+        try:
+            record = await self._record(slot, task_id)
+        except BaseException:
+            self.watch.stop(task_id, queue)
+            raise
+        reply["taskId"] = task_id
+        task = task_of(record, context_id, reply)
+        task["history"] = [message]
+        if rpc.method == "SendMessage":
+            self.watch.stop(task_id, queue)
+            return _json(jsonrpc.success(rpc.id, {"task": task}))
+        return _sse(self._follow(rpc.id, task, queue, context_id))
+
+    async def _follow(self, request_id: jsonrpc.Id, task: dict[str, Any],
+                      queue: asyncio.Queue[str], context_id: str | None) -> AsyncIterator[bytes]:
+        task_id = task["id"]
+        try:
+            yield _event(jsonrpc.success(request_id, {"task": task}))
+            state = task["status"]["state"]
+            while state not in TERMINAL:
+                try:
+                    new = await asyncio.wait_for(queue.get(), _KEEPALIVE)
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                if new == state:
+                    continue
+                state = new
+                update: dict[str, Any] = {"taskId": task_id, "status": {"state": state}}
+                if context_id:
+                    update["contextId"] = context_id
+                yield _event(jsonrpc.success(request_id, {"statusUpdate": update}))
+        finally:
+            self.watch.stop(task_id, queue)
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    async def _record(self, slot: AgentSlot, task_id: str) -> dict[str, Any]:
+        found = await self.hub.call(slot, "task_get_queue", {"filter": {"status": "all"}})
+        if not found.get("success"):
+            raise RpcError(jsonrpc.INVALID_REQUEST, f"task_get_queue: {found.get('message')}",
+                           found)
+        for record in found.get("tasks", ()):
+            if record.get("task_id") == task_id:
+                return dict(record)
+        raise RpcError(TASK_NOT_FOUND, f"no task {task_id!r} in session {slot.session_id}")
+
+    def _task_id(self, params: dict[str, Any]) -> str:
+        task_id = params.get("id")
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "params.id must be a task id")
+        return task_id
+
+    async def _get_task(self, slot: AgentSlot, params: dict[str, Any]) -> dict[str, Any]:
+        return task_of(await self._record(slot, self._task_id(params)), slot.session_id)
+
+    async def _list_tasks(self, slot: AgentSlot, params: dict[str, Any]) -> dict[str, Any]:
+        context = params.get("contextId")
+        if context and context != slot.session_id:
+            raise RpcError(jsonrpc.INVALID_PARAMS, f"contextId {context!r} is not this "
+                           f"agent's session ({slot.session_id})")
+        state = params.get("status") or "TASK_STATE_UNSPECIFIED"
+        size = params.get("pageSize") or 50
+        if type(size) is not int or not 1 <= size <= 100:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "pageSize must be an integer 1..100")
+        token = params.get("pageToken") or "0"
+        if not isinstance(token, str) or not token.isdigit():
+            raise RpcError(jsonrpc.INVALID_PARAMS, "pageToken must be one this server gave")
+        found = await self.hub.call(slot, "task_get_queue", {"filter": {"status": "all"}})
+        if not found.get("success"):
+            raise RpcError(jsonrpc.INVALID_REQUEST, f"task_get_queue: {found.get('message')}",
+                           found)
+        records = list(found.get("tasks", ()))
+        if state != "TASK_STATE_UNSPECIFIED":
+            wanted = _STATUS_FILTER.get(state)
+            if wanted is None:
+                raise RpcError(jsonrpc.INVALID_PARAMS, f"unknown status {state!r}")
+            records = [r for r in records if r.get("status") in wanted
+                       or (state == "TASK_STATE_INPUT_REQUIRED"
+                           and r.get("status") == "awaiting_approval")]
+            if state == "TASK_STATE_WORKING":
+                records = [r for r in records if r.get("status") == "in_progress"]
+        start = int(token)
+        page = records[start:start + size]
+        following = start + size if start + size < len(records) else None
+        return {"tasks": [task_of(r, slot.session_id) for r in page],
+                "nextPageToken": str(following) if following is not None else "",
+                "pageSize": size, "totalSize": len(records)}
+
+    async def _cancel(self, slot: AgentSlot, params: dict[str, Any]) -> dict[str, Any]:
+        task_id = self._task_id(params)
+        done = await self.hub.call(slot, "task_report", {
+            "task_id": task_id, "status": "cancelled", "message": "cancelled over A2A"})
+        if not done.get("success"):
+            if done.get("error") == "task_not_found":
+                raise RpcError(TASK_NOT_FOUND, str(done.get("message")), done)
+            raise RpcError(TASK_NOT_CANCELABLE, f"{done.get('error')}: {done.get('message')}",
+                           done)
+        return task_of(await self._record(slot, task_id), slot.session_id)
+
+    async def _subscribe(self, rpc: jsonrpc.Request, slot: AgentSlot) -> Response:
+        task_id = self._task_id(rpc.params)
+        if slot.session_id is not None:
+            self.watch.follow(slot.session_id)
+        queue = self.watch.listen(task_id)
+        try:
+            task = task_of(await self._record(slot, task_id), slot.session_id)
+            if task["status"]["state"] in TERMINAL:
+                raise RpcError(UNSUPPORTED_OPERATION, f"task {task_id} is already "
+                               f"{task['status']['state']}: nothing more will happen")
+        except BaseException:
+            self.watch.stop(task_id, queue)
+            raise
+        return _sse(self._follow(rpc.id, task, queue, slot.session_id))
+
+
+def _integral(value: Any) -> Any:
+    """Whole floats as ints: A2A data parts are protobuf Values, whose numbers are all
+    doubles, so an SDK client sends ``"x": 0.0`` for the integer 0 the schema asks for."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
+def _json(body: bytes, status: int = 200) -> Response:
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _unauthorized(request_id: jsonrpc.Id, text: str) -> Response:
+    response = _json(jsonrpc.error(request_id, jsonrpc.UNAUTHENTICATED, text), 401)
+    response.headers["www-authenticate"] = 'Bearer realm="barnraise"'
+    return response
+
+
+def _event(payload: bytes) -> bytes:
+    return b"data: " + payload + b"\n\n"
+
+
+async def _once(request_id: jsonrpc.Id, answer: dict[str, Any]) -> AsyncIterator[bytes]:
+    yield _event(jsonrpc.success(request_id, answer))
+
+
+def _sse(events: AsyncIterator[bytes]) -> StreamingResponse:
+    async def guarded() -> AsyncIterator[bytes]:
+        # An SSE stream has sent its headers: a fault now is an error event.
+        try:
+            async for chunk in events:
+                yield chunk
+        except RpcError as exc:
+            yield b"event: error\n" + _event(jsonrpc.error(None, exc.code, exc.message))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            yield b"event: error\n" + _event(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR,
+                                                           f"internal error: {exc!r}"))
+        finally:
+            with contextlib.suppress(Exception):
+                await events.aclose()  # type: ignore[attr-defined]
+
+    return StreamingResponse(guarded(), media_type="text/event-stream",
+                             headers={"cache-control": "no-store"})

@@ -1,0 +1,89 @@
+"""A hosted world: a realtime Simulation that stays up, optionally with a scenario's crew at work.
+
+``HostedWorld(scenario=None)`` creates one open session at start (its id is
+``default_session``) so outside agents have somewhere to join.
+``HostedWorld(scenario="kernel_build", params={...})`` runs that scenario's
+script on a background thread instead: its agents work in the world while
+outside agents join their session. Either way the world stays up after the
+script returns, until :meth:`close`. A bad scenario name or parameter raises
+:class:`scenarios.ScenarioError` before anything starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from actors.world import Simulation
+from barnraise.runner import coerce_params, load
+
+__all__ = ["HostedWorld"]
+
+log = logging.getLogger("barnraise.gateway")
+
+
+class HostedWorld:
+    """The Simulation a server hosts (see the module doc)."""
+
+    def __init__(self, *, scenario: str | None = None, params: Mapping[str, Any] | None = None,
+                 seed: int = 0, time_scale: float = 1.0, session_name: str = "barnraise",
+                 grid_size: int = 1000, max_agents: int = 1000) -> None:
+        if not time_scale > 0:
+            raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
+        options: dict[str, Any] = {}
+        module = None
+        values: dict[str, Any] = {}
+        if scenario is not None:
+            module = load(scenario)
+            values = coerce_params(module, dict(params or {}))
+            options.update(getattr(module, "SIMULATION", {}))
+        elif params:
+            raise ValueError("params need a scenario")
+        options["time_scale"] = float(time_scale)
+        self.simulation = Simulation(seed=seed, mode="realtime", **options)
+        self.scenario = scenario
+        self.default_session: str | None = None
+        self.scenario_result: dict[str, Any] | None = None
+        self.scenario_error: str | None = None
+        self._thread: threading.Thread | None = None
+        if module is not None:
+            self._thread = threading.Thread(target=self._run_scenario, args=(module, values),
+                                            name=f"scenario-{scenario}", daemon=True)
+            self._thread.start()
+        else:
+            host = self.simulation.client("gateway-host")
+            made = host.call("session_create", session_name=session_name,
+                             grid_size=grid_size, max_agents=max_agents)
+            if not made.get("success"):
+                self.simulation.close()
+                raise ValueError(f"could not create the session: {made.get('message')}")
+            self.default_session = str(made["session_id"])
+
+    def _run_scenario(self, module: Any, values: dict[str, Any]) -> None:
+        try:
+            self.scenario_result = dict(module.run(self.simulation, **values))
+        except Exception as exc:  # the world stays up for the agents already in it
+            self.scenario_error = f"{type(exc).__name__}: {exc}"
+            log.warning("scenario %s stopped: %s", self.scenario, self.scenario_error)
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """The sessions in the world: id, name, grid size, mode, member count."""
+        out = []
+        for sid in self.simulation.sessions():
+            try:
+                view = self.simulation.view(sid, canvas=False)
+            except LookupError:  # closed between the two reads
+                continue
+            out.append({"session_id": sid, "session_name": view.session.session_name,
+                        "grid_size": view.session.grid_size,
+                        "coordination_mode": view.session.coordination_mode,
+                        "agents": len(view.members)})
+        return out
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop every actor (the scenario thread, a daemon, ends with its world)."""
+        self.simulation.close()
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -1,0 +1,462 @@
+"""The hub: remote agents as in-process Clients, driven from one asyncio loop.
+
+Every surface (WebSocket, A2A over HTTP, MCP) calls tools through the hub, and
+the hub calls them through :class:`actors.world.Client`, the same path as any
+in-process participant: each remote agent is one Client (one mailbox actor),
+the services validate the arguments, check membership and apply the policy.
+The hub adds only what a network needs:
+
+* **Identity.** A successful ``session_create`` or ``session_join`` by an agent
+  without a token mints one (``secrets``) and a signing key; the result carries
+  both. Later connections present the token and act as that agent, and only
+  that agent: the Client is the caller, so nothing else can be claimed.
+* **Mail that survives a connection.** What the world delivers to an agent
+  (direct messages, the events it subscribed to) is numbered (``seq`` 1, 2,
+  ...) and kept in the agent's outbox until the agent acknowledges it; a
+  connection that resumes with the last ``seq`` it saw gets the rest, once.
+  The outbox is bounded (``Limits.outbox``); overflow drops the oldest, counted.
+* **Calls that survive a connection.** A call with a string id is a retry key:
+  the same id with the same tool and arguments from the same agent gets the
+  first answer (kept for the last ``Limits.results`` calls), never a second
+  execution. The same id with another call is a new call (clients that number
+  their requests per connection reuse ids).
+* **Signed messages from outside** (:meth:`Hub.send_signed`): verified with
+  the agent's key, from that agent, not expired, not replayed; then handed to
+  the dispatcher's ``receive_wire`` in the session's own signed wire form.
+* **Counters** of every refusal, by reason (:class:`Counters`).
+
+Threading: every method runs on the hub's loop thread, except the arrival
+listener, which the Client calls on its actor's thread and which only
+schedules :meth:`Hub._wake` on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from actors.world import Client, PendingCall, Simulation
+from sim.messages import Message, MessageError, decode, encode, verify
+from sim.tools import fail
+
+__all__ = ["AgentSlot", "Counters", "Hub", "Limits", "Refused"]
+
+#: Wall seconds a call may take on top of any wait its own arguments ask for.
+CALL_TIMEOUT: Final = 30.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds that keep a server's memory and work finite."""
+
+    #: Bytes in one WebSocket frame or HTTP request body.
+    max_frame: int = 1 << 20
+    #: Frames waiting to be written to one connection; past it, the connection is dropped.
+    send_queue: int = 1024
+    #: Messages kept per agent until acknowledged.
+    outbox: int = 10_000
+    #: Answers kept per agent for retried calls (string ids).
+    results: int = 1024
+    #: Remote agents (Clients) one hub will hold.
+    agents: int = 10_000
+    #: Latest expiry, in simulated seconds from now, a signed message may carry.
+    max_ttl: float = 3600.0
+
+
+_fingerprint_encoder: Final = msgspec.json.Encoder(order="sorted")
+
+
+def _fingerprint(tool: str, args: Mapping[str, Any]) -> bytes:
+    """What makes two calls the same call: the tool and its arguments, canonically."""
+    try:
+        return tool.encode() + b"\0" + _fingerprint_encoder.encode(args)
+    except (TypeError, msgspec.EncodeError):
+        return tool.encode() + b"\0" + repr(sorted(args.items())).encode()
+
+
+def _expire(future: asyncio.Future[dict[str, Any]], tool: str, wait: float) -> None:
+    if not future.done():
+        future.set_result(fail("no_reply", f"no answer to {tool} within {wait:g} s"))
+
+
+class Counters:
+    """Thread-safe counts by name: refusals, drops, and a few totals."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += n
+
+    def __getitem__(self, name: str) -> int:
+        with self._lock:
+            return self._counts[name]
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._counts.items()))
+
+
+class Refused(Exception):
+    """A request the hub will not serve; ``reason`` is the counter it was counted under."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class AgentSlot:
+    """One remote agent: its Client, credentials, numbered outbox and call memory."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.agent_id = client.agent_id
+        self.token: str | None = None
+        self.key = b""
+        self.seq = 0  # the last number given to a delivered message
+        self.outbox: deque[tuple[int, Message]] = deque()
+        # retry key -> (the call's fingerprint, its answer or the future of it)
+        self.results: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()
+        self.inflight: dict[str, tuple[bytes, asyncio.Future[dict[str, Any]]]] = {}
+        self.pending: list[tuple[PendingCall, asyncio.Future[dict[str, Any]], str]] = []
+        #: The attached connection's writer, and how to close that connection.
+        self.sink: Callable[[int, Message], None] | None = None
+        self.closer: Callable[[str], None] | None = None
+        #: Instead of an outbox: a hub-internal observer (the A2A task watch).
+        self.observer: Callable[[Message], None] | None = None
+        self.subscriptions: list[dict[str, Any]] = []
+        self.wake_scheduled = False
+        self.members: tuple[float, frozenset[str]] | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.client.session_id
+
+    def __repr__(self) -> str:
+        return f"<AgentSlot {self.agent_id} session={self.session_id} seq={self.seq}>"
+
+
+class Hub:
+    """Remote agents on one Simulation, served from one asyncio loop (see the module doc)."""
+
+    def __init__(self, simulation: Simulation, *, limits: Limits | None = None,
+                 counters: Counters | None = None, name_prefix: str = "remote") -> None:
+        if simulation.mode != "realtime":
+            raise ValueError("a hub serves a realtime Simulation (the network runs on the "
+                             f"wall clock), not a {simulation.mode} one")
+        self.simulation = simulation
+        self.limits = limits or Limits()
+        self.counters = counters or Counters()
+        self.time_scale = float(getattr(simulation.dispatcher.clock, "time_scale", 1.0))
+        self._prefix = name_prefix
+        self._numbers = 0
+        self._slots: dict[str, AgentSlot] = {}
+        self._by_token: dict[str, AgentSlot] = {}
+        self._seen: dict[str, float] = {}  # message_id -> expires_at, for replay refusal
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve from ``loop`` (call on that loop before anything else)."""
+        self._loop = loop
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("the hub is not bound to a loop; call bind() first")
+        return self._loop
+
+    def close(self) -> None:
+        """Detach every Client's listener and fail every waiting call (the world stays)."""
+        self._closed = True
+        for slot in self._slots.values():
+            slot.client.on_arrival(None)
+            for _, future, _ in slot.pending:
+                if not future.done():
+                    future.set_result(fail("no_reply", "the gateway is shutting down"))
+            slot.pending.clear()
+            if slot.closer is not None:
+                slot.closer("the server is shutting down")
+
+    # -- agents -------------------------------------------------------------------------
+
+    def new_slot(self, name: str | None = None) -> AgentSlot:
+        """A new remote agent with its own Client (not yet a member of anything)."""
+        if len(self._slots) >= self.limits.agents:
+            raise Refused("too_many_agents", f"this server holds at most {self.limits.agents} "
+                          "remote agents")
+        if name is None:
+            self._numbers += 1
+            name = f"{self._prefix}-{self._numbers}"
+            while name in self.simulation.dispatcher.actors:
+                self._numbers += 1
+                name = f"{self._prefix}-{self._numbers}"
+        slot = AgentSlot(self.simulation.client(name))
+        self._slots[slot.agent_id] = slot
+        slot.client.on_arrival(self._listener(slot))
+        return slot
+
+    def slot_for_token(self, token: str | None) -> AgentSlot:
+        """The agent a token names; :class:`Refused` (``invalid_token``) if none."""
+        slot = self._by_token.get(token) if isinstance(token, str) else None
+        if slot is None:
+            raise Refused("invalid_token", "unknown token: present the token that "
+                          "session_join (or session_create) returned")
+        return slot
+
+    @property
+    def slots(self) -> Mapping[str, AgentSlot]:
+        return self._slots
+
+    def attach(self, slot: AgentSlot, sink: Callable[[int, Message], None],
+               closer: Callable[[str], None]) -> None:
+        """Make a connection the agent's live one; an older one is closed."""
+        if slot.closer is not None and slot.closer is not closer:
+            slot.closer("replaced by a newer connection of the same agent")
+        slot.sink, slot.closer = sink, closer
+
+    def detach(self, slot: AgentSlot, closer: Callable[[str], None]) -> None:
+        if slot.closer is closer:
+            slot.sink = slot.closer = None
+
+    def ack(self, slot: AgentSlot, seq: int) -> int:
+        """Forget delivered messages up to ``seq``; the number still kept."""
+        outbox = slot.outbox
+        while outbox and outbox[0][0] <= seq:
+            outbox.popleft()
+        return len(outbox)
+
+    def unacked(self, slot: AgentSlot, after: int = 0) -> list[tuple[int, Message]]:
+        return [(seq, m) for seq, m in slot.outbox if seq > after]
+
+    # -- calls --------------------------------------------------------------------------
+
+    async def call(self, slot: AgentSlot, tool: str, args: Mapping[str, Any],
+                   call_id: str | None = None) -> dict[str, Any]:
+        """Call ``tool`` as ``slot``'s agent; the result dict (failures included).
+
+        ``call_id`` (a string) makes the call a retry key: see the module doc.
+        """
+        # Shielded: a caller that goes away (its connection closed) must not cancel
+        # an answer a retry of the same call may still be waiting for.
+        return await asyncio.shield(self.start(slot, tool, args, call_id))
+
+    def start(self, slot: AgentSlot, tool: str, args: Mapping[str, Any],
+              call_id: str | None = None) -> asyncio.Future[dict[str, Any]]:
+        """Start a call (or find the one it repeats); a future of its result dict.
+
+        The future always gets a result: the answer, or ``no_reply`` once the
+        call has taken longer than the wait allowed for it. For a caller on the
+        loop that answers from a callback (no task per call: the WebSocket path).
+        """
+        fingerprint = b""
+        if call_id is not None:
+            fingerprint = _fingerprint(tool, args)
+            cached = slot.results.get(call_id)
+            if cached is not None and cached[0] == fingerprint:
+                self.counters.add("calls_answered_again")
+                done: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+                done.set_result(cached[1])
+                return done
+            running = slot.inflight.get(call_id)
+            if running is not None and running[0] == fingerprint:
+                self.counters.add("calls_answered_again")
+                return running[1]
+        future = self._submit(slot, tool, dict(args))
+        if not future.done():
+            wait = CALL_TIMEOUT + self._tool_wait(args)
+            timer = self.loop.call_later(wait, _expire, future, tool, wait)
+            future.add_done_callback(lambda _f: timer.cancel())
+        if call_id is not None:
+            if future.done():
+                self._remember(slot, call_id, fingerprint, future)
+            else:
+                slot.inflight[call_id] = (fingerprint, future)
+                future.add_done_callback(
+                    lambda f: self._remember(slot, call_id, fingerprint, f))
+        return future
+
+    def _tool_wait(self, args: Mapping[str, Any]) -> float:
+        # A barrier or a lock may wait as long as its own arguments say.
+        longest = 0.0
+        for key in ("timeout", "wait"):
+            value = args.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                longest = max(longest, float(value))
+        return self.simulation.dispatcher.clock.to_wall(longest)
+
+    def _submit(self, slot: AgentSlot, tool: str,
+                args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        pending = slot.client.submit(tool, **args)
+        if pending.answered():
+            future.set_result(self._finish(slot, tool, pending.result(0.0)))
+        else:
+            slot.pending.append((pending, future, tool))
+        return future
+
+    def _remember(self, slot: AgentSlot, call_id: str, fingerprint: bytes,
+                  future: asyncio.Future[dict[str, Any]]) -> None:
+        running = slot.inflight.get(call_id)
+        if running is not None and running[1] is future:
+            del slot.inflight[call_id]
+        if future.cancelled():
+            return
+        slot.results[call_id] = (fingerprint, future.result())
+        slot.results.move_to_end(call_id)
+        while len(slot.results) > self.limits.results:
+            slot.results.popitem(last=False)
+
+    def _finish(self, slot: AgentSlot, tool: str, result: dict[str, Any]) -> dict[str, Any]:
+        """What the remote caller gets: the result, plus credentials when it just joined."""
+        if not result.get("success"):
+            return result
+        if tool in ("session_join", "session_create") and slot.token is None:
+            slot.token = secrets.token_urlsafe(32)
+            slot.key = secrets.token_bytes(32)
+            self._by_token[slot.token] = slot
+            result = {**result, "agent_id": slot.agent_id, "token": slot.token,
+                      "signing_key": slot.key.hex(), "now": self.simulation.now,
+                      "time_scale": self.time_scale}
+        elif tool == "a2a_subscribe":
+            slot.subscriptions.append({"subscription_id": result.get("subscription_id"),
+                                       "topic": result.get("topic")})
+        return result
+
+    # -- mail ---------------------------------------------------------------------------
+
+    def _listener(self, slot: AgentSlot) -> Callable[[], None]:
+        def heard() -> None:
+            # On the Client's actor thread: hand over to the loop, once per burst.
+            # The loop clears the flag before it drains, so nothing is missed.
+            if slot.wake_scheduled or self._closed:
+                return
+            slot.wake_scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._wake, slot)
+            except RuntimeError:  # the loop closed under us: the server is stopping
+                slot.wake_scheduled = False
+
+        return heard
+
+    def _wake(self, slot: AgentSlot) -> None:
+        slot.wake_scheduled = False
+        if slot.pending:
+            waiting = []
+            for pending, future, tool in slot.pending:
+                if not pending.answered():
+                    waiting.append((pending, future, tool))
+                elif not future.done():
+                    future.set_result(self._finish(slot, tool, pending.result(0.0)))
+            slot.pending = waiting
+        arrived = slot.client.messages()
+        if not arrived:
+            return
+        if slot.observer is not None:
+            for message in arrived:
+                slot.observer(message)
+            return
+        limit = self.limits.outbox
+        for message in arrived:
+            slot.seq += 1
+            slot.outbox.append((slot.seq, message))
+            if len(slot.outbox) > limit:
+                slot.outbox.popleft()
+                self.counters.add("outbox_overflow")
+            if slot.sink is not None:
+                slot.sink(slot.seq, message)
+
+    def wire(self, slot: AgentSlot, message: Message) -> bytes:
+        """``message`` in canonical JSON wire form, signed with the agent's key."""
+        return encode(message, slot.key or None)
+
+    # -- signed messages from outside ----------------------------------------------------
+
+    async def send_signed(self, slot: AgentSlot, data: bytes | str) -> dict[str, Any]:
+        """Verify a signed wire message from ``slot``'s agent and route it.
+
+        Raises :class:`Refused` with the reason (``invalid_message``,
+        ``bad_signature``, ``wrong_agent``, ``no_expiry``, ``expired``,
+        ``replayed``, ``not_a_member``); the refusal is counted.
+        """
+        try:
+            message = decode(data, max_content_bytes=self.simulation.dispatcher.max_content_bytes)
+        except MessageError as exc:
+            raise self._refuse("invalid_message", str(exc)) from None
+        try:
+            verify(message, slot.key)
+        except MessageError as exc:
+            raise self._refuse("bad_signature", exc.problem) from None
+        if message.from_agent != slot.agent_id:
+            raise self._refuse("wrong_agent", f"from_agent is {message.from_agent!r}, but this "
+                               f"connection is {slot.agent_id!r}")
+        now = self.simulation.now
+        if message.expires_at is None:
+            raise self._refuse("no_expiry", "a message from outside must carry expires_at "
+                               f"(simulated seconds; now is {now:.3f})")
+        if message.expires_at <= now:
+            raise self._refuse("expired", f"expired at {message.expires_at:.3f}, now is "
+                               f"{now:.3f}")
+        if message.expires_at > now + self.limits.max_ttl:
+            raise self._refuse("invalid_message", f"expires_at is more than "
+                               f"{self.limits.max_ttl:g} simulated seconds away")
+        self._forget_expired(now)
+        if message.message_id in self._seen:
+            raise self._refuse("replayed", f"message_id {message.message_id!r} was "
+                               "already accepted")
+        await self._check_recipient(slot, message.to_agent)
+        self._seen[message.message_id] = message.expires_at
+        dispatcher = self.simulation.dispatcher
+        inner = msgspec.structs.replace(message, signature=None)
+        report = dispatcher.receive_wire(encode(inner, dispatcher.secret))
+        if report is None:
+            raise self._refuse("invalid_message", "the dispatcher refused the message")
+        self.counters.add("signed_messages_routed")
+        return {"success": True, "message_id": message.message_id, "statuses": report.statuses}
+
+    def _refuse(self, reason: str, text: str) -> Refused:
+        self.counters.add(reason)
+        return Refused(reason, text)
+
+    def _forget_expired(self, now: float) -> None:
+        if len(self._seen) < 4096:
+            return
+        self._seen = {mid: t for mid, t in self._seen.items() if t > now}
+
+    async def _check_recipient(self, slot: AgentSlot, to: str) -> None:
+        """A message from outside goes to a member of the sender's session, or its topics."""
+        session_id = slot.session_id
+        if session_id is None:
+            raise self._refuse("not_a_member", "join a session before sending messages")
+        if to.startswith("topic:"):
+            own = f"session:{session_id}"
+            topic = to[len("topic:"):]
+            if topic == own or topic.startswith(own + ":"):
+                return
+            raise self._refuse("not_a_member", f"topic {topic!r} is not one of session "
+                               f"{session_id}'s topics")
+        members = await self._members(slot)
+        if to not in members:
+            raise self._refuse("not_a_member", f"{to!r} is not a member of {session_id}")
+
+    async def _members(self, slot: AgentSlot) -> frozenset[str]:
+        cached = slot.members
+        if cached is not None and time.monotonic() - cached[0] < 1.0:
+            return cached[1]
+        found = await self.call(slot, "a2a_discover", {})
+        members = frozenset(a["agent_id"] for a in found.get("agents", ()))
+        slot.members = (time.monotonic(), members)
+        return members
+

@@ -1,0 +1,125 @@
+"""JSON-RPC 2.0 framing shared by the WebSocket endpoint and the A2A binding.
+
+One parser for requests (:func:`parse`), one encoder for answers. Faults use
+the JSON-RPC codes; the codes from -32001 to -32009 are A2A's own, and
+barnraise's gateway adds two in the server range:
+
+====== ============================================================
+-32700 parse error: the frame is not JSON
+-32600 invalid request: not a JSON-RPC 2.0 request object (or too large)
+-32601 method not found: no such tool or gateway method
+-32602 invalid params: params not an object, or not what the tool's schema asks
+-32603 internal error: a bug on the server, counted; the server goes on
+-32040 unauthenticated: no agent yet (join, or present a token)
+-32041 refused: a signed message or an act as another agent, with its reason
+====== ============================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+__all__ = [
+    "COUNTER",
+    "FORBIDDEN",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "UNAUTHENTICATED",
+    "Request",
+    "RpcError",
+    "dumps",
+    "error",
+    "parse",
+    "success",
+]
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+UNAUTHENTICATED: Final = -32040
+FORBIDDEN: Final = -32041
+
+#: The counter each fault is counted under.
+COUNTER: Final = {
+    PARSE_ERROR: "parse_error", INVALID_REQUEST: "invalid_request",
+    METHOD_NOT_FOUND: "unknown_method", INVALID_PARAMS: "invalid_params",
+    INTERNAL_ERROR: "internal_error", UNAUTHENTICATED: "unauthenticated",
+    FORBIDDEN: "refused",
+}
+
+_encoder: Final = msgspec.json.Encoder()
+_decoder: Final = msgspec.json.Decoder()
+dumps: Final = _encoder.encode
+
+Id = str | int | None
+
+
+class RpcError(Exception):
+    """A fault to answer with: ``code``, ``message`` and optional ``data``."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, id: Id = None,
+                 counted: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.id = id
+        #: True when the refusal was already counted under a more precise reason.
+        self.counted = counted
+
+
+class Request(msgspec.Struct, frozen=True):
+    """A parsed request: ``notification`` when it has no id (and so gets no answer)."""
+
+    method: str
+    params: dict[str, Any]
+    id: Id
+    notification: bool
+
+
+def parse(frame: bytes | str) -> Request:
+    """Parse one frame; :class:`RpcError` (-32700, -32600, -32602) if it is not a request."""
+    try:
+        body = _decoder.decode(frame)
+    except msgspec.DecodeError as exc:
+        raise RpcError(PARSE_ERROR, f"parse error: {exc}") from None
+    if isinstance(body, list):
+        raise RpcError(INVALID_REQUEST, "batch requests are not supported: send one "
+                       "request per frame")
+    if not isinstance(body, dict):
+        raise RpcError(INVALID_REQUEST, "a request is a JSON object, got "
+                       f"{type(body).__name__}")
+    raw_id = body.get("id")
+    request_id: Id = raw_id if type(raw_id) in (str, int) else None
+    if "id" in body and raw_id is not None and type(raw_id) not in (str, int):
+        raise RpcError(INVALID_REQUEST, "id must be a string, an integer or null")
+    if body.get("jsonrpc") != "2.0":
+        raise RpcError(INVALID_REQUEST, "jsonrpc must be exactly \"2.0\"", id=request_id)
+    method = body.get("method")
+    if not isinstance(method, str) or not method:
+        raise RpcError(INVALID_REQUEST, "method must be a non-empty string", id=request_id)
+    params = body.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise RpcError(INVALID_PARAMS, "params must be an object of named arguments, got "
+                       f"{type(params).__name__}", id=request_id)
+    return Request(method, params, request_id, "id" not in body)
+
+
+def success(request_id: Id, result: Any) -> bytes:
+    return dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def error(request_id: Id, code: int, message: str, data: Any = None) -> bytes:
+    fault: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        fault["data"] = data
+    return dumps({"jsonrpc": "2.0", "id": request_id, "error": fault})

@@ -1,0 +1,54 @@
+"""What ``barnraise serve`` and ``barnraise mcp`` run (the CLI imports this lazily)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from barnraise.gateway.hosting import HostedWorld
+from barnraise.gateway.hub import Hub
+from barnraise.gateway.mcp_surface import McpSurface
+from barnraise.gateway.server import Gateway, GatewayServer, version
+
+__all__ = ["serve_mcp", "serve_network"]
+
+
+def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | None = None,
+                  params: Mapping[str, str] | None = None, seed: int = 0,
+                  time_scale: float = 1.0, allowed_origins: Sequence[str] = ()) -> int:
+    """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0."""
+    world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale)
+    try:
+        server = GatewayServer(Gateway(world, allowed_origins=allowed_origins), host, port)
+        server.run(on_ready=lambda url: print(url, flush=True))
+    finally:
+        world.close()
+    return 0
+
+
+def serve_mcp(*, scenario: str | None = None, params: Mapping[str, str] | None = None,
+              seed: int = 0, time_scale: float = 1.0) -> int:
+    """Serve MCP on stdin/stdout for one client (its agent), on a world of its own."""
+    world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale)
+    hub = Hub(world.simulation)
+    surface = McpSurface(hub, version=version(), single_agent=True)
+
+    async def main() -> None:
+        hub.bind(asyncio.get_running_loop())
+        async with stdio_server() as (read_stream, write_stream):
+            await surface.server.run(read_stream, write_stream,
+                                     surface.server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        hub.close()
+        world.close()
+        sys.stderr.flush()
+    return 0
