@@ -10,11 +10,15 @@ A scenario is a Python module (in ``scenarios/``, or any file given by path) wit
   names the session whose world figures go into the summary (else the first);
 * ``check(summary) -> bool``: the success check, over the whole summary;
 * optionally ``SIMULATION``: keyword arguments for the Simulation (a bigger
-  message limit for large blueprints, say).
+  message limit for large blueprints, say);
+* optionally ``describe(summary) -> list[str]``: the scenario's own lines for the
+  text summary (what its counts mean, a comparison table).
 
 :func:`run` returns a :class:`RunResult`; its ``summary`` is what ``barnraise run
---json`` prints. Problems with the request itself (unknown scenario, unknown or
-ill-typed parameter, missing file) raise :class:`ScenarioError` before anything runs.
+--json`` prints; by default it also holds the run's per-step metrics
+(``RunResult.timeseries()``). Problems with the request itself (unknown scenario,
+unknown or ill-typed parameter, missing file, a bad seed, mode, time scale or
+recording option) raise :class:`ScenarioError` before anything runs.
 """
 
 from __future__ import annotations
@@ -48,8 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ParamError", "Request", "RunResult", "ScenarioError", "check_out_dir", "check_request",
-    "coerce_params",
-    "describe", "list_scenarios", "load", "run", "run_request",
+    "coerce_params", "describe", "list_scenarios", "load", "run", "run_request",
 ]
 
 
