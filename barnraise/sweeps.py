@@ -304,6 +304,8 @@ def sweep(
     """
     count = _check_engine(engine, workers, dask_address)
     specs = plan(scenario, params, seeds)
+    if dask_address is not None:
+        _connect(dask_address).close()  # an address nobody answers is a bad request too
     store = None
     if out is not None:
         target = check_out_dir(out)
@@ -394,11 +396,7 @@ def _on_dask(todo: list[RunSpec], workers: int | None, address: str | None,
                                    dashboard_address=":0", silence_logs=logging.ERROR)
         client = Client(cluster)
     else:
-        try:
-            client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
-        except OSError as exc:
-            raise SweepError(f"dask_address {address!r}: no scheduler answered within "
-                             f"{DASK_CONNECT_TIMEOUT:g} s ({exc})") from None
+        client = _connect(address)
     try:
         futures = {client.submit(run_one, spec, pure=False, key=f"barnraise-{spec.key}"): spec
                    for spec in todo}
@@ -408,6 +406,16 @@ def _on_dask(todo: list[RunSpec], workers: int | None, address: str | None,
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _connect(address: str) -> Any:
+    """A Dask client of the scheduler at ``address``; SweepError if none answers."""
+    dask: Any = importlib.import_module("distributed")
+    try:
+        return dask.Client(address, timeout=DASK_CONNECT_TIMEOUT)
+    except OSError as exc:
+        raise SweepError(f"dask_address {address!r}: no scheduler answered within "
+                         f"{DASK_CONNECT_TIMEOUT:g} s ({exc})") from None
 
 
 def _table(rows: list[dict[str, Any]]) -> pd.DataFrame:

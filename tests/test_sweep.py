@@ -254,3 +254,15 @@ def test_the_sweep_bar_shows_on_a_terminal_and_not_with_json(
     assert main(["sweep", "conflict_storm", "--param", "agents=2,3", "--json"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and json.loads(captured.out)["runs"] == 2
+
+
+def test_a_scheduler_nobody_answers_at_is_refused_before_anything(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import barnraise.sweeps
+
+    monkeypatch.setattr(barnraise.sweeps, "DASK_CONNECT_TIMEOUT", 0.5)
+    out = tmp_path / "never"
+    with pytest.raises(SweepError, match=r"no scheduler answered within 0\.5 s"):
+        barnraise.sweep("conflict_storm", {"agents": [2]}, 1, engine="dask",
+                        dask_address="tcp://127.0.0.1:9", out=out)
+    assert not out.exists()
