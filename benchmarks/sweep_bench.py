@@ -3,6 +3,9 @@
 * :func:`bench_recording`: a ``kernel_build`` run without the metrics recorder, with it
   (default interval, 1 simulated second) and with it keeping canvas frames, interleaved
   rounds, medians; the ratios are the recorder's cost. Digests are checked equal.
+* :func:`bench_ceiling`: the parallelism the machine gives at the time (a pure-Python
+  loop alone against two copies at once), measured before and after the sweeps: on a
+  shared machine it says what speed-up was possible at all.
 * :func:`bench_sweep`: one 40-run sweep of ``kernel_build`` (seeds 0..39) serially, on a
   pool of 2 processes and on a 2-worker Dask LocalCluster, each started for the sweep and
   stopped after it (so their start-up is in the figure), interleaved rounds, medians; and
@@ -109,6 +112,38 @@ def _time_inside_the_recorder(grid_size: int, repeats: int = 5) -> tuple[dict[st
             median(s[2] for s in shares))
 
 
+def _spin(n: int) -> float:
+    """Seconds a pure-Python loop of ``n`` steps takes here (no I/O, no allocation)."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(n):
+        total += i * i
+    return time.perf_counter() - start
+
+
+def bench_ceiling(*, workers: int = 2, steps: int = 10_000_000,
+                  repeats: int = 3) -> dict[str, Any]:
+    """What parallelism the machine gives right now: a pure-Python loop alone, then
+    ``workers`` copies at once in spawned processes (interleaved, medians). On an idle
+    2-core machine ``ceiling`` is close to 2; other processes on the cores lower it,
+    and no sweep on processes can beat it."""
+    import multiprocessing
+    import statistics
+
+    alone: list[float] = []
+    together: list[float] = []
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.map(abs, range(workers))  # started before anything is timed
+        for _ in range(repeats):
+            alone.append(_spin(steps))
+            start = time.perf_counter()
+            pool.map(_spin, [steps] * workers)
+            together.append(time.perf_counter() - start)
+    one, many = statistics.median(alone), statistics.median(together)
+    return {"workers": workers, "alone_seconds": round(one, 3),
+            "together_seconds": round(many, 3), "ceiling": round(workers * one / many, 3)}
+
+
 def bench_sweep(*, runs: int = 40, workers: int = 2, repeats: int = 5,
                 params: dict[str, list[Any]] | None = None) -> dict[str, Any]:
     """Wall seconds of one sweep per engine (medians), speed-ups and the targets."""
@@ -159,6 +194,8 @@ def bench_sweep(*, runs: int = 40, workers: int = 2, repeats: int = 5,
 
 def run_section(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"recording": bench_recording(grid_size=60, repeats=1),
+        return {"ceiling_before": bench_ceiling(steps=200_000, repeats=1),
+                "recording": bench_recording(grid_size=60, repeats=1),
                 "sweep": bench_sweep(runs=4, repeats=1, params={"grid_size": [60]})}
-    return {"recording": bench_recording(), "sweep": bench_sweep()}
+    return {"ceiling_before": bench_ceiling(), "recording": bench_recording(),
+            "sweep": bench_sweep(), "ceiling_after": bench_ceiling()}
