@@ -11,8 +11,8 @@ session it owns:
   never conflict with each other. A claim with ``timeout > 0`` expires at
   ``claimed_at + timeout`` (a daemon timer: a lease never keeps a run alive);
 * **artifacts**: shaders and cartridges, immutable once made;
-* the **blueprint** (the target tiles) and the counters ``tiles_placed``,
-  ``lost_work`` and ``conflicts``.
+* the **blueprint** (the target tiles) and the counters ``tiles_placed`` (and
+  per writer, ``tiles_by_agent``), ``lost_work`` and ``conflicts``.
 
 Conflict checks never scan every claim. Two boolean masks (cells under any
 claim, cells under an exclusive claim) answer "is anything there" in O(area) of
@@ -179,6 +179,7 @@ class _Checkpoint:
     tiles_placed: int
     shaders: dict[str, dict[str, Any]] | None
     cartridges: dict[str, dict[str, Any]] | None
+    tiles_by_agent: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -195,6 +196,7 @@ class _World:
     blueprint: NDArray[np.uint8] | None = None
     writers: dict[str, int] = field(default_factory=dict)
     tiles_placed: int = 0
+    tiles_by_agent: dict[str, int] = field(default_factory=dict)  # sums to tiles_placed
     lost_work: int = 0
     conflicts: int = 0
     token: str | None = None  # sequential mode: the agent holding the write token
@@ -350,7 +352,8 @@ class RegionManager(SessionService):
         progress = ProgressView(
             tiles_placed=s.tiles_placed, shaders_loaded=len(s.shaders),
             cartridges_assembled=len(s.cartridges), conflicts=s.conflicts,
-            lost_work=s.lost_work, completion_percent=_completion(s) if completion else None)
+            lost_work=s.lost_work, completion_percent=_completion(s) if completion else None,
+            tiles_by_agent=dict(s.tiles_by_agent))
         return RegionsPart(
             claims=claims, canvas=tiles, blueprint=blueprint,
             has_blueprint=s.blueprint is not None,
@@ -582,6 +585,8 @@ class RegionManager(SessionService):
                               s.writer(agent_id))
         self._wrote(s, agent_id)
         s.tiles_placed += result.placed
+        if result.placed:
+            s.tiles_by_agent[agent_id] = s.tiles_by_agent.get(agent_id, 0) + result.placed
         s.lost_work += result.lost_work
         return ok(tiles_placed=result.placed, lost_work=result.lost_work, region=rect.to_dict())
 
@@ -748,7 +753,7 @@ class RegionManager(SessionService):
         shaders = dict(s.shaders) if "shaders" in include else None
         cartridges = dict(s.cartridges) if "cartridges" in include else None
         s.checkpoints[content["checkpoint_id"]] = _Checkpoint(
-            canvas, tiles, s.tiles_placed, shaders, cartridges)
+            canvas, tiles, s.tiles_placed, shaders, cartridges, dict(s.tiles_by_agent))
         size = len(canvas or b"") + len(msgspec.json.encode([shaders, cartridges]))
         return ok(tiles=tiles, shaders=len(shaders or {}), cartridges=len(cartridges or {}),
                   size_bytes=size)
@@ -767,6 +772,7 @@ class RegionManager(SessionService):
             lost["tiles"] = s.canvas.diff(snapshot)
             s.canvas.restore(snapshot)
             s.tiles_placed = ck.tiles_placed
+            s.tiles_by_agent = dict(ck.tiles_by_agent)
         if ck.shaders is not None:
             lost["shaders"] = len(s.shaders.keys() - ck.shaders.keys())
             s.shaders = dict(ck.shaders)

@@ -47,7 +47,7 @@ from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, Priority
 from sim.policy import Policy
 from sim.tools import TOOLS, Tool, bound_session_after, fail, prepare_call
-from sim.views import WorldView
+from sim.views import TasksPart, WorldView
 
 __all__ = ["Client", "Simulation"]
 
@@ -274,11 +274,14 @@ class Simulation:
         return list(self._in_context(self._coordinator, self._coordinator.session_ids))
 
     def view(self, session_id: str | None = None, *, canvas: bool = True,
-             completion: bool = False, timeout: float | None = None) -> WorldView:
+             completion: bool = False, tasks: bool = True,
+             timeout: float | None = None) -> WorldView:
         """A frozen :class:`~sim.views.WorldView` of session ``session_id`` (default: the
         oldest open session).
 
         ``canvas``: copy the tile layer and the blueprint (else both are None);
+        ``tasks``: build the task part (one struct per task; else ``tasks`` is an
+        empty tuple: not read, for a reader that counts tasks from their events);
         ``completion``: compute ``progress.completion_percent`` (a pass over the
         whole canvas; else None). LookupError when there is no such session (or
         no session at all).
@@ -304,10 +307,11 @@ class Simulation:
                                    timeout=timeout)
         regions = self._in_context(self._regions, self._regions.view_of, session_id,
                                    canvas=canvas, completion=completion, timeout=timeout)
-        tasks = self._in_context(self._tasks, self._tasks.view_of, session_id, timeout=timeout)
+        task_part = (self._in_context(self._tasks, self._tasks.view_of, session_id, timeout=timeout)
+                 if tasks else TasksPart(tasks=()))
         coordination = self._in_context(self._coordination, self._coordination.view_of,
                                         session_id, timeout=timeout)
-        return WorldView.assemble(at, session, regions, tasks, coordination)
+        return WorldView.assemble(at, session, regions, task_part, coordination)
 
     def _in_context(self, actor: A2AActor, method: Callable[..., T], *args: Any,
                     timeout: float | None = None, **kwargs: Any) -> T:

@@ -11,6 +11,10 @@ real type. Those layers stay importable; names not listed here may change.
 
     result = barnraise.run("kernel_build", seed=7)
     print(result.success, result.summary["completion_percent"])
+    result.timeseries()          # per-step metrics, a pandas DataFrame
+
+    table = barnraise.sweep("conflict_storm", params={"agents": [2, 4, 8]}, seeds=range(20),
+                            engine="processes", workers=2)
 
     with barnraise.Simulation(seed=7) as simu:
         client = simu.client()
@@ -20,15 +24,19 @@ real type. Those layers stay importable; names not listed here may change.
 from importlib import metadata as _metadata
 
 from actors.base import A2AActor, Agent, DeliveryError, RequestError, WaitTimeout
+from actors.recording import Recorder
 from actors.registry import Registry
 from actors.world import Client, Simulation
 from barnraise.gateway.remote import RemoteClient, RemoteError, connect
 from barnraise.runner import RunResult, list_scenarios, run
+from barnraise.sweeps import SweepError, sweep
 from scenarios import ParamError, ScenarioError
 from sim.dispatch import Dispatcher, RunReport, make_dispatcher
 from sim.messages import Message, MessageError, Priority, Region
+from sim.metrics import Metrics
 from sim.policy import Policy
 from sim.tools import TOOLS
+from sim.trace import Trace
 from sim.views import WorldView
 
 __all__ = [
@@ -40,9 +48,11 @@ __all__ = [
     "Dispatcher",
     "Message",
     "MessageError",
+    "Metrics",
     "ParamError",
     "Policy",
     "Priority",
+    "Recorder",
     "Region",
     "Registry",
     "RemoteClient",
@@ -52,12 +62,15 @@ __all__ = [
     "RunResult",
     "ScenarioError",
     "Simulation",
+    "SweepError",
+    "Trace",
     "WaitTimeout",
     "WorldView",
     "connect",
     "list_scenarios",
     "make_dispatcher",
     "run",
+    "sweep",
 ]
 
 try:

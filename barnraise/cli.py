@@ -1,18 +1,36 @@
 """The ``barnraise`` command line.
 
-Bad input exits 2 without a traceback: an unknown command or option gets argparse's
-usage line and one ``error:`` line; a value the scenario refuses gets one line
-naming it. A run exits 0 when its success check held, 1 when it did not.
+Bad input exits 2 without a traceback, before anything runs: an unknown command
+or option gets argparse's usage line and one ``error:`` line; a value the
+scenario refuses, a bad ``--out`` place or a bad sweep option gets one line
+naming it. A run exits 0 when its success check held, 1 when it did not; a sweep
+exits 0 when every run's check held, 1 when one did not.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from barnraise.runner import ScenarioError, list_scenarios, run
+from barnraise.runner import (
+    ScenarioError,
+    check_out_dir,
+    check_request,
+    describe,
+    list_scenarios,
+    load,
+    run_request,
+)
+
+#: Frame side (cells) of the canvas animation ``--out`` writes.
+OUT_FRAME_SIZE = 96
+#: Bounds of ``--interval`` (simulated seconds).
+MAX_INTERVAL = 1e6
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
                                      description="Multi-agent building simulations.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("scenarios", help="list the scenarios, one line each")
+    listing = commands.add_parser(
+        "scenarios", help="list the scenarios, or describe one (its docstring and parameters)")
+    listing.add_argument("name", nargs="?", help="a scenario name or .py file to describe")
 
     run = commands.add_parser("run", help="run a scenario by name or path")
     run.add_argument("scenario", help="a name from `barnraise scenarios`, or a .py file")
@@ -31,9 +51,34 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--time-scale", type=float, default=None, metavar="X",
                      help="realtime mode: simulated seconds per wall second (default 50); "
                      "lower it for big crews, whose calls take longer in wall time")
+    run.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                     help="simulated seconds between metric samples (default 1)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--out", metavar="DIR",
-                     help="write summary.json, trace.jsonl and canvas.png there")
+                     help="write summary.json, trace.jsonl, timeseries.csv, agents.csv, "
+                     "events.csv and the run's plots there")
+
+    sweep = commands.add_parser(
+        "sweep", help="run a scenario over parameter values and seeds, one row per run")
+    sweep.add_argument("scenario", help="a name from `barnraise scenarios`, or a .py file")
+    sweep.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2,...",
+                       help="values of a parameter (repeatable; a list or dict parameter "
+                       "takes a JSON array of values)")
+    sweep.add_argument("--seeds", default="0", metavar="SPEC",
+                       help="seeds: S (one seed), A-B (inclusive) or A,B,C (default 0)")
+    sweep.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="worker processes (default: 1 without --dask; the CPU count "
+                       "with --dask local)")
+    sweep.add_argument("--dask", metavar="local|ADDRESS",
+                       help="run on Dask: a LocalCluster started for the sweep, or the "
+                       "scheduler at ADDRESS (tcp://host:port)")
+    sweep.add_argument("--plot", metavar="FIGURE", default=None,
+                       help="the figure sweep.png shows against the first parameter "
+                       "(default virtual_time)")
+    sweep.add_argument("--json", action="store_true", help="print one JSON object")
+    sweep.add_argument("--out", metavar="DIR",
+                       help="save each run as it finishes (a rerun computes only missing "
+                       "runs) and write results.csv, results.parquet and sweep.png")
 
     serve = commands.add_parser("serve", help="host a live session world on the network "
                                 "(A2A, WebSocket /a2a, MCP at /mcp)")
@@ -55,32 +100,54 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "scenarios":
-        for name, line in list_scenarios():
-            print(f"{name:22} {line}")
-        return 0
-    if args.command == "run":
-        return _run(args)
-    if args.command in ("serve", "mcp"):
-        return _serve(args)
+    try:
+        if args.command == "scenarios":
+            return _scenarios(args)
+        if args.command == "run":
+            return _run(args)
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.command in ("serve", "mcp"):
+            return _serve(args)
+    except ScenarioError as exc:
+        print(f"barnraise: error: {exc}", file=sys.stderr)
+        return 2
     raise AssertionError(args.command)  # pragma: no cover - argparse requires a command
 
 
-def _params(items: list[str]) -> dict[str, str] | None:
+def _scenarios(args: argparse.Namespace) -> int:
+    if args.name is None:
+        for name, line in list_scenarios():
+            print(f"{name:22} {line}")
+        return 0
+    info = describe(load(args.name))
+    print(info["name"])
+    print()
+    print(info["doc"])
+    print()
+    print("Parameters (barnraise run NAME --param KEY=VALUE):")
+    width = max((len(k) for k in info["params"]), default=0)
+    for key, spec in info["params"].items():
+        print(f"  {key:{width}}  {spec['type']:6} default {json.dumps(spec['default'])}")
+    if not info["params"]:
+        print("  none")
+    return 0
+
+
+def _params(items: Sequence[str]) -> dict[str, str]:
     params: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            print(f"barnraise: error: --param {item!r}: expected KEY=VALUE", file=sys.stderr)
-            return None
+            raise ScenarioError(f"--param {item!r}: expected KEY=VALUE")
+        if key in params:
+            raise ScenarioError(f"--param {key} is given twice")
         params[key] = value
     return params
 
 
 def _serve(args: argparse.Namespace) -> int:
     params = _params(args.param)
-    if params is None:
-        return 2
     if params and not args.scenario:
         print("barnraise: error: --param needs --scenario", file=sys.stderr)
         return 2
@@ -108,45 +175,207 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     params = _params(args.param)
-    if params is None:
-        return 2
-    progress = _progress_bar() if sys.stderr.isatty() else None
-    try:
-        result = run(args.scenario, seed=args.seed, mode=args.mode, progress=progress,
-                     time_scale=args.time_scale, **params)
-    except ScenarioError as exc:
-        print(f"barnraise: error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if progress is not None:
-            print(file=sys.stderr)
+    if not math.isfinite(args.interval) or not 0 < args.interval <= MAX_INTERVAL:
+        raise ScenarioError(f"--interval must be a number of seconds > 0 and at most "
+                            f"{MAX_INTERVAL:g}, got {args.interval:g}")
+    request = check_request(args.scenario, seed=args.seed, mode=args.mode,
+                            time_scale=args.time_scale, **params)
     if args.out:
-        result.write(args.out)
+        check_out_dir(args.out)  # before the run: a bad place must not cost a run
+    bar = _progress_bar() if sys.stderr.isatty() and not args.json else None
+    try:
+        result = run_request(request, progress=bar[0] if bar else None,
+                             interval=args.interval,
+                             frame_size=OUT_FRAME_SIZE if args.out else 0)
+    finally:
+        if bar is not None:
+            bar[1]()
     summary = result.summary
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
-        verdict = "succeeded" if result.success else "FAILED its success check"
-        print(f"{summary['scenario']} ({summary['mode']}, seed {summary['seed']}) {verdict}")
-        print(f"  {summary['agents']} agents, {summary['virtual_time']:g} simulated seconds "
-              f"({summary['wall_seconds']:g} s wall), {summary['messages_delivered']} messages")
-        print(f"  {summary['tiles_placed']} tiles placed, {summary['completion_percent']:g}% "
-              f"complete, {summary['conflicts']} conflicts, {summary['tasks_completed']} tasks "
-              f"completed, {summary['tasks_failed']} failed")
-        shown = {k: v for k, v in summary["metrics"].items() if not isinstance(v, (list, dict))}
-        print("  " + ", ".join(f"{k}={v}" for k, v in shown.items()))
-        print(f"  trace digest {summary['trace_digest']}")
+        for line in summary_lines(summary, request.module):
+            print(line)
+    if args.out:
+        try:
+            result.write(args.out)
+        except OSError as exc:
+            print(f"barnraise: error: writing {args.out}: {exc}", file=sys.stderr)
+            return 2
     return 0 if result.success else 1
 
 
-def _progress_bar() -> Callable[[float], None]:
-    def show(fraction: float) -> None:
-        width = 30
-        filled = round(fraction * width)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}")
-        sys.stderr.flush()
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
-    return show
+
+def summary_lines(summary: dict[str, Any], module: Any = None) -> list[str]:
+    """The text summary of a run: what each count means, only figures that apply,
+    and the scenario's own lines (its ``describe(summary)``, if it has one)."""
+    verdict = "succeeded" if summary["success"] else "FAILED its success check"
+    lines = [f"{summary['scenario']} ({summary['mode']}, seed {summary['seed']}) {verdict}"]
+    dropped = summary["messages_dropped"]
+    lines.append(
+        f"  {_count(summary['agents'], 'agent')}, {summary['virtual_time']:g} simulated "
+        f"seconds ({summary['wall_seconds']:g} s wall), "
+        f"{_count(summary['messages_delivered'], 'message')} delivered"
+        + (f", {dropped} dropped {_reasons(summary['dead_letters'])}" if dropped else
+           ", none dropped"))
+    world = []
+    if summary["tiles_placed"]:
+        world.append(f"{_count(summary['tiles_placed'], 'tile')} placed")
+    if summary.get("has_blueprint") and summary.get("completion_percent") is not None:
+        world.append(f"{summary['completion_percent']:g}% of the blueprint built")
+    if summary["conflicts"]:
+        world.append(f"{_count(summary['conflicts'], 'claim')} refused for overlapping "
+                     "another's (conflicts)")
+    if summary.get("lost_work"):
+        world.append(f"{_count(summary['lost_work'], 'cell')} overwritten by another agent "
+                     "(lost work)")
+    if world:
+        lines.append("  " + ", ".join(world))
+    tasks = summary.get("tasks") or {}
+    if tasks:
+        lines.append("  tasks at the end: " + ", ".join(
+            f"{n} {status.replace('_', ' ')}" for status, n in sorted(tasks.items())))
+    own = getattr(module, "describe", None) if module is not None else None
+    if callable(own):
+        lines.extend("  " + line for line in own(summary))
+    shown = {k: v for k, v in summary["metrics"].items()
+             if v is not None and not isinstance(v, (list, dict))}
+    if shown:
+        lines.append("  metrics: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+    if summary["behaviour_errors"]:
+        lines.append(f"  {_count(summary['behaviour_errors'], 'behaviour error')} (see the "
+                     "trace's error records)")
+    if summary["run_end"] != "quiescent":
+        lines.append(f"  the run ended in {summary['run_end']}: "
+                     + "; ".join(summary["waiting"][:5]))
+    lines.append(f"  trace digest {summary['trace_digest']}")
+    return lines
+
+
+def _reasons(dead: dict[str, int]) -> str:
+    return "(" + ", ".join(f"{n} {reason}" for reason, n in sorted(dead.items())) + ")"
+
+
+def _progress_bar() -> tuple[Callable[[float], None], Callable[[], None]]:
+    """A tqdm bar over 0..100% with elapsed and remaining time: (update, close)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=100, file=sys.stderr, dynamic_ncols=True,
+               bar_format="{l_bar}{bar}| [{elapsed} elapsed, {remaining} left]")
+
+    def show(fraction: float) -> None:
+        bar.update(round(fraction * 100) - bar.n)
+
+    return show, bar.close
+
+
+# -- sweep -------------------------------------------------------------------------------------
+
+_RANGE = re.compile(r"^(\d+)-(\d+)$")
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """``S`` (that one seed), ``A-B`` (A to B inclusive) or ``A,B,C``."""
+    from barnraise.sweeps import MAX_RUNS
+
+    text = spec.strip()
+    match = _RANGE.match(text)
+    if match:
+        first, last = int(match.group(1)), int(match.group(2))
+        if last < first:
+            raise ScenarioError(f"--seeds {spec!r}: the range ends before it starts")
+        if last - first + 1 > MAX_RUNS:
+            raise ScenarioError(f"--seeds {spec!r}: at most {MAX_RUNS} seeds")
+        return list(range(first, last + 1))
+    if text.isdigit():
+        return [int(text)]
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and all(p.isdigit() for p in parts):
+        return [int(p) for p in parts]
+    raise ScenarioError(f"--seeds {spec!r}: expected S, A-B or A,B,C (non-negative integers)")
+
+
+def _values(module: Any, key: str, text: str) -> list[Any]:
+    default = module.PARAMS.get(key)
+    if isinstance(default, (list, dict)):
+        try:
+            values = json.loads(text)
+        except ValueError:
+            values = None
+        if not isinstance(values, list):
+            raise ScenarioError(f"--param {key}: a {type(default).__name__} parameter takes a "
+                                f"JSON array of values, got {text!r}")
+        return values
+    values = [v.strip() for v in text.split(",")]
+    if any(v == "" for v in values):
+        raise ScenarioError(f"--param {key}={text!r}: an empty value")
+    return values
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from barnraise.sweeps import _check_engine, plan, sweep
+
+    module = load(args.scenario)
+    texts = _params(args.param)
+    params = {key: _values(module, key, text) for key, text in texts.items()}
+    seeds = parse_seeds(args.seeds)
+    if args.dask is None:
+        engine, address = ("serial" if args.workers in (None, 1) else "processes"), None
+    else:
+        engine, address = "dask", None if args.dask == "local" else args.dask
+    workers = args.workers
+    _check_engine(engine, workers, address)
+    specs = plan(args.scenario, params, seeds)
+    x = next(iter(params), None)
+    hue = next((k for k in list(params)[1:] if len(params[k]) > 1), None)
+    y = args.plot or "virtual_time"
+    if args.plot is not None and not re.match(r"^[\w.\-]+$", args.plot):
+        raise ScenarioError(f"--plot {args.plot!r}: expected a column name")
+    if args.out:
+        check_out_dir(args.out)
+    show = sys.stderr.isatty() and not args.json
+    table = sweep(args.scenario, params, seeds, workers=workers, engine=engine,
+                  dask_address=address, out=args.out, progress=show)
+    failed = int((~table["success"].astype(bool)).sum())
+    plotted = None
+    if args.out and x is not None:
+        plotted = _sweep_plot(table, x, y, hue, args.out, str(table["scenario"].iloc[0]))
+    if args.json:
+        print(json.dumps({"runs": len(specs), "computed": table.attrs["computed"],
+                          "reused": table.attrs["reused"], "failed": failed,
+                          "out": args.out, "plot": plotted,
+                          "wall_seconds": table.attrs["wall_seconds"]}, sort_keys=True))
+    else:
+        print(f"{table['scenario'].iloc[0]}: {len(specs)} runs ({table.attrs['computed']} "
+              f"computed, {table.attrs['reused']} reused from {args.out}) on {engine}"
+              if args.out else
+              f"{table['scenario'].iloc[0]}: {len(specs)} runs on {engine}")
+        print(f"  {len(specs) - failed} passed their success check, {failed} did not")
+        if args.out:
+            print(f"  results in {args.out}/results.csv" + (f", plot {plotted}" if plotted
+                                                             else ""))
+    return 0 if failed == 0 else 1
+
+
+def _sweep_plot(table: Any, x: str, y: str, hue: str | None, out: str,
+                scenario: str) -> str | None:
+    from sim.plots import sweep_figure
+
+    if y not in table.columns:
+        print(f"barnraise: note: no column {y!r} to plot; columns: "
+              f"{', '.join(map(str, table.columns))}", file=sys.stderr)
+        return None
+    try:
+        figure = sweep_figure(table, x=x, y=y, hue=hue, title=f"{scenario}: {y} against {x}")
+    except (TypeError, ValueError) as exc:
+        print(f"barnraise: note: {y} against {x} cannot be plotted ({exc})", file=sys.stderr)
+        return None
+    path = f"{out}/sweep.png"
+    figure.savefig(path)
+    return path
 
 
 if __name__ == "__main__":

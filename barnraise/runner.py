@@ -10,48 +10,70 @@ A scenario is a Python module (in ``scenarios/``, or any file given by path) wit
   names the session whose world figures go into the summary (else the first);
 * ``check(summary) -> bool``: the success check, over the whole summary;
 * optionally ``SIMULATION``: keyword arguments for the Simulation (a bigger
-  message limit for large blueprints, say).
+  message limit for large blueprints, say);
+* optionally ``describe(summary) -> list[str]``: the scenario's own lines for the
+  text summary (what its counts mean, a comparison table).
 
 :func:`run` returns a :class:`RunResult`; its ``summary`` is what ``barnraise run
---json`` prints. Problems with the request itself (unknown scenario, unknown or
-ill-typed parameter, missing file) raise :class:`ScenarioError` before anything runs.
+--json`` prints; by default it also holds the run's per-step metrics
+(``RunResult.timeseries()``). Problems with the request itself (unknown scenario,
+unknown or ill-typed parameter, missing file, a bad seed, mode, time scale or
+recording option) raise :class:`ScenarioError` before anything runs.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import json
+import math
+import os
 import pathlib
 import pkgutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 
 import scenarios
+from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
 from actors.world import Simulation
 from scenarios import ParamError, ScenarioError
-from sim.plots import save_canvas_png
+from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
 from sim.trace import Trace
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
-    "ParamError", "RunResult", "ScenarioError", "coerce_params", "list_scenarios", "load", "run",
+    "ParamError", "Request", "RunResult", "ScenarioError", "check_out_dir", "check_request",
+    "coerce_params", "describe", "list_scenarios", "load", "run", "run_request",
 ]
 
 
 @dataclass
 class RunResult:
-    """What a scenario run produced."""
+    """What a scenario run produced. It pickles, so it comes back from worker processes.
+
+    ``trace`` is the run's trace (its digest is ``trace_digest``); ``canvas`` and
+    ``claims`` the summary session's tiles and claims at the end (claims as dicts:
+    ``bounds``, ``color``, ``agent_id``, ``agent_name``); ``tasks`` its tasks at
+    the end (plain dicts: task_id, type, description, status, assigned_to,
+    dependencies, region, ...); ``metrics`` what the recorder sampled (None when
+    the run was not recorded).
+    """
 
     summary: dict[str, Any]
     trace: Trace
     canvas: np.ndarray[Any, Any] | None = None
     claims: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    metrics: Metrics | None = None
 
     @property
     def success(self) -> bool:
@@ -61,19 +83,90 @@ class RunResult:
     def trace_digest(self) -> str:
         return str(self.summary["trace_digest"])
 
+    @property
+    def session_id(self) -> str | None:
+        """The session the summary's world figures are of (None: there was none)."""
+        sid = self.summary.get("session_id")
+        return None if sid is None else str(sid)
+
+    def _recorded(self) -> Metrics:
+        if self.metrics is None:
+            raise ValueError("this run was not recorded (run it with record=True)")
+        return self.metrics
+
+    def timeseries(self, session_id: str | None = None) -> pd.DataFrame:
+        """Model-level samples, one row each (:data:`sim.metrics.TIMESERIES_DTYPES`).
+
+        Every session's by default; ``session_id`` keeps one.
+        """
+        return self._recorded().timeseries(session_id)
+
+    def agent_timeseries(self, session_id: str | None = None) -> pd.DataFrame:
+        """Agent-level samples, one row per agent per sample (:data:`sim.metrics.AGENT_DTYPES`)."""
+        return self._recorded().agent_timeseries(session_id)
+
+    def events(self) -> pd.DataFrame:
+        """The run's domain events, one row each (see :func:`sim.metrics.events_frame`)."""
+        return events_frame(self.trace)
+
+    def messages(self, start: float = 0.0, end: float = math.inf) -> pd.DataFrame:
+        """Deliveries and drops in a time window (see :func:`sim.metrics.messages_frame`)."""
+        return messages_frame(self.trace, start, end)
+
+    def task_intervals(self) -> pd.DataFrame:
+        """One row per attempt at a task (see :func:`sim.metrics.task_intervals`)."""
+        return task_intervals(self.events(), self.tasks)
+
     def write(self, directory: str | pathlib.Path) -> list[pathlib.Path]:
-        """Write summary.json, trace.jsonl and (with a canvas) canvas.png there."""
+        """Write the run's files and plots into ``directory`` (made if missing).
+
+        summary.json, trace.jsonl, events.csv; with metrics timeseries.csv and
+        agents.csv; with a canvas canvas.png; and the plots that have data:
+        timeseries.png, gantt.png, dag.png, sequence.png (the first 60 letters),
+        build.gif (with canvas frames). Returns the paths written.
+        """
+        from sim import plots
+
         out = pathlib.Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        written = [out / "summary.json", out / "trace.jsonl"]
-        written[0].write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
-        with written[1].open("wb") as handle:
+        written: list[pathlib.Path] = []
+
+        def path(name: str) -> pathlib.Path:
+            written.append(out / name)
+            return out / name
+
+        path("summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True)
+                                        + "\n")
+        with path("trace.jsonl").open("wb") as handle:
             for line in self.trace.to_jsonl():
                 handle.write(line)
+        events = self.events()
+        events.to_csv(path("events.csv"), index=False)
+        title = str(self.summary["scenario"])
+        if self.metrics is not None:
+            # The summary's session (the one its figures are of); every session when
+            # that one was never sampled (it closed before the first sample).
+            sampled = {s.session_id for s in self.metrics.samples}
+            sid = self.session_id if self.session_id in sampled else None
+            series = self.timeseries(sid)
+            series.to_csv(path("timeseries.csv"), index=False)
+            self.agent_timeseries(sid).to_csv(path("agents.csv"), index=False)
+            if len(series):
+                plots.timeseries_figure(series, title=title).savefig(path("timeseries.png"))
+            frames = [f for f in self.metrics.frames if sid is None or f.session_id == sid]
+            if len(frames) > 1:
+                plots.save_gif(plots.canvas_animation(frames, title=title), path("build.gif"))
         if self.canvas is not None:
-            png = out / "canvas.png"
-            save_canvas_png(png, self.canvas, self.claims, title=self.summary["scenario"])
-            written.append(png)
+            plots.save_canvas_png(path("canvas.png"), self.canvas, self.claims, title=title)
+        spans = task_intervals(events, self.tasks)
+        if len(spans):
+            plots.gantt_figure(spans, title=title).savefig(path("gantt.png"))
+        if self.tasks:
+            plots.dag_figure(self.tasks, title=title).savefig(path("dag.png"))
+        window = self.messages()
+        if len(window):
+            plots.sequence_figure(window, title=f"{title}: the first letters"
+                                  ).savefig(path("sequence.png"))
         return written
 
 
@@ -162,30 +255,33 @@ def _convert(key: str, value: Any, default: Any) -> Any:
                             + (f" ({detail})" if useful else "")) from None
 
 
-def run(
-    scenario: str,
-    seed: int = 0,
-    mode: str = "deterministic",
-    *,
-    progress: Callable[[float], None] | None = None,
-    time_scale: float | None = None,
-    **params: Any,
-) -> RunResult:
-    """Run ``scenario`` (a shipped name or a file path) and summarise it.
+@dataclass(frozen=True)
+class Request:
+    """A checked run request: the scenario module, its full parameters, the options."""
 
-    ``time_scale`` (realtime mode only, default 50) is how many simulated seconds
-    pass per wall second. Simulated timeouts shrink with it in wall terms, so a
-    crew of hundreds of agents on two cores wants a smaller one.
-    """
+    scenario: str
+    module: ModuleType
+    seed: int
+    mode: str
+    params: dict[str, Any]
+    simulation: dict[str, Any]
+
+
+def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
+                  time_scale: float | None = None, **params: Any) -> Request:
+    """Everything :func:`run` checks before it starts, and nothing more: ScenarioError
+    names what is wrong (unknown scenario or parameter, a value that does not
+    convert, a bad seed, mode or time scale)."""
     if mode not in ("deterministic", "realtime"):
         raise ScenarioError(f"mode must be deterministic or realtime, got {mode!r}")
     if time_scale is not None:
         if mode != "realtime":
             raise ScenarioError("time_scale applies to realtime mode only")
-        if type(time_scale) not in (int, float) or not time_scale > 0:
-            raise ScenarioError(f"time_scale must be a number > 0, got {time_scale!r}")
-    if type(seed) is not int or seed < 0:
-        raise ScenarioError(f"seed must be a non-negative integer, got {seed!r}")
+        if type(time_scale) not in (int, float) or not time_scale > 0 \
+                or not math.isfinite(time_scale):
+            raise ScenarioError(f"time_scale must be a finite number > 0, got {time_scale!r}")
+    if type(seed) is not int or not 0 <= seed <= MAX_SEED:
+        raise ScenarioError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
     module = load(scenario)
     values = coerce_params(module, params)
     options: dict[str, Any] = dict(getattr(module, "SIMULATION", {}))
@@ -193,53 +289,173 @@ def run(
         options.setdefault("time_scale", 50.0)
         if time_scale is not None:
             options["time_scale"] = float(time_scale)
+    return Request(scenario, module, seed, mode, values, options)
+
+
+#: The largest seed a run takes (numpy's SeedSequence takes more; a bound keeps
+#: requests sane and file names short).
+MAX_SEED = 2**63 - 1
+
+
+def run(
+    scenario: str,
+    seed: int = 0,
+    mode: str = "deterministic",
+    *,
+    progress: Callable[[float], None] | None = None,
+    time_scale: float | None = None,
+    record: bool = True,
+    interval: float = DEFAULT_INTERVAL,
+    frame_size: int = 0,
+    check_metrics: bool = False,
+    **params: Any,
+) -> RunResult:
+    """Run ``scenario`` (a shipped name or a file path) and summarise it.
+
+    ``time_scale`` (realtime mode only, default 50) is how many simulated seconds
+    pass per wall second. Simulated timeouts shrink with it in wall terms, so a
+    crew of hundreds of agents on two cores wants a smaller one.
+
+    ``record`` (default True) samples the run's metrics (``RunResult.timeseries()``)
+    every ``interval`` simulated seconds and at every domain event; ``frame_size``
+    > 0 also keeps a canvas frame (at most that many cells a side) per interval,
+    for :func:`sim.plots.canvas_animation`. Recording does not change the trace.
+    ``check_metrics`` also reads every task at every interval sample and compares
+    the counts the events moved with them (``RunResult.metrics.drift``; slower).
+    """
+    request = check_request(scenario, seed, mode, time_scale=time_scale, **params)
+    if record:
+        _check_recording(interval, frame_size)
+    return run_request(request, progress=progress, record=record, interval=interval,
+                       frame_size=frame_size, check_metrics=check_metrics)
+
+
+def _check_recording(interval: float, frame_size: int) -> None:
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
+            or not math.isfinite(interval) or interval <= 0:
+        raise ScenarioError(f"interval must be a finite number of seconds > 0, got {interval!r}")
+    if isinstance(frame_size, bool) or not isinstance(frame_size, int) \
+            or not 0 <= frame_size <= MAX_FRAME_SIZE:
+        raise ScenarioError(f"frame_size must be an integer from 0 to {MAX_FRAME_SIZE}, "
+                            f"got {frame_size!r}")
+
+
+def run_request(request: Request, *, progress: Callable[[float], None] | None = None,
+                record: bool = True, interval: float = DEFAULT_INTERVAL,
+                frame_size: int = 0, check_metrics: bool = False) -> RunResult:
+    """Run a request :func:`check_request` made (see :func:`run`)."""
+    module, mode, seed = request.module, request.mode, request.seed
+    options = request.simulation
     started = time.perf_counter()
     with Simulation(seed=seed, mode=mode, **options) as simu:
         simu.progress = progress
-        metrics = dict(module.run(simu, **values))
+        recorder = (Recorder(simu, interval=interval, frame_size=frame_size,
+                             check=check_metrics) if record else None)
+        metrics = dict(module.run(simu, **request.params))
         ending = simu.dispatcher.run()  # let what the scenario set going finish
+        recorded = recorder.finish() if recorder is not None else None
         world = _world(simu, metrics.pop("session_id", None))
         stats = simu.dispatcher.statistics()
         wall = time.perf_counter() - started
         summary: dict[str, Any] = {
-            "scenario": getattr(module, "NAME", pathlib.Path(scenario).stem),
-            "seed": seed, "mode": mode, "params": values,
+            "scenario": getattr(module, "NAME", pathlib.Path(request.scenario).stem),
+            "seed": seed, "mode": mode, "params": request.params,
             "time_scale": options.get("time_scale") if mode == "realtime" else None,
             "trace_digest": simu.dispatcher.trace_digest,
             "virtual_time": round(simu.now, 6), "wall_seconds": round(wall, 3),
             "messages_delivered": stats.delivered,
             "messages_dropped": sum(stats.dead_letters.values()),
             "dead_letters": dict(stats.dead_letters),
+            "session_id": world["session_id"],
             "agents": world["agents"], "tiles_placed": world["tiles_placed"],
+            "has_blueprint": world["has_blueprint"],
             "completion_percent": world["completion_percent"],
-            "conflicts": world["conflicts"], "tasks_completed": world["tasks_completed"],
-            "tasks_failed": world["tasks_failed"], "behaviour_errors": stats.behaviour_errors,
+            "conflicts": world["conflicts"], "lost_work": world["lost_work"],
+            "tasks_completed": world["tasks_completed"],
+            "tasks_failed": world["tasks_failed"], "tasks": world["task_counts"],
+            "behaviour_errors": stats.behaviour_errors,
             "run_end": ending.reason, "waiting": [str(w) for w in ending.waiters],
             "metrics": metrics,
         }
         summary["success"] = bool(module.check(summary))
-        return RunResult(summary, simu.dispatcher.trace, world["canvas"], world["claims"])
+        # What shutting down records (unregistrations dropped as offline) is not
+        # part of the run: the trace handed back is the one the digest covers.
+        simu.dispatcher.trace.enabled = False
+        return RunResult(summary, simu.dispatcher.trace, world["canvas"], world["claims"],
+                         world["tasks"], recorded)
 
 
 def _world(simu: Simulation, session_id: str | None) -> dict[str, Any]:
-    """World figures of one session (default: the oldest), from its frozen view."""
+    """World figures of one session (default: the oldest), from its frozen view.
+
+    ``completion_percent`` is None for a session without a blueprint (there is
+    nothing to be complete against).
+    """
     sessions = simu.sessions()
     sid = session_id or (sessions[0] if sessions else None)
     if sid is None:
-        return {"agents": 0, "tiles_placed": 0, "completion_percent": 0.0, "conflicts": 0,
-                "tasks_completed": 0, "tasks_failed": 0, "canvas": None, "claims": []}
+        return {"session_id": None, "agents": 0, "tiles_placed": 0, "has_blueprint": False,
+                "completion_percent": None, "conflicts": 0, "lost_work": 0,
+                "tasks_completed": 0, "tasks_failed": 0, "task_counts": {}, "canvas": None,
+                "claims": [], "tasks": []}
     view = simu.view(sid, completion=True)
     counts = view.task_counts()
-    colours = {m.agent_id: m.color for m in view.members}
-    claims = [{"bounds": c.region.to_dict(), "color": colours.get(c.agent_id, "#FF0000")}
-              for c in view.claims]
+    members = {m.agent_id: m for m in view.members}
+    claims = []
+    for c in view.claims:
+        member = members.get(c.agent_id)
+        claims.append({"bounds": c.region.to_dict(), "agent_id": c.agent_id,
+                       "agent_name": member.name if member is not None else c.agent_id,
+                       "color": member.color if member is not None else "#FF0000"})
+    tasks = [{"task_id": t.task_id, "type": t.type, "description": t.description,
+              "status": t.status, "assigned_to": t.assigned_to,
+              "delegated_by": t.delegated_by, "dependencies": list(t.dependencies),
+              "region": None if t.region is None else t.region.to_dict(),
+              "created_at": t.created_at, "accepted_at": t.accepted_at,
+              "completed_at": t.completed_at} for t in view.tasks]
     return {
+        "session_id": sid,
         "agents": len(view.members),
         "tiles_placed": view.progress.tiles_placed,
-        "completion_percent": view.progress.completion_percent,
+        "has_blueprint": view.has_blueprint,
+        "completion_percent": view.progress.completion_percent if view.has_blueprint else None,
         "conflicts": view.progress.conflicts,
+        "lost_work": view.progress.lost_work,
         "tasks_completed": counts.get("completed", 0),
         "tasks_failed": counts.get("failed", 0),
+        "task_counts": dict(counts),
         "canvas": view.canvas,
         "claims": claims,
+        "tasks": tasks,
     }
+
+
+def check_out_dir(path: str | os.PathLike[str]) -> pathlib.Path:
+    """Make ``path`` a directory this process can write files in, or say why it cannot.
+
+    Creates it (and its parents) when missing, and writes and removes a probe
+    file. ScenarioError names the path and the problem: an existing file where
+    the directory should be, or a place that cannot be created or written
+    (``/proc/x``, a read-only mount, no permission).
+    """
+    target = pathlib.Path(path)
+    if target.exists() and not target.is_dir():
+        raise ScenarioError(f"out directory {os.fspath(path)!r}: a file is there, not a "
+                            "directory")
+    probe = target / f".barnraise-probe-{os.getpid()}"
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ScenarioError(f"out directory {os.fspath(path)!r}: cannot write there "
+                            f"({exc.strerror or exc})") from None
+    return target
+
+
+def describe(module: ModuleType) -> dict[str, Any]:
+    """A scenario's name, docstring and parameters (name -> default and type name)."""
+    params = {name: {"default": value, "type": "any" if value is None else type(value).__name__}
+              for name, value in module.PARAMS.items()}
+    return {"name": getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1]),
+            "doc": inspect.cleandoc(module.__doc__ or ""), "params": params}

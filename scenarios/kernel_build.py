@@ -91,6 +91,24 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
     }
 
 
+def describe(summary: dict[str, Any]) -> list[str]:
+    """What the run's counts mean, for the text summary."""
+    m = summary["metrics"]
+    failed = summary["tasks_failed"]
+    lines = [f"{m['blocks']} blocks, {m['tests_passed']} passed their final test"]
+    if failed:
+        # every failed task is a test that found wrong tiles; each brings a repair
+        repaired = "all repaired" if m["done"] and m["repairs"] >= failed else (
+            f"{m['repairs']} repairs ordered")
+        lines.append(f"{failed} tests failed ({m['defects_found']} wrong tiles found), "
+                     f"{repaired}")
+    elif m["error_rate"] > 0:
+        lines.append("no test failed: the builders' errors did not land on the blueprint")
+    if m.get("makespan") is not None:
+        lines.append(f"makespan {m['makespan']:g} simulated seconds ({m['strategy']})")
+    return lines
+
+
 def check(summary: dict[str, Any]) -> bool:
     m = summary["metrics"]
     repaired = m["repairs"] > 0 or m["error_rate"] == 0

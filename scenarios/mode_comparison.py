@@ -155,6 +155,20 @@ def run(simu: Simulation, *, builders: int, width: int, overlap: int, height: in
     return {"session_id": main, "cells": height * size, **figures}
 
 
+def describe(summary: dict[str, Any]) -> list[str]:
+    """The three modes side by side, for the text summary."""
+    m = summary["metrics"]
+    columns = ("completion", "makespan", "lost_work", "conflicts", "write_refusals",
+               "tiles_placed")
+    lines = [f"{m['cells']} cells to build, once per mode:",
+             "  " + f"{'mode':12}" + "".join(f"{c:>16}" for c in columns)]
+    for mode in MODES:
+        row = m[mode]
+        lines.append("  " + f"{mode:12}" + "".join(
+            f"{'-' if row.get(c) is None else format(row[c], 'g'):>16}" for c in columns))
+    return lines
+
+
 def check(summary: dict[str, Any]) -> bool:
     m = summary["metrics"]
     free, coordinated, sequential = (m[mode] for mode in MODES)

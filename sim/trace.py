@@ -8,18 +8,25 @@ into :class:`TraceRecord` values on demand.
 :attr:`Trace.digest` is the SHA-256 over the canonical JSON line of every
 record, in order. In deterministic mode it is a function of the seed and the
 scenario only: it contains no wall-clock figure and no ``hash()`` of a string.
+
+:meth:`Trace.read` loads a file written from :meth:`Trace.to_jsonl` back, with the
+same records and so the same digest. A Trace pickles (records and counter; the
+digest is recomputed on demand). :meth:`Trace.listen` lets a reader (a metrics
+collector) hear each domain event as it is recorded, without adding anything to
+the trace.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from typing import Any, Final, NamedTuple
 
 import msgspec
 
-__all__ = ["DELIVER", "DROP", "ERROR", "EVENT", "Trace", "TraceRecord"]
+__all__ = ["DELIVER", "DROP", "ERROR", "EVENT", "EventListener", "Trace", "TraceRecord"]
 
 DELIVER: Final = "deliver"
 DROP: Final = "drop"
@@ -27,6 +34,11 @@ EVENT: Final = "event"
 ERROR: Final = "error"
 
 _encoder: Final = msgspec.json.Encoder(order="sorted")
+_line_decoder: Final = msgspec.json.Decoder(
+    tuple[int, float, str, str, str, str, msgspec.Raw])
+
+#: Called with ``(t, sender, topic, event_type, body)`` for every domain event.
+EventListener = Callable[[float, str, str, str, Any], None]
 
 
 class TraceRecord(NamedTuple):
@@ -59,7 +71,7 @@ class Trace:
     therefore in a valid global order, though not a reproducible one.
     """
 
-    __slots__ = ("_digest", "_digested", "_records", "_seq", "enabled")
+    __slots__ = ("_digest", "_digested", "_listeners", "_records", "_seq", "enabled")
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
@@ -67,6 +79,52 @@ class Trace:
         self._seq = itertools.count()
         self._digest = hashlib.sha256()
         self._digested = 0
+        self._listeners: tuple[EventListener, ...] = ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The hash object and the counter do not pickle: keep what rebuilds them.
+        return {"enabled": self.enabled, "records": self._records}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["enabled"])  # type: ignore[misc]
+        self._records = list(state["records"])
+        self._seq = itertools.count(self._records[-1][0] + 1 if self._records else 0)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Trace:
+        """The trace a ``trace.jsonl`` file holds (one :meth:`TraceRecord.to_json` line
+        per record). Its :attr:`digest` equals the digest of the run that wrote it.
+
+        ValueError names the line that is not a record.
+        """
+        trace = cls()
+        records = trace._records
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    seq, t, kind, sender, recipient, type_, content = _line_decoder.decode(line)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise ValueError(f"{os.fspath(path)}, line {number}: not a trace record "
+                                     f"({exc})") from None
+                records.append((seq, t, kind, sender, recipient, type_, bytes(content)))
+        trace._seq = itertools.count(records[-1][0] + 1 if records else 0)
+        return trace
+
+    def listen(self, listener: EventListener) -> Callable[[], None]:
+        """Call ``listener(t, sender, topic, event_type, body)`` on every domain event,
+        traced or not, on the thread that records it; returns the function that stops it.
+
+        The listener must not change ``body`` and must not send anything: the
+        trace stays exactly what it would be without it.
+        """
+        self._listeners = (*self._listeners, listener)
+
+        def stop() -> None:
+            self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+        return stop
 
     def append(
         self, t: float, kind: str, sender: str, recipient: str, type_: str, content: bytes
@@ -78,6 +136,8 @@ class Trace:
         """Record a domain event whose content is any JSON value."""
         if self.enabled:
             self.append(t, EVENT, sender, recipient, type_, _encoder.encode(content))
+        for listener in self._listeners:
+            listener(t, sender, recipient, type_, content)
 
     def __len__(self) -> int:
         return len(self._records)

@@ -173,7 +173,8 @@ class ProgressView(msgspec.Struct, frozen=True):
 
     ``completion_percent`` (0..100, two decimals, the share of the blueprint's
     non-empty cells the canvas has right; 0.0 without a blueprint) is None
-    unless the view was asked to compute it.
+    unless the view was asked to compute it. ``tiles_by_agent`` splits
+    ``tiles_placed`` by writer.
     """
 
     tiles_placed: int
@@ -182,6 +183,9 @@ class ProgressView(msgspec.Struct, frozen=True):
     conflicts: int
     lost_work: int
     completion_percent: float | None = None
+    #: Tiles each agent wrote (agent id -> count; a copy), summing to ``tiles_placed``;
+    #: a rollback restores it with ``tiles_placed``.
+    tiles_by_agent: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class StoredCheckpoint(msgspec.Struct, frozen=True):

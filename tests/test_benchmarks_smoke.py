@@ -23,6 +23,14 @@ def test_world_benchmarks_produce_their_figures() -> None:
     assert figures["task_dag"]["ratio"] > 0
 
 
+def test_the_recording_benchmark_produces_its_figures() -> None:
+    from benchmarks.sweep_bench import bench_recording
+
+    figures = bench_recording(grid_size=60, repeats=1)
+    assert figures["cost_recording"] > 0 and figures["interval_samples"] >= 1
+    assert figures["samples"] == figures["interval_samples"] + figures["event_samples"] + 1
+
+
 def test_gateway_benchmarks_produce_their_figures() -> None:
     from benchmarks import gateway_bench
 

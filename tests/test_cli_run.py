@@ -36,12 +36,23 @@ def test_a_progress_bar_goes_to_stderr_when_it_is_a_terminal(
     import sys
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["run", "kernel_build", "--param", "grid_size=60"]) == 0
+    captured = capsys.readouterr()
+    last = captured.err.split("\r")[-1].strip()
+    assert last.startswith("100%") and "elapsed" in last and "left" in last  # tqdm, full
+    assert "elapsed" not in captured.out and "succeeded" in captured.out
+
+
+def test_no_progress_bar_with_json_even_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["run", "kernel_build", "--param", "grid_size=60", "--json"]) == 0
     captured = capsys.readouterr()
-    bar = captured.err.split("\r")
-    assert bar[-1].strip() == "[" + "#" * 30 + "] 100%"  # it ends full
-    assert "#" * 30 not in captured.out
-    json.loads(captured.out)  # the bar stays off stdout
+    assert captured.err == ""
+    json.loads(captured.out)
 
 
 def test_no_progress_bar_when_stderr_is_not_a_terminal(
@@ -220,3 +231,71 @@ def test_python_values_of_the_right_type_pass_and_ints_widen_to_floats() -> None
     assert got["name"] == "x" and got["options"] == {"a": 1}  # defaults kept
     with pytest.raises(ScenarioError, match="unknown parameter 'colour'; parameters: anything"):
         coerce_params(FAKE, {"colour": "red"})
+
+
+def test_scenarios_name_prints_the_docstring_and_typed_parameters(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scenarios", "conflict_storm"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("conflict_storm\n\nA storm of agents claiming random regions")
+    assert "Success: the figures are consistent" in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
+            if line.startswith("  ")}
+    assert rows["agents"] == ["int", "default", "8"]
+    assert rows["coordination_mode"] == ["str", "default", '"coordinated"']
+    assert rows["rate"] == ["float", "default", "1.0"]
+    assert main(["scenarios", "no_such_scenario"]) == 2
+    assert "unknown scenario 'no_such_scenario'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["afile", "/proc/x/y"])
+def test_a_bad_out_place_is_exit_2_before_the_run(
+        where: str, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    place = tmp_path / where if where == "afile" else pathlib.Path(where)
+    if where == "afile":
+        place.write_text("keep me")
+    assert main(["run", "kernel_build", "--out", str(place)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no run happened
+    assert captured.err.count("\n") == 1 and str(place) in captured.err
+    if where == "afile":
+        assert place.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "2e6"])
+def test_a_bad_interval_is_exit_2(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "kernel_build", "--interval", value]) == 2
+    assert "--interval must be" in capsys.readouterr().err
+
+
+def test_the_text_summary_says_what_counts_mean_and_omits_what_does_not_apply(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "kernel_build"]) == 0
+    kernel = capsys.readouterr().out
+    assert "16 tests failed (45 wrong tiles found), all repaired" in kernel
+    assert "100% of the blueprint built" in kernel and "None" not in kernel
+    assert "tasks at the end: 48 completed, 16 failed" in kernel
+    assert main(["run", "conflict_storm"]) == 0
+    storm = capsys.readouterr().out
+    assert "blueprint" not in storm and "% complete" not in storm and "None" not in storm
+    assert "35 claims refused for overlapping another's (conflicts)" in storm
+    assert main(["run", "mode_comparison"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in table if line.strip().split()[:1] in
+            (["free"], ["coordinated"], ["sequential"])]
+    assert [r[0] for r in rows] == ["free", "coordinated", "sequential"]
+    assert all(r[1] == "100" for r in rows)  # completion in every mode
+    assert rows[0][3] != "0" and rows[1][3] == "0"  # lost work only in free mode
+
+
+def test_out_writes_the_metrics_files(tmp_path: pathlib.Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["run", "hitl_approval", "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    for name in ("timeseries.csv", "agents.csv", "events.csv", "gantt.png", "dag.png",
+                 "sequence.png", "timeseries.png", "build.gif"):
+        assert (out / name).stat().st_size > 0, name
+    events = (out / "events.csv").read_text().splitlines()
+    assert events[0].startswith("seq,t,source,topic,event")
+    assert summary["success"] is True

@@ -57,3 +57,167 @@ def test_a_large_canvas_is_downsampled_and_written_as_png(tmp_path: Any) -> None
                                                          "height": 5}, "color": "#00FF00"}],
                     title="t")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+# -- every plot drawn from a real run, its content checked ----------------------------------
+
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import barnraise  # noqa: E402
+from barnraise.runner import RunResult  # noqa: E402
+from sim.metrics import messages_frame  # noqa: E402
+from sim.plots import (  # noqa: E402
+    TILE_NAMES,
+    canvas_animation,
+    dag_figure,
+    gantt_figure,
+    save_gif,
+    sequence_figure,
+    sweep_figure,
+    t_critical,
+    timeseries_figure,
+)
+
+
+@pytest.fixture(scope="module")
+def kernel() -> RunResult:
+    return barnraise.run("kernel_build", seed=2, grid_size=60, interval=0.5, frame_size=30)
+
+
+def _with_gid(figure: Any, gid: str) -> list[Any]:
+    return [a for a in figure.findobj() if a.get_gid() == gid]
+
+
+def test_the_canvas_legend_names_the_tile_kinds_and_each_claims_agent() -> None:
+    result = barnraise.run("conflict_storm", seed=1)
+    figure = canvas_figure(result.canvas, result.claims)
+    labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    names = {c["agent_name"] for c in result.claims}
+    assert len(names) == 8 and {f"claim: {n}" for n in names} <= set(labels)
+    kinds = {int(v) for v in np.unique(result.canvas) if v}
+    assert [TILE_NAMES[k] for k in sorted(kinds)] == labels[:len(kinds)]
+
+
+def test_gantt_has_one_bar_per_attempt_with_repairs_and_approval_waits() -> None:
+    kernel = barnraise.run("kernel_build", seed=0)
+    spans = kernel.task_intervals()
+    figure = gantt_figure(spans)
+    bars = _with_gid(figure, "attempt")
+    assert len(bars) == len(spans) == 64  # 16 builds, 16 tests, 16 repairs, 16 retests
+    hatched = [b for b in bars if b.get_hatch()]
+    assert len(hatched) == spans["repair"].sum() == kernel.summary["metrics"]["repairs"]
+    assert (spans["outcome"] == "failed").sum() == kernel.summary["tasks_failed"]
+    approvals = barnraise.run("hitl_approval")
+    spans = approvals.task_intervals()
+    figure = gantt_figure(spans)
+    waits = _with_gid(figure, "approval")
+    assert len(waits) == spans["approval_start"].notna().sum() == 4
+    # the timed-out approval waits until its deadline: the longest wait drawn
+    assert max(w.get_width() for w in waits) == pytest.approx(10.0, abs=0.01)
+
+
+def test_dag_has_a_point_per_task_and_an_arrow_per_dependency(kernel: RunResult) -> None:
+    figure = dag_figure(kernel.tasks)
+    points = sum(len(c.get_offsets()) for c in figure.axes[0].collections)
+    assert points == len(kernel.tasks)
+    arrows = _with_gid(figure, "dependency")
+    assert len(arrows) == sum(len(t["dependencies"]) for t in kernel.tasks) > 0
+    labels = {t.get_text().split(" (")[0] for t in figure.axes[0].get_legend().get_texts()}
+    assert labels == {t["status"] for t in kernel.tasks}
+    # columns by depth: every arrow points right, from a dependency to its dependent
+    assert all(a.xy[0] > a.xyann[0] for a in arrows)
+
+
+def test_sequence_has_lifelines_arrows_and_drops() -> None:
+    with barnraise.Simulation(seed=4) as simu:
+        a = simu.client("a")
+        a.session_create(session_name="S", grid_size=10)
+        d = simu.dispatcher
+        d.send(d.message("a", "nobody", "status_update", {"x": 1}))  # a drop
+        simu.settle()
+        table = messages_frame(d.trace)
+    figure = sequence_figure(table)
+    agents = set(table["sender"]) | set(table["recipient"])
+    assert len(_with_gid(figure, "lifeline")) == len(agents)
+    assert len(_with_gid(figure, "message")) == (table["kind"] == "deliver").sum() > 0
+    assert len(_with_gid(figure, "drop")) == (table["kind"] == "drop").sum() == 1
+    short = sequence_figure(table, max_messages=3)
+    assert len(_with_gid(short, "message")) + len(_with_gid(short, "drop")) == 3
+    with pytest.raises(ValueError, match="max_messages"):
+        sequence_figure(table, max_messages=0)
+
+
+def test_timeseries_draws_one_line_per_measured_figure(kernel: RunResult) -> None:
+    series = kernel.timeseries(kernel.session_id)
+    figure = timeseries_figure(series)
+    lines = [line for axes in figure.axes for line in axes.get_lines()]
+    drawn = {line.get_label() for line in lines}
+    assert {"completion_percent", "tiles_placed", "claims_active", "completed",
+            "messages_delivered", "mailbox_max"} <= drawn
+    assert "awaiting_approval" not in drawn  # never non-zero here: not drawn
+    tiles = next(line for line in lines if line.get_label() == "tiles_placed")
+    assert tiles.get_ydata()[-1] == kernel.summary["tiles_placed"]
+
+
+def test_sweep_plot_has_a_mean_line_and_band_per_mode() -> None:
+    table = barnraise.sweep("conflict_storm", {"agents": [2, 4, 6],
+                                               "coordination_mode": ["coordinated", "free"]},
+                            range(3))
+    figure = sweep_figure(table, x="agents", y="conflict_rate", hue="coordination_mode")
+    lines = _with_gid(figure, "mean")
+    assert len(lines) == 2 and len(_with_gid(figure, "interval")) == 2
+    expected = table[table["coordination_mode"] == "free"].groupby("agents")["conflict_rate"]
+    free = next(line for line in lines if line.get_label() == "coordination_mode=free")
+    assert list(free.get_ydata()) == pytest.approx(list(expected.mean()))
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        sweep_figure(table, x="agents", y="nope")
+    assert t_critical(1) == 12.706 and t_critical(19) == 2.093 and t_critical(10**6) == 1.96
+    with pytest.raises(ValueError, match="degrees of freedom must be at least 1"):
+        t_critical(0)
+
+
+def test_the_animation_has_one_gif_frame_per_recorded_frame(kernel: RunResult,
+                                                            tmp_path: Any) -> None:
+    assert kernel.metrics is not None
+    frames = [f for f in kernel.metrics.frames if f.session_id == kernel.session_id]
+    assert len(frames) == math.floor(kernel.summary["virtual_time"] / 0.5) + 1
+    path = tmp_path / "build.gif"
+    save_gif(canvas_animation(frames), path)
+    with Image.open(path) as gif:
+        assert gif.n_frames == len(frames)
+    # the last frame is the finished canvas, downsampled
+    assert (frames[-1].tiles == kernel.canvas[::frames[-1].step, ::frames[-1].step]).all()
+    with pytest.raises(ValueError, match="no canvas frames"):
+        canvas_animation([])
+
+
+def test_no_plot_switches_the_users_backend() -> None:
+    code = """
+import matplotlib
+matplotlib.use("svg")
+import sys, barnraise
+from sim import plots
+r = barnraise.run("hitl_approval", frame_size=16, interval=2.0)
+plots.canvas_figure(r.canvas, r.claims); plots.gantt_figure(r.task_intervals())
+plots.dag_figure(r.tasks); plots.sequence_figure(r.messages())
+plots.timeseries_figure(r.timeseries())
+import tempfile, os
+plots.save_gif(plots.canvas_animation(r.metrics.frames), os.path.join(tempfile.mkdtemp(), "b.gif"))
+print(matplotlib.get_backend(), "matplotlib.pyplot" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["svg", "False"]
+
+
+
+def test_a_figure_draws_itself_in_jupyter_without_any_backend() -> None:
+    figure = canvas_figure(np.ones((10, 10), dtype=np.uint8))
+    png = figure._repr_png_()
+    assert png[:4] == b"\x89PNG" and len(png) > 1000

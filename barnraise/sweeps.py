@@ -1,0 +1,441 @@
+"""Sweeps: one scenario over a grid of parameter values and seeds, as one DataFrame.
+
+``barnraise.sweep("conflict_storm", params={"agents": [2, 4, 8]}, seeds=range(20))``
+runs every combination of the parameter values (in the order given, the last
+parameter changing fastest), each with every seed, and returns one row per run
+in that order, whatever ran it:
+
+* ``engine="serial"``: one run after another, here;
+* ``engine="processes"``: a pool of ``workers`` processes on this machine;
+* ``engine="dask"``: a Dask cluster: a ``distributed.LocalCluster`` of ``workers``
+  single-threaded worker processes started for the sweep (and stopped after it),
+  or the existing scheduler at ``dask_address``.
+
+Runs are deterministic, so the rows, trace digests included, are the same on
+any engine and any number of workers (the tests compare them); only
+``wall_seconds`` differs.
+
+Columns: ``scenario``, ``seed``, one per parameter (a list or dict value as JSON
+text), ``success``, ``trace_digest``, ``wall_seconds``, ``virtual_time``, the
+summary's other scalar figures, every scalar metric of the scenario (a metric
+that is a dict is flattened to ``name.key``), and ``error`` (empty, or why the
+run raised). A figure whose name a parameter already uses is prefixed
+``summary.``; a metric whose name is taken, ``metrics.``.
+
+With ``out=DIR`` every finished run is saved as it completes: ``DIR/runs/KEY.json``
+(its row and its whole summary, written atomically; KEY is a digest of the
+scenario, its parameters and its seed) and a line in ``DIR/results.jsonl``. A
+sweep started again with the same ``out`` reuses every saved run and computes
+only the missing ones, so an interrupted sweep resumes. At the end ``DIR`` gets
+``results.csv`` (and ``results.parquet`` when pyarrow is installed) in the
+sweep's order. ``DataFrame.attrs`` holds ``computed`` and ``reused`` counts.
+
+Every argument is checked before any run starts; :class:`SweepError` (a
+:class:`~scenarios.ScenarioError`) names the one at fault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import pathlib
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from barnraise.runner import MAX_SEED, ScenarioError, check_out_dir, coerce_params, load, run
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "ENGINES",
+    "MAX_RUNS",
+    "MAX_VALUES",
+    "MAX_WORKERS",
+    "RunSpec",
+    "SweepError",
+    "plan",
+    "run_one",
+    "sweep",
+]
+
+ENGINES: Final = ("serial", "processes", "dask")
+#: The most runs one sweep may ask for.
+MAX_RUNS: Final = 100_000
+#: The most values one parameter may take in a sweep.
+MAX_VALUES: Final = 10_000
+#: The most worker processes one sweep may ask for.
+MAX_WORKERS: Final = 256
+#: Wall seconds to wait for an existing Dask scheduler to answer.
+DASK_CONNECT_TIMEOUT: Final = 10.0
+
+#: Summary figures every row has, after scenario/seed/parameters.
+RUN_COLUMNS: Final = ("success", "trace_digest", "wall_seconds", "virtual_time")
+_SKIP: Final = frozenset({"scenario", "seed", "params", "mode", "time_scale", "success",
+                          "trace_digest", "wall_seconds", "virtual_time", "metrics",
+                          "dead_letters", "waiting", "tasks", "session_id"})
+_ADDRESS: Final = re.compile(r"^(tcp|tls|inproc|ucx)://[^\s/]+(:\d{1,5})?/?$|^[\w.\-]+:\d{1,5}$")
+
+
+class SweepError(ScenarioError):
+    """A sweep request that cannot run: the message names the argument and the problem."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: its place in the order, what to run, and its key."""
+
+    index: int
+    scenario: str
+    seed: int
+    params: dict[str, Any]
+    key: str
+
+
+def _key(scenario: str, params: Mapping[str, Any], seed: int) -> str:
+    text = json.dumps({"scenario": scenario, "params": dict(params), "seed": seed},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _seeds(seeds: int | Iterable[int]) -> list[int]:
+    if isinstance(seeds, bool):
+        raise SweepError(f"seeds must be a count or a list of seeds, got {seeds!r}")
+    if isinstance(seeds, int):
+        if not 1 <= seeds <= MAX_RUNS:
+            raise SweepError(f"seeds: a count must be from 1 to {MAX_RUNS}, got {seeds}")
+        return list(range(seeds))
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise SweepError(f"seeds must be a count or a list of seeds, got {seeds!r}")
+    out = list(seeds)
+    if not out:
+        raise SweepError("seeds: give at least one seed")
+    seen: set[int] = set()
+    for seed in out:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise SweepError(f"seeds: each seed must be an integer from 0 to {MAX_SEED}, "
+                             f"got {seed!r}")
+        if seed in seen:
+            raise SweepError(f"seeds: {seed} is given twice")
+        seen.add(seed)
+    return out
+
+
+def plan(scenario: str, params: Mapping[str, Sequence[Any]] | None = None,
+         seeds: int | Iterable[int] = 1) -> list[RunSpec]:
+    """The runs of a sweep in its order: the product of the parameter values (in the
+    order given, the last parameter fastest), then the seeds. Checks everything."""
+    module = load(scenario)
+    name = str(getattr(module, "NAME", pathlib.Path(scenario).stem))
+    given = {} if params is None else params
+    if not isinstance(given, Mapping):
+        raise SweepError(f"params must be a dict of parameter -> list of values, got "
+                         f"{type(given).__name__}")
+    axes: list[tuple[str, list[Any]]] = []
+    for key, values in given.items():
+        if key not in module.PARAMS:
+            raise SweepError(f"params: unknown parameter {key!r}; parameters: "
+                             f"{', '.join(sorted(module.PARAMS)) or 'none'}")
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+            raise SweepError(f"params[{key!r}] must be a list of values, got {values!r}")
+        if not 1 <= len(values) <= MAX_VALUES:
+            raise SweepError(f"params[{key!r}]: give from 1 to {MAX_VALUES} values, got "
+                             f"{len(values)}")
+        converted = [coerce_params(module, {key: v})[key] for v in values]
+        texts = [json.dumps(v, sort_keys=True) for v in converted]
+        for i, text in enumerate(texts):
+            if text in texts[:i]:
+                raise SweepError(f"params[{key!r}]: the value {converted[i]!r} is given twice")
+        axes.append((key, converted))
+    seed_list = _seeds(seeds)
+    total = math.prod(len(v) for _, v in axes) * len(seed_list)
+    if total > MAX_RUNS:
+        raise SweepError(f"the sweep asks for {total} runs; at most {MAX_RUNS}")
+    specs: list[RunSpec] = []
+    names = [k for k, _ in axes]
+    for combo in itertools.product(*(v for _, v in axes)):
+        chosen = dict(zip(names, combo, strict=True))
+        for seed in seed_list:
+            specs.append(RunSpec(len(specs), scenario, seed, chosen,
+                                 _key(name, chosen, seed)))
+    return specs
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif value is None or isinstance(value, (bool, int, float, str)):
+        out[prefix] = value
+
+
+def row_of(spec: RunSpec, summary: Mapping[str, Any] | None, error: str = "") -> dict[str, Any]:
+    """The sweep row of one run (see the module docstring for the columns)."""
+    row: dict[str, Any] = {"scenario": summary["scenario"] if summary else spec.scenario,
+                           "seed": spec.seed}
+    for key, value in spec.params.items():
+        row[key] = value if isinstance(value, (bool, int, float, str)) or value is None \
+            else json.dumps(value, sort_keys=True)
+    if summary is None:
+        row.update(success=False, trace_digest=None, wall_seconds=None, virtual_time=None,
+                   error=error)
+        return row
+    for column in RUN_COLUMNS:
+        row[column] = summary.get(column)
+    for key, value in summary.items():
+        if key in _SKIP or not (value is None or isinstance(value, (bool, int, float, str))):
+            continue
+        row[f"summary.{key}" if key in row else key] = value
+    metrics: dict[str, Any] = {}
+    _flatten("", summary.get("metrics") or {}, metrics)
+    for key, value in metrics.items():
+        row[f"metrics.{key}" if key in row else key] = value
+    row["error"] = error
+    return row
+
+
+def run_one(spec: RunSpec) -> dict[str, Any]:
+    """Run one sweep run (in whatever process runs it): ``{"row", "summary"}``.
+
+    A run that raises is a row with success False and the exception in ``error``.
+    """
+    try:
+        result = run(spec.scenario, seed=spec.seed, record=False, **spec.params)
+    except Exception as exc:  # one broken run must not lose the others
+        return {"row": row_of(spec, None, f"{type(exc).__name__}: {exc}"), "summary": None}
+    return {"row": row_of(spec, result.summary), "summary": result.summary}
+
+
+# -- saving and resuming ------------------------------------------------------------------
+
+
+class _Store:
+    def __init__(self, out: pathlib.Path) -> None:
+        self.out = out
+        self.runs = out / "runs"
+        self.runs.mkdir(parents=True, exist_ok=True)
+
+    def load(self, spec: RunSpec) -> dict[str, Any] | None:
+        path = self.runs / f"{spec.key}.json"
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None  # missing, or cut short by a kill before the rename: run again
+        if not isinstance(saved, dict) or saved.get("key") != spec.key \
+                or not isinstance(saved.get("row"), dict):
+            return None
+        row: dict[str, Any] = saved["row"]
+        return row
+
+    def save(self, spec: RunSpec, done: Mapping[str, Any]) -> None:
+        record = {"key": spec.key, "scenario": spec.scenario, "seed": spec.seed,
+                  "params": spec.params, "row": done["row"], "summary": done["summary"]}
+        final = self.runs / f"{spec.key}.json"
+        partial = final.with_suffix(f".{os.getpid()}.tmp")
+        # Not sort_keys: the row's key order is the table's column order.
+        partial.write_text(json.dumps(record, indent=1))
+        os.replace(partial, final)
+        with (self.out / "results.jsonl").open("a") as handle:
+            handle.write(json.dumps({"index": spec.index, "key": spec.key, **done["row"]})
+                         + "\n")
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def _check_engine(engine: str, workers: int | None,
+                  dask_address: str | None) -> int:
+    if engine not in ENGINES:
+        raise SweepError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or not 1 <= workers <= MAX_WORKERS):
+        raise SweepError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
+    if engine == "serial" and workers not in (None, 1):
+        raise SweepError(f"engine 'serial' runs one run at a time: workers must be 1, "
+                         f"got {workers}")
+    if dask_address is not None:
+        if engine != "dask":
+            raise SweepError("dask_address applies to engine 'dask' only")
+        if not isinstance(dask_address, str) or not _ADDRESS.match(dask_address):
+            raise SweepError(f"dask_address must be a scheduler address such as "
+                             f"tcp://127.0.0.1:8786, got {dask_address!r}")
+        if workers is not None:
+            raise SweepError("workers applies to a LocalCluster the sweep starts; an "
+                             "existing scheduler (dask_address) has its own workers")
+    if engine == "dask":
+        try:
+            importlib.import_module("distributed")
+        except ImportError:
+            raise SweepError("engine 'dask' needs Dask's distributed package: pip install "
+                             "'barnraise[dask]'") from None
+    return workers or (1 if engine == "serial" else max(1, os.cpu_count() or 1))
+
+
+def sweep(
+    scenario: str,
+    params: Mapping[str, Sequence[Any]] | None = None,
+    seeds: int | Iterable[int] = 1,
+    *,
+    workers: int | None = None,
+    engine: str = "serial",
+    dask_address: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> pd.DataFrame:
+    """Run ``scenario`` for every combination of ``params`` and every seed; one row per run.
+
+    ``seeds``: a list (or range) of seeds, or a count n for seeds 0..n-1.
+    ``workers``: processes (engine ``processes``, default: the CPU count) or
+    LocalCluster workers (engine ``dask``); must be 1 or None for ``serial``.
+    ``progress``: show a tqdm bar (elapsed and remaining time) on stderr.
+    ``on_result``: called with each finished run's row, in completion order.
+    See the module docstring for the columns, the order and ``out``.
+    """
+    count = _check_engine(engine, workers, dask_address)
+    specs = plan(scenario, params, seeds)
+    if dask_address is not None:
+        _connect(dask_address).close()  # an address nobody answers is a bad request too
+    store = None
+    if out is not None:
+        target = check_out_dir(out)
+        store = _Store(target)
+    rows: dict[int, dict[str, Any]] = {}
+    todo: list[RunSpec] = []
+    for spec in specs:
+        saved = store.load(spec) if store is not None else None
+        if saved is None:
+            todo.append(spec)
+        else:
+            rows[spec.index] = saved
+    bar = _bar(len(specs), len(rows)) if progress else None
+
+    def finished(spec: RunSpec, done: dict[str, Any]) -> None:
+        if store is not None:
+            store.save(spec, done)
+        rows[spec.index] = done["row"]
+        if bar is not None:
+            bar.update(1)
+        if on_result is not None:
+            on_result(done["row"])
+
+    started = time.perf_counter()
+    try:
+        if todo:
+            if engine == "serial" or (engine == "processes" and count == 1):
+                for spec in todo:
+                    finished(spec, run_one(spec))
+            elif engine == "processes":
+                _on_processes(todo, count, finished)
+            else:
+                _on_dask(todo, count if dask_address is None else None, dask_address, finished)
+    finally:
+        if bar is not None:
+            bar.close()
+    table = _table([rows[s.index] for s in specs])
+    table.attrs.update(computed=len(todo), reused=len(specs) - len(todo),
+                       wall_seconds=round(time.perf_counter() - started, 3), engine=engine,
+                       workers=count if dask_address is None else None)
+    if store is not None:
+        _write_results(table, store.out)
+    return table
+
+
+def _bar(total: int, done: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, unit="run", file=sys.stderr, dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} runs "
+                           "[{elapsed} elapsed, {remaining} left]")
+
+
+def _on_processes(todo: list[RunSpec], workers: int,
+                  finished: Callable[[RunSpec, dict[str, Any]], None]) -> None:
+    # spawn, not fork: a fresh interpreter per worker shares no thread or lock
+    # state with this one (a forked copy of a process with threads can hang).
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context) as pool:
+        pending: dict[Future[dict[str, Any]], RunSpec] = {
+            pool.submit(run_one, spec): spec for spec in todo}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    finished(pending.pop(future), future.result())
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def _on_dask(todo: list[RunSpec], workers: int | None, address: str | None,
+             finished: Callable[[RunSpec, dict[str, Any]], None]) -> None:
+    import logging
+
+    # distributed has no type information: take it as Any rather than silence each call
+    dask: Any = importlib.import_module("distributed")
+    Client, LocalCluster, as_completed = dask.Client, dask.LocalCluster, dask.as_completed
+    dask_config: Any = importlib.import_module("dask.config")
+
+    cluster = None
+    if address is None:
+        # The workers' statistical profiler samples every thread's stack every 10 ms:
+        # a real cost for tasks that are pure Python. A sweep has no use for it.
+        with dask_config.set({"distributed.worker.profile.enabled": False}):
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
+        client = Client(cluster)
+    else:
+        client = _connect(address)
+    try:
+        futures = {client.submit(run_one, spec, pure=False, key=f"barnraise-{spec.key}"): spec
+                   for spec in todo}
+        for future in as_completed(futures):
+            finished(futures[future], future.result())
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _connect(address: str) -> Any:
+    """A Dask client of the scheduler at ``address``; SweepError if none answers."""
+    dask: Any = importlib.import_module("distributed")
+    try:
+        return dask.Client(address, timeout=DASK_CONNECT_TIMEOUT)
+    except OSError as exc:
+        raise SweepError(f"dask_address {address!r}: no scheduler answered within "
+                         f"{DASK_CONNECT_TIMEOUT:g} s ({exc})") from None
+
+
+def _table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    columns: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            if key != "error":
+                columns.setdefault(key, None)
+    columns["error"] = None
+    table = pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=list(columns))
+    table["error"] = table["error"].fillna("").astype("string")
+    return table
+
+
+def _write_results(table: pd.DataFrame, out: pathlib.Path) -> None:
+    table.to_csv(out / "results.csv", index=False)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return
+    table.to_parquet(out / "results.parquet", index=False)
