@@ -1,9 +1,10 @@
 """The run trace: one record per delivery, drop, domain event and error.
 
 A record is ``(seq, t, kind, sender, recipient, type, content)`` where
-``content`` is canonical JSON bytes. Records are kept as plain tuples because
-appending one is on the delivery hot path; :meth:`Trace.records` turns them
-into :class:`TraceRecord` values on demand.
+``content`` is canonical JSON bytes and ``seq`` is the record's place in the
+trace (0, 1, ...). Records are kept as plain tuples without their ``seq``
+because appending one is on the delivery hot path; :meth:`Trace.records`
+turns them into :class:`TraceRecord` values on demand.
 
 :attr:`Trace.digest` is the SHA-256 over the canonical JSON line of every
 record, in order. In deterministic mode it is a function of the seed and the
@@ -54,25 +55,31 @@ class TraceRecord(NamedTuple):
 class Trace:
     """An append-only list of records shared by every actor of one dispatcher.
 
-    ``append`` is safe to call from any thread: ``next()`` on a counter and
-    ``list.append`` are each atomic in CPython. In realtime mode records are
-    therefore in a valid global order, though not a reproducible one.
+    ``append`` and ``deliver`` are safe to call from any thread: a record's
+    ``seq`` is its index, and ``list.append`` is atomic in CPython. In realtime
+    mode records are therefore in a valid global order, though not a
+    reproducible one.
     """
 
-    __slots__ = ("_digest", "_digested", "_records", "_seq", "enabled")
+    __slots__ = ("_digest", "_digested", "_records", "enabled")
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._records: list[tuple[int, float, str, str, str, str, bytes]] = []
-        self._seq = itertools.count()
+        self._records: list[tuple[float, str, str, str, str, bytes]] = []
         self._digest = hashlib.sha256()
         self._digested = 0
 
     def append(
         self, t: float, kind: str, sender: str, recipient: str, type_: str, content: bytes
     ) -> None:
+        """Record one thing of any ``kind`` (when the trace is enabled)."""
         if self.enabled:
-            self._records.append((next(self._seq), t, kind, sender, recipient, type_, content))
+            self._records.append((t, kind, sender, recipient, type_, content))
+
+    def deliver(self, t: float, sender: str, recipient: str, type_: str, content: bytes) -> None:
+        """Record one delivery (when enabled): the dispatcher's delivery step calls this."""
+        if self.enabled:
+            self._records.append((t, DELIVER, sender, recipient, type_, content))
 
     def event(self, t: float, sender: str, recipient: str, type_: str, content: Any) -> None:
         """Record a domain event whose content is any JSON value."""
@@ -83,9 +90,9 @@ class Trace:
         return len(self._records)
 
     def records(self, kind: str | None = None) -> Iterator[TraceRecord]:
-        for raw in list(self._records):
-            if kind is None or raw[2] == kind:
-                yield TraceRecord(*raw)
+        for seq, raw in enumerate(list(self._records)):
+            if kind is None or raw[1] == kind:
+                yield TraceRecord(seq, *raw)
 
     @property
     def digest(self) -> str:
@@ -93,8 +100,9 @@ class Trace:
         records = self._records
         end = len(records)
         update = self._digest.update
-        for raw in itertools.islice(records, self._digested, end):
-            update(TraceRecord(*raw).to_json())
+        for seq, raw in enumerate(itertools.islice(records, self._digested, end),
+                                  self._digested):
+            update(TraceRecord(seq, *raw).to_json())
             update(b"\n")
         self._digested = end
         return self._digest.hexdigest()
