@@ -52,7 +52,7 @@ from actors.errors import WaitTimeout
 from sim.dispatch.core import Dispatcher
 from sim.dispatch.values import SendReport, SubscriptionFilter, Timer, Waiter
 from sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
-from sim.messages import Message, Priority, Region
+from sim.messages import Message, Metadata, Priority, Region
 from sim.seeds import seed_for
 
 __all__ = ["A2AActor"]
@@ -217,7 +217,13 @@ class A2AActor(pykka.ThreadingActor):
                 effect = task.waiting
                 if effect is not None:
                     value, error = effect.outcome(message)
-                    self.resume(task, effect, value, error)
+                    # resume(), inlined: this is every reply's path.
+                    task.waiting = None
+                    held = effect.held
+                    self._advance(task, value, error)
+                    if held:
+                        effect.held = False
+                        self.dispatcher.add_live_work(-1)
                     return
         if self._receivers:
             for i, (task, receive) in enumerate(self._receivers):
@@ -287,17 +293,22 @@ class A2AActor(pykka.ThreadingActor):
             self.name, to, message_type, content, priority=priority,
             correlation_id=correlation_id, region=region, expires_in=expires_in,
         )
-        return dispatcher.send(dispatcher.seal(message))
+        if dispatcher.sign_messages:
+            message = dispatcher.seal(message)
+        return dispatcher.send(message)
 
     def reply(
         self, request: Message, message_type: str, content: dict[str, Any] | None = None,
         *, priority: int | None = None,
     ) -> SendReport:
         """Answer ``request`` with its correlation id, to its sender."""
-        return self.send(
-            request.from_agent, message_type, content,
-            priority=request.priority if priority is None else priority,
-            correlation_id=request.metadata.correlation_id,
+        metadata = request.metadata
+        if metadata.region is not None or metadata.capabilities:
+            # a reply carries the correlation id only
+            metadata = Metadata(None, (), metadata.correlation_id)
+        return self.dispatcher.post(
+            self.name, request.from_agent, message_type, content,
+            request.priority if priority is None else priority, metadata,
         )
 
     def reply_error(self, request: Message, code: str, detail: str, **extra: Any) -> None:
@@ -402,7 +413,19 @@ class A2AActor(pykka.ThreadingActor):
                 task.waiting = effect
                 timeout = effect.timeout
                 if timeout is not None:
-                    self._hold(task, effect, timeout)
+                    # Into the deadline queue (see the module docstring); inlined,
+                    # as every request with a timeout comes this way.
+                    dispatcher = self.dispatcher
+                    deadline = dispatcher.clock.now + timeout
+                    queue = self._deadlines.get(timeout)
+                    if queue is None:
+                        queue = self._deadlines[timeout] = deque()
+                    queue.append((deadline, task, effect))
+                    effect.held = True
+                    dispatcher.add_live_work(1)
+                    sweeper = self._sweeper
+                    if sweeper is None or deadline < sweeper.due:
+                        self._set_sweeper(deadline)
                 return
             value, error = outcome  # type: ignore[misc]
 
@@ -422,18 +445,6 @@ class A2AActor(pykka.ThreadingActor):
             self.dispatcher.add_live_work(-1)
 
     # -- the deadline queue ---------------------------------------------------------------
-
-    def _hold(self, task: Behaviour, effect: Effect, timeout: float) -> None:
-        deadline = self.dispatcher.now + timeout
-        queue = self._deadlines.get(timeout)
-        if queue is None:
-            queue = self._deadlines[timeout] = deque()
-        queue.append((deadline, task, effect))
-        effect.held = True
-        self.dispatcher.add_live_work(1)
-        sweeper = self._sweeper
-        if sweeper is None or deadline < sweeper.due:
-            self._set_sweeper(deadline)
 
     def _set_sweeper(self, due: float) -> None:
         if self._sweeper is not None:

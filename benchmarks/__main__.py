@@ -1,4 +1,6 @@
-"""``python -m benchmarks [--quick] [--only runtime|world|scenarios]``: print one JSON object."""
+"""``python -m benchmarks [--quick] [--only SECTION]``: print one JSON object.
+
+Sections: runtime, world, scenarios, validation (repeatable; all by default)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks import regions_bench, runtime, scenarios_bench, tasks_bench
+from benchmarks import regions_bench, runtime, scenarios_bench, tasks_bench, validation_bench
 
-SECTIONS = ("runtime", "world", "scenarios")
+SECTIONS = ("runtime", "world", "scenarios", "validation")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -46,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["world"] = world(args.quick)
     if "scenarios" in sections:
         result["scenarios"] = scenarios_bench.run(quick=args.quick)
+    if "validation" in sections:
+        result["validation"] = validation_bench.run(quick=args.quick)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

@@ -130,7 +130,8 @@ class Dispatcher:
 
     def next_id(self) -> str:
         """A fresh message or correlation id; seeded, so reproducible in deterministic mode."""
-        return f"{self._id_prefix}{next(self._ids):x}"
+        # Decimal: an int formats to decimal a quarter faster than to hex.
+        return f"{self._id_prefix}{next(self._ids)}"
 
     def actor(self, name: str) -> Endpoint:
         """The actor called ``name``. Read its state only while the run is idle."""
@@ -253,7 +254,7 @@ class Dispatcher:
                 metadata = Metadata(region, tuple(capabilities), correlation_id)
         # Positional: this is on every send's path and keywords cost more.
         return Message(
-            message_id or f"{self._id_prefix}{next(self._ids):x}", now, sender, to,
+            message_id or f"{self._id_prefix}{next(self._ids)}", now, sender, to,
             message_type, priority,
             {} if content is None else content, metadata, None,
             None if expires_in is None else now + expires_in,
@@ -286,6 +287,42 @@ class Dispatcher:
         if endpoint is not None:
             return SendReport(message.message_id, None, (to, self._route_one(endpoint, message,
                                                                             encoded)))
+        return self._route(message, encoded)
+
+    def post(
+        self, sender: str, to: str, message_type: str, content: dict[str, Any] | None,
+        priority: int, metadata: Metadata, message_id: str | None = None,
+    ) -> SendReport:
+        """Build a message as :meth:`message` does and :meth:`send` it, sealed if need be.
+
+        The one-call form actors use for requests and replies (positional, no
+        expiry): it encodes the content once and routes a direct message
+        without the general path's checks that a message it has just built
+        cannot fail.
+        """
+        if content is None:
+            content = {}
+        try:
+            encoded = _encode_content(content)
+        except (TypeError, msgspec.EncodeError):
+            encoded = encode_content(content)  # raises the MessageError
+        if len(encoded) > self.max_content_bytes:
+            encode_content(content, self.max_content_bytes)
+        message = Message(
+            message_id or f"{self._id_prefix}{next(self._ids)}", self.clock.now, sender, to,
+            message_type, priority, content, metadata, None, None,
+        )
+        if self.sign_messages:
+            return self.send(sign(message, self.secret))
+        endpoint = self._endpoints.get(to)
+        if endpoint is not None:
+            return SendReport(message.message_id, None, (to, self._route_one(endpoint, message,
+                                                                            encoded)))
+        return self._route(message, encoded)
+
+    def _route(self, message: Message, encoded: bytes) -> SendReport:
+        """Route a message that names no actor: a broadcast, a topic, a type, or nobody."""
+        to = message.to_agent
         if to == BROADCAST:
             return self._route_many(message, encoded, self._agents.values(), exclude_sender=True)
         if to.startswith(TOPIC_PREFIX):
