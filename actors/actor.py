@@ -98,8 +98,9 @@ class A2AActor(pykka.ThreadingActor):
         self.behaviours: list[Behaviour] = []
         self._rng: np.random.Generator | None = None
         self._serials: dict[str, int] = {}
-        # timeout -> deadlines made with it, oldest first; and the one sweeper
-        self._deadlines: dict[float, deque[_Deadline]] = {}
+        # timeout -> deadlines made with it, oldest first (made on first use:
+        # 100,000 idle agents never pay for a dict); and the one sweeper
+        self._deadlines: dict[float, deque[_Deadline]] | None = None
         self._sweeper: Timer | None = None
 
     @staticmethod
@@ -121,12 +122,12 @@ class A2AActor(pykka.ThreadingActor):
         not keep a run going. The dispatcher calls this (deterministic mode) or
         the actor's own thread does, as its loop ends (realtime mode).
         """
-        for queue in self._deadlines.values():
+        for queue in (self._deadlines or {}).values():
             for _, _, effect in queue:
                 if effect.held:
                     effect.held = False
                     self.dispatcher.add_live_work(-1)
-        self._deadlines.clear()
+        self._deadlines = None
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
@@ -216,7 +217,10 @@ class A2AActor(pykka.ThreadingActor):
             if task is not None:
                 effect = task.waiting
                 if effect is not None:
-                    value, error = effect.outcome(message)
+                    if type(effect) is Request and message.message_type != "error_report":
+                        value, error = message, None  # Request.outcome, inlined
+                    else:
+                        value, error = effect.outcome(message)
                     # resume(), inlined: this is every reply's path.
                     task.waiting = None
                     held = effect.held
@@ -251,10 +255,6 @@ class A2AActor(pykka.ThreadingActor):
         ]
 
     # -- what effects use ----------------------------------------------------------------
-
-    def expect_reply(self, correlation_id: str, task: Behaviour) -> None:
-        """Resume ``task`` with the message that carries ``correlation_id``."""
-        self._replies[correlation_id] = task
 
     def forget_reply(self, correlation_id: str) -> None:
         self._replies.pop(correlation_id, None)
@@ -411,15 +411,20 @@ class A2AActor(pykka.ThreadingActor):
             outcome = effect.arm(self, task)
             if outcome is PENDING:
                 task.waiting = effect
+                if isinstance(effect, Request):  # its reply resumes it
+                    self._replies[effect.correlation_id] = task
                 timeout = effect.timeout
                 if timeout is not None:
                     # Into the deadline queue (see the module docstring); inlined,
                     # as every request with a timeout comes this way.
                     dispatcher = self.dispatcher
                     deadline = dispatcher.clock.now + timeout
-                    queue = self._deadlines.get(timeout)
+                    deadlines = self._deadlines
+                    if deadlines is None:
+                        deadlines = self._deadlines = {}
+                    queue = deadlines.get(timeout)
                     if queue is None:
-                        queue = self._deadlines[timeout] = deque()
+                        queue = deadlines[timeout] = deque()
                     queue.append((deadline, task, effect))
                     effect.held = True
                     dispatcher.add_live_work(1)
@@ -455,6 +460,8 @@ class A2AActor(pykka.ThreadingActor):
         self._sweeper = None
         now = max(self.dispatcher.now, due)
         deadlines = self._deadlines
+        if deadlines is None:  # stopped since
+            return
         for timeout in list(deadlines):
             queue = deadlines[timeout]
             while queue:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from actors.errors import DeliveryError, RequestError
-from sim.messages import Message, Metadata, Priority, Region
+from sim.messages import Message, Priority, Region
 
 if TYPE_CHECKING:
     from actors.actor import A2AActor
@@ -98,14 +98,12 @@ class Request(Effect):
         self.correlation_id = ""
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
-        dispatcher = actor.dispatcher
-        cid = dispatcher.next_id()
-        report = dispatcher.post(actor.name, self.to, self.message_type, self.content,
-                                 self.priority, Metadata(self.region, (), cid), cid)
-        self.correlation_id = cid
+        report = actor.dispatcher.post(actor.name, self.to, self.message_type, self.content,
+                                       self.priority, None, self.region)
+        self.correlation_id = report.message_id
         if not report.reached:
             return None, DeliveryError(report)
-        actor.expect_reply(cid, task)
+        # the actor files the wait under correlation_id once this returns PENDING
         return PENDING
 
     def disarm(self, actor: A2AActor) -> None:

@@ -51,7 +51,7 @@ from sim.messages import (
     sign,
     verify,
 )
-from sim.trace import DROP, ERROR, Trace
+from sim.trace import DELIVER, DROP, ERROR, Trace
 
 __all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher"]
 
@@ -291,14 +291,16 @@ class Dispatcher:
 
     def post(
         self, sender: str, to: str, message_type: str, content: dict[str, Any] | None,
-        priority: int, metadata: Metadata, message_id: str | None = None,
+        priority: int, metadata: Metadata | None, region: Region | None = None,
     ) -> SendReport:
         """Build a message as :meth:`message` does and :meth:`send` it, sealed if need be.
 
         The one-call form actors use for requests and replies (positional, no
         expiry): it encodes the content once and routes a direct message
         without the general path's checks that a message it has just built
-        cannot fail.
+        cannot fail. ``metadata`` None makes a request: its metadata carries
+        ``region`` and, as correlation id, the message's own id (the report's
+        ``message_id``).
         """
         if content is None:
             content = {}
@@ -308,10 +310,11 @@ class Dispatcher:
             encoded = encode_content(content)  # raises the MessageError
         if len(encoded) > self.max_content_bytes:
             encode_content(content, self.max_content_bytes)
-        message = Message(
-            message_id or f"{self._id_prefix}{next(self._ids)}", self.clock.now, sender, to,
-            message_type, priority, content, metadata, None, None,
-        )
+        message_id = f"{self._id_prefix}{next(self._ids)}"
+        if metadata is None:
+            metadata = Metadata(region, (), message_id)
+        message = Message(message_id, self.clock.now, sender, to, message_type, priority,
+                          content, metadata, None, None)
         if self.sign_messages:
             return self.send(sign(message, self.secret))
         endpoint = self._endpoints.get(to)
@@ -412,7 +415,10 @@ class Dispatcher:
         if expires is not None and expires <= now:
             self.dead_letter(message, "expired", name)
             return
-        self.trace.deliver(now, message.from_agent, name, message.message_type, encoded)
+        trace = self.trace
+        if trace.enabled:
+            trace.add_record((now, DELIVER, message.from_agent, name, message.message_type,
+                              encoded))
         target.delivered += 1
         try:
             target.a2a_receive(message)
