@@ -425,6 +425,11 @@ class A2AActor(pykka.ThreadingActor):
                     queue = deadlines.get(timeout)
                     if queue is None:
                         queue = deadlines[timeout] = deque()
+                    elif queue and queue[0][1].waiting is not queue[0][2]:
+                        # The oldest was answered: drop it now, one per append, so
+                        # that a burst of requests at one instant (all answered long
+                        # before their deadline) does not pile up until the sweep.
+                        queue.popleft()
                     queue.append((deadline, task, effect))
                     effect.held = True
                     dispatcher.add_live_work(1)

@@ -100,6 +100,7 @@ class Request(Effect):
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
         report = actor.dispatcher.post(actor.name, self.to, self.message_type, self.content,
                                        self.priority, None, self.region)
+        self.content = None  # sent: the wait need not keep it alive
         self.correlation_id = report.message_id
         if not report.reached:
             return None, DeliveryError(report)

@@ -509,19 +509,46 @@ def _struct(name: str, schema: Mapping[str, Any]) -> type[msgspec.Struct]:
 _Validator = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
+def _to_dict(schema: Mapping[str, Any]) -> Callable[[Any], dict[str, Any]]:
+    """A Struct of ``schema`` back to a dict: shallow, so values the schema leaves
+    opaque (a blueprint's rows, a payload) are handed on as they came, not copied
+    (``msgspec.to_builtins`` would copy a 1,000 x 1,000 blueprint cell by cell)."""
+    asdict, unset = msgspec.structs.asdict, msgspec.UNSET
+    required = set(schema.get("required", ()))
+    absent = [key for key, sub in schema["properties"].items()
+              if key not in required and "default" not in sub
+              and not (sub.get("type") == "object" and "properties" in sub
+                       and not sub.get("required"))]
+    nested = [(key, _to_dict(sub)) for key, sub in schema["properties"].items()
+              if sub.get("type") == "object" and "properties" in sub]
+
+    def to_dict(obj: Any) -> dict[str, Any]:
+        out: dict[str, Any] = asdict(obj)
+        for key in absent:
+            if out[key] is unset:
+                del out[key]
+        for key, inner in nested:
+            value = out.get(key)
+            if value is not None:
+                out[key] = inner(value)
+        return out
+
+    return to_dict
+
+
 def _validator(schema: Mapping[str, Any]) -> _Validator:
     struct = _struct("Args", schema)
+    to_dict = _to_dict(schema)
     slow = compile_schema(schema)
-    convert, to_builtins, error = msgspec.convert, msgspec.to_builtins, msgspec.ValidationError
+    convert, error = msgspec.convert, msgspec.ValidationError
 
     def check(args: Mapping[str, Any]) -> dict[str, Any]:
         try:
-            result: dict[str, Any] = to_builtins(convert(args, struct))
+            return to_dict(convert(args, struct))
         except (error, TypeError):
             # Refused (or not plain data): the hand checker says why, naming
             # the field, or accepts what msgspec is stricter about (None).
             return slow(args)
-        return result
 
     return check
 
