@@ -162,6 +162,8 @@ class A2AActor(pykka.ThreadingActor):
                 message, encoded = item
                 try:
                     deliver(self, message, encoded, clock.now)
+                except Exception as exc:  # a bug in the step itself must not end the thread
+                    dispatcher.report_error(self.name, message.message_type, exc)
                 finally:
                     self.handled += 1
             elif kind is Timer:
