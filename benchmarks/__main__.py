@@ -1,6 +1,7 @@
 """``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
 
-SECTION is runtime, world, scenarios, sweep or gateway (the last needs the gateway extra).
+SECTION is runtime, world, scenarios, validation, sweep or gateway (repeatable; all by
+default; gateway needs the gateway extra).
 """
 
 from __future__ import annotations
@@ -13,9 +14,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks import regions_bench, runtime, scenarios_bench, sweep_bench, tasks_bench
+from benchmarks import (
+    regions_bench,
+    runtime,
+    scenarios_bench,
+    sweep_bench,
+    tasks_bench,
+    validation_bench,
+)
 
-SECTIONS = ("runtime", "world", "scenarios", "sweep", "gateway")
+SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "gateway")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -49,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["world"] = world(args.quick)
     if "scenarios" in sections:
         result["scenarios"] = scenarios_bench.run(quick=args.quick)
+    if "validation" in sections:
+        result["validation"] = validation_bench.run(quick=args.quick)
     if "sweep" in sections:
         result["sweep"] = sweep_bench.run_section(args.quick)
     if "gateway" in sections:

@@ -196,10 +196,16 @@ def bench_request_reply(round_trips: int, repeats: int) -> dict[str, Any]:
     runs = interleaved(repeats, pykka_ask=lambda: pykka_ask_rate(round_trips),
                        deterministic=lambda: barnraise_request_rate(round_trips))
     med = _summary(runs)
+    # pykka's ask has a slow and a fast regime on this machine (docs/benchmarks.md),
+    # and the target holds in every round: each round's ratio, and the least.
+    ratios = [b / p for p, b in zip(runs["pykka_ask"], runs["deterministic"], strict=True)]
     return {
         "round_trips": round_trips, "unit": "round trips/s (median)",
         "pykka_ask": round(med["pykka_ask"]), "deterministic": round(med["deterministic"]),
         "ratio": round(med["deterministic"] / med["pykka_ask"], 2), "target": 5.0,
+        "ratio_per_round": [round(r, 2) for r in ratios],
+        "ratio_min": round(min(ratios), 2),
+        "us_per_round_trip": round(1e6 / med["deterministic"], 2),
         "runs": {k: [round(r) for r in v] for k, v in runs.items()},
     }
 

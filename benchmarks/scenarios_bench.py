@@ -28,8 +28,9 @@ from actors.base import A2AActor, Agent
 from barnraise.runner import run as run_scenario
 from benchmarks.runtime import _summary, interleaved
 from scenarios._kit import seeded_tiles
-from sim.dispatch import make_dispatcher, seed_for
+from sim.dispatch import make_dispatcher
 from sim.messages import Message, Priority
+from sim.seeds import seed_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

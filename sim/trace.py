@@ -1,16 +1,17 @@
 """The run trace: one record per delivery, drop, domain event and error.
 
 A record is ``(seq, t, kind, sender, recipient, type, content)`` where
-``content`` is canonical JSON bytes. Records are kept as plain tuples because
-appending one is on the delivery hot path; :meth:`Trace.records` turns them
-into :class:`TraceRecord` values on demand.
+``content`` is canonical JSON bytes and ``seq`` is the record's place in the
+trace (0, 1, ...). Records are kept as plain tuples without their ``seq``
+because appending one is on the delivery hot path; :meth:`Trace.records`
+turns them into :class:`TraceRecord` values on demand.
 
 :attr:`Trace.digest` is the SHA-256 over the canonical JSON line of every
 record, in order. In deterministic mode it is a function of the seed and the
 scenario only: it contains no wall-clock figure and no ``hash()`` of a string.
 
 :meth:`Trace.read` loads a file written from :meth:`Trace.to_jsonl` back, with the
-same records and so the same digest. A Trace pickles (records and counter; the
+same records and so the same digest. A Trace pickles (its records; the
 digest is recomputed on demand). :meth:`Trace.listen` lets a reader (a metrics
 collector) hear each domain event as it is recorded, without adding anything to
 the trace.
@@ -66,29 +67,33 @@ class TraceRecord(NamedTuple):
 class Trace:
     """An append-only list of records shared by every actor of one dispatcher.
 
-    ``append`` is safe to call from any thread: ``next()`` on a counter and
-    ``list.append`` are each atomic in CPython. In realtime mode records are
-    therefore in a valid global order, though not a reproducible one.
+    ``append``, ``deliver`` and ``add_record`` are safe to call from any thread: a record's
+    ``seq`` is its index, and ``list.append`` is atomic in CPython. In realtime
+    mode records are therefore in a valid global order, though not a
+    reproducible one.
     """
 
-    __slots__ = ("_digest", "_digested", "_listeners", "_records", "_seq", "enabled")
+    __slots__ = ("_digest", "_digested", "_listeners", "_records", "add_record", "enabled")
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._records: list[tuple[int, float, str, str, str, str, bytes]] = []
-        self._seq = itertools.count()
+        self._records: list[tuple[float, str, str, str, str, bytes]] = []
+        #: Append one record ``(t, kind, sender, recipient, type, content)`` as it
+        #: is, whether or not the trace is enabled (the caller checks ``enabled``).
+        #: The delivery step uses it: a bound ``list.append`` runs in C, where a
+        #: method would cost a Python call per delivery.
+        self.add_record = self._records.append
         self._digest = hashlib.sha256()
         self._digested = 0
         self._listeners: tuple[EventListener, ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
-        # The hash object and the counter do not pickle: keep what rebuilds them.
+        # The hash object and the bound append do not pickle: keep what rebuilds them.
         return {"enabled": self.enabled, "records": self._records}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["enabled"])  # type: ignore[misc]
-        self._records = list(state["records"])
-        self._seq = itertools.count(self._records[-1][0] + 1 if self._records else 0)
+        self._records.extend(state["records"])
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Trace:
@@ -108,8 +113,10 @@ class Trace:
                 except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                     raise ValueError(f"{os.fspath(path)}, line {number}: not a trace record "
                                      f"({exc})") from None
-                records.append((seq, t, kind, sender, recipient, type_, bytes(content)))
-        trace._seq = itertools.count(records[-1][0] + 1 if records else 0)
+                if seq != len(records):
+                    raise ValueError(f"{os.fspath(path)}, line {number}: record {seq} where "
+                                     f"record {len(records)} was expected")
+                records.append((t, kind, sender, recipient, type_, bytes(content)))
         return trace
 
     def listen(self, listener: EventListener) -> Callable[[], None]:
@@ -129,8 +136,14 @@ class Trace:
     def append(
         self, t: float, kind: str, sender: str, recipient: str, type_: str, content: bytes
     ) -> None:
+        """Record one thing of any ``kind`` (when the trace is enabled)."""
         if self.enabled:
-            self._records.append((next(self._seq), t, kind, sender, recipient, type_, content))
+            self._records.append((t, kind, sender, recipient, type_, content))
+
+    def deliver(self, t: float, sender: str, recipient: str, type_: str, content: bytes) -> None:
+        """Record one delivery (when enabled)."""
+        if self.enabled:
+            self._records.append((t, DELIVER, sender, recipient, type_, content))
 
     def event(self, t: float, sender: str, recipient: str, type_: str, content: Any) -> None:
         """Record a domain event whose content is any JSON value."""
@@ -143,9 +156,9 @@ class Trace:
         return len(self._records)
 
     def records(self, kind: str | None = None) -> Iterator[TraceRecord]:
-        for raw in list(self._records):
-            if kind is None or raw[2] == kind:
-                yield TraceRecord(*raw)
+        for seq, raw in enumerate(list(self._records)):
+            if kind is None or raw[1] == kind:
+                yield TraceRecord(seq, *raw)
 
     @property
     def digest(self) -> str:
@@ -153,8 +166,9 @@ class Trace:
         records = self._records
         end = len(records)
         update = self._digest.update
-        for raw in itertools.islice(records, self._digested, end):
-            update(TraceRecord(*raw).to_json())
+        for seq, raw in enumerate(itertools.islice(records, self._digested, end),
+                                  self._digested):
+            update(TraceRecord(seq, *raw).to_json())
             update(b"\n")
         self._digested = end
         return self._digest.hexdigest()

@@ -9,7 +9,9 @@ def test_runtime_benchmarks_produce_their_figures() -> None:
     throughput = runtime.bench_throughput(agents=5, messages=300, repeats=1)
     assert throughput["pykka_tell"] > 0 and throughput["deterministic"] > 0
     assert set(throughput["runs"]) == {"pykka_tell", "realtime", "deterministic"}
-    assert runtime.bench_request_reply(round_trips=30, repeats=1)["ratio"] > 0
+    request_reply = runtime.bench_request_reply(round_trips=30, repeats=2)
+    assert request_reply["ratio"] > 0 and len(request_reply["ratio_per_round"]) == 2
+    assert request_reply["ratio_min"] == min(request_reply["ratio_per_round"])
     assert runtime.bench_fanout(subscribers=8, events=3, repeats=1)["ratio"] > 0
     scale = runtime.bench_scale(agents=300, pykka_actors=20, repeats=1)
     assert scale["peak_rss_mib"] > 0 and scale["time_ratio"] > 0
@@ -41,3 +43,14 @@ def test_gateway_benchmarks_produce_their_figures() -> None:
     a2a = gateway_bench.bench_a2a(clients=1, calls=4, repeats=1)
     assert a2a["barnraise"]["failures"] == 0 and a2a["sdk_echo"]["failures"] == 0
     assert a2a["ratio"] > 0
+
+
+def test_the_validation_comparison_checks_every_side_gives_the_same_arguments() -> None:
+    from benchmarks import validation_bench
+
+    figures = validation_bench.bench_validation(calls=20, repeats=1)
+    assert set(figures["tools"]) == {"builder_place_tiles", "region_claim", "task_report"}
+    for tool in figures["tools"].values():
+        assert {"hand", "fastjsonschema", "msgspec"} <= set(tool)
+        # the validator in use words its refusals as the hand checkers did
+        assert tool["errors"]["msgspec"] == tool["errors"]["hand"]

@@ -1,0 +1,128 @@
+"""Agent: a participant actor, registered, typed, optionally heartbeating, calling tools.
+
+An :class:`Agent` registers with the registry when it starts and unregisters
+when it stops, may heartbeat, starts its behaviours, and calls session tools
+(:meth:`Agent.call`) as requests to the service that owns each tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any
+
+from actors.actor import A2AActor
+from actors.effects import DEFAULT_TIMEOUT, Done, Effect, ToolCall
+from sim.messages import Priority, Region
+from sim.tools import TOOLS
+
+__all__ = ["Agent"]
+
+
+class _Bind:
+    """Awaits a tool call, then binds the agent to the session it created or joined."""
+
+    __slots__ = ("agent", "call", "tool")
+
+    def __init__(self, agent: Agent, tool: str, call: ToolCall) -> None:
+        self.agent = agent
+        self.tool = tool
+        self.call = call
+
+    def __await__(self) -> Generator[Effect, Any, dict[str, Any]]:
+        result: dict[str, Any] = yield from self.call.__await__()
+        if result.get("success"):
+            if self.tool == "session_join" or (
+                    self.tool == "session_create" and self.agent.session_id is None):
+                self.agent.session_id = result["session_id"]
+            elif self.tool == "session_leave":
+                self.agent.session_id = None
+        return result
+
+
+class Agent(A2AActor):
+    """A participant: registered with the registry, typed, optionally heartbeating.
+
+    ``behaviours`` are started when the agent starts. With a
+    ``heartbeat_interval`` the agent sends a heartbeat to the registry that often.
+    """
+
+    agent_type: str | None = "agent"
+
+    def __init__(
+        self,
+        *,
+        agent_type: str | None = None,
+        capabilities: tuple[str, ...] | list[str] = (),
+        region: Region | None = None,
+        behaviours: tuple[Callable[..., Coroutine[Any, Any, Any]], ...] = (),
+        heartbeat_interval: float | None = None,
+        registry: str = "registry",
+        mailbox_capacity: int | None = None,
+        stash_limit: int = 1000,
+    ) -> None:
+        super().__init__(mailbox_capacity=mailbox_capacity, stash_limit=stash_limit)
+        if agent_type is not None:
+            self.agent_type = agent_type
+        self.capabilities = tuple(capabilities)
+        self.region = region
+        self._initial_behaviours = behaviours
+        self.heartbeat_interval = heartbeat_interval
+        self.registry = registry
+        self._stop_heartbeat: Callable[[], None] | None = None
+        self.session_id: str | None = None  # the session this agent joined, if any
+
+    def on_start(self) -> None:
+        dispatcher = self.dispatcher
+        if self.registry in dispatcher.actors:
+            content: dict[str, Any] = {
+                "op": "register", "agent_type": self.agent_type,
+                "capabilities": list(self.capabilities),
+            }
+            if self.region is not None:
+                r = self.region
+                content["region"] = {"x": r.x, "y": r.y, "width": r.width, "height": r.height}
+            if self.heartbeat_interval:
+                content["heartbeat_interval"] = self.heartbeat_interval
+            self.send(self.registry, "registry_query", content)
+            if self.heartbeat_interval:
+                self._stop_heartbeat = dispatcher.call_every(
+                    self.heartbeat_interval, self, self.heartbeat
+                )
+        for fn in self._initial_behaviours:
+            self.start_behaviour(fn)
+
+    def call(self, tool: str, /, *, call_timeout: float | None = DEFAULT_TIMEOUT,
+             **args: Any) -> Awaitable[dict[str, Any]]:
+        """Call a session tool (``sim.tools.TOOLS``); resumes with its result dict.
+
+        Like a client, the agent is bound to the session it creates or joins and
+        may then omit ``session_id``. An unknown tool resumes at once with an
+        ``unknown_tool`` failure; a call with no answer in ``call_timeout``
+        simulated seconds raises WaitTimeout (tools' own ``timeout`` arguments,
+        a barrier's say, pass through untouched).
+        """
+        spec = TOOLS.get(tool)
+        if spec is None:
+            return Done({"success": False, "error": "unknown_tool",
+                          "message": f"no tool {tool!r}"})
+        if ("session_id" in spec.input_schema["properties"] and "session_id" not in args
+                and self.session_id is not None):
+            args["session_id"] = self.session_id
+        return _Bind(self, tool, ToolCall(tool, spec.service, args, call_timeout))
+
+    def heartbeat(self) -> None:
+        self.send(self.registry, "heartbeat", {}, priority=Priority.LOW)
+
+    def pause_heartbeats(self) -> None:
+        """Stop heartbeating (as a hung agent would) without leaving."""
+        if self._stop_heartbeat is not None:
+            self._stop_heartbeat()
+            self._stop_heartbeat = None
+
+    def set_status(self, status: str) -> None:
+        self.send(self.registry, "registry_query", {"op": "set_status", "status": status})
+
+    def on_stop(self) -> None:
+        self.pause_heartbeats()
+        if self.registry in self.dispatcher.actors:
+            self.send(self.registry, "registry_query", {"op": "unregister"})

@@ -1,0 +1,607 @@
+"""Routing, dead letters, subscriptions, timers and the delivery step: what both modes share.
+
+:class:`Dispatcher` routes A2A messages (direct, ``broadcast``, ``topic:NAME``,
+``type:ROLE``), keeps the trace and the dead-letter counts, and owns the one
+delivery step (:meth:`Dispatcher.deliver`) that both schedulers call: the
+deterministic one (``sim.dispatch.deterministic``) from its heap loop, the
+realtime one from each actor's thread (``actors.base.A2AActor``). The two
+modes differ only in how a routed message reaches that step.
+
+Actors are anything that satisfies :class:`~sim.dispatch.values.Endpoint`;
+this module never imports ``actors``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Final, TypeVar
+
+import msgspec
+import numpy as np
+
+from sim.clock import VirtualClock, WallClock
+from sim.dispatch.values import (
+    DROPPED,
+    DeadReason,
+    Endpoint,
+    RunReport,
+    SendReport,
+    Statistics,
+    SubscriptionFilter,
+    Timer,
+    Waiter,
+    region_of,
+)
+from sim.messages import (
+    BROADCAST,
+    DEFAULT_MAX_CONTENT_BYTES,
+    TOPIC_PREFIX,
+    TYPE_PREFIX,
+    Message,
+    MessageError,
+    Metadata,
+    Priority,
+    Region,
+    decode,
+    encode_content,
+    sign,
+    verify,
+)
+from sim.trace import DELIVER, DROP, ERROR, Trace
+
+__all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher"]
+
+SYSTEM: Final = "system"
+"""The sender name of messages the runtime itself produces (error reports)."""
+
+ERRORS_TOPIC: Final = "errors"
+
+E = TypeVar("E", bound=Endpoint)
+
+_NO_METADATA: Final = Metadata()
+_obj_encoder: Final = msgspec.json.Encoder(order="sorted")
+_encode_content: Final = _obj_encoder.encode
+
+
+def _encode_obj(obj: Any) -> bytes:
+    return _obj_encoder.encode(obj)
+
+
+class _Subscription:
+    __slots__ = ("endpoint", "filter", "id")
+
+    def __init__(self, sid: str, endpoint: Endpoint, flt: SubscriptionFilter | None) -> None:
+        self.id = sid
+        self.endpoint = endpoint
+        self.filter = flt
+
+
+class Dispatcher:
+    """Routing, dead letters, trace and subscriptions shared by both modes."""
+
+    mode: str = "abstract"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        mailbox_capacity: int = 1000,
+        sign_messages: bool = False,
+        secret: bytes | None = None,
+        max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+        trace: bool = True,
+        dead_letter_log: int = 10_000,
+    ) -> None:
+        if type(seed) is not int or seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        if mailbox_capacity < 1:
+            raise ValueError(f"mailbox_capacity must be at least 1, got {mailbox_capacity}")
+        self.seed = seed
+        self.mailbox_capacity = mailbox_capacity
+        self.sign_messages = sign_messages
+        root = np.random.SeedSequence(seed)
+        # The session secret: given, or drawn from the root seed so runs repeat.
+        self.secret = secret if secret is not None else bytes(root.generate_state(8, np.uint32))
+        self.max_content_bytes = max_content_bytes
+        self.trace = Trace(enabled=trace)
+        self.clock: VirtualClock | WallClock
+        self._id_prefix = f"m{root.generate_state(1, np.uint32)[0]:08x}-"
+        self._ids = itertools.count(1)
+        self._endpoints: dict[str, Endpoint] = {}
+        self._agents: dict[str, Endpoint] = {}  # non-service endpoints, spawn order
+        self._by_type: dict[str, dict[str, Endpoint]] = {}
+        self._topics: dict[str, tuple[_Subscription, ...]] = {}
+        self._subs_by_id: dict[str, tuple[str, _Subscription]] = {}
+        self._offline: set[str] = set()
+        self._lock = threading.Lock()  # guards topology changes, never delivery
+        self._dead: Counter[str] = Counter()
+        self.dead_letters: deque[tuple[str, Message]] = deque(maxlen=dead_letter_log)
+        self.behaviour_errors = 0
+
+    # -- identity and time -------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        raise NotImplementedError
+
+    def next_id(self) -> str:
+        """A fresh message or correlation id; seeded, so reproducible in deterministic mode."""
+        # Decimal: an int formats to decimal a quarter faster than to hex.
+        return f"{self._id_prefix}{next(self._ids)}"
+
+    def actor(self, name: str) -> Endpoint:
+        """The actor called ``name``. Read its state only while the run is idle."""
+        try:
+            return self._endpoints[name]
+        except KeyError:
+            raise KeyError(f"no actor called {name!r}") from None
+
+    @property
+    def actors(self) -> Mapping[str, Endpoint]:
+        return self._endpoints
+
+    def agents_of_type(self, agent_type: str) -> list[str]:
+        return list(self._by_type.get(agent_type, ()))
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def spawn(self, cls: type[E], name: str, /, *args: Any, **kwargs: Any) -> E:
+        """Construct ``cls(*args, **kwargs)`` as the actor ``name``, start it, return it."""
+        if not isinstance(name, str) or not name or name.startswith(("topic:", "type:")):
+            raise ValueError(f"actor name must be a plain non-empty string, got {name!r}")
+        if name in (BROADCAST, SYSTEM):
+            raise ValueError(f"actor name {name!r} is reserved")
+        if name in self._endpoints:
+            raise ValueError(f"an actor called {name!r} already exists")
+        actor = cls(*args, **kwargs)
+        actor.a2a_bind(self, name)
+        with self._lock:
+            self._endpoints[name] = actor
+            if actor.agent_type is not None:
+                self._agents[name] = actor
+                self._by_type.setdefault(actor.agent_type, {})[name] = actor
+        self._start(actor)
+        return actor
+
+    def _start(self, actor: Endpoint) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def start_together(self) -> Iterator[None]:
+        """Spawn a group of actors that start only once every one of them exists.
+
+        In deterministic mode nothing runs until :meth:`run` or :meth:`step`, so
+        this changes nothing. In realtime mode an actor starts the moment it is
+        spawned, so a behaviour that talks to a peer spawned after it could find
+        no such actor; inside this block starts are held and made, in spawn
+        order, when the block ends. Mail sent to a held actor waits in its mailbox.
+        """
+        yield
+
+    def stop_actor(self, name: str) -> None:
+        """Stop one actor now; mail still queued for it, and any later, is dead ``offline``."""
+        actor = self.actor(name)
+        if actor.stopped:
+            return
+        actor.stopped = True
+        with self._lock:
+            self._offline.add(name)
+            self._agents.pop(name, None)
+            if actor.agent_type is not None:
+                self._by_type.get(actor.agent_type, {}).pop(name, None)
+        self._stop(actor)
+
+    def _stop(self, actor: Endpoint) -> None:
+        raise NotImplementedError
+
+    def set_agent_type(self, name: str, agent_type: str | None) -> None:
+        """Change the type an actor is routed by (``type:ROLE``, broadcasts)."""
+        actor = self.actor(name)
+        with self._lock:
+            if actor.agent_type is not None:
+                self._by_type.get(actor.agent_type, {}).pop(name, None)
+            actor.agent_type = agent_type
+            if agent_type is None:
+                self._agents.pop(name, None)
+            elif not actor.stopped:
+                self._agents[name] = actor
+                self._by_type.setdefault(agent_type, {})[name] = actor
+
+    def set_online(self, name: str, online: bool) -> None:
+        """Mark an agent reachable or not (the registry does, on heartbeat loss)."""
+        if online:
+            if not self._endpoints[name].stopped:
+                self._offline.discard(name)
+        else:
+            self._offline.add(name)
+
+    def is_online(self, name: str) -> bool:
+        return name in self._endpoints and name not in self._offline
+
+    # -- messages -------------------------------------------------------------------
+
+    def message(
+        self,
+        sender: str,
+        to: str,
+        message_type: str,
+        content: dict[str, Any] | None = None,
+        *,
+        priority: int = Priority.NORMAL,
+        correlation_id: str | None = None,
+        region: Region | None = None,
+        capabilities: tuple[str, ...] = (),
+        expires_in: float | None = None,
+        metadata: Metadata | None = None,
+        message_id: str | None = None,
+    ) -> Message:
+        """Build a message stamped with a fresh id and the current time.
+
+        ``metadata``, when given, is used as it is instead of being built from
+        ``correlation_id``, ``region`` and ``capabilities`` (a reply reuses its
+        request's); ``message_id`` is for a request whose id, taken from
+        :meth:`next_id`, doubles as its correlation id.
+        """
+        now = self.clock.now
+        if metadata is None:
+            if region is None and correlation_id is None and not capabilities:
+                metadata = _NO_METADATA
+            else:
+                metadata = Metadata(region, tuple(capabilities), correlation_id)
+        # Positional: this is on every send's path and keywords cost more.
+        return Message(
+            message_id or f"{self._id_prefix}{next(self._ids)}", now, sender, to,
+            message_type, priority,
+            {} if content is None else content, metadata, None,
+            None if expires_in is None else now + expires_in,
+        )
+
+    def seal(self, message: Message) -> Message:
+        """Sign ``message`` with the session secret when in-process signing is on."""
+        return sign(message, self.secret) if self.sign_messages else message
+
+    def send(self, message: Message) -> SendReport:
+        """Route ``message`` to its recipients; never blocks.
+
+        Raises :class:`MessageError` if the content is not JSON or too large
+        (the caller's bug). Everything else that goes wrong is a dead letter.
+        """
+        try:
+            encoded = _encode_content(message.content)
+        except (TypeError, msgspec.EncodeError):
+            encoded = encode_content(message.content)  # raises the MessageError
+        if len(encoded) > self.max_content_bytes:
+            encode_content(message.content, self.max_content_bytes)
+        if self.sign_messages:
+            try:
+                verify(message, self.secret)
+            except MessageError:
+                self.dead_letter(message, "bad_signature", message.to_agent)
+                return SendReport(message.message_id, {message.to_agent: DROPPED})
+        to = message.to_agent
+        endpoint = self._endpoints.get(to)
+        if endpoint is not None:
+            return SendReport(message.message_id, None, (to, self._route_one(endpoint, message,
+                                                                            encoded)))
+        return self._route(message, encoded)
+
+    def post(
+        self, sender: str, to: str, message_type: str, content: dict[str, Any] | None,
+        priority: int, metadata: Metadata | None, region: Region | None = None,
+    ) -> SendReport:
+        """Build a message as :meth:`message` does and :meth:`send` it, sealed if need be.
+
+        The one-call form actors use for requests and replies (positional, no
+        expiry): it encodes the content once and routes a direct message
+        without the general path's checks that a message it has just built
+        cannot fail. ``metadata`` None makes a request: its metadata carries
+        ``region`` and, as correlation id, the message's own id (the report's
+        ``message_id``).
+        """
+        if content is None:
+            content = {}
+        try:
+            encoded = _encode_content(content)
+        except (TypeError, msgspec.EncodeError):
+            encoded = encode_content(content)  # raises the MessageError
+        if len(encoded) > self.max_content_bytes:
+            encode_content(content, self.max_content_bytes)
+        message_id = f"{self._id_prefix}{next(self._ids)}"
+        if metadata is None:
+            metadata = Metadata(region, (), message_id)
+        message = Message(message_id, self.clock.now, sender, to, message_type, priority,
+                          content, metadata, None, None)
+        if self.sign_messages:
+            return self.send(sign(message, self.secret))
+        endpoint = self._endpoints.get(to)
+        if endpoint is not None:
+            return SendReport(message.message_id, None, (to, self._route_one(endpoint, message,
+                                                                            encoded)))
+        return self._route(message, encoded)
+
+    def _route(self, message: Message, encoded: bytes) -> SendReport:
+        """Route a message that names no actor: a broadcast, a topic, a type, or nobody."""
+        to = message.to_agent
+        if to == BROADCAST:
+            return self._route_many(message, encoded, self._agents.values(), exclude_sender=True)
+        if to.startswith(TOPIC_PREFIX):
+            return self._publish(message, encoded, to[len(TOPIC_PREFIX):])
+        if to.startswith(TYPE_PREFIX):
+            members = self._by_type.get(to[len(TYPE_PREFIX):], {})
+            return self._route_many(message, encoded, members.values(), exclude_sender=True)
+        self.dead_letter(message, "unknown_recipient", to)
+        return SendReport(message.message_id, {to: DROPPED})
+
+    def receive_wire(self, data: bytes | str) -> SendReport | None:
+        """Accept a message from outside the process: decode, verify, route.
+
+        Such messages are always signed. An invalid or badly signed frame is a
+        dead letter (``invalid`` / ``bad_signature``) and returns None.
+        """
+        try:
+            message = decode(data, max_content_bytes=self.max_content_bytes)
+        except MessageError as exc:
+            self._dead["invalid"] += 1
+            self.trace.append(self.now, DROP, SYSTEM, SYSTEM, "invalid",
+                              _encode_obj({"reason": "invalid", "error": str(exc)}))
+            return None
+        try:
+            verify(message, self.secret)
+        except MessageError:
+            self.dead_letter(message, "bad_signature", message.to_agent)
+            return None
+        if self.sign_messages:
+            return self.send(message)
+        return self.send(msgspec.structs.replace(message, signature=None))
+
+    def _route_many(
+        self, message: Message, encoded: bytes, members: Iterable[Endpoint], exclude_sender: bool
+    ) -> SendReport:
+        sender = message.from_agent
+        targets = [e for e in members if not (exclude_sender and e.name == sender)]
+        return self._route_batch(message, encoded, targets)
+
+    def _publish(self, message: Message, encoded: bytes, topic: str) -> SendReport:
+        subs = self._topics.get(topic, ())
+        if any(s.filter is not None for s in subs):
+            sender = self._endpoints.get(message.from_agent)
+            sender_type = sender.agent_type if sender is not None else None
+            if sender_type is None:
+                # A service's event: its agent_type filter means the agent it is
+                # about (agent_id; for task events the assignee, else the reporter).
+                content = message.content
+                for key in ("agent_id", "assigned_to", "by"):
+                    subject = self._endpoints.get(str(content.get(key)))
+                    if subject is not None and subject.agent_type is not None:
+                        sender_type = subject.agent_type
+                        break
+            targets = [
+                s.endpoint for s in subs
+                if s.filter is None or s.filter.accepts(message, sender_type)
+            ]
+        else:
+            targets = [s.endpoint for s in subs]
+        return self._route_batch(message, encoded, targets)
+
+    def _route_one(self, endpoint: Endpoint, message: Message, encoded: bytes) -> str:
+        raise NotImplementedError
+
+    def _route_batch(self, message: Message, encoded: bytes, targets: list[Endpoint]) -> SendReport:
+        statuses = {e.name: self._route_one(e, message, encoded) for e in targets}
+        return SendReport(message.message_id, statuses)
+
+    # -- delivery -----------------------------------------------------------------
+
+    def deliver(self, target: Endpoint, message: Message, encoded: bytes, now: float) -> None:
+        """The one delivery step of both modes: hand ``message`` to ``target``'s handler.
+
+        The deterministic loop calls it for every message it dequeues (in
+        ``run``, ``step`` and ``run_until`` alike), and a realtime actor's
+        thread for every message it takes from its mailbox. A message for a
+        stopped actor is dead ``offline``; one whose ``expires_at`` has come by
+        ``now`` is dead ``expired`` (expiry is decided here, at dequeue);
+        otherwise the delivery is traced and counted and the actor's
+        ``a2a_receive`` runs. An exception from it is reported, never raised.
+        """
+        name = target.name
+        if target.stopped:
+            self.dead_letter(message, "offline", name)
+            return
+        expires = message.expires_at
+        if expires is not None and expires <= now:
+            self.dead_letter(message, "expired", name)
+            return
+        trace = self.trace
+        if trace.enabled:
+            trace.add_record((now, DELIVER, message.from_agent, name, message.message_type,
+                              encoded))
+        target.delivered += 1
+        try:
+            target.a2a_receive(message)
+        except Exception as exc:
+            self.report_error(name, message.message_type, exc)
+
+    def dead_letter(self, message: Message, reason: DeadReason, recipient: str) -> None:
+        """Count, keep (bounded) and trace a message that reached nobody, and why.
+
+        A ``mailbox_full`` drop also tells the sender with an ``error_report``
+        (carrying the dropped message's correlation id, so a waiting request
+        fails at once instead of timing out).
+        """
+        self._dead[reason] += 1
+        self.dead_letters.append((reason, message))
+        self.trace.append(
+            self.now, DROP, message.from_agent, recipient, message.message_type,
+            _encode_obj({"reason": reason, "message_id": message.message_id}),
+        )
+        if reason == "mailbox_full" and message.message_type != "error_report":
+            sender = self._endpoints.get(message.from_agent)
+            if sender is not None and not sender.stopped:
+                report = self.message(
+                    SYSTEM, sender.name, "error_report",
+                    {"error_code": "mailbox_full", "recipient": recipient,
+                     "message_id": message.message_id},
+                    priority=Priority.HIGH,
+                    correlation_id=message.metadata.correlation_id,
+                )
+                self._route_one(sender, report, encode_content(report.content))
+
+    # -- topics ------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        endpoint: Endpoint,
+        topic: str,
+        flt: Mapping[str, Any] | SubscriptionFilter | None = None,
+    ) -> str:
+        """Subscribe ``endpoint`` to ``topic``; returns the subscription id."""
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if topic.startswith(TOPIC_PREFIX):
+            topic = topic[len(TOPIC_PREFIX):]
+        parsed = SubscriptionFilter.parse(flt)
+        sid = f"sub-{self.next_id()}"
+        sub = _Subscription(sid, endpoint, parsed)
+        with self._lock:
+            # Copy on write: publishers read the tuple without taking the lock.
+            self._topics[topic] = (*self._topics.get(topic, ()), sub)
+            self._subs_by_id[sid] = (topic, sub)
+        return sid
+
+    def unsubscribe(self, subscription_id: str) -> bool:
+        with self._lock:
+            entry = self._subs_by_id.pop(subscription_id, None)
+            if entry is None:
+                return False
+            topic, sub = entry
+            remaining = tuple(s for s in self._topics.get(topic, ()) if s is not sub)
+            if remaining:
+                self._topics[topic] = remaining
+            else:
+                self._topics.pop(topic, None)
+        return True
+
+    def subscribers(self, topic: str) -> list[str]:
+        return [s.endpoint.name for s in self._topics.get(topic, ())]
+
+    # -- events and errors ----------------------------------------------------------
+
+    def emit(
+        self, source: str, topic: str, event_type: str, payload: dict[str, Any],
+        *, priority: int = Priority.NORMAL,
+    ) -> None:
+        """Record a domain event and publish it on ``topic`` and ``topic:event_type``.
+
+        An event about a place (a ``region`` in its payload) carries that region
+        in its metadata too, so subscription filters on regions see it.
+        """
+        body = {"event": event_type, **payload}
+        self.trace.event(self.now, source, topic, event_type, body)
+        region: Region | None = None
+        for name in (topic, f"{topic}:{event_type}"):
+            if name in self._topics:
+                if region is None and isinstance(payload.get("region"), dict):
+                    region = region_of(payload["region"])
+                self.send(self.message(source, TOPIC_PREFIX + name, "status_update", body,
+                                       priority=priority, region=region))
+
+    def report_error(self, agent: str, where: str, exc: BaseException) -> None:
+        """A handler or behaviour raised: trace it, count it, publish an error_report."""
+        self.behaviour_errors += 1
+        body = {"agent": agent, "where": where, "error": type(exc).__name__, "detail": str(exc)}
+        self.trace.append(self.now, ERROR, agent, agent, "exception", _encode_obj(body))
+        if ERRORS_TOPIC in self._topics:
+            self.send(self.message(agent, TOPIC_PREFIX + ERRORS_TOPIC, "error_report", body,
+                                   priority=Priority.CRITICAL))
+
+    # -- timers -----------------------------------------------------------------
+
+    def call_later(
+        self, delay: float, target: Endpoint, callback: Callable[..., None], *args: Any,
+        daemon: bool = False, priority: int = Priority.NORMAL,
+    ) -> Timer:
+        """Run ``callback(*args)`` in ``target``'s context after ``delay`` simulation seconds.
+
+        A daemon timer does not keep a run alive: periodic upkeep (heartbeats)
+        uses it so that "run until nothing is left" still ends.
+        """
+        if not delay >= 0:
+            raise ValueError(f"delay must be >= 0, got {delay!r}")
+        timer = Timer(self, target, callback, args, self.clock.now + delay, daemon, priority)
+        self._schedule(timer)
+        return timer
+
+    def call_at(
+        self, due: float, target: Endpoint, callback: Callable[..., None], *args: Any,
+        daemon: bool = False, priority: int = Priority.NORMAL,
+    ) -> Timer:
+        """As :meth:`call_later`, at simulation time ``due`` (now, if that has passed)."""
+        timer = Timer(self, target, callback, args, max(due, self.clock.now), daemon, priority)
+        self._schedule(timer)
+        return timer
+
+    def call_every(
+        self, interval: float, target: Endpoint, callback: Callable[[], None],
+        *, daemon: bool = True,
+    ) -> Callable[[], None]:
+        """Run ``callback`` every ``interval`` seconds until the returned function is called."""
+        if not interval > 0:
+            raise ValueError(f"interval must be > 0, got {interval!r}")
+        current: list[Timer] = []
+
+        def tick() -> None:
+            current[0] = self.call_later(interval, target, tick, daemon=daemon)
+            callback()
+
+        current.append(self.call_later(interval, target, tick, daemon=daemon))
+        return lambda: current[0].cancel()
+
+    def _schedule(self, timer: Timer) -> None:
+        raise NotImplementedError
+
+    def cancel_timer(self, timer: Timer) -> None:
+        """Make sure ``timer`` does not fire (``Timer.cancel`` calls this)."""
+        raise NotImplementedError
+
+    def add_live_work(self, delta: int) -> None:
+        """Count ``delta`` (+1 or -1) pieces of work that keep a run going.
+
+        For waits that hold no entry of their own in the dispatcher: a
+        request's timeout lives in its actor's deadline queue, so the actor
+        counts the request here while it is unanswered. A run without ``until``
+        does not end (and realtime idle is not reached) while any is counted.
+        """
+        raise NotImplementedError
+
+    # -- running --------------------------------------------------------------------
+
+    def run(self, until: float | None = None, *, max_steps: int | None = None) -> RunReport:
+        raise NotImplementedError
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        raise NotImplementedError
+
+    def waiters(self) -> list[Waiter]:
+        """Every suspended behaviour that keeps the run alive, in spawn order."""
+        out: list[Waiter] = []
+        for actor in list(self._endpoints.values()):
+            if not actor.stopped:
+                out.extend(actor.waiters())
+        return out
+
+    def statistics(self) -> Statistics:
+        raise NotImplementedError
+
+    @property
+    def trace_digest(self) -> str:
+        return self.trace.digest
+
+    def __enter__(self) -> Dispatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
