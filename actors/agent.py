@@ -13,13 +13,13 @@ from typing import Any
 from actors.actor import A2AActor
 from actors.effects import DEFAULT_TIMEOUT, Done, Effect, ToolCall
 from sim.messages import Priority, Region
-from sim.tools import TOOLS
+from sim.tools import bound_session_after, prepare_call
 
 __all__ = ["Agent"]
 
 
 class _Bind:
-    """Awaits a tool call, then binds the agent to the session it created or joined."""
+    """Awaits a tool call, then binds the agent as :func:`sim.tools.bound_session_after` says."""
 
     __slots__ = ("agent", "call", "tool")
 
@@ -30,12 +30,8 @@ class _Bind:
 
     def __await__(self) -> Generator[Effect, Any, dict[str, Any]]:
         result: dict[str, Any] = yield from self.call.__await__()
-        if result.get("success"):
-            if self.tool == "session_join" or (
-                    self.tool == "session_create" and self.agent.session_id is None):
-                self.agent.session_id = result["session_id"]
-            elif self.tool == "session_leave":
-                self.agent.session_id = None
+        agent = self.agent
+        agent.session_id = bound_session_after(self.tool, result, agent.session_id)
         return result
 
 
@@ -95,20 +91,18 @@ class Agent(A2AActor):
              **args: Any) -> Awaitable[dict[str, Any]]:
         """Call a session tool (``sim.tools.TOOLS``); resumes with its result dict.
 
-        Like a client, the agent is bound to the session it creates or joins and
-        may then omit ``session_id``. An unknown tool resumes at once with an
-        ``unknown_tool`` failure; a call with no answer in ``call_timeout``
+        Like a client, and by the same rule (:func:`sim.tools.prepare_call`), the
+        agent is bound to the session it creates or joins and may then omit
+        ``session_id``. An unknown tool resumes at once with the same
+        ``unknown_tool`` failure a client gets; a call with no answer in ``call_timeout``
         simulated seconds raises WaitTimeout (tools' own ``timeout`` arguments,
         a barrier's say, pass through untouched).
         """
-        spec = TOOLS.get(tool)
-        if spec is None:
-            return Done({"success": False, "error": "unknown_tool",
-                          "message": f"no tool {tool!r}"})
-        if ("session_id" in spec.input_schema["properties"] and "session_id" not in args
-                and self.session_id is not None):
-            args["session_id"] = self.session_id
-        return _Bind(self, tool, ToolCall(tool, spec.service, args, call_timeout))
+        prepared = prepare_call(tool, args, self.session_id)
+        if isinstance(prepared, dict):
+            return Done(prepared)
+        spec, sent = prepared
+        return _Bind(self, tool, ToolCall(tool, spec.service, sent, call_timeout))
 
     def heartbeat(self) -> None:
         self.send(self.registry, "heartbeat", {}, priority=Priority.LOW)

@@ -208,6 +208,8 @@ def test_a_simulated_agent_calls_tools_from_its_behaviour(simu: Simulation) -> N
     assert simu.run().reason == "quiescent"
     assert seen["bound"]
     assert [a["name"] for a in seen["state"]["state"]["agents"]] == ["Planner"]
+    # the same words a client gets: agents and clients share one binding and one lookup rule
+    assert seen["unknown"] == simu.client().call("fly")
     assert seen["unknown"]["error"] == "unknown_tool"
     assert seen["denied"]["error"] == "permission_denied"
 

@@ -51,7 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from sim.messages import Message, MessageError, Priority, decode, encode
-from sim.tools import TOOLS, fail
+from sim.tools import TOOLS, fail, prepare_call
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -375,9 +375,9 @@ class RemoteClient:
 
     def call(self, name: str, /, **args: Any) -> dict[str, Any]:
         """Call tool ``name`` as this agent; its result dict (see the module doc)."""
-        if name not in TOOLS:
-            return fail("unknown_tool", f"no tool {name!r}; known tools: "
-                        f"{', '.join(sorted(TOOLS))}")
+        prepared = prepare_call(name, args, None)  # the server binds the session
+        if isinstance(prepared, dict):
+            return prepared
         if self.closed:
             return fail("no_reply", f"the client is closed ({self.last_error or 'by its user'})")
         waiter = self._send_call(self._ws, name, args)
