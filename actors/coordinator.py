@@ -16,12 +16,13 @@ contents, size). Times are simulation seconds.
 from __future__ import annotations
 
 import colorsys
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from actors.service import Call, Member, SessionInfo, SessionService
-from sim.messages import MESSAGE_TYPES, TOPIC_PREFIX, Message
-from sim.tools import SERVICES, ToolError, ok
+from sim.messages import MESSAGE_TYPES, Message
+from sim.tools import SERVICES, ToolError, ok, session_topic
 from sim.views import CheckpointView, MemberView, SessionPart, SessionView, json_copy
 
 __all__ = ["Coordinator"]
@@ -125,7 +126,12 @@ class Coordinator(SessionService):
             grid_size=args["grid_size"], coordination_mode=args["coordination_mode"],
             config=config, created_at=self.now, max_agents=args["max_agents"],
         )
-        token = f"join_{int(self.rng.integers(0, 2**48)):012x}"
+        # The invite token is a capability: from the operating system, never from the
+        # seed. The trace shows the seeded stand-in instead, so digests stay reproducible
+        # (and the draw keeps the coordinator's random stream where it always was).
+        stand_in = f"join_{int(self.rng.integers(0, 2**48)):012x}"
+        token = f"join_{secrets.token_urlsafe(18)}"
+        self.dispatcher.trace.redact(token, stand_in)
         self._state[session_id] = _Session(info, token, config["private"])
         self._tell_services("_session", session=info.to_dict())
         if args.get("blueprint") is not None:
@@ -174,6 +180,7 @@ class Coordinator(SessionService):
         self._tell_services("_member_joined", session_id=call.session_id,
                             member=member.to_dict())
         self.dispatcher.set_agent_type(call.caller, member.role)
+        self.dispatcher.set_session(call.caller, call.session_id)
         self.emit_event(call.session_id, "agent_joined", {
             "agent_id": member.agent_id, "name": member.name, "role": member.role})
         assigned = None
@@ -207,6 +214,7 @@ class Coordinator(SessionService):
         requeued = await self.ask("tasks", "_requeue_agent", session_id=call.session_id,
                                   agent_id=call.caller)
         self._tell_services("_member_left", session_id=call.session_id, agent_id=call.caller)
+        self.dispatcher.set_session(call.caller, None)
         self.emit_event(call.session_id, "agent_left", {
             "agent_id": call.caller, "name": call.member.name, "reason": "left"})
         return ok(released_regions=released.get("released_regions", []),
@@ -354,15 +362,13 @@ class Coordinator(SessionService):
         if args.get("topic") and args.get("event_type"):
             raise ToolError("invalid_argument", "give event_type or topic, not both",
                             field="topic")
-        own = f"session:{call.session_id}"
-        topic = args.get("topic") or f"{own}:events"
-        topic = topic.removeprefix(TOPIC_PREFIX)  # "topic:NAME" names the topic NAME
-        if topic.startswith("session:") and topic != own and not topic.startswith(own + ":"):
-            # another session's topics are for its members
-            raise ToolError("permission_denied", f"topic {topic!r} belongs to another session",
-                            field="topic")
-        if args.get("event_type"):
-            topic = f"{topic}:{args['event_type']}"
+        try:
+            topic = session_topic(call.session_id, args.get("topic") or None,
+                                  args.get("event_type"))
+        except PermissionError as exc:
+            raise ToolError("permission_denied", str(exc), field="topic") from None
+        except ValueError as exc:
+            raise ToolError("invalid_argument", f"topic: {exc}", field="topic") from None
         try:
             sid = self.dispatcher.subscribe(self.dispatcher.actor(call.caller), topic,
                                             args.get("filter"))

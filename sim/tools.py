@@ -21,6 +21,8 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
+from sim.messages import topic_name
+
 __all__ = [
     "ERROR_CODES",
     "SERVICES",
@@ -314,6 +316,30 @@ def bound_session_after(tool_name: str, result: Mapping[str, Any],
     if tool_name == "session_leave":
         return None
     return bound_session
+
+
+def session_topic(session_id: str, topic: str | None = None,
+                  event_type: str | None = None) -> str:
+    """The topic ``a2a_subscribe(topic=..., event_type=...)`` means for a member of
+    ``session_id``: every topic a member can reach is one of its own session's.
+
+    No ``topic`` is the session's events (``session:<id>:events``); a topic of
+    the session (``session:<id>`` or below it) is itself; any other session's
+    topic is a PermissionError; any other name is the session's own topic of
+    that name (``errors`` is ``session:<id>:errors``, where the session's
+    agents' behaviour errors are published), so no name leads out of the
+    session. ``event_type`` narrows to ``<topic>:<event_type>``. A name that is
+    not a topic (:func:`sim.messages.topic_name`) is a ValueError.
+    """
+    own = f"session:{session_id}"
+    name = f"{own}:events" if topic is None else topic_name(topic)
+    if name != own and not name.startswith(own + ":"):
+        if name.startswith("session:"):
+            raise PermissionError(f"topic {name!r} belongs to another session")
+        name = f"{own}:{name}"
+    if event_type:
+        name = f"{name}:{event_type}"
+    return name
 
 
 # -- validation ---------------------------------------------------------------------------

@@ -100,6 +100,42 @@ def test_private_sessions_need_the_invite_token(simu: Simulation) -> None:
     assert welcome["success"]
 
 
+def _private_session_run(seed: int) -> tuple[str, str, str, list[bytes]]:
+    with Simulation(seed=seed) as simu:
+        made = simu.client("host").call("session_create", session_name="Secret",
+                                        config={"private": True})
+        sid, token = made["session_id"], made["invite_token"]
+        _, joined = join(simu, sid, "Friend", invite_token=token)
+        assert joined["success"], joined
+        trace = simu.dispatcher.trace
+        return token, sid, trace.digest, list(trace.to_jsonl())
+
+
+def test_secrets_come_from_the_os_and_stay_out_of_the_trace() -> None:
+    """Invite tokens and the signing key were drawn from the seed, so anyone who knew
+    the seed could join a private session or sign as any agent."""
+    first, second = _private_session_run(3), _private_session_run(3)
+    assert first[0] != second[0]  # a new token every run...
+    assert first[1:3] == second[1:3]  # ...yet the same session id and digest
+    for token, _, _, lines in (first, second):
+        assert not any(token.encode() in line for line in lines)
+    with Simulation(seed=3) as a, Simulation(seed=3) as b:
+        assert a.dispatcher.secret != b.dispatcher.secret
+        assert len(a.dispatcher.secret) >= 32
+
+
+def test_the_seeded_stand_in_of_a_token_opens_nothing() -> None:
+    with Simulation(seed=5) as simu:
+        made = simu.client("host").call("session_create", session_name="Secret",
+                                        config={"private": True})
+        sid, token = made["session_id"], made["invite_token"]
+        shown = b"".join(simu.dispatcher.trace.to_jsonl())
+        stand_in = shown.split(b'"invite_token":"')[1].split(b'"')[0].decode()
+        assert stand_in != token
+        _, refused = join(simu, sid, "Guesser", invite_token=stand_in)
+        assert refused["error"] == "invalid_token"
+
+
 def test_calls_before_joining_and_unknown_tools(simu: Simulation) -> None:
     _, sid = session(simu)
     stranger = simu.client()

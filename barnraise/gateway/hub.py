@@ -44,7 +44,7 @@ from typing import Any, Final
 import msgspec
 
 from actors.world import Client, PendingCall, Simulation
-from sim.messages import Message, MessageError, decode, encode, verify
+from sim.messages import TOPIC_PREFIX, Message, MessageError, decode, encode, topic_name, verify
 from sim.tools import fail
 
 __all__ = ["AgentSlot", "Counters", "Hub", "Limits", "Refused"]
@@ -440,9 +440,12 @@ class Hub:
         session_id = slot.session_id
         if session_id is None:
             raise self._refuse("not_a_member", "join a session before sending messages")
-        if to.startswith("topic:"):
+        if to.startswith(TOPIC_PREFIX):
             own = f"session:{session_id}"
-            topic = to[len("topic:"):]
+            try:
+                topic = topic_name(to)
+            except ValueError as exc:
+                raise self._refuse("invalid_message", str(exc)) from None
             if topic == own or topic.startswith(own + ":"):
                 return
             raise self._refuse("not_a_member", f"topic {topic!r} is not one of session "
