@@ -45,6 +45,10 @@ class _Session:
     info: SessionInfo
     invite_token: str
     private: bool
+    owner: str = ""  # the creator's agent id: it grants the granted roles
+    granted_roles: frozenset[str] = frozenset()
+    grants: dict[str, str] = field(default_factory=dict)  # agent id -> granted role
+    role_tokens: dict[str, str] = field(default_factory=dict)  # token -> role
     joined: int = 0  # members ever joined: the next colour
     checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
     stop_autosave: Any = None
@@ -132,7 +136,8 @@ class Coordinator(SessionService):
         stand_in = f"join_{int(self.rng.integers(0, 2**48)):012x}"
         token = f"join_{secrets.token_urlsafe(18)}"
         self.dispatcher.trace.redact(token, stand_in)
-        self._state[session_id] = _Session(info, token, config["private"])
+        self._state[session_id] = _Session(info, token, config["private"], owner=call.caller,
+                                           granted_roles=frozenset(args["granted_roles"]))
         self._tell_services("_session", session=info.to_dict())
         if args.get("blueprint") is not None:
             result = await self.ask("regions", "_blueprint", session_id=session_id,
@@ -162,9 +167,20 @@ class Coordinator(SessionService):
         args = call.args
         session = self._state[call.session_id]
         members = self.members[call.session_id]
-        if session.private and args.get("invite_token") != session.invite_token:
+        token_role = session.role_tokens.get(args["role_token"]) if "role_token" in args else None
+        if "role_token" in args and token_role is None:
+            raise ToolError("invalid_token", "role_token: not one of this session's role "
+                            "tokens", field="role_token")
+        if session.private and token_role is None and (
+                args.get("invite_token") != session.invite_token):
             raise ToolError("invalid_token", "this session is private; the invite token "
                             "given does not match")
+        role = args["role"]
+        if role in session.granted_roles and call.caller != session.owner and (
+                session.grants.get(call.caller) != role and token_role != role):
+            raise ToolError("permission_denied", f"role {role!r} is granted in this session, "
+                            "not open: the session's owner grants it (session_grant), to "
+                            "this agent or as a role token", field="role", role=role)
         if call.caller in members:
             raise ToolError("name_taken", f"{call.caller} has already joined as "
                             f"{members[call.caller].name}")
@@ -195,6 +211,33 @@ class Coordinator(SessionService):
                   session_state={"agents": state["agents"],
                                  "claimed_regions": state["regions"],
                                  "pending_tasks": state["pending_tasks"]})
+
+    def tool_session_grant(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        session = self._state[call.session_id]
+        if call.caller != session.owner:
+            raise ToolError("permission_denied", "only the session's owner (the agent that "
+                            "created it) grants roles")
+        role = args["role"]
+        if "agent_id" in args:
+            self.grant(call.session_id, args["agent_id"], role)
+            return ok(role=role, agent_id=args["agent_id"])
+        # A capability: from the operating system; the trace shows a stand-in counted
+        # per session, so digests stay a function of the seed.
+        token = f"role_{secrets.token_urlsafe(18)}"
+        stand_in = f"role_{call.session_id}_{len(session.role_tokens) + 1}"
+        session.role_tokens[token] = role
+        self.dispatcher.trace.redact(token, stand_in)
+        return ok(role=role, role_token=token)
+
+    def grant(self, session_id: str, agent_id: str, role: str) -> None:
+        """Let ``agent_id`` join ``session_id`` as ``role`` (the owner's grant).
+
+        The host's Python code calls it through :meth:`actors.world.Simulation.grant`
+        (in this actor's context); remote owners through the ``session_grant`` tool.
+        KeyError for an unknown session.
+        """
+        self._state[session_id].grants[agent_id] = role
 
     async def tool_session_leave(self, call: Call) -> dict[str, Any]:
         if call.member is None:

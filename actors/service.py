@@ -166,8 +166,7 @@ class SessionService(A2AActor):
             if member is None:
                 raise ToolError("not_a_member",
                                 f"{message.from_agent} has not joined session {session_id}")
-            if not self.policy.decide(tool.name, role=member.role, agent_id=member.agent_id,
-                                      agent_name=member.name):
+            if not self.policy.decide(tool.name, role=member.role, agent_id=member.agent_id):
                 raise ToolError("permission_denied",
                                 f"a {member.role} may not call {tool.name}",
                                 role=member.role, tool=tool.name)

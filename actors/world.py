@@ -45,7 +45,7 @@ from actors.registry import Registry
 from actors.taskqueue import TaskQueue
 from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, Priority
-from sim.policy import Policy
+from sim.policy import DEFAULT_MATRIX, Policy
 from sim.tools import TOOLS, Tool, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
 
@@ -272,6 +272,22 @@ class Simulation:
     def sessions(self) -> list[str]:
         """The ids of the open sessions, oldest first."""
         return list(self._in_context(self._coordinator, self._coordinator.session_ids))
+
+    def grant(self, session_id: str, agent_id: str, role: str) -> None:
+        """Let agent ``agent_id`` join ``session_id`` as ``role``, a role the session grants
+        rather than opens (architect by default; ``session_create(granted_roles=...)``).
+
+        The host's own code holds every session's keys: this is the owner's
+        ``session_grant`` without a message, so it leaves the trace as it was.
+        ValueError for an unknown role, LookupError for an unknown session.
+        """
+        if role not in DEFAULT_MATRIX:
+            raise ValueError(f"role must be one of {sorted(DEFAULT_MATRIX)}, got {role!r}")
+        try:
+            self._in_context(self._coordinator, self._coordinator.grant, session_id, agent_id,
+                             role)
+        except KeyError:
+            raise LookupError(f"no session {session_id!r}") from None
 
     def view(self, session_id: str | None = None, *, canvas: bool = True,
              completion: bool = False, tasks: bool = True,

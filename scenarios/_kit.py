@@ -86,7 +86,12 @@ def host_session(simu: Simulation, *, host: Client | None = None,
 
 def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: int,
           behaviour: Behaviour | None = None, **params: Any) -> Participant:
-    """Start one participant of ``role`` (``agent_id`` is also its display name)."""
+    """Start one participant of ``role`` (``agent_id`` is also its display name).
+
+    The scenario is the session's host: it grants the role first, for a role
+    the session grants rather than opens (the architect's, by default).
+    """
+    simu.grant(session_id, agent_id, role)
     agent: Participant = simu.dispatcher.spawn(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
         behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params)

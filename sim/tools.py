@@ -101,6 +101,8 @@ _TILE = {"type": ["string", "integer"], "description": "A tile type name (system
          "shader, cartridge, network, storage, empty) or its number"}
 _PRIORITY = {"type": "string", "enum": ["low", "medium", "high", "critical"], "default": "medium"}
 _ROLES = ["architect", "builder", "tester", "observer"]
+#: Roles a session grants rather than opens, unless session_create says otherwise.
+_GRANTED_BY_DEFAULT: Final = ("architect",)
 
 
 def _tool(name: str, service: str, description: str, properties: dict[str, Any],
@@ -119,6 +121,10 @@ _TOOL_LIST: Final = [
         "coordination_mode": {"type": "string", "enum": ["free", "coordinated", "sequential"],
                               "default": "coordinated"},
         "blueprint": {"type": "array", "description": "Target tiles: rows of tile types"},
+        "granted_roles": {"type": "array", "items": {"type": "string", "enum": _ROLES},
+                          "default": list(_GRANTED_BY_DEFAULT),
+                          "description": "Roles that take the owner's grant (session_grant) "
+                          "to join as; the others are open in a public session"},
         "config": _obj({
             "auto_assign_regions": {"type": "boolean", "default": False},
             "auto_region_size": {"type": "integer", "minimum": 1, "default": 100},
@@ -133,7 +139,14 @@ _TOOL_LIST: Final = [
         "role": {"type": "string", "enum": _ROLES, "default": "builder"},
         "capabilities": {"type": "array", "items": {"type": "string"}, "default": []},
         "invite_token": {"type": "string"},
+        "role_token": {"type": "string", "description": "From session_grant: lets its "
+                       "holder join in a granted role (and into a private session)"},
     }, ("session_id", "agent_name"), member_only=False),
+    _tool("session_grant", "coordinator", "The session's owner (its creator) grants a role: "
+          "to one agent, or as a role token that whoever holds it can join with.", {
+              "role": {"type": "string", "enum": _ROLES},
+              "agent_id": {"type": "string", "minLength": 1},
+          }, ("session_id", "role"), member_only=False),
     _tool("session_leave", "coordinator", "Leave a session, releasing or handing over claims.", {
         "handoff_to": {"type": "string"},
     }),

@@ -71,10 +71,10 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     return data
 
 
-async def join(url: str, session_id: str, name: str, role: str) -> str:
+async def join(url: str, session_id: str, name: str, role: str, **extra: Any) -> str:
     async with a2a_client(url) as client:
         joined = await call(client, "session_join", session_id=session_id, agent_name=name,
-                            role=role)
+                            role=role, **extra)
     assert joined["success"], joined
     return str(joined["token"])
 
@@ -101,7 +101,8 @@ def test_send_message_calls_tools_and_task_delegate_answers_with_a_task(
     session = default_session(server)
 
     async def scenario() -> None:
-        architect = await join(server.url, session, "Arch", "architect")
+        architect = await join(server.url, session, "Arch", "architect",
+                               role_token=server.gateway.world.role_tokens["architect"])
         builder = await join(server.url, session, "Bob", "builder")
         async with a2a_client(server.url, architect) as arch, \
                 a2a_client(server.url, builder) as bob:
@@ -146,7 +147,8 @@ def test_streaming_follows_a_task_to_its_terminal_state(server: GatewayServer) -
     session = default_session(server)
 
     async def scenario() -> None:
-        architect = await join(server.url, session, "Arch", "architect")
+        architect = await join(server.url, session, "Arch", "architect",
+                               role_token=server.gateway.world.role_tokens["architect"])
         builder = await join(server.url, session, "Bob", "builder")
         async with a2a_client(server.url, architect, streaming=True) as arch, \
                 a2a_client(server.url, builder) as bob:

@@ -67,8 +67,11 @@ async def joined(server: GatewayServer, name: str, role: str = "builder",
                  **headers: str) -> tuple[Peer, dict[str, Any]]:
     ws = await connect(ws_url(server), additional_headers=headers or None, compression=None)
     peer = Peer(ws)
-    answer = await peer.ask("session_join", {"session_id": server.gateway.world.default_session,
-                                             "agent_name": name, "role": role})
+    join = {"session_id": server.gateway.world.default_session, "agent_name": name,
+            "role": role}
+    if role in server.gateway.world.role_tokens:  # the operator handed it the token
+        join["role_token"] = server.gateway.world.role_tokens[role]
+    answer = await peer.ask("session_join", join)
     result = answer["result"]
     assert result["success"], result
     return peer, result

@@ -281,16 +281,22 @@ def test_checkpoint_interval_takes_checkpoints_on_its_own(simu: Simulation) -> N
 
 def test_policy_rules_are_enforced_by_the_owning_services() -> None:
     rules = {"rules": [
-        {"agent": "Trusted-Builder", "tool": "task_delegate", "allow": True},
+        {"agent": "trusted", "tool": "task_delegate", "allow": True},  # agent ids
         {"role": "observer", "tool": "builder_*", "allow": True},
         {"role": "builder", "tool": "region_claim", "allow": False},
-        {"agent": "Claimer", "tool": "region_claim", "allow": True},
+        {"agent": "claimer", "tool": "region_claim", "allow": True},
     ]}
+
+    def member(agent_id: str, name: str) -> Client:
+        client = simu.client(agent_id)
+        assert client.session_join(session_id=sid, agent_name=name)["success"]
+        return client
+
     with Simulation(seed=2, policy=rules) as simu:
         arch, sid = session(simu)
-        trusted, _ = join(simu, sid, "Trusted-Builder")
-        plain, _ = join(simu, sid, "Plain-Builder")
-        claimer, _ = join(simu, sid, "Claimer")
+        trusted = member("trusted", "Trusted-Builder")
+        plain = member("plain", "Plain-Builder")
+        claimer = member("claimer", "Claimer")
         assert trusted.task_delegate(task_type="build")["success"]  # agent beats role
         assert plain.task_delegate(task_type="build")["error"] == "permission_denied"
         region = {"x": 0, "y": 0, "width": 5, "height": 5}
@@ -304,3 +310,53 @@ def test_policy_rules_are_enforced_by_the_owning_services() -> None:
         painter_free.session_join(session_id=free_sid, agent_name="Painter", role="observer")
         placed = painter_free.builder_place_tile(tile_type="code", x=3, y=3)
         assert placed["success"], placed  # role x pattern allow: observers may paint here
+
+
+def test_privileged_roles_are_granted_not_claimed(simu: Simulation) -> None:
+    owner = simu.client("owner")
+    sid = owner.call("session_create", session_name="Crew")["session_id"]
+    # an open role is open; the architect's is not, nor by leaving and coming back
+    _, builder = join(simu, sid, "B")
+    assert builder["success"]
+    climber, claimed = join(simu, sid, "Boss", role="architect")
+    assert (claimed["error"], claimed["field"]) == ("permission_denied", "role")
+    assert climber.call("session_get_state", session_id=sid)["error"] == "not_a_member"
+    # the owner grants it: to one agent by id, or as a role token
+    assert climber.call("session_grant", session_id=sid, role="architect",
+                        agent_id=climber.agent_id)["error"] == "permission_denied"
+    assert owner.call("session_grant", session_id=sid, role="architect",
+                      agent_id=climber.agent_id)["success"]
+    assert climber.call("session_join", session_id=sid, agent_name="Boss",
+                        role="architect")["success"]
+    minted = owner.call("session_grant", session_id=sid, role="architect")
+    _, with_token = join(simu, sid, "Deputy", role="architect",
+                              role_token=minted["role_token"])
+    assert with_token["success"] and with_token["role"] == "architect"
+    _, forged = join(simu, sid, "Forger", role="architect", role_token="role_guess")
+    assert (forged["error"], forged["field"]) == ("invalid_token", "role_token")
+    # the creator holds the owner's role and may join as anything
+    assert owner.call("session_join", session_id=sid, agent_name="Owner",
+                      role="architect")["success"]
+    # a session may open every role, or grant more
+    open_sid = owner.call("session_create", session_name="Open",
+                          granted_roles=[])["session_id"]
+    assert join(simu, open_sid, "Anyone", role="architect")[1]["success"]
+    strict = owner.call("session_create", session_name="Strict",
+                        granted_roles=["architect", "tester"])["session_id"]
+    assert join(simu, strict, "T", role="tester")[1]["error"] == "permission_denied"
+
+
+def test_policy_rules_match_agent_ids_not_display_names() -> None:
+    rule = {"agent": "foreman", "tool": "task_delegate", "allow": True}
+    with Simulation(seed=1, policy=[rule]) as simu:
+        host = simu.client("host")
+        mine = host.call("session_create", session_name="Mine")["session_id"]
+        other = host.call("session_create", session_name="Other")["session_id"]
+        foreman = simu.client("foreman")
+        assert foreman.call("session_join", session_id=mine, agent_name="Foreman")["success"]
+        allowed = foreman.call("task_delegate", task_type="build", description="x")
+        assert allowed["success"], allowed
+        imposter = simu.client("imposter")
+        assert imposter.call("session_join", session_id=other, agent_name="foreman")["success"]
+        denied = imposter.call("task_delegate", task_type="build", description="x")
+        assert denied["error"] == "permission_denied"

@@ -29,7 +29,8 @@ class HostedWorld:
 
     def __init__(self, *, scenario: str | None = None, params: Mapping[str, Any] | None = None,
                  seed: int = 0, time_scale: float = 1.0, session_name: str = "barnraise",
-                 grid_size: int = 1000, max_agents: int = 1000) -> None:
+                 grid_size: int = 1000, max_agents: int = 1000,
+                 granted_roles: tuple[str, ...] = ("architect",)) -> None:
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
         options: dict[str, Any] = {}
@@ -45,6 +46,9 @@ class HostedWorld:
         self.simulation = Simulation(seed=seed, mode="realtime", **options)
         self.scenario = scenario
         self.default_session: str | None = None
+        #: The default session's role tokens, one per granted role: the operator hands
+        #: them to the outside agents that may join in those roles.
+        self.role_tokens: dict[str, str] = {}
         self.scenario_result: dict[str, Any] | None = None
         self.scenario_error: str | None = None
         self._thread: threading.Thread | None = None
@@ -55,11 +59,15 @@ class HostedWorld:
         else:
             host = self.simulation.client("gateway-host")
             made = host.call("session_create", session_name=session_name,
-                             grid_size=grid_size, max_agents=max_agents)
+                             grid_size=grid_size, max_agents=max_agents,
+                             granted_roles=list(granted_roles))
             if not made.get("success"):
                 self.simulation.close()
                 raise ValueError(f"could not create the session: {made.get('message')}")
             self.default_session = str(made["session_id"])
+            for role in granted_roles:
+                minted = host.call("session_grant", session_id=self.default_session, role=role)
+                self.role_tokens[role] = str(minted["role_token"])
 
     def _run_scenario(self, module: Any, values: dict[str, Any]) -> None:
         try:
