@@ -267,6 +267,17 @@ class Simulation:
         self.clients.append(client)
         return client
 
+    def release(self, client: Client) -> None:
+        """Stop ``client``'s actor (its thread, in realtime mode) and forget it.
+
+        For hosts that make clients on demand (the gateway makes one per remote
+        agent): one that never became a member must not hold a thread for ever.
+        Mail still on its way to it is dead ``offline``; its name is not reused.
+        """
+        self.dispatcher.stop_actor(client.agent_id)
+        if client in self.clients:
+            self.clients.remove(client)
+
     # -- reading the world -----------------------------------------------------------------
 
     def sessions(self) -> list[str]:

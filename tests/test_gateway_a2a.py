@@ -247,3 +247,28 @@ def test_calls_without_a_valid_token_are_refused_and_counted(server: GatewayServ
     found = counters(server)
     assert found["unauthenticated"] == 2 and found["invalid_token"] == 1
     assert found["body_too_large"] == 1 and found["unknown_method"] == 1
+
+
+def test_failed_joins_leave_no_agent_behind() -> None:
+    """Every failed join over HTTP once kept a Client (and its thread): Limits.agents of
+    them and the server refused everyone."""
+    from barnraise.gateway.hub import Limits
+
+    with served(limits=Limits(agents=3)) as server:
+        session = default_session(server)
+        hub, dispatcher = server.gateway.hub, server.gateway.world.simulation.dispatcher
+
+        async def scenario() -> None:
+            async with a2a_client(server.url) as client:
+                for attempt in range(6):  # twice the limit
+                    refused = await call(client, "session_join", session_id=session,
+                                         agent_name=f"Climber{attempt}", role="architect")
+                    assert refused["error"] == "permission_denied", refused
+            assert await join(server.url, session, "Welcome", "builder")
+
+        run(scenario())
+        assert counters(server)["guests_released"] == 6
+        assert [slot.session_id for slot in hub.slots.values()] == [session]
+        stopped = [name for name, actor in dispatcher.actors.items()
+                   if name.startswith("remote-") and actor.stopped]
+        assert len(stopped) == 6

@@ -365,3 +365,28 @@ def test_a_foreign_origin_is_refused_and_a_local_page_is_not(server: GatewayServ
 
     run(scenario())
     assert counters(server)["foreign_origin"] == 1
+
+
+def test_connections_that_never_join_leave_no_agent_behind() -> None:
+    with served(limits=Limits(agents=2)) as server:
+        session = server.gateway.world.default_session
+        hub = server.gateway.hub
+
+        async def scenario() -> None:
+            for attempt in range(4):  # twice the limit, each on its own connection
+                async with connect(ws_url(server), compression=None) as ws:
+                    answer = await Peer(ws).ask("session_join", {
+                        "session_id": session, "agent_name": f"C{attempt}",
+                        "role": "architect"})
+                    assert answer["result"]["error"] == "permission_denied", answer
+            for _ in range(200):  # the server notices each close on its own loop
+                if not hub.slots:
+                    break
+                await asyncio.sleep(0.01)
+            peer, result = await joined(server, "Welcome")
+            assert result["success"]
+            await peer.ws.close()
+
+        run(scenario())
+        assert counters(server)["guests_released"] == 4
+        assert [slot.session_id for slot in hub.slots.values()] == [session]

@@ -208,6 +208,22 @@ class Hub:
         slot.client.on_arrival(self._listener(slot))
         return slot
 
+    def forget(self, slot: AgentSlot) -> bool:
+        """Drop ``slot`` if it never became an agent: no token (its joins failed, or its
+        connection went first) and no call under way. Its Client's actor stops.
+
+        Each surface makes a slot for a caller that is not yet an agent; without
+        this, every failed join over HTTP left a Client and its thread behind, and
+        ``Limits.agents`` of them refused everyone after. True if dropped.
+        """
+        if slot.token is not None or slot.pending or self._slots.get(slot.agent_id) is not slot:
+            return False
+        del self._slots[slot.agent_id]
+        slot.client.on_arrival(None)
+        self.simulation.release(slot.client)
+        self.counters.add("guests_released")
+        return True
+
     def slot_for_token(self, token: str | None) -> AgentSlot:
         """The agent a token names; :class:`Refused` (``invalid_token``) if none."""
         slot = self._by_token.get(token) if isinstance(token, str) else None

@@ -113,6 +113,7 @@ class WebSocketSession:
             self._finishing = True
             if self.slot is not None:
                 self.hub.detach(self.slot, self.close_soon)
+                self.hub.forget(self.slot)  # never joined: nothing to come back to
             for task in list(self.tasks):
                 task.cancel()
             await self._finish(writer)
