@@ -90,7 +90,7 @@ def test_every_json_rpc_fault_gets_its_code_and_the_connection_goes_on(
         cases: list[tuple[str, int]] = [
             ("{not json", -32700),
             ("[]", -32600),
-            ('[{"jsonrpc": "2.0", "id": 1, "method": "region_query"}]', -32600),
+            ("[" + ",".join(['{"jsonrpc": "2.0", "method": "x"}'] * 101) + "]", -32600),
             ('"a string"', -32600),
             ('{"jsonrpc": "1.0", "id": 1, "method": "region_query"}', -32600),
             ('{"jsonrpc": "2.0", "id": 1}', -32600),
@@ -120,6 +120,39 @@ def test_every_json_rpc_fault_gets_its_code_and_the_connection_goes_on(
     assert found["parse_error"] == 1 and found["invalid_request"] == 6
     assert found["unknown_method"] == 1 and found["invalid_params"] == 3
     assert found.get("internal_error", 0) == 0
+
+
+def test_a_batch_is_served_together_and_answered_in_one_array(server: GatewayServer) -> None:
+    async def scenario() -> None:
+        peer, _ = await joined(server, "Batcher")
+        batch = [
+            {"jsonrpc": "2.0", "id": "claim", "method": "region_claim",
+             "params": {"region": REGION}},
+            {"jsonrpc": "2.0", "method": "region_query", "params": {"region": REGION}},
+            {"jsonrpc": "2.0", "id": 7, "method": "region_query",
+             "params": {"region": REGION}},
+            {"jsonrpc": "2.0", "id": 8, "method": "region_paint", "params": {}},
+            1,
+            {"jsonrpc": "2.0", "id": 9, "method": "region_query", "params": [1]},
+        ]
+        await peer.ws.send(json.dumps(batch))
+        answer = json.loads(await asyncio.wait_for(peer.ws.recv(), 20))
+        assert isinstance(answer, list)
+        # one answer per request with an id or that is no request, in the batch's order;
+        # the notification gets none
+        assert [a.get("id") for a in answer] == ["claim", 7, 8, None, 9]
+        assert answer[0]["result"]["success"] is True
+        assert answer[1]["result"]["success"] is True
+        assert [a.get("error", {}).get("code") for a in answer[2:]] == [-32601, -32600,
+                                                                         -32602]
+        # a batch of notifications gets no answer; the next request is answered alone
+        await peer.ws.send(json.dumps([{"jsonrpc": "2.0", "method": "region_query",
+                                        "params": {"region": REGION}}]))
+        alone = await peer.ask("region_query", {"region": REGION})
+        assert alone["result"]["success"] is True
+        await peer.ws.close()
+
+    run(scenario())
 
 
 def test_random_frames_never_take_the_server_down(server: GatewayServer) -> None:
