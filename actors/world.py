@@ -240,6 +240,9 @@ class Simulation:
         self.clients: list[Client] = []
         #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
         self.progress: Callable[[float], None] | None = None
+        #: Seats a scenario's sessions keep for agents from outside, beyond its own crew
+        #: (``barnraise serve --scenario`` sets it, so that outsiders can join a live crew).
+        self.guest_seats = 0
 
     def __enter__(self) -> Simulation:
         return self

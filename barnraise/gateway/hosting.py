@@ -30,7 +30,8 @@ class HostedWorld:
     def __init__(self, *, scenario: str | None = None, params: Mapping[str, Any] | None = None,
                  seed: int = 0, time_scale: float = 1.0, session_name: str = "barnraise",
                  grid_size: int = 1000, max_agents: int = 1000,
-                 granted_roles: tuple[str, ...] = ("architect",)) -> None:
+                 granted_roles: tuple[str, ...] = ("architect",),
+                 guest_seats: int = 100) -> None:
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
         options: dict[str, Any] = {}
@@ -44,6 +45,7 @@ class HostedWorld:
             raise ValueError("params need a scenario")
         options["time_scale"] = float(time_scale)
         self.simulation = Simulation(seed=seed, mode="realtime", **options)
+        self.simulation.guest_seats = guest_seats
         self.scenario = scenario
         self.default_session: str | None = None
         #: The default session's role tokens, one per granted role: the operator hands
