@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from actors.service import Call, Member, SessionInfo, SessionService
 from sim.messages import MESSAGE_TYPES, Message
-from sim.tools import SERVICES, ToolError, ok, session_topic
+from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
 from sim.views import CheckpointView, MemberView, SessionPart, SessionView, json_copy
 
 __all__ = ["Coordinator"]
@@ -57,10 +57,11 @@ class _Session:
 class Coordinator(SessionService):
     service_name = "coordinator"
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, limits: WorldLimits | None = None, **options: Any) -> None:
         super().__init__(**options)
         self._state: dict[str, _Session] = {}
         self._serial = 0
+        self.limits = limits or WorldLimits()
 
     def on_start(self) -> None:
         # The registry notices lost heartbeats; sessions hear of it from here.
@@ -121,8 +122,29 @@ class Coordinator(SessionService):
 
     # -- sessions ----------------------------------------------------------------------
 
+    def _check_limits(self, args: dict[str, Any]) -> None:
+        """Refuse a session the host's limits do not allow, before anything exists."""
+        limits, grid = self.limits, args["grid_size"]
+        if grid > limits.max_grid_size:
+            raise ToolError("invalid_argument", f"grid_size: at most {limits.max_grid_size} "
+                            f"on this host, got {grid}", field="grid_size")
+        cells = sum(s.info.grid_size ** 2 for s in self._state.values())
+        if cells + grid * grid > limits.max_total_cells:
+            raise ToolError("invalid_argument", f"grid_size: the open sessions hold {cells:,} "
+                            f"cells and this host allows {limits.max_total_cells:,} in all; a "
+                            f"{grid} x {grid} canvas does not fit", field="grid_size")
+        if len(self._state) >= limits.max_sessions:
+            raise ToolError("invalid_argument", f"this host holds at most "
+                            f"{limits.max_sessions} sessions", field="session_name")
+        interval = args["config"]["checkpoint_interval"]
+        if 0 < interval < limits.min_checkpoint_interval:
+            raise ToolError("invalid_argument", "config.checkpoint_interval: 0 (off) or at "
+                            f"least {limits.min_checkpoint_interval:g} simulated seconds, got "
+                            f"{interval!r}", field="config.checkpoint_interval")
+
     async def tool_session_create(self, call: Call) -> dict[str, Any]:
         args = call.args
+        self._check_limits(args)
         config = args["config"]
         session_id = self._new_id("session")
         info = SessionInfo(

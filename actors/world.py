@@ -46,7 +46,7 @@ from actors.taskqueue import TaskQueue
 from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
-from sim.tools import TOOLS, Tool, bound_session_after, fail, prepare_call
+from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
 
 __all__ = ["Client", "Simulation"]
@@ -208,8 +208,12 @@ class Simulation:
         secret: bytes | None = None,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         trace: bool = True,
+        limits: WorldLimits | None = None,
     ) -> None:
         """A session world on a ``mode`` dispatcher seeded with ``seed``.
+
+        ``limits``: what sessions may cost on this host (canvas sizes, session
+        count; :class:`sim.tools.WorldLimits`, whose defaults apply when None).
 
         ``time_scale`` and ``idle_timeout`` apply to realtime mode, ``latency`` to
         deterministic mode (see the dispatchers); giving one to the other mode is
@@ -236,7 +240,8 @@ class Simulation:
         self._tasks: TaskQueue = d.spawn(TaskQueue, "tasks", policy=self.policy)
         self._coordination: CoordinationService = d.spawn(
             CoordinationService, "coordination", policy=self.policy)
-        self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy)
+        self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy,
+                                                 limits=limits)
         self.clients: list[Client] = []
         #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
         self.progress: Callable[[float], None] | None = None
