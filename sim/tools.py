@@ -48,7 +48,7 @@ ERROR_CODES: Final = frozenset({
     "session_full", "name_taken", "invalid_token", "not_a_member", "region_conflict",
     "out_of_bounds", "claim_not_found", "not_owner", "write_refused", "task_not_found",
     "dependency_cycle", "unknown_dependency", "invalid_transition", "checkpoint_not_found",
-    "no_blueprint", "lock_not_held", "timeout", "no_reply",
+    "no_blueprint", "lock_not_held", "timeout", "no_reply", "internal_error",
 })
 
 
