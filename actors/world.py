@@ -44,7 +44,7 @@ from actors.regions import RegionManager
 from actors.registry import Registry
 from actors.taskqueue import TaskQueue
 from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
-from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, Priority
+from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
@@ -90,7 +90,11 @@ class Client:
             self.agent_id, tool.service, "coordination_request", {"tool": name, "args": args},
             priority=Priority.HIGH, correlation_id=correlation_id,
         )
-        report = dispatcher.send(dispatcher.seal(message))
+        try:
+            report = dispatcher.send(dispatcher.seal(message))
+        except MessageError as exc:  # over the content limit: a failure, not a raise
+            self._actor.forget(correlation_id)
+            return PendingCall.done(fail("invalid_argument", f"arguments: {exc.problem}"))
         if not report.ok:
             return PendingCall.done(fail("no_reply", f"{tool.service} did not accept the call: "
                                          f"{report.statuses}"))
