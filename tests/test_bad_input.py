@@ -152,3 +152,20 @@ def test_a_behaviour_hears_that_its_message_cannot_be_sent() -> None:
         simu.run()
         assert heard == ["content", "invalid_argument"]
         assert simu.dispatcher.behaviour_errors == 0
+
+
+def test_session_state_events_never_scan_the_trace(
+        simu: Simulation, monkeypatch: pytest.MonkeyPatch) -> None:
+    c = session_crew(simu)
+    for i in range(120):
+        assert c.a.region_claim(region=box(i % 10 * 5, i // 10 * 5, 5), timeout=0)["success"]
+
+    def no_scan(*args: object, **kwargs: object) -> None:
+        raise AssertionError("session_get_state scanned the whole trace")
+
+    monkeypatch.setattr(type(simu.dispatcher.trace), "records", no_scan)
+    state = c.observer.session_get_state(include=["events"])
+    events = state["state"]["events"]
+    assert len(events) == 100  # the last hundred
+    assert events[-1]["type"] == "region_claimed" and events[-1]["t"] == simu.now
+    assert [e["type"] for e in events].count("region_claimed") == 100
