@@ -79,6 +79,8 @@ class Client:
         For calls that wait on others (a barrier, a lock), so that one thread
         can drive several clients in deterministic mode.
         """
+        if self._simulation.closed:
+            return PendingCall.done(fail("no_reply", f"{name}: the simulation is closed"))
         prepared = prepare_call(name, args, self.session_id)
         if isinstance(prepared, dict):
             return PendingCall.done(prepared)
@@ -187,6 +189,9 @@ class PendingCall:
                                                  actor.arrived)
         reply = actor.take_reply(cid) if arrived else None
         if reply is None:
+            if self._client._simulation.closed:
+                return fail("no_reply", f"no answer to {self._tool.name}: the simulation "
+                            "was closed")
             return fail("no_reply", f"no answer to {self._tool.name} "
                         + ("in time" if timeout is not None else "(the run went idle)"))
         self._result = dict(reply.content)
@@ -247,6 +252,8 @@ class Simulation:
         self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy,
                                                  limits=limits)
         self.clients: list[Client] = []
+        #: True once :meth:`close` has begun: no call is answered after it.
+        self.closed = False
         #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
         self.progress: Callable[[float], None] | None = None
         #: Seats a scenario's sessions keep for agents from outside, beyond its own crew
@@ -260,7 +267,13 @@ class Simulation:
         self.close()
 
     def close(self) -> None:
+        """Stop every actor. Clients still waiting for an answer are woken and get
+        ``no_reply`` saying so (rather than waiting out their timeout); later calls too."""
+        self.closed = True
         self.dispatcher.shutdown()
+        for client in list(self.clients):
+            with client._actor.arrived:
+                client._actor.arrived.notify_all()
 
     @property
     def now(self) -> float:
@@ -430,10 +443,10 @@ class Simulation:
         assert isinstance(d, RealtimeDispatcher)
         wall = REALTIME_CALL_TIMEOUT if timeout is None else d.clock.to_wall(timeout)
         end = time.monotonic() + wall
-        with arrived:  # the client actor notifies it on every arrival
+        with arrived:  # the client actor notifies it on every arrival, close() once more
             while not done():
                 left = end - time.monotonic()
-                if left <= 0:
+                if left <= 0 or self.closed:
                     return False
                 arrived.wait(left)
         return True

@@ -169,3 +169,30 @@ def test_session_state_events_never_scan_the_trace(
     assert len(events) == 100  # the last hundred
     assert events[-1]["type"] == "region_claimed" and events[-1]["t"] == simu.now
     assert [e["type"] for e in events].count("region_claimed") == 100
+
+
+def test_close_wakes_a_waiting_client_with_a_clear_failure() -> None:
+    import threading
+    import time
+
+    simu = Simulation(seed=1, mode="realtime", time_scale=1.0)
+    try:
+        c = session_crew(simu)
+        answers: list[dict[str, object]] = []
+        waiter = threading.Thread(target=lambda: answers.append(c.a.a2a_barrier_enter(
+            barrier_id="never", expected_count=2, timeout=3600)))
+        waiter.start()
+        deadline = time.monotonic() + 10
+        while not c.a._actor.expected and time.monotonic() < deadline:  # the call is out
+            time.sleep(0.005)
+        assert c.a._actor.expected
+    finally:
+        started = time.monotonic()
+        simu.close()
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert time.monotonic() - started < 10  # woken, not timed out (30 s)
+    [answer] = answers
+    assert answer["error"] == "no_reply" and "closed" in str(answer["message"])
+    late = c.b.region_query(region=box(0, 0, 1))
+    assert late["error"] == "no_reply" and "closed" in late["message"]
