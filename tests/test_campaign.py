@@ -248,7 +248,7 @@ def test_every_tool_over_the_websocket(server: Any, data: st.DataObject) -> None
                 last = json.loads(await asyncio.wait_for(ws.recv(), 20))
                 if last.get("id") == "last":
                     break
-            assert last["result"]["success"], last  # still serving
+            check_result("session_get_state", last["result"])  # still serving
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
     found = counters(server)

@@ -286,7 +286,7 @@ class Dispatcher:
         """
         try:
             encoded = _encode_content(message.content)
-        except (TypeError, msgspec.EncodeError):
+        except (TypeError, ValueError, msgspec.EncodeError):
             encoded = encode_content(message.content)  # raises the MessageError
         if len(encoded) > self.max_content_bytes:
             encode_content(message.content, self.max_content_bytes)
@@ -320,7 +320,7 @@ class Dispatcher:
             content = {}
         try:
             encoded = _encode_content(content)
-        except (TypeError, msgspec.EncodeError):
+        except (TypeError, ValueError, msgspec.EncodeError):
             encoded = encode_content(content)  # raises the MessageError
         if len(encoded) > self.max_content_bytes:
             encode_content(content, self.max_content_bytes)
