@@ -121,6 +121,16 @@ class SessionService(A2AActor):
         self.members: dict[str, dict[str, Member]] = {}
         # tool name -> (bound handler, is it a coroutine function): looked up once
         self._tool_handlers: dict[str, tuple[Callable[[Call], Any], bool]] = {}
+        # Under a fault plan only (made in a2a_bind): (caller, correlation id) -> the
+        # answer given, or None while the call is being served. A request sent again
+        # (a retry, or a duplicated letter) is answered with the answer it got,
+        # never served twice. Without faults nothing is sent twice: no table.
+        self._answers: dict[tuple[str, str], dict[str, Any] | None] | None = None
+
+    def a2a_bind(self, dispatcher: Any, name: str) -> None:
+        super().a2a_bind(dispatcher, name)
+        if dispatcher.faults is not None:
+            self._answers = {}
 
     # -- requests ---------------------------------------------------------------------
 
@@ -130,6 +140,16 @@ class SessionService(A2AActor):
         if op is not None:
             self._internal(str(op), message)
             return
+        answers = self._answers
+        if answers is not None and message.metadata.correlation_id is not None:
+            key = (message.from_agent, message.metadata.correlation_id)
+            if key in answers:
+                answered = answers[key]
+                if answered is not None:  # served: the same answer again
+                    self.reply(message, "coordination_response", answered,
+                               priority=Priority.HIGH)
+                return  # still being served: its answer is on the way
+            answers[key] = None
         try:
             call = self._admit(message)
             served = self._tool_handlers.get(call.tool)
@@ -181,16 +201,19 @@ class SessionService(A2AActor):
         self._answer(call.message, result)
 
     def _answer(self, request: Message, result: dict[str, Any]) -> None:
-        if request.metadata.correlation_id is None:
+        correlation_id = request.metadata.correlation_id
+        if correlation_id is None:
             return
         try:
             self.reply(request, "coordination_response", result, priority=Priority.HIGH)
         except MessageError as exc:
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
-            self.reply(request, "coordination_response", fail(
-                "invalid_argument", f"the result is too large to send ({exc.problem}); "
-                "ask about a smaller region or fewer items"), priority=Priority.HIGH)
+            result = fail("invalid_argument", f"the result is too large to send "
+                          f"({exc.problem}); ask about a smaller region or fewer items")
+            self.reply(request, "coordination_response", result, priority=Priority.HIGH)
+        if self._answers is not None and "op" not in request.content:
+            self._answers[(request.from_agent, correlation_id)] = result
 
     def handle_error_report(self, message: Message) -> None:
         """A service's own mail bounced (a subscriber's mailbox was full, say).

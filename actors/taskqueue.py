@@ -43,7 +43,7 @@ What callers can rely on:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -161,6 +161,7 @@ class _Session:
     approvals: dict[str, Timer] = field(default_factory=dict)
     checkpoints: dict[str, bytes] = field(default_factory=dict)
     next_seq: int = 0
+    stop_redelivery: Callable[[], None] | None = None  # under faults (see on_session)
 
 
 class TaskQueue(SessionService):
@@ -213,13 +214,31 @@ class TaskQueue(SessionService):
     # -- sessions --------------------------------------------------------------------
 
     def on_session(self, info: SessionInfo) -> None:
-        self._state[info.session_id] = _Session(info)
+        state = self._state[info.session_id] = _Session(info)
+        faults = self.dispatcher.faults
+        if faults is not None and faults.messages:
+            # Letters may be lost: every so often each ready task's assignment goes
+            # to its assignee again, until it is accepted (a daemon timer: it keeps
+            # no run going). A second copy of an assignment is harmless: accepting a
+            # task already started is refused and changes nothing.
+            state.stop_redelivery = self.dispatcher.call_every(
+                4 * faults.retry, self, lambda: self._redeliver(state))
+
+    def _redeliver(self, state: _Session) -> None:
+        session_id = state.info.session_id
+        for record in state.records.values():
+            if (record.status == TaskStatus.PENDING and record.assigned_to != "any"
+                    and record.approval_requested_at is None):
+                self.send(record.assigned_to, "task_assignment",
+                          {"session_id": session_id, **record.to_dict()})
 
     def op_session_closed(self, content: Mapping[str, Any]) -> None:
         session_id = content["session_id"]
         state = self._state.pop(session_id, None)
         if state is not None:
             self._cancel_timers(state)
+            if state.stop_redelivery is not None:
+                state.stop_redelivery()
         self.sessions.pop(session_id, None)
         self.members.pop(session_id, None)
 

@@ -91,6 +91,9 @@ async def accept_next(agent: Participant, types: frozenset[str],
     """
     parked = agent.parked_tasks
     while True:
+        # Under faults an assignment or an unblocking may be lost; the task queue
+        # then sends each ready task's assignment again until it is accepted, and
+        # a second copy of one already accepted is refused here (invalid_transition).
         message = await agent.receive(
             lambda m: m.message_type == "task_assignment"
             or m.content.get("event") == "task_unblocked",

@@ -13,6 +13,7 @@ this module never imports ``actors``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import secrets
 import threading
@@ -25,6 +26,7 @@ import msgspec
 import numpy as np
 
 from sim.clock import VirtualClock, WallClock
+from sim.dispatch.faults import FaultInjector, Faults
 from sim.dispatch.values import (
     DROPPED,
     DeadReason,
@@ -97,6 +99,7 @@ class Dispatcher:
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         trace: bool = True,
         dead_letter_log: int = 10_000,
+        faults: Faults | str | Mapping[str, Any] | None = None,
     ) -> None:
         if type(seed) is not int or seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {seed!r}")
@@ -126,6 +129,20 @@ class Dispatcher:
         self._dead: Counter[str] = Counter()
         self.dead_letters: deque[tuple[str, Message]] = deque(maxlen=dead_letter_log)
         self.behaviour_errors = 0
+        #: The fault plan in force (None: no faults, and routing is the plain one).
+        self.faults: Faults | None = Faults.parse(faults)
+        self.injector: FaultInjector | None = None
+        #: Called with an agent's name when an injected crash takes it (the
+        #: supervision layer sets it); without one, a crashed agent stays stopped.
+        self.crash_handler: Callable[[str], None] | None = None
+        if self.faults is not None:
+            self.injector = FaultInjector(self, self.faults, self._route_one)
+            if self.faults.messages:
+                # Instance attributes shadow the methods: a dispatcher without a
+                # plan keeps the plain ones and pays nothing for this.
+                self._route_one = self.injector.route  # type: ignore[method-assign]
+                self._route_batch = functools.partial(  # type: ignore[method-assign]
+                    Dispatcher._route_batch, self)
 
     # -- identity and time -------------------------------------------------------
 
