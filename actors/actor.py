@@ -69,6 +69,10 @@ class A2AActor(pykka.ThreadingActor):
     """
 
     agent_type: str | None = None
+    #: "Let it crash": a behaviour error this actor does not handle crashes it
+    #: (``Dispatcher.crash``), for its supervisor to restart; False (the default)
+    #: reports the error and keeps the actor going.
+    crash_on_error: bool = False
     actor_inbox: PriorityMailbox
     use_daemon_thread = True  # a forgotten shutdown must not hang the interpreter
     _handlers: ClassVar[dict[str, Callable[[Any, Message], None]]] = {}
@@ -86,6 +90,10 @@ class A2AActor(pykka.ThreadingActor):
         self.name = ""
         self.dispatcher: Dispatcher = None  # type: ignore[assignment]  # set by a2a_bind
         self.stopped = False
+        #: Set when the actor was crashed (``Dispatcher.crash``): it stopped without goodbyes.
+        self.crashed = False
+        #: 0 in an actor's first life, n after its n-th restart by a supervisor.
+        self.incarnation = 0
         self.capacity = DEFAULT_CAPACITY
         self.pending = 0  # deterministic mode: letters queued in the dispatcher's heap
         self.delivered = 0
@@ -408,6 +416,8 @@ class A2AActor(pykka.ThreadingActor):
             except Exception as exc:
                 task.done, task.error, task.waiting = True, exc, None
                 self.dispatcher.report_error(self.name, task.name, exc)
+                if self.crash_on_error:
+                    self.dispatcher.crash(self.name, f"behaviour_error: {type(exc).__name__}")
                 return
             if not isinstance(effect, Effect):
                 value, error = None, TypeError(

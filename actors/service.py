@@ -41,6 +41,9 @@ from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
 
 __all__ = ["DEFERRED", "Call", "Deferred", "Member", "SessionInfo", "SessionService"]
 
+#: The top supervisor (``actors.supervisor.ROOT``): it may tell the services of a crash.
+SUPERVISOR: Final = "supervisor"
+
 #: Every member of every session reaches its services through these mailboxes.
 SERVICE_CAPACITY: Final = 1_000_000
 
@@ -226,7 +229,7 @@ class SessionService(A2AActor):
     # -- internal operations ------------------------------------------------------------
 
     def _internal(self, op: str, message: Message) -> None:
-        if message.from_agent not in SERVICES:
+        if message.from_agent not in SERVICES and message.from_agent != SUPERVISOR:
             self._answer(message, fail("permission_denied", f"{op} is internal to the services"))
             return
         handler = getattr(self, f"op{op}", None)

@@ -16,7 +16,8 @@ Tools (arguments arrive validated, with defaults, see :data:`sim.tools.TOOLS`):
 ``task_get_queue``    tasks by priority, then age, with a summary
 ``approval_respond``  approve, reject or skip a build task awaiting approval
 
-Internal operations, for the other services: ``_state``, ``_requeue_agent``,
+Internal operations, for the other services (``_agent_crashed`` for the top
+supervisor): ``_state``, ``_requeue_agent``, ``_agent_crashed``,
 ``_checkpoint``, ``_rollback``, ``_session_closed`` (see each ``op_`` method).
 
 What callers can rely on:
@@ -216,7 +217,7 @@ class TaskQueue(SessionService):
     def on_session(self, info: SessionInfo) -> None:
         state = self._state[info.session_id] = _Session(info)
         faults = self.dispatcher.faults
-        if faults is not None and faults.messages:
+        if faults is not None:
             # Letters may be lost: every so often each ready task's assignment goes
             # to its assignee again, until it is accepted (a daemon timer: it keeps
             # no run going). A second copy of an assignment is harmless: accepting a
@@ -885,6 +886,30 @@ class TaskQueue(SessionService):
             self._event(state, "task_requeued", task_id=record.task_id, by=agent_id,
                         reason="agent_left", retries_used=record.retries_used)
         return ok(requeued=requeued)
+
+    def op_agent_crashed(self, content: Mapping[str, Any]) -> None:
+        """An agent crashed (its supervisor says): its tasks in progress go back to pending.
+
+        They stay its own, with their claims released, so that its next
+        incarnation (or, should it leave, anyone) starts them again; their
+        assignments are sent again (under faults, see ``on_session``). A report
+        from the crashed incarnation still on its way finds the task pending and
+        is refused, so no task is completed twice. Tasks awaiting approval have
+        done their work and are left alone.
+        """
+        agent_id = content["agent_id"]
+        for state in self._state.values():
+            for record in state.records.values():
+                if (record.assigned_to != agent_id or record.status != TaskStatus.IN_PROGRESS
+                        or record.approval_requested_at is not None):
+                    continue
+                changed = self._transition(state, record.task_id, "requeue")
+                self._announce_unblocked(state, changed, record.task_id, ready_only=False)
+                self._release_claim(state, record)
+                record.accepted_at = None
+                record.claim_id = None
+                self._event(state, "task_requeued", task_id=record.task_id, by=agent_id,
+                            reason="agent_crashed", retries_used=record.retries_used)
 
     def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """Keep a copy of the graph and the records under ``checkpoint_id``."""

@@ -42,6 +42,7 @@ from actors.coordination import CoordinationService
 from actors.coordinator import Coordinator
 from actors.regions import RegionManager
 from actors.registry import Registry
+from actors.supervisor import ROOT, Supervisor
 from actors.taskqueue import TaskQueue
 from sim.dispatch import (
     DeterministicDispatcher,
@@ -251,6 +252,10 @@ class Simulation:
         self._coordination: CoordinationService = d.spawn(
             CoordinationService, "coordination", policy=self.policy)
         self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy)
+        #: The top supervisor: agents started with ``simu.supervisor.start_child`` are
+        #: restarted when they crash (actors/supervisor.py; scenario crews are).
+        self.supervisor: Supervisor = d.spawn(Supervisor, ROOT)
+        self.supervisor.install()
         self.clients: list[Client] = []
         #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
         self.progress: Callable[[float], None] | None = None

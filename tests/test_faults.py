@@ -19,7 +19,7 @@ from barnraise.cli import main
 from sim.dispatch import Faults, FaultsError
 from sim.trace import FAULT
 
-PLAN = "drop=0.05,duplicate=0.02,delay=0.5"
+PLAN = "drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"
 DEEP = os.environ.get("BARNRAISE_DEEP") == "1"
 
 

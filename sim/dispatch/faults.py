@@ -6,7 +6,9 @@ which decides its fate with draws from the run's own seeded stream
 (``seed_for(seed, "faults")``), so a deterministic run with faults repeats
 exactly, failures included. Every injected fault is one ``fault`` record in the
 trace (its type is the fault: ``drop``, ``duplicate``, ``delay``, ``reorder``,
-``crash``), so the digest covers them.
+``crash``), so the digest covers them. A crash is the dispatcher's
+(:meth:`~sim.dispatch.core.Dispatcher.crash`); whoever set ``crash_handler`` (the
+supervisors of ``actors.supervisor``) brings the agent back.
 
 What is subject to faults: letters to or from an *agent* (an endpoint with an
 ``agent_type``). Letters between the services, and between a host's in-process
@@ -169,6 +171,7 @@ class FaultInjector:
         self._due: dict[tuple[str, str], float] = {}
         # (sender, recipient) -> a letter held back to go after the next one
         self._held: dict[tuple[str, str], tuple[Endpoint, Message, bytes]] = {}
+        self._crash_streams: dict[str, np.random.Generator] = {}
         self._lock = threading.RLock()  # realtime: routes come from every thread
 
     def subject(self, endpoint: Endpoint, message: Message) -> bool:
@@ -242,6 +245,34 @@ class FaultInjector:
                 return  # already gone behind a later letter
             del self._held[key]
         self.plain(*held)
+
+    def arm_crash(self, endpoint: Endpoint) -> None:
+        """Set ``endpoint``'s next crash (an agent's), if the plan crashes agents.
+
+        Crash times are a Poisson process of rate ``crash`` per agent, drawn from
+        a stream of the agent's own (``faults:crash:NAME``), so adding an agent does
+        not move the others' crashes; a restarted agent goes on with the same stream.
+        """
+        rate = self.faults.crash
+        if rate <= 0:
+            return
+        name = endpoint.name
+        with self._lock:
+            rng = self._crash_streams.get(name)
+            if rng is None:
+                rng = self._crash_streams[name] = np.random.default_rng(
+                    seed_for(self.dispatcher.seed, f"faults:crash:{name}"))
+            wait = float(rng.exponential(1.0 / rate))
+        # A daemon timer: a crash to come keeps no run going.
+        self.dispatcher.call_later(wait, endpoint, self._crash, endpoint, daemon=True)
+
+    def _crash(self, endpoint: Endpoint) -> None:
+        d = self.dispatcher
+        if endpoint.stopped or d._endpoints.get(endpoint.name) is not endpoint:
+            return
+        with self._lock:
+            self.counts["crash"] += 1
+        d.crash(endpoint.name, "injected")
 
     def summary(self) -> dict[str, int]:
         """What was injected, by kind (every kind present, 0 if none)."""

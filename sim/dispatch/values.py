@@ -68,6 +68,7 @@ class Endpoint(Protocol):
     name: str
     agent_type: str | None
     stopped: bool
+    crashed: bool
     actor_inbox: Any
     capacity: int
     pending: int
