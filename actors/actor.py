@@ -271,6 +271,10 @@ class A2AActor(pykka.ThreadingActor):
 
     # -- what effects use ----------------------------------------------------------------
 
+    def awaits(self, correlation_id: str) -> bool:
+        """Is a behaviour of this actor still waiting for the answer to ``correlation_id``?"""
+        return correlation_id in self._replies
+
     def forget_reply(self, correlation_id: str) -> None:
         self._replies.pop(correlation_id, None)
 
@@ -471,36 +475,6 @@ class A2AActor(pykka.ThreadingActor):
             # already counted, so a realtime idle check never sees a gap.
             effect.held = False
             self.dispatcher.add_live_work(-1)
-
-    # -- retries under faults -------------------------------------------------------------
-
-    #: Resends of one request at most; the gap doubles from ``Faults.retry`` up to
-    #: four times it (a request with no timeout of its own still ends).
-    MAX_RESENDS: ClassVar[int] = 200
-
-    def retry_later(self, task: Behaviour, request: Request, gap: float,
-                    resends: int = 0) -> None:
-        """Send ``request`` again after ``gap`` simulated seconds unless answered by then.
-
-        Only under a fault plan (``dispatcher.faults``). The copy carries the
-        first one's correlation id, the request's idempotency key: a service
-        that has seen it answers with the answer it gave (``SessionService``),
-        never runs it twice. The timer keeps the run going while the request is
-        unanswered, as its lost letter would have.
-        """
-        if resends >= self.MAX_RESENDS:
-            return
-        self.dispatcher.call_later(gap, self, self._resend, task, request, gap, resends + 1)
-
-    def _resend(self, task: Behaviour, request: Request, gap: float, resends: int) -> None:
-        if task.waiting is not request or task.done or request.content is None:
-            return  # answered (or timed out) meanwhile
-        dispatcher = self.dispatcher
-        dispatcher.post(self.name, request.to, request.message_type, request.content,
-                        request.priority, Metadata(request.region, (), request.correlation_id))
-        faults = dispatcher.faults
-        cap = 4 * faults.retry if faults is not None else gap
-        self.retry_later(task, request, min(2 * gap, cap), resends)
 
     # -- the deadline queue ---------------------------------------------------------------
 

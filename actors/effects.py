@@ -98,18 +98,12 @@ class Request(Effect):
         self.correlation_id = ""
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
-        dispatcher = actor.dispatcher
-        report = dispatcher.post(actor.name, self.to, self.message_type, self.content,
-                                 self.priority, None, self.region)
+        report = actor.dispatcher.post(actor.name, self.to, self.message_type, self.content,
+                                       self.priority, None, self.region)
+        self.content = None  # sent: the wait need not keep it alive
         self.correlation_id = report.message_id
         if not report.reached:
             return None, DeliveryError(report)
-        if dispatcher.faults is not None:
-            # Letters may be lost: send it again, with the same correlation id (its
-            # idempotency key), until it is answered (see A2AActor.retry_request).
-            actor.retry_later(task, self, dispatcher.faults.retry)
-        else:
-            self.content = None  # sent: the wait need not keep it alive
         # the actor files the wait under correlation_id once this returns PENDING
         return PENDING
 

@@ -146,6 +146,7 @@ class Dispatcher:
                 self._route_one = self.injector.route  # type: ignore[method-assign]
                 self._route_batch = functools.partial(  # type: ignore[method-assign]
                     Dispatcher._route_batch, self)
+                self.post = self.injector.post  # type: ignore[method-assign]
 
     # -- identity and time -------------------------------------------------------
 

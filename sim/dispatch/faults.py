@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import numpy as np
 
+from sim.messages import Metadata
 from sim.seeds import seed_for
 from sim.trace import FAULT
 
 if TYPE_CHECKING:
     from sim.dispatch.core import Dispatcher
-    from sim.dispatch.values import Endpoint
-    from sim.messages import Message
+    from sim.dispatch.values import Endpoint, SendReport
+    from sim.messages import Message, Region
 
 __all__ = ["FAULT_KINDS", "FaultInjector", "Faults", "FaultsError"]
 
@@ -157,11 +158,16 @@ class FaultInjector:
     letter, so a run's faults depend only on its seed and what it sends.
     """
 
+    #: Resends of one request at most; the gap doubles from ``Faults.retry`` up to
+    #: four times it, so a request with no timeout of its own still ends.
+    MAX_RESENDS: Final = 200
+
     def __init__(self, dispatcher: Dispatcher, faults: Faults,
                  plain: Callable[[Endpoint, Message, bytes], str]) -> None:
         self.dispatcher = dispatcher
         self.faults = faults
         self.plain = plain
+        self.plain_post = dispatcher.post
         self.rng = np.random.default_rng(seed_for(dispatcher.seed, "faults"))
         self.counts: Counter[str] = Counter()
         #: Crashed agents brought back (the supervision layer counts them here).
@@ -245,6 +251,50 @@ class FaultInjector:
                 return  # already gone behind a later letter
             del self._held[key]
         self.plain(*held)
+
+    # -- retries ------------------------------------------------------------------------
+
+    def post(self, sender: str, to: str, message_type: str, content: dict[str, Any] | None,
+             priority: int, metadata: Metadata | None, region: Region | None = None,
+             ) -> SendReport:
+        """``Dispatcher.post`` under a plan that touches letters: an agent's request
+        (``metadata`` None) is sent again until it is answered.
+
+        Every ``retry`` simulated seconds (the gap doubling up to four times that),
+        while the agent still awaits the answer (``Endpoint.awaits``), a copy goes
+        out with the first one's correlation id: its idempotency key, by which the
+        services answer it once (``actors.service.SessionService``). The timer keeps
+        the run going while the request is unanswered, as its lost letter would
+        have; a crashed sender's requests are not sent again.
+        """
+        report = self.plain_post(sender, to, message_type, content, priority, metadata, region)
+        if metadata is None and report.reached:
+            endpoint = self.dispatcher._endpoints.get(sender)
+            if endpoint is not None and endpoint.agent_type is not None:
+                # A copy: what is sent again is what was sent, whatever the caller does next.
+                copy = msgspec.json.decode(_encode(content or {}))
+                self._retry_later(endpoint, report.message_id, to, message_type, copy,
+                                  priority, region, self.faults.retry, 0)
+        return report
+
+    def _retry_later(self, endpoint: Endpoint, correlation_id: str, to: str, message_type: str,
+                     content: dict[str, Any], priority: int, region: Region | None,
+                     gap: float, resends: int) -> None:
+        if resends < self.MAX_RESENDS:
+            self.dispatcher.call_later(gap, endpoint, self._resend, endpoint, correlation_id, to,
+                                       message_type, content, priority, region, gap, resends)
+
+    def _resend(self, endpoint: Endpoint, correlation_id: str, to: str, message_type: str,
+                content: dict[str, Any], priority: int, region: Region | None, gap: float,
+                resends: int) -> None:
+        if endpoint.stopped or not endpoint.awaits(correlation_id):
+            return  # answered, timed out, or its sender crashed
+        self.plain_post(endpoint.name, to, message_type, content, priority,
+                        Metadata(region, (), correlation_id))
+        self._retry_later(endpoint, correlation_id, to, message_type, content, priority, region,
+                          min(2 * gap, 4 * self.faults.retry), resends + 1)
+
+    # -- crashes -------------------------------------------------------------------------
 
     def arm_crash(self, endpoint: Endpoint) -> None:
         """Set ``endpoint``'s next crash (an agent's), if the plan crashes agents.
