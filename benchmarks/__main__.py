@@ -1,6 +1,6 @@
 """``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
 
-SECTION is runtime, world, scenarios, validation, sweep or gateway (repeatable; all by
+SECTION is runtime, world, scenarios, validation, sweep, faults or gateway (repeatable; all by
 default; gateway needs the gateway extra).
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import (
+    faults_bench,
     regions_bench,
     runtime,
     scenarios_bench,
@@ -23,7 +24,7 @@ from benchmarks import (
     validation_bench,
 )
 
-SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "gateway")
+SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "faults", "gateway")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -61,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["validation"] = validation_bench.run(quick=args.quick)
     if "sweep" in sections:
         result["sweep"] = sweep_bench.run_section(args.quick)
+    if "faults" in sections:
+        result["faults"] = faults_bench.run(quick=args.quick)
     if "gateway" in sections:
         from benchmarks import gateway_bench  # needs the gateway extra
 
