@@ -202,6 +202,10 @@ class SessionService(A2AActor):
     def _answer(self, request: Message, result: dict[str, Any]) -> None:
         if request.metadata.correlation_id is None:
             return
+        if request.from_agent not in SERVICES:
+            # Acknowledged means durable: what the call changed is committed before its
+            # caller can hear the answer (a no-op without a store).
+            self.dispatcher.make_durable()
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
             # got (a checkpoint's list, a member's capabilities) changes nothing here.

@@ -112,6 +112,9 @@ class Dispatcher:
         self.secret = secret if secret is not None else secrets.token_bytes(32)
         self.max_content_bytes = max_content_bytes
         self.trace = Trace(enabled=trace)
+        #: Called before an agent's tool call is answered (``make_durable``): a store's
+        #: group commit, so that acknowledged means durable (None: nothing to do).
+        self.durable: Callable[[], None] | None = None
         self.clock: VirtualClock | WallClock
         self._id_prefix = f"m{root.generate_state(1, np.uint32)[0]:08x}-"
         self._ids = itertools.count(1)
@@ -613,6 +616,12 @@ class Dispatcher:
 
     def statistics(self) -> Statistics:
         raise NotImplementedError
+
+    def make_durable(self) -> None:
+        """Commit what the run has recorded so far, when a store keeps it (see sim.store)."""
+        durable = self.durable
+        if durable is not None:
+            durable()
 
     @property
     def trace_digest(self) -> str:
