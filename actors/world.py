@@ -275,7 +275,7 @@ class Simulation:
             store.attach(d.trace)
             if mode == "deterministic":
                 store.snapshotter = self.world_state
-            d.durable = store.commit
+            d.durable = store.acknowledge
         #: Seats a scenario's sessions keep for agents from outside, beyond its own crew
         #: (``barnraise serve --scenario`` sets it, so that outsiders can join a live crew).
         self.guest_seats = 0
@@ -313,6 +313,8 @@ class Simulation:
         """A new outside participant; ``name`` is its agent id (made up if omitted)."""
         agent_id = name or f"agent-{next(self._client_ids)}"
         actor = self.dispatcher.spawn(ClientActor, agent_id)
+        if self.store is not None:
+            self.store.outside.add(agent_id)
         client = Client(self, actor)
         self.clients.append(client)
         return client

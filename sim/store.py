@@ -27,9 +27,12 @@ record (:attr:`Store.divergence` names the first that differs), and records past
 the stored end are appended.
 
 **Crash tests.** The environment variable ``BARNRAISE_STORE_CRASH`` set to
-``commit:N`` or ``snapshot:N`` makes the process kill itself (SIGKILL) in the
-middle of its Nth commit or Nth snapshot, after the rows are written and before
-the transaction commits: a seeded moment to crash at, for tests/test_store.py.
+``record:N``, ``commit:N`` or ``snapshot:N`` makes the process kill itself
+(SIGKILL) in the middle of the commit that writes record N, of its Nth commit or
+of its Nth snapshot, after the rows are written and before the transaction
+commits: a seeded moment to crash at, for tests/test_store.py.
+``BARNRAISE_STORE_SNAPSHOT_EVERY=N`` takes a snapshot every N records instead of
+:data:`SNAPSHOT_EVERY`.
 
 **Bad input.** :func:`check_store` reads a path (with ``mode=ro``, nothing
 written) and raises :class:`StoreError` naming what is wrong: a directory, an
@@ -62,7 +65,13 @@ __all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "ch
 
 SCHEMA_VERSION: Final = 1
 #: Records between two snapshots (deterministic mode).
-SNAPSHOT_EVERY: Final = 1000
+SNAPSHOT_EVERY: Final = 10_000
+#: Group commit for answers to in-process agents: at most this many wall seconds or
+#: records between two commits (answers to outside participants commit at once).
+GROUP_SECONDS: Final = 0.005
+GROUP_RECORDS: Final = 2000
+#: A record content longer than this is kept zlib-compressed (``packed`` = 1).
+PACK_OVER: Final = 4096
 _HEADER: Final = b"SQLite format 3\x00"
 
 #: version -> (what it does, its statements), applied in order from user_version + 1.
@@ -76,7 +85,7 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
         "summary TEXT, trace_digest TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL)",
         "CREATE TABLE events (seq INTEGER PRIMARY KEY, t REAL NOT NULL, kind TEXT NOT NULL, "
         "sender TEXT NOT NULL, recipient TEXT NOT NULL, type TEXT NOT NULL, "
-        "content BLOB NOT NULL)",
+        "content BLOB NOT NULL, packed INTEGER NOT NULL DEFAULT 0)",
         "CREATE INDEX events_type ON events (type)",
         "CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, t REAL NOT NULL, "
         "data BLOB NOT NULL)",
@@ -209,6 +218,22 @@ def _migrate(db: sqlite3.Connection) -> None:
             db.execute(f"PRAGMA user_version = {step}")
 
 
+def _row(r: TraceRecord) -> tuple[Any, ...]:
+    content = r.content
+    if len(content) > PACK_OVER:
+        return (*r[:6], zlib.compress(content, 1), 1)
+    return (*r, 0)
+
+
+def _record(row: Any) -> TraceRecord:
+    content = bytes(row[6])
+    return TraceRecord(row[0], row[1], row[2], row[3], row[4], row[5],
+                       zlib.decompress(content) if row[7] else content)
+
+
+_COLUMNS: Final = "seq, t, kind, sender, recipient, type, content, packed"
+
+
 def read_snapshot(blob: bytes) -> Any:
     """A snapshot's world as it was given to the store."""
     return msgspec.msgpack.decode(zlib.decompress(blob))
@@ -231,11 +256,19 @@ class Store:
         #: The first record where a resumed run differed from the log (then nothing more
         #: is written).
         self.divergence: Divergence | None = None
-        self.snapshot_every = SNAPSHOT_EVERY
+        every = os.environ.get("BARNRAISE_STORE_SNAPSHOT_EVERY", "")
+        self.snapshot_every = int(every) if every.isdigit() and int(every) > 0 \
+            else SNAPSHOT_EVERY
         self._since_snapshot = 0
         self.snapshotter: Callable[[], Any] | None = None
         self.commits = 0
         self.snapshots = 0
+        #: Agents outside the process's crew (a Simulation's clients): an answer to one
+        #: waits for its commit; answers to in-process agents are group-committed.
+        self.outside: set[str] = set()
+        self.group_seconds = GROUP_SECONDS
+        self.group_records = GROUP_RECORDS
+        self._last_commit = time.perf_counter()
         self.closed = False
         where, _, count = os.environ.get("BARNRAISE_STORE_CRASH", "").partition(":")
         self._crash = (where, int(count)) if count.isdigit() else None
@@ -316,6 +349,17 @@ class Store:
         """Keep ``trace``'s records in the store from now on (from its first record)."""
         self._trace = trace
 
+    def acknowledge(self, caller: str) -> None:
+        """About to answer ``caller``'s tool call: commit now if the caller is outside
+        (:attr:`outside`) or the group is due (``group_seconds`` since the last commit,
+        or ``group_records`` records waiting)."""
+        trace = self._trace
+        if trace is None:
+            return
+        if caller in self.outside or len(trace) - self.written >= self.group_records or \
+                time.perf_counter() - self._last_commit >= self.group_seconds:
+            self.commit()
+
     def commit(self) -> None:
         """Write every record the trace gained since the last commit, in one transaction.
 
@@ -341,22 +385,27 @@ class Store:
             if records:
                 db = self._db
                 with db:
-                    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", records)
+                    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                   map(_row, records))
                     self._delegations(db, records)
                     self._crash_point("commit", self.commits + 1)
+                    if self._crash is not None and self._crash[0] == "record" and \
+                            start <= self._crash[1] < end:
+                        self._crash_point("record", self._crash[1])
                     self._since_snapshot += len(records)
                     if self.snapshotter is not None and \
                             self._since_snapshot >= self.snapshot_every:
                         self._snapshot(db, records[-1])
                 self.commits += 1
             self.written = end
+            self._last_commit = time.perf_counter()
 
     def _check(self, records: list[TraceRecord], start: int) -> None:
         stored = self._db.execute(
-            "SELECT seq, t, kind, sender, recipient, type, content FROM events "
-            "WHERE seq >= ? AND seq < ? ORDER BY seq", (start, start + len(records))).fetchall()
+            f"SELECT {_COLUMNS} FROM events WHERE seq >= ? AND seq < ? ORDER BY seq",
+            (start, start + len(records))).fetchall()
         for got, row in zip(records, stored, strict=False):
-            old = TraceRecord(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6]))
+            old = _record(row)
             if old != got:
                 self.divergence = Divergence(got.seq, old, got)
                 return
@@ -367,7 +416,7 @@ class Store:
         world = self.snapshotter()
         if world is None:
             return
-        blob = zlib.compress(msgspec.msgpack.encode(world), 6)
+        blob = zlib.compress(msgspec.msgpack.encode(world), 1)
         db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
                    (last.seq + 1, last.t, blob))
         self.snapshots += 1
@@ -414,7 +463,7 @@ class Store:
         self.commit()
         with self._lock, self._db as db:
             if world is not None:
-                blob = zlib.compress(msgspec.msgpack.encode(world), 6)
+                blob = zlib.compress(msgspec.msgpack.encode(world), 1)
                 t = summary.get("virtual_time", 0.0)
                 db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
                            (self.written, t, blob))
@@ -463,9 +512,9 @@ class StoredRun:
     def records(self, start: int = 0) -> Iterator[TraceRecord]:
         db = self._db()
         try:
-            for row in db.execute("SELECT seq, t, kind, sender, recipient, type, content "
-                                  "FROM events WHERE seq >= ? ORDER BY seq", (start,)):
-                yield TraceRecord(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6]))
+            for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq >= ? ORDER BY seq",
+                                  (start,)):
+                yield _record(row)
         finally:
             db.close()
 

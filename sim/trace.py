@@ -191,7 +191,7 @@ class Trace:
     def records_from(self, start: int, end: int) -> Iterator[TraceRecord]:
         """Records ``start`` to ``end - 1`` as shown (redacted), for a store to keep."""
         shown = self._shown if self._redactions else None
-        for seq, raw in enumerate(itertools.islice(self._records, start, end), start):
+        for seq, raw in enumerate(self._records[start:end], start):
             yield TraceRecord(seq, *(raw if shown is None else shown(raw)))
 
     @property

@@ -139,7 +139,7 @@ def test_replay_names_the_first_record_that_differs(
 
 
 def _run_killed(path: pathlib.Path, crash: str, *command: str) -> int:
-    env = dict(os.environ, BARNRAISE_STORE_CRASH=crash)
+    env = dict(os.environ, BARNRAISE_STORE_CRASH=crash, BARNRAISE_STORE_SNAPSHOT_EVERY="500")
     done = subprocess.run([sys.executable, "-m", "barnraise.cli", *command], env=env,
                           capture_output=True, timeout=120, check=False)
     return done.returncode
@@ -165,8 +165,8 @@ def _check_resumed(path: pathlib.Path, prefix: list[Any], expected_digest: str) 
 def test_sigkill_at_seeded_moments_then_resume(tmp_path: pathlib.Path) -> None:
     expected = run("kernel_build", seed=5, record=False).trace_digest
     rng = random.Random(8)
-    moments = [f"commit:{n}" for n in sorted(rng.sample(range(1, 800), 8))]
-    moments += ["snapshot:1", "snapshot:2"]
+    moments = [f"record:{n}" for n in sorted(rng.sample(range(1, 2600), 8))]
+    moments += ["snapshot:1", "snapshot:4", "commit:1"]
     for moment in moments:
         path = tmp_path / f"{moment.replace(':', '-')}.db"
         code = _run_killed(path, moment, "run", "kernel_build", "--seed", "5", "--store",
@@ -175,17 +175,20 @@ def test_sigkill_at_seeded_moments_then_resume(tmp_path: pathlib.Path) -> None:
         view = open_run(path)
         assert view.status == "interrupted"
         prefix = list(view.records())
-        assert prefix, moment
+        if moment.startswith("record:"):  # killed before the commit holding record N ended
+            assert len(prefix) <= int(moment.removeprefix("record:")), moment
+        if moment.startswith("snapshot:"):
+            assert len(view.snapshots()) == int(moment.removeprefix("snapshot:")) - 1
         _check_resumed(path, prefix, expected)
 
 
 def test_kill_resume_kill_resume_on_one_store(tmp_path: pathlib.Path) -> None:
     expected = run("kernel_build", seed=6, record=False).trace_digest
     path = tmp_path / "run.db"
-    assert _run_killed(path, "commit:150", "run", "kernel_build", "--seed", "6", "--store",
+    assert _run_killed(path, "record:700", "run", "kernel_build", "--seed", "6", "--store",
                        str(path)) == -9
     first = list(open_run(path).records())
-    assert _run_killed(path, "commit:200", "resume", str(path)) == -9
+    assert _run_killed(path, "record:1500", "resume", str(path)) == -9
     second = list(open_run(path).records())
     assert len(second) > len(first) and second[:len(first)] == first
     assert open_run(path).status == "interrupted"
@@ -195,7 +198,7 @@ def test_kill_resume_kill_resume_on_one_store(tmp_path: pathlib.Path) -> None:
 def test_resume_of_a_store_whose_log_differs_names_the_record(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "run.db"
-    assert _run_killed(path, "commit:40", "run", "kernel_build", "--store", str(path)) == -9
+    assert _run_killed(path, "record:400", "run", "kernel_build", "--store", str(path)) == -9
     with sqlite3.connect(path) as db:
         db.execute("UPDATE events SET t = t + 1 WHERE seq = 12")
     assert main(["resume", str(path)]) == 1
