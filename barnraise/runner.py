@@ -45,7 +45,7 @@ from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
 from actors.world import Simulation
 from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
-from sim.store import Divergence, RunInfo, Store, StoredRun, StoreError
+from sim.store import Divergence, RunInfo, Store, StoredRun, StoreError, check_store
 from sim.trace import Trace
 
 if TYPE_CHECKING:
@@ -395,15 +395,17 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
     marked finished at the end. StoreError for a path that is not a resumable store.
     """
     name = os.fspath(path)
+    # Everything that can refuse is checked read-only first: the file stays as it was.
+    info = check_store(name, writing=True)
+    assert info is not None
+    if info.status == "finished":
+        raise StoreError(f"store {name!r} holds a finished run: nothing to resume "
+                         "(barnraise replay checks it)")
+    if info.mode != "deterministic":
+        raise StoreError(f"store {name!r} holds a realtime run; only deterministic runs "
+                         "resume (by re-execution) so far")
+    request = _stored_request(info, name)
     store, info = Store.resume(name)
-    try:
-        if info.mode != "deterministic":
-            raise StoreError(f"store {name!r} holds a realtime run; only deterministic runs "
-                             "resume (by re-execution) so far")
-        request = _stored_request(info, name)
-    except BaseException:
-        store.close()
-        raise
     result = run_request(request, progress=progress, record=record, store=store)
     result.stored = info
     return result

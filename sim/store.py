@@ -325,7 +325,11 @@ class Store:
 
     @classmethod
     def _open(cls, name: str, fresh: bool) -> Store:
-        fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"store {name!r}: cannot open it for writing "
+                             f"({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -339,3 +339,28 @@ def test_snapshots_decode_to_the_world(tmp_path: pathlib.Path) -> None:
         world = read_snapshot(blob)
         (part,) = world.values()
         assert len(part["canvas"]) == part["shape"][0] * part["shape"][1]
+
+
+def test_resume_and_replay_refuse_what_they_cannot_do(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    realtime = tmp_path / "rt.db"
+    run("locks_barriers", mode="realtime", time_scale=200.0, record=False, store=realtime)
+    with sqlite3.connect(realtime) as db:  # as if it had been killed
+        db.execute("UPDATE run SET status = 'running'")
+    db.close()
+    before = _digest_of_file(realtime)
+    for argv, words in ((["resume", str(realtime)], "only deterministic runs resume"),
+                        (["replay", str(realtime)], "realtime run"),
+                        (["run", "locks_barriers", "--store",
+                          str(tmp_path / "no" / "such" / "dir.db")], "cannot open it")):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and words in err, err
+    assert _digest_of_file(realtime) == before
+    assert open_run(realtime).status == "interrupted"
+    by_hand = tmp_path / "hand.db"
+    with Simulation(seed=2, store=by_hand) as simu:
+        simu.client("a").call("session_create", session_name="S", grid_size=10)
+    assert main(["replay", str(by_hand)]) == 2
+    assert "cannot be re-executed" in capsys.readouterr().err
