@@ -283,7 +283,10 @@ class Simulation:
     def __enter__(self) -> Simulation:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
+            # A run that raised is not finished: its store stays readable as interrupted.
+            self._owns_store = False
         self.close()
 
     def close(self) -> None:

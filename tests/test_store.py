@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import os
 import pathlib
 import random
@@ -364,3 +365,27 @@ def test_resume_and_replay_refuse_what_they_cannot_do(
         simu.client("a").call("session_create", session_name="S", grid_size=10)
     assert main(["replay", str(by_hand)]) == 2
     assert "cannot be re-executed" in capsys.readouterr().err
+
+
+def test_resume_on_the_command_line_prints_json_and_writes_out(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.db"
+    assert _run_killed(path, "record:300", "run", "kernel_build", "--store", str(path)) == -9
+    capsys.readouterr()
+    assert main(["resume", str(path), "--json", "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["success"] and summary["completion_percent"] == 100.0
+    assert summary["trace_digest"] == run("kernel_build", record=False).trace_digest
+    assert (tmp_path / "out" / "trace.jsonl").is_file()
+    assert open_run(path).summary == summary
+
+
+def test_a_simulation_that_raised_leaves_its_store_interrupted(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "hand.db"
+    with pytest.raises(RuntimeError), Simulation(seed=2, store=path) as simu:
+        simu.client("a").call("session_create", session_name="S", grid_size=10)
+        raise RuntimeError("the driver failed")
+    view = open_run(path)
+    assert view.status == "interrupted" and view.summary is None
+    assert [e["content"]["tool"] for e in view.events(type="coordination_request")
+            if e["sender"] == "a"] == ["session_create"]
