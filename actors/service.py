@@ -232,6 +232,10 @@ class SessionService(A2AActor):
         correlation_id = request.metadata.correlation_id
         if correlation_id is None:
             return
+        if request.from_agent not in SERVICES:
+            # Acknowledged means durable: what the call changed is committed before its
+            # caller can hear the answer (a no-op without a store).
+            self.dispatcher.make_durable(request.from_agent)
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
             # got (a checkpoint's list, a member's capabilities) changes nothing here.

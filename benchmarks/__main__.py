@@ -1,7 +1,7 @@
 """``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
 
-SECTION is runtime, world, scenarios, validation, sweep, faults or gateway (repeatable; all by
-default; gateway needs the gateway extra).
+SECTION is runtime, world, scenarios, validation, sweep, faults, store or gateway
+(repeatable; all by default; gateway needs the gateway extra).
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from benchmarks import (
     regions_bench,
     runtime,
     scenarios_bench,
+    store_bench,
     sweep_bench,
     tasks_bench,
     validation_bench,
 )
 
-SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "faults", "gateway")
+SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "faults", "store",
+            "gateway")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -64,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["sweep"] = sweep_bench.run_section(args.quick)
     if "faults" in sections:
         result["faults"] = faults_bench.run(quick=args.quick)
+    if "store" in sections:
+        result["store"] = store_bench.run(quick=args.quick)
     if "gateway" in sections:
         from benchmarks import gateway_bench  # needs the gateway extra
 
