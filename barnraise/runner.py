@@ -382,8 +382,11 @@ def _version() -> str:
 
 def open_store(request: Request, path: str | os.PathLike[str], overwrite: bool = False) -> Store:
     """A new store for ``request``'s run (StoreError for a path that cannot be one)."""
+    options = dict(request.simulation)
+    if isinstance(options.get("faults"), Faults):  # kept as JSON; resume and replay parse it
+        options["faults"] = options["faults"].to_dict()
     return Store.create(path, seed=request.seed, mode=request.mode, scenario=request.scenario,
-                        params=request.params, options=request.simulation,
+                        params=request.params, options=options,
                         version=_version(), overwrite=overwrite)
 
 
@@ -398,7 +401,7 @@ def _stored_request(info: Any, path: str) -> Request:
                          "hand): it cannot be re-executed")
     time_scale = info.options.get("time_scale") if info.mode == "realtime" else None
     return check_request(info.scenario, info.seed, info.mode, time_scale=time_scale,
-                         **info.params)
+                         faults=info.options.get("faults"), **info.params)
 
 
 def resume(path: str | os.PathLike[str], *, record: bool = True,

@@ -196,6 +196,18 @@ def test_kill_resume_kill_resume_on_one_store(tmp_path: pathlib.Path) -> None:
     _check_resumed(path, second, expected)
 
 
+def test_a_faulted_run_killed_and_resumed_ends_as_it_would_have(tmp_path: pathlib.Path) -> None:
+    """The fault plan is part of the stored run: resume and replay draw the same faults."""
+    plan = "drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"
+    expected = run("kernel_build", seed=3, faults=plan, record=False)
+    assert expected.success
+    path = tmp_path / "faulted.db"
+    assert _run_killed(path, "record:1800", "run", "kernel_build", "--seed", "3",
+                       "--faults", plan, "--store", str(path)) == -9
+    _check_resumed(path, list(open_run(path).records()), expected.trace_digest)
+    assert replay(path) == (expected.trace_digest, None)
+
+
 def test_resume_of_a_store_whose_log_differs_names_the_record(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "run.db"
