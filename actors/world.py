@@ -311,12 +311,14 @@ class Simulation:
         """Stop every actor. Clients still waiting for an answer are woken and get
         ``no_reply`` saying so (rather than waiting out their timeout); later calls too."""
         self.closed = True
+        # Actors first: in realtime mode they would go on adding records while the store
+        # was being finished, and its digest would miss them.
+        self.dispatcher.shutdown()
         store = self.store
         if store is not None and not store.closed:
             if self._owns_store:
                 store.finish({"virtual_time": self.now}, self.dispatcher.trace_digest)
             store.close()
-        self.dispatcher.shutdown()
         for client in list(self.clients):
             with client._actor.arrived:
                 client._actor.arrived.notify_all()

@@ -115,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                        help="a browser origin allowed to open the WebSocket (repeatable)")
+    serve.add_argument("--store", metavar="PATH",
+                       help="keep the served run in a SQLite store there (docs/store.md)")
+    serve.add_argument("--overwrite", action="store_true",
+                       help="with --store: replace a store that holds a run")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio, on a world of its own")
     for command in (serve, mcp):
         command.add_argument("--scenario", help="run this scenario's crew in the world")
@@ -203,8 +207,9 @@ def _serve(args: argparse.Namespace) -> int:
                              time_scale=args.time_scale)
         return serve_network(host=args.host, port=args.port, scenario=args.scenario,
                              params=params, seed=args.seed, time_scale=args.time_scale,
-                             allowed_origins=args.allow_origin)
-    except (ScenarioError, ValueError, OSError) as exc:
+                             allowed_origins=args.allow_origin, store=args.store,
+                             overwrite=args.overwrite)
+    except (ScenarioError, StoreError, ValueError, OSError) as exc:
         print(f"barnraise: error: {exc}", file=sys.stderr)
         return 2
 

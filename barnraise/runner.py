@@ -371,7 +371,8 @@ def run(
                        frame_size=frame_size, check_metrics=check_metrics, store=opened)
 
 
-def _version() -> str:
+def package_version() -> str:
+    """The installed barnraise's version ("0+unknown" in a checkout never installed)."""
     from importlib import metadata
 
     try:
@@ -387,7 +388,7 @@ def open_store(request: Request, path: str | os.PathLike[str], overwrite: bool =
         options["faults"] = options["faults"].to_dict()
     return Store.create(path, seed=request.seed, mode=request.mode, scenario=request.scenario,
                         params=request.params, options=options,
-                        version=_version(), overwrite=overwrite)
+                        version=package_version(), overwrite=overwrite)
 
 
 def open_run(path: str | os.PathLike[str]) -> StoredRun:

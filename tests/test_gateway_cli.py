@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import signal
 import subprocess
 import sys
@@ -47,6 +48,34 @@ def test_serve_prints_its_url_and_stops_cleanly_on_a_signal(stop: signal.Signals
         assert process.returncode == 0, err
         assert out == ""  # the one line was all
         client.close()
+
+
+def test_serve_keeps_its_run_in_a_store_and_flushes_it_on_sigterm(
+        tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "served.db"
+    with serve("--time-scale", "20", "--store", str(path)) as (process, url):
+        client = barnraise.connect(url, agent_name="Mason")
+        placed = []
+        for x in range(3):
+            region = {"x": x * 4, "y": 0, "width": 3, "height": 3}
+            assert client.call("region_claim", region=region)["success"]
+            answer = client.call("builder_place_tiles", region=region, tiles="code")
+            assert answer["success"], answer
+            placed.append(region)
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+        client.close()
+    run = barnraise.open_run(path)
+    assert run.status == "finished" and run.summary is not None
+    assert run.summary["served"] is True
+    claims = [e for e in run.events(type="region_claimed")]
+    assert len(claims) == 3
+    assert run.digest() == run.info.trace_digest  # the log is the whole trace
+    # a store that holds a run is not overwritten unless asked
+    done = subprocess.run([sys.executable, "-m", "barnraise.cli", "serve", "--port", "0",
+                           "--store", str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_serve_hosts_a_scenario_crew_at_work() -> None:

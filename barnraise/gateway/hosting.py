@@ -12,12 +12,14 @@ script returns, until :meth:`close`. A bad scenario name or parameter raises
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from actors.world import Simulation
-from barnraise.runner import coerce_params, load
+from barnraise.runner import coerce_params, load, package_version
+from sim.store import Store
 
 __all__ = ["HostedWorld"]
 
@@ -31,7 +33,8 @@ class HostedWorld:
                  seed: int = 0, time_scale: float = 1.0, session_name: str = "barnraise",
                  grid_size: int = 1000, max_agents: int = 1000,
                  granted_roles: tuple[str, ...] = ("architect",),
-                 guest_seats: int = 100) -> None:
+                 guest_seats: int = 100, store: str | os.PathLike[str] | None = None,
+                 overwrite: bool = False) -> None:
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
         options: dict[str, Any] = {}
@@ -44,7 +47,13 @@ class HostedWorld:
         elif params:
             raise ValueError("params need a scenario")
         options["time_scale"] = float(time_scale)
-        self.simulation = Simulation(seed=seed, mode="realtime", **options)
+        #: The served run's durable store (``serve --store``), finished on close.
+        self.store: Store | None = None
+        if store is not None:  # checked before anything starts: StoreError, file untouched
+            self.store = Store.create(store, seed=seed, mode="realtime", scenario=scenario,
+                                      params=values, options={"time_scale": float(time_scale)},
+                                      version=package_version(), overwrite=overwrite)
+        self.simulation = Simulation(seed=seed, mode="realtime", store=self.store, **options)
         self.simulation.guest_seats = guest_seats
         self.scenario = scenario
         self.default_session: str | None = None
@@ -93,7 +102,15 @@ class HostedWorld:
         return out
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop every actor (the scenario thread, a daemon, ends with its world)."""
+        """Stop every actor (the scenario thread, a daemon, ends with its world); a store
+        gets every record made so far and is marked finished."""
+        if self.store is not None and not self.store.closed:
+            simulation = self.simulation
+            simulation.dispatcher.shutdown()  # no record after the store's last
+            self.store.finish({"virtual_time": simulation.now, "served": True,
+                               "scenario_result": self.scenario_result,
+                               "scenario_error": self.scenario_error},
+                              simulation.dispatcher.trace_digest)
         self.simulation.close()
         if self._thread is not None:
             self._thread.join(timeout)

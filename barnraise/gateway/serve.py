@@ -19,9 +19,15 @@ __all__ = ["serve_mcp", "serve_network"]
 
 def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | None = None,
                   params: Mapping[str, str] | None = None, seed: int = 0,
-                  time_scale: float = 1.0, allowed_origins: Sequence[str] = ()) -> int:
-    """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0."""
-    world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale)
+                  time_scale: float = 1.0, allowed_origins: Sequence[str] = (),
+                  store: str | None = None, overwrite: bool = False) -> int:
+    """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0.
+
+    With ``store``, the served run is kept in that SQLite file as it goes (the
+    log of every call and event) and marked finished when the server stops.
+    """
+    world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
+                        store=store, overwrite=overwrite)
     for role, token in world.role_tokens.items():  # for the operator, not on stdout
         print(f"barnraise serve: join as {role} with role_token={token}", file=sys.stderr,
               flush=True)

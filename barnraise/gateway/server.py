@@ -25,7 +25,6 @@ import signal
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from importlib import metadata
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -45,6 +44,7 @@ from barnraise.gateway.hub import Hub, Limits
 from barnraise.gateway.jsonrpc import dumps
 from barnraise.gateway.mcp_surface import McpSurface
 from barnraise.gateway.ws import WebSocketSession
+from barnraise.runner import package_version
 
 __all__ = ["MCP_PATH", "Gateway", "GatewayServer", "version"]
 
@@ -52,11 +52,8 @@ MCP_PATH = "/mcp"
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
-def version() -> str:
-    try:
-        return metadata.version("barnraise")
-    except metadata.PackageNotFoundError:  # a checkout that was never installed
-        return "0+unknown"
+#: The version the card and the MCP server announce: the installed barnraise's.
+version = package_version
 
 
 class Gateway:

@@ -84,10 +84,37 @@ class _Subscription:
         self.filter = flt
 
 
+class _Lives:
+    """The rarely touched facts about actors' lives, in one attribute of the dispatcher
+    (see the note on its class attributes): who watches whom, the crashed incarnations
+    a respawn replaced, and which session each agent is a member of."""
+
+    __slots__ = ("retired", "session_of", "watchers")
+
+    def __init__(self) -> None:
+        self.watchers: dict[str, list[str]] = {}  # watched -> who gets its terminated notice
+        self.retired: list[Endpoint] = []  # crashed incarnations replaced by respawn()
+        self.session_of: dict[str, str] = {}  # agent -> its session, for its error topic
+
+
 class Dispatcher:
     """Routing, dead letters, trace and subscriptions shared by both modes."""
 
     mode: str = "abstract"
+    # Class-level defaults, set on an instance only when in use: past 30 instance
+    # attributes CPython gives an object a dict of its own, and every attribute read on
+    # the delivery path gets slower (measured: 4-5% of a request/reply round trip).
+    #: The fault plan in force (None: no faults, and routing is the plain one).
+    faults: Faults | None = None
+    injector: FaultInjector | None = None
+    #: Called with an actor's name when it crashes (the supervision layer sets
+    #: it); True means it will be brought back. Without one, or on False, the
+    #: crashed actor stays stopped and its watchers are told.
+    crash_handler: Callable[[str], bool] | None = None
+    #: Called with the caller's name before an agent's tool call is answered
+    #: (``make_durable``): a store's commit, so that acknowledged means durable
+    #: (None: nothing to do).
+    durable: Callable[[str], None] | None = None
 
     def __init__(
         self,
@@ -115,10 +142,6 @@ class Dispatcher:
         self.secret = secret if secret is not None else secrets.token_bytes(32)
         self.max_content_bytes = max_content_bytes
         self.trace = Trace(enabled=trace)
-        #: Called with the caller's name before an agent's tool call is answered
-        #: (``make_durable``): a store's commit, so that acknowledged means durable
-        #: (None: nothing to do).
-        self.durable: Callable[[str], None] | None = None
         self.clock: VirtualClock | WallClock
         self._id_prefix = f"m{root.generate_state(1, np.uint32)[0]:08x}-"
         self._ids = itertools.count(1)
@@ -128,23 +151,17 @@ class Dispatcher:
         self._topics: dict[str, tuple[_Subscription, ...]] = {}
         self._subs_by_id: dict[str, tuple[str, _Subscription]] = {}
         self._offline: set[str] = set()
-        self._session_of: dict[str, str] = {}  # agent -> its session, for its error topic
-        self._watchers: dict[str, list[str]] = {}  # watched -> who gets its terminated notice
-        self._retired: list[Endpoint] = []  # crashed incarnations replaced by respawn()
+        self._lives = _Lives()
         self._lock = threading.Lock()  # guards topology changes, never delivery
         self._dead: Counter[str] = Counter()
         self.dead_letters: deque[tuple[str, Message]] = deque(maxlen=dead_letter_log)
         self.behaviour_errors = 0
         #: The fault plan in force (None: no faults, and routing is the plain one).
-        self.faults: Faults | None = Faults.parse(faults)
-        self.injector: FaultInjector | None = None
-        #: Called with an actor's name when it crashes (the supervision layer sets
-        #: it); True means it will be brought back. Without one, or on False, the
-        #: crashed actor stays stopped and its watchers are told.
-        self.crash_handler: Callable[[str], bool] | None = None
-        if self.faults is not None:
-            self.injector = FaultInjector(self, self.faults, self._route_one)
-            if self.faults.messages:
+        plan = Faults.parse(faults)
+        if plan is not None:
+            self.faults = plan
+            self.injector = FaultInjector(self, plan, self._route_one)
+            if plan.messages:
                 # Instance attributes shadow the methods: a dispatcher without a
                 # plan keeps the plain ones and pays nothing for this.
                 self._route_one = self.injector.route  # type: ignore[method-assign]
@@ -279,7 +296,7 @@ class Dispatcher:
             raise ValueError(f"{name!r} is running; only a stopped actor is replaced")
         actor.a2a_bind(self, name)
         with self._lock:
-            self._retired.append(old)
+            self._lives.retired.append(old)
             self._endpoints[name] = actor
             self._offline.discard(name)
             if actor.agent_type is not None:
@@ -299,20 +316,20 @@ class Dispatcher:
         self.actor(watcher)
         target = self.actor(watched)
         with self._lock:
-            self._watchers.setdefault(watched, []).append(watcher)
+            self._lives.watchers.setdefault(watched, []).append(watcher)
         if target.stopped and not getattr(target, "crashed", False):
             self.announce_terminated(watched, "stopped")
 
     def unwatch(self, watcher: str, watched: str) -> None:
         with self._lock:
-            names = self._watchers.get(watched, [])
+            names = self._lives.watchers.get(watched, [])
             if watcher in names:
                 names.remove(watcher)
 
     def announce_terminated(self, name: str, reason: str) -> None:
         """Tell ``name``'s watchers it has stopped for good (once; they are then forgotten)."""
         with self._lock:
-            watchers = self._watchers.pop(name, [])
+            watchers = self._lives.watchers.pop(name, [])
         for watcher in watchers:
             endpoint = self._endpoints.get(watcher)
             if endpoint is not None and not endpoint.stopped:
@@ -342,9 +359,9 @@ class Dispatcher:
         behaviour errors also go to that session's own ``session:<id>:errors`` topic."""
         with self._lock:
             if session_id is None:
-                self._session_of.pop(name, None)
+                self._lives.session_of.pop(name, None)
             else:
-                self._session_of[name] = session_id
+                self._lives.session_of[name] = session_id
 
     def set_online(self, name: str, online: bool) -> None:
         """Mark an agent reachable or not (the registry does, on heartbeat loss)."""
@@ -649,7 +666,7 @@ class Dispatcher:
         # The global topic is the host's (in-process code subscribes to it); a session's
         # members see only their own session's errors, never another's details.
         topics = [ERRORS_TOPIC]
-        session_id = self._session_of.get(agent)
+        session_id = self._lives.session_of.get(agent)
         if session_id is not None:
             topics.append(f"session:{session_id}:errors")
         for topic in topics:
