@@ -13,7 +13,9 @@ concern:
   ordered by ``(time, -priority, seq)``, handlers called in turn on the
   thread that runs it, virtual time; same seed, same trace digest;
 * ``sim.dispatch.realtime``: :class:`RealtimeDispatcher`, every actor a pykka
-  ``ThreadingActor``, one timer thread, wall time times ``time_scale``.
+  ``ThreadingActor``, one timer thread, wall time times ``time_scale``;
+* ``sim.dispatch.gate``: :class:`Gate`, which a viewer puts in front of the
+  deterministic loop to pause, step and pace it.
 
 A run ends in one of the reasons of :class:`RunReport`. When nothing is left to
 do but some behaviour still waits for something that no pending work can
@@ -24,6 +26,7 @@ from typing import Any
 
 from sim.dispatch.core import Dispatcher
 from sim.dispatch.deterministic import DeterministicDispatcher
+from sim.dispatch.gate import Gate, GateClosed
 from sim.dispatch.realtime import RealtimeDispatcher
 from sim.dispatch.values import (
     DELIVERED,
@@ -46,6 +49,8 @@ __all__ = [
     "DeterministicDispatcher",
     "Dispatcher",
     "Endpoint",
+    "Gate",
+    "GateClosed",
     "RealtimeDispatcher",
     "RunReport",
     "SendReport",
