@@ -57,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="DIR",
                      help="write summary.json, trace.jsonl, timeseries.csv, agents.csv, "
                      "events.csv and the run's plots there")
+    run.add_argument("--view", action="store_true",
+                     help="watch the run in the browser: serve a live page (its URL is "
+                     "printed) that stays up after the run until Ctrl-C; needs the "
+                     "gateway extra")
+    run.add_argument("--port", type=int, default=8765,
+                     help="--view: the page's port on 127.0.0.1 (0 picks a free one)")
+    run.add_argument("--paused", action="store_true",
+                     help="--view, deterministic mode: wait for Start on the page")
 
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
@@ -182,11 +190,26 @@ def _run(args: argparse.Namespace) -> int:
                             time_scale=args.time_scale, **params)
     if args.out:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
+    if (args.port != 8765 or args.paused) and not args.view:
+        raise ScenarioError("--port and --paused go with --view")
+    if args.paused and args.mode != "deterministic":
+        raise ScenarioError("--paused applies to deterministic runs (the page's controls "
+                            "drive those)")
+    if not 0 <= args.port <= 65535:
+        raise ScenarioError(f"--port must be from 0 to 65535, got {args.port}")
+    viewer = _viewer(args) if args.view else None
+    if args.view and viewer is None:
+        return 2
     bar = _progress_bar() if sys.stderr.isatty() and not args.json else None
     try:
         result = run_request(request, progress=bar[0] if bar else None,
                              interval=args.interval,
-                             frame_size=OUT_FRAME_SIZE if args.out else 0)
+                             frame_size=OUT_FRAME_SIZE if args.out else 0,
+                             watch=None if viewer is None else viewer.watch)
+    except BaseException:
+        if viewer is not None:
+            viewer.close()
+        raise
     finally:
         if bar is not None:
             bar[1]()
@@ -196,13 +219,35 @@ def _run(args: argparse.Namespace) -> int:
     else:
         for line in summary_lines(summary, request.module):
             print(line)
+    code = 0 if result.success else 1
     if args.out:
         try:
             result.write(args.out)
         except OSError as exc:
             print(f"barnraise: error: writing {args.out}: {exc}", file=sys.stderr)
-            return 2
-    return 0 if result.success else 1
+            code = 2
+    if viewer is not None:
+        from barnraise.view.live import wait_for_signal
+
+        print(f"the run has ended; its page stays up at {viewer.url}/ until Ctrl-C",
+              file=sys.stderr, flush=True)
+        try:
+            wait_for_signal()
+        finally:
+            viewer.close()
+    return code
+
+
+def _viewer(args: argparse.Namespace) -> Any:
+    """The LiveView for ``run --view`` (None, said why, without the gateway extra)."""
+    try:
+        from barnraise.view.live import LiveView
+    except ImportError as exc:
+        print(f"barnraise: error: --view needs the gateway extra "
+              f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
+        return None
+    return LiveView(port=args.port, paused=args.paused, scenario=args.scenario,
+                    announce=lambda url: print(url, flush=True))
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

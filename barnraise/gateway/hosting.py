@@ -5,7 +5,10 @@
 ``HostedWorld(scenario="kernel_build", params={...})`` runs that scenario's
 script on a background thread instead: its agents work in the world while
 outside agents join their session. Either way the world stays up after the
-script returns, until :meth:`close`. A bad scenario name or parameter raises
+script returns, until :meth:`close`. ``HostedWorld(simulation=simu)`` hosts a
+Simulation someone else drives (``barnraise run --view`` puts its run on the
+gateway this way): no session is made, no script started, and :meth:`close`
+leaves it to its owner. A bad scenario name or parameter raises
 :class:`scenarios.ScenarioError` before anything starts.
 """
 
@@ -29,7 +32,17 @@ class HostedWorld:
 
     def __init__(self, *, scenario: str | None = None, params: Mapping[str, Any] | None = None,
                  seed: int = 0, time_scale: float = 1.0, session_name: str = "barnraise",
-                 grid_size: int = 1000, max_agents: int = 1000) -> None:
+                 grid_size: int = 1000, max_agents: int = 1000,
+                 simulation: Simulation | None = None) -> None:
+        self.scenario = scenario
+        self.default_session: str | None = None
+        self.scenario_result: dict[str, Any] | None = None
+        self.scenario_error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._owned = simulation is None
+        if simulation is not None:
+            self.simulation = simulation
+            return
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
         options: dict[str, Any] = {}
@@ -43,11 +56,6 @@ class HostedWorld:
             raise ValueError("params need a scenario")
         options["time_scale"] = float(time_scale)
         self.simulation = Simulation(seed=seed, mode="realtime", **options)
-        self.scenario = scenario
-        self.default_session: str | None = None
-        self.scenario_result: dict[str, Any] | None = None
-        self.scenario_error: str | None = None
-        self._thread: threading.Thread | None = None
         if module is not None:
             self._thread = threading.Thread(target=self._run_scenario, args=(module, values),
                                             name=f"scenario-{scenario}", daemon=True)
@@ -83,7 +91,10 @@ class HostedWorld:
         return out
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop every actor (the scenario thread, a daemon, ends with its world)."""
+        """Stop every actor (the scenario thread, a daemon, ends with its world); a
+        Simulation given to the constructor is its owner's to close."""
+        if not self._owned:
+            return
         self.simulation.close()
         if self._thread is not None:
             self._thread.join(timeout)

@@ -21,11 +21,18 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
                   params: Mapping[str, str] | None = None, seed: int = 0,
                   time_scale: float = 1.0, allowed_origins: Sequence[str] = ()) -> int:
     """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0."""
+    from barnraise.view.server import ViewSurface  # the live page at / (barnraise.view)
+    from barnraise.view.watch import Watcher
+
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale)
+    watcher = Watcher(world.simulation, lazy=True)
     try:
-        server = GatewayServer(Gateway(world, allowed_origins=allowed_origins), host, port)
+        gateway = Gateway(world, allowed_origins=allowed_origins)
+        ViewSurface(watcher, gateway)
+        server = GatewayServer(gateway, host, port)
         server.run(on_ready=lambda url: print(url, flush=True))
     finally:
+        watcher.close()
         world.close()
     return 0
 
