@@ -19,7 +19,8 @@ delta arrives at most ``rate`` times a second (the watcher's reads).
 The page drives the run with requests ``{"jsonrpc": "2.0", "id": N, "method":
 "view.control", "params": {"action": A, "value": V}}`` (actions in
 :meth:`barnraise.view.watch.Watcher.control`); the result is the control's result
-dict. A frame that is not such a request gets a JSON-RPC error and the
+dict; the action ``frame`` asks for the whole picture again (a page that
+lost track of its deltas). A frame that is not such a request gets a JSON-RPC error and the
 connection goes on. Browser connections from a foreign ``Origin`` are refused as
 on ``/a2a``.
 """
@@ -64,13 +65,17 @@ class _Connection:
         self.queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=QUEUE + 1)
         self.resyncs = 0
 
+    def resync(self) -> None:
+        """Drop what waits and send the whole picture next (on the loop)."""
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.resyncs += 1
+        self.queue.put_nowait(_RESYNC)
+
     def offer(self, frame: bytes) -> None:
         """Queue a delta; when full, drop the backlog for one fresh frame (on the loop)."""
         if self.queue.qsize() >= QUEUE:
-            while not self.queue.empty():
-                self.queue.get_nowait()
-            self.resyncs += 1
-            self.queue.put_nowait(_RESYNC)
+            self.resync()
             return
         self.queue.put_nowait(frame)
 
@@ -133,7 +138,7 @@ class ViewSurface:
             self._unsubscribe = self.watcher.subscribe(self._on_delta)
         sender = asyncio.create_task(self._send(websocket, connection))
         try:
-            await self._receive(websocket)
+            await self._receive(websocket, connection)
         finally:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -157,17 +162,17 @@ class ViewSurface:
             with contextlib.suppress(Exception):
                 await websocket.close()
 
-    async def _receive(self, websocket: WebSocket) -> None:
+    async def _receive(self, websocket: WebSocket, connection: _Connection) -> None:
         while True:
             try:
                 text = await websocket.receive_text()
             except (WebSocketDisconnect, RuntimeError, KeyError):
                 return
-            reply = self._answer(text)
+            reply = self._answer(text, connection)
             with contextlib.suppress(Exception):
                 await websocket.send_text(reply.decode("utf-8"))
 
-    def _answer(self, text: str) -> bytes:
+    def _answer(self, text: str, connection: _Connection | None = None) -> bytes:
         """The JSON-RPC answer to one frame from a page; never raises."""
         if len(text) > MAX_CONTROL:
             return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
@@ -189,5 +194,10 @@ class ViewSurface:
         if not isinstance(params, dict) or not isinstance(params.get("action"), str):
             return _encoder.encode({"jsonrpc": "2.0", "id": rid, "error": {
                 "code": -32602, "message": "params must be {\"action\": NAME, \"value\": V}"}})
+        if params["action"] == "frame":  # this page wants the whole picture again
+            if connection is not None:
+                connection.resync()
+            return _encoder.encode({"jsonrpc": "2.0", "id": rid,
+                                    "result": {"success": True, "frame": True}})
         result = self.watcher.control(params["action"], params.get("value"))
         return _encoder.encode({"jsonrpc": "2.0", "id": rid, "result": result})

@@ -156,9 +156,15 @@ class Watcher:
         self._gone: set[str] = set()
         self._lock = threading.Lock()  # guards _current, the log and the series
         self._current: _Snapshot | None = None
+        self._told: tuple[Any, ...] = ()  # the status the last delta carried
         self._seq = itertools.count(1)
         self._listeners: tuple[Callable[[dict[str, Any]], None], ...] = ()
         self.finished = False
+        #: Reads of the world taken so far (:meth:`wait_reads` waits for more).
+        self.reads = 0
+        #: The seq of the last delta the listeners were given (0: none yet).
+        self.told_seq = 0
+        self._read_done = threading.Condition()
         self.errors: list[str] = []
         self._stop_listening = dispatcher.trace.listen(self._on_event)
         self._stop = threading.Event()
@@ -223,9 +229,19 @@ class Watcher:
         session_id = None
         if not (self.lazy and not self._listeners) or self.finished:
             session_id = self._session()
-        if session_id is None:
+        if session_id is None:  # nothing to read yet: the events and the status only
             with self._lock:
                 self._log.extend(entries)
+            skipped = max(0, len(entries) - EVENTS_PER_DELTA)
+            bare = {"seq": next(self._seq), "base": None, "t": self.simu.now,
+                    "session_id": None, **self._status(), "grid": None, "canvas": [],
+                    "claims_added": [], "claims_removed": [], "agents": [],
+                    "agents_removed": [], "events": entries[skipped:],
+                    "events_skipped": skipped, "progress": None, "point": None}
+            status = (bare["state"], bare["speed"], bare["controls"])
+            if entries or status != self._told:
+                self._told = status
+                self._notify(bare)
             return None
         wall = time.monotonic()
         want_tasks = self._tasks_moved and (wall - self._tasks_read_at >= TASK_READ_PERIOD
@@ -234,6 +250,9 @@ class Watcher:
             view = self._read(session_id, want_tasks)
         except LookupError:
             return None
+        with self._read_done:
+            self.reads += 1
+            self._read_done.notify_all()
         if want_tasks:
             self._tasks_moved = False
             self._tasks_read_at = wall
@@ -244,14 +263,21 @@ class Watcher:
             self._series.append(snapshot.point)
             self._current = snapshot
         delta = self._delta(before, snapshot, entries)
-        if before is not None and _quiet(delta, before):
+        status = (delta["state"], delta["speed"], delta["controls"])
+        if before is not None and _quiet(delta, before) and status == self._told:
             return None  # nothing moved: the pages hear nothing
+        self._told = status
+        self.told_seq = snapshot.seq
+        self._notify(delta)
+        return delta
+
+    def _notify(self, delta: dict[str, Any]) -> None:
+        self.told_seq = delta["seq"]
         for listener in self._listeners:
             try:
                 listener(delta)
             except Exception as exc:
                 self._note(f"listener: {type(exc).__name__}: {exc}")
-        return delta
 
     def _entry(self, event: tuple[float, str, str, Any]) -> dict[str, Any]:
         t, sender, event_type, body = event
@@ -362,6 +388,11 @@ class Watcher:
             "claims": list(now.claims.values()), "agents": list(now.agents.values()),
             "board": now.board, "progress": now.completion, **base}
 
+    def wait_reads(self, count: int, timeout: float) -> bool:
+        """Wait until :attr:`reads` reaches ``count`` (False if ``timeout`` wall seconds pass)."""
+        with self._read_done:
+            return self._read_done.wait_for(lambda: self.reads >= count, timeout)
+
     def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``listener(delta)`` on the pump thread for every delta; returns the unsubscriber."""
         self._listeners = (*self._listeners, listener)
@@ -432,8 +463,7 @@ class Watcher:
 def _quiet(delta: dict[str, Any], before: _Snapshot) -> bool:
     return (not delta["canvas"] and not delta["claims_added"] and not delta["claims_removed"]
             and not delta["agents"] and not delta["agents_removed"] and not delta["events"]
-            and "board" not in delta and delta["t"] == before.t
-            and delta["state"] not in ("paused", "finished"))
+            and "board" not in delta and delta["t"] == before.t)
 
 
 def _mailbox(actor: Any, mode: str) -> int:

@@ -119,6 +119,7 @@ export class TileView {
 
   // The tile layer's pixels (for a test or a screenshot): RGBA bytes, row by row.
   pixels() {
+    if (!this.width || !this.height) return new Uint8ClampedArray(0);
     return this.ctx.getImageData(0, 0, this.width, this.height).data;
   }
 }

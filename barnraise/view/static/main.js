@@ -9,7 +9,7 @@ import { Agents, Board, Log, showProgress } from "./panels.js";
 const $ = (id) => document.getElementById(id);
 
 const view = {
-  seq: -1, frames: 0, deltas: 0, frameMessages: 0, bad: 0, progress: null, state: "offline",
+  seq: -1, stale: 0, frames: 0, deltas: 0, frameMessages: 0, bad: 0, progress: null, state: "offline",
   t: 0, grid: null, session: null, controls: false, lastError: null, connected: false,
 };
 window.__view = view; // what tests and curious people may read
@@ -93,8 +93,29 @@ function onFrame(f) {
   view.seq = typeof f.seq === "number" ? f.seq : 0;
 }
 
+let lastFrameAsk = -1e9;
+let frameAskPending = false;
+function askForFrame() { // at most once a second; a later ask waits its turn
+  if (frameAskPending) return;
+  const wait = Math.max(0, lastFrameAsk + 1000 - performance.now());
+  frameAskPending = true;
+  setTimeout(() => {
+    frameAskPending = false;
+    lastFrameAsk = performance.now();
+    control("frame");
+  }, wait);
+}
+
 function onDelta(d) {
-  if (typeof d.seq !== "number" || d.seq <= view.seq) return; // older than what is drawn
+  if (typeof d.seq !== "number") { noteBad("delta without a seq", "ignored", d); return; }
+  if (d.seq <= view.seq) { // older than what is drawn: normal just after a frame
+    if (++view.stale > 20) askForFrame(); // many in a row: our seq is wrong, start afresh
+    return;
+  }
+  view.stale = 0;
+  // A gap (base null is a delta from nothing: complete in itself): draw it, and ask
+  // for the whole picture.
+  if (d.base !== null && d.base !== view.seq) askForFrame();
   view.deltas++;
   part("grid", () => {
     if (Array.isArray(d.grid) && (!view.grid || d.grid[0] !== view.grid[0] || d.grid[1] !== view.grid[1])) {
@@ -130,6 +151,7 @@ function onMessage(event) {
 
 function onAnswer(msg) {
   const result = msg.result;
+  if (result && result.frame) return; // a fresh frame is on its way
   if (msg.error || !result || result.success === false) {
     const why = msg.error ? msg.error.message : (result ? result.message : "no result");
     $("status").title = why;
@@ -145,6 +167,14 @@ function control(action, value) {
     params: { action, value } }));
 }
 view.control = control;
+// The tile layer's pixels, for tests: RGBA bytes as a plain array, and a cheap hash.
+view.pixels = () => Array.from(tiles.pixels());
+view.hash = () => {
+  const d = tiles.pixels();
+  let h = 0;
+  for (let i = 0; i < d.length; i++) h = (Math.imul(h, 31) + d[i]) | 0;
+  return h;
+};
 
 function connect() {
   const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/view/ws`;

@@ -112,7 +112,8 @@ export class Log {
   }
 
   reset(entries) {
-    this.entries = [];
+    // The page's own notes (bad messages, refused controls) outlive a fresh frame.
+    this.entries = this.entries.filter((e) => typeof e.n !== "number");
     this.last = 0;
     this.add(entries, 0);
     this.rebuild = true;

@@ -1,0 +1,251 @@
+"""The live view's server side, without a browser: deltas, controls, the WebSocket, the CLI."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from actors.world import Simulation
+from barnraise.runner import check_request, run_request
+from barnraise.view import Watcher, changed_rectangles
+from barnraise.view.live import LiveView
+from barnraise.view.server import QUEUE, _Connection
+from sim.plots import TILE_COLOURS
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}
+
+
+def test_changed_rectangles_cover_every_change_and_nothing_else() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        old = rng.integers(0, 8, size=(40, 30), dtype=np.uint8)
+        new = old.copy()
+        for _ in range(int(rng.integers(0, 6))):
+            y, x = int(rng.integers(0, 40)), int(rng.integers(0, 30))
+            new[y:y + int(rng.integers(1, 5)), x:x + int(rng.integers(1, 5))] = rng.integers(0, 8)
+        rects = changed_rectangles(old, new)
+        patched = old.copy()
+        covered = np.zeros(new.shape, dtype=bool)
+        for x, y, w, h in rects:
+            patched[y:y + h, x:x + w] = new[y:y + h, x:x + w]
+            covered[y:y + h, x:x + w] = True
+        assert np.array_equal(patched, new)
+        assert not covered[(old == new).all(axis=1)].any()  # an unchanged row is never sent
+        ys = [y for _, y, _, _ in rects]
+        assert ys == sorted(ys)
+    same = np.ones((5, 5), dtype=np.uint8)
+    assert changed_rectangles(same, same.copy()) == []
+    assert changed_rectangles(None, same) == [(0, 0, 5, 5)]
+    assert changed_rectangles(np.zeros((4, 4), np.uint8), same) == [(0, 0, 5, 5)]
+
+
+def test_controls_refuse_what_they_cannot_do_with_reasons() -> None:
+    with Simulation(seed=1, mode="realtime", time_scale=50.0) as simu:
+        watcher = Watcher(simu)
+        try:
+            refused = watcher.control("pause")
+            assert refused["success"] is False and refused["error"] == "not_deterministic"
+        finally:
+            watcher.close()
+    with Simulation(seed=1) as simu:
+        watcher = Watcher(simu, paused=True)
+        try:
+            assert watcher.control("fly")["error"] == "unknown_action"
+            for action, value in (("step_event", 0), ("step_event", "3"), ("step_time", -1),
+                                  ("speed", 0), ("speed", "fast")):
+                answer = watcher.control(action, value)
+                assert answer["success"] is False and answer["error"] == "invalid_value", answer
+            assert watcher.gate is not None and watcher.gate.paused  # nothing changed
+            ok = watcher.control("speed", 25)
+            assert ok["success"] and ok["speed"] == 25.0 and ok["state"] == "paused"
+            assert watcher.control("start")["state"] == "running"
+            watcher.ended()
+            assert watcher.control("pause")["error"] == "finished"
+        finally:
+            watcher.close()
+
+
+def test_a_slow_page_gets_a_fresh_frame_instead_of_a_growing_queue() -> None:
+    connection = _Connection()
+    for i in range(QUEUE * 3):
+        connection.offer(f"delta {i}".encode())
+    assert connection.queue.qsize() <= QUEUE
+    assert connection.resyncs >= 1
+
+
+@pytest.fixture
+def live_run() -> Iterator[LiveView]:
+    """A paused deterministic kernel_build on a LiveView; the run is let go at the end."""
+    ready = threading.Event()
+    live = LiveView(port=0, paused=True, announce=lambda _url: ready.set())
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = run_request(check_request("kernel_build", seed=2, **SMALL),
+                                            watch=live.watch)
+        except BaseException as exc:
+            outcome["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert ready.wait(20) and live.url is not None, outcome.get("error")
+    try:
+        yield live
+    finally:
+        if live.watcher is not None and live.watcher.gate is not None:
+            live.watcher.gate.close()
+        thread.join(60)
+        live.close()
+    assert "error" not in outcome and outcome["result"].success
+
+
+def _ws_url(live: LiveView) -> str:
+    assert live.url is not None
+    return live.url.replace("http://", "ws://") + "/view/ws"
+
+
+def _next(ws: Any, method: str) -> dict[str, Any]:
+    for _ in range(1000):
+        message = json.loads(ws.recv(timeout=10))
+        if message.get("method") == method:
+            params: dict[str, Any] = message["params"]
+            return params
+    raise AssertionError(f"no {method} came")
+
+
+def test_the_websocket_sends_a_frame_then_deltas_and_takes_controls(live_run: LiveView) -> None:
+    assert live_run.url is not None
+    page = urllib.request.urlopen(live_run.url + "/", timeout=10).read().decode()
+    assert "<canvas id=\"tiles\"" in page and "/view/static/main.js" in page
+    script = urllib.request.urlopen(live_run.url + "/view/static/main.js", timeout=10)
+    assert script.status == 200
+    with pytest.raises(InvalidStatus):  # a browser page from elsewhere is refused
+        connect(_ws_url(live_run), origin="http://evil.example", open_timeout=10)  # type: ignore[arg-type]
+    with connect(_ws_url(live_run), open_timeout=10) as ws:
+        frame = _next(ws, "view.frame")
+        assert frame["state"] == "paused" and frame["palette"] == list(TILE_COLOURS)
+        for text, code in (("not json", -32700), ("[1]", -32600),
+                           ('{"jsonrpc": "2.0", "id": 1, "method": "session_join"}', -32601),
+                           ('{"jsonrpc": "2.0", "id": 2, "method": "view.control",'
+                            ' "params": {"value": 1}}', -32602),
+                           ("x" * 5000, -32600)):
+            ws.send(text)
+            answer = json.loads(ws.recv(timeout=10))
+            while "method" in answer:  # a delta on its way; the answer follows
+                answer = json.loads(ws.recv(timeout=10))
+            assert answer["error"]["code"] == code
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "view.control",
+                            "params": {"action": "start"}}))
+        deltas: list[dict[str, Any]] = []
+        answered = None
+        while True:
+            message = json.loads(ws.recv(timeout=20))
+            if message.get("id") == 7:
+                answered = message["result"]
+            elif message.get("method") == "view.delta":
+                deltas.append(message["params"])
+                if message["params"]["state"] == "finished":
+                    break
+        assert answered is not None and answered["success"] and answered["state"] == "running"
+        seqs = [d["seq"] for d in deltas]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        canvas = np.zeros((SMALL["grid_size"],) * 2, dtype=np.uint8)
+        for delta in deltas:
+            for rect in delta["canvas"]:
+                block = np.frombuffer(base64.b64decode(rect["data"]), dtype=np.uint8)
+                canvas[rect["y"]:rect["y"] + rect["h"], rect["x"]:rect["x"] + rect["w"]] = \
+                    block.reshape(rect["h"], rect["w"])
+            # never the whole canvas once the first picture is there
+            if delta["base"] is not None:
+                assert sum(r["w"] * r["h"] for r in delta["canvas"]) <= canvas.size
+        assert deltas[-1]["progress"] == 100
+        watcher = live_run.watcher
+        assert watcher is not None
+        final = watcher.frame()
+        assert final["state"] == "finished"
+        assert watcher._current is not None and watcher._current.canvas is not None
+        assert np.array_equal(canvas, watcher._current.canvas)
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "barnraise.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_run_view_prints_the_url_serves_the_page_and_stops_on_sigint() -> None:
+    process = _cli("run", "kernel_build", "--view", "--port", "0",
+                   *(f"--param={k}={v}" for k, v in SMALL.items()))
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        html = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert "barnraise" in html
+        for line in process.stderr:  # the run ends; the page stays up
+            if "stays up" in line:
+                break
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            frame = _next(ws, "view.frame")
+            assert frame["state"] == "finished" and frame["progress"] == 100
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=30)
+        assert process.returncode == 0
+        assert "100" in out
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
+def test_view_options_are_checked_before_the_run() -> None:
+    for args, words in ((("--port", "0"), "--port and --paused go with --view"),
+                        (("--view", "--paused", "--mode", "realtime"), "--paused applies"),
+                        (("--view", "--port", "70000"), "--port must be")):
+        process = _cli("run", "kernel_build", *args)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 2, err
+        assert words in err
+
+
+def test_serve_shows_the_page_of_its_realtime_world() -> None:
+    process = _cli("serve", "--port", "0", "--scenario", "kernel_build", "--time-scale", "20",
+                   *(f"--param={k}={v}" for k, v in SMALL.items()))
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        assert "barnraise" in urllib.request.urlopen(url + "/", timeout=10).read().decode()
+        with connect(url.replace("http://", "ws://") + "/view/ws", open_timeout=10) as ws:
+            _next(ws, "view.frame")
+            for _ in range(500):  # the realtime world builds; deltas bring its canvas
+                delta = _next(ws, "view.delta")
+                if delta["grid"] is not None and delta["progress"]:
+                    break
+            assert delta["grid"] == [SMALL["grid_size"]] * 2 and delta["mode"] == "realtime"
+            assert delta["controls"] is False
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
