@@ -54,3 +54,20 @@ def test_the_validation_comparison_checks_every_side_gives_the_same_arguments() 
         assert {"hand", "fastjsonschema", "msgspec"} <= set(tool)
         # the validator in use words its refusals as the hand checkers did
         assert tool["errors"]["msgspec"] == tool["errors"]["hand"]
+
+
+def test_the_view_benchmark_watches_a_run_to_its_end() -> None:
+    import pytest
+
+    from barnraise.view import headless
+
+    reason = headless.missing()
+    if reason is not None:
+        pytest.skip(f"no headless browser: {reason}")
+    from benchmarks import view_bench
+
+    figures = view_bench.bench_view(agents=20, grid=96, block=16, repeats=1)
+    assert figures["same_digest"] is True  # watching changed nothing in the run
+    assert figures["page_progress"] == [100] and figures["page_bad"] == 0
+    assert figures["fps"] > 0 and figures["ratio"] > 0
+    assert figures["page_deltas_per_run"][0] >= 1

@@ -38,16 +38,22 @@ def test_changed_rectangles_cover_every_change_and_nothing_else() -> None:
         for _ in range(int(rng.integers(0, 6))):
             y, x = int(rng.integers(0, 40)), int(rng.integers(0, 30))
             new[y:y + int(rng.integers(1, 5)), x:x + int(rng.integers(1, 5))] = rng.integers(0, 8)
-        rects = changed_rectangles(old, new)
+        rects = changed_rectangles(old, new, tile=8)
         patched = old.copy()
         covered = np.zeros(new.shape, dtype=bool)
         for x, y, w, h in rects:
             patched[y:y + h, x:x + w] = new[y:y + h, x:x + w]
             covered[y:y + h, x:x + w] = True
         assert np.array_equal(patched, new)
-        assert not covered[(old == new).all(axis=1)].any()  # an unchanged row is never sent
-        ys = [y for _, y, _, _ in rects]
-        assert ys == sorted(ys)
+        diff = old != new
+        for x, y, w, h in rects:  # tight: each edge of a rectangle holds a change
+            part = diff[y:y + h, x:x + w]
+            assert part[0].any() and part[-1].any() and part[:, 0].any() and part[:, -1].any()
+        # no band of 8 rows without a change is sent
+        for band in range(0, 40, 8):
+            if not diff[band:band + 8].any():
+                assert not covered[band:band + 8].any()
+        assert sum(w * h for _, _, w, h in rects) <= diff.size
     same = np.ones((5, 5), dtype=np.uint8)
     assert changed_rectangles(same, same.copy()) == []
     assert changed_rectangles(None, same) == [(0, 0, 5, 5)]

@@ -12,10 +12,11 @@ A :class:`Watcher` follows one session of a :class:`~actors.world.Simulation`
   the loop, after it ends) or in realtime mode, where each service builds its
   part on its own thread;
 * each read becomes a **delta** against the one before: the canvas rectangles
-  whose rows changed (one bounding rectangle per run of changed rows, tile codes
-  as base64 bytes), claims added and removed, the agent rows that changed, the
-  task board when a task moved, the new events, one point of the time series;
-  :meth:`Watcher.frame` is the whole picture, which a page gets on connecting.
+  that changed (:func:`changed_rectangles`: per band of rows, the touching
+  changed squares as one rectangle; tile codes as base64 bytes), claims added
+  and removed, the agent rows that changed, the task board when a task moved,
+  the new events, one point of the time series; :meth:`Watcher.frame` is the
+  whole picture, which a page gets on connecting.
 
 In deterministic mode it also holds the run's :class:`~sim.dispatch.Gate`, so
 the page's controls pause, step (by domain event or simulated second) and pace
@@ -58,8 +59,13 @@ EVENTS_PER_DELTA: Final = 400
 SERIES_SIZE: Final = 600
 #: Ready tasks listed on the task board.
 FRONTIER_SIZE: Final = 40
+#: Cells a side of the squares a canvas delta is cut in (see :func:`changed_rectangles`).
+TILE: Final = 32
+#: The share of the wall clock the view's own reading may take: after a read that cost
+#: C seconds of CPU, the next waits at least C / BUDGET (a big world is read less often).
+BUDGET: Final = 0.05
 #: Wall seconds between two reads of every task (they move the board only).
-TASK_READ_PERIOD: Final = 0.5
+TASK_READ_PERIOD: Final = 1.0
 _DONE: Final = frozenset({"completed", "failed", "cancelled"})
 _TASK_EVENTS: Final = frozenset({
     "task_created", "task_accepted", "task_completed", "task_failed", "task_cancelled",
@@ -68,27 +74,42 @@ _TASK_EVENTS: Final = frozenset({
 _SPEEDS: Final = "a number of simulated seconds per wall second > 0, or null for flat out"
 
 
-def changed_rectangles(old: NDArray[np.uint8] | None, new: NDArray[np.uint8]
-                       ) -> list[tuple[int, int, int, int]]:
-    """``(x, y, width, height)`` per run of changed rows, bounded by the changed columns.
+def changed_rectangles(old: NDArray[np.uint8] | None, new: NDArray[np.uint8], *,
+                       tile: int = TILE) -> list[tuple[int, int, int, int]]:
+    """``(x, y, width, height)`` rectangles that cover every cell where ``new`` differs
+    from ``old``, and little else.
 
-    With no ``old`` (or another shape) the whole canvas is one rectangle; an
-    unchanged canvas gives none.
+    The canvas is cut into bands of ``tile`` rows; in each band, the changed
+    ``tile``-wide columns that touch make one rectangle, shrunk to the rows and
+    columns that changed in it. Every rectangle's edges hold a change; a band
+    with no change sends nothing. With no ``old`` (or another shape) the whole
+    canvas is one rectangle; an unchanged canvas gives none.
     """
     if old is None or old.shape != new.shape:
         return [(0, 0, int(new.shape[1]), int(new.shape[0]))] if new.size else []
+    height, width = new.shape
     diff = old != new
-    rows = np.flatnonzero(diff.any(axis=1))
-    if rows.size == 0:
+    rows_changed = diff.any(axis=1)
+    if not rows_changed.any():
         return []
-    breaks = np.flatnonzero(np.diff(rows) > 1)
-    starts = np.concatenate(([rows[0]], rows[breaks + 1]))
-    ends = np.concatenate((rows[breaks], [rows[-1]]))
-    out = []
-    for y0, y1 in zip(starts.tolist(), ends.tolist(), strict=True):
-        cols = np.flatnonzero(diff[y0:y1 + 1].any(axis=0))
-        x0, x1 = int(cols[0]), int(cols[-1])
-        out.append((x0, y0, x1 - x0 + 1, y1 - y0 + 1))
+    out: list[tuple[int, int, int, int]] = []
+    for y0 in np.flatnonzero(np.add.reduceat(rows_changed, np.arange(0, height, tile))).tolist():
+        top = y0 * tile
+        band = diff[top:top + tile]
+        cols = band.any(axis=0)
+        blocks = np.add.reduceat(cols, np.arange(0, width, tile)) > 0
+        changed = np.flatnonzero(blocks)
+        # runs of touching changed blocks
+        splits = np.flatnonzero(np.diff(changed) > 1)
+        for first, last in zip(np.concatenate(([0], splits + 1)).tolist(),
+                               np.concatenate((splits, [changed.size - 1])).tolist(),
+                               strict=True):
+            left, right = int(changed[first]) * tile, min(width, (int(changed[last]) + 1) * tile)
+            part = band[:, left:right]
+            ys = np.flatnonzero(part.any(axis=1))
+            xs = np.flatnonzero(part.any(axis=0))
+            out.append((left + int(xs[0]), top + int(ys[0]), int(xs[-1] - xs[0]) + 1,
+                        int(ys[-1] - ys[0]) + 1))
     return out
 
 
@@ -123,7 +144,8 @@ class _Snapshot:
 class Watcher:
     """Follows a Simulation for a live view (see the module doc).
 
-    ``rate``: world reads (and so deltas) per wall second, at most. ``paused``
+    ``rate``: world reads (and so deltas) per wall second, at most; fewer when a
+    read costs more than :data:`BUDGET` of the time between two. ``paused``
     (deterministic): the run waits at its first step for :meth:`control`
     ``start``. ``speed`` (deterministic): simulated seconds per wall second to
     pace the run at (None: as fast as it goes).
@@ -169,6 +191,7 @@ class Watcher:
         self._stop_listening = dispatcher.trace.listen(self._on_event)
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._read_cost = 0.0
         self._thread = threading.Thread(target=self._pump, name="barnraise-view", daemon=True)
         self._thread.start()
 
@@ -184,12 +207,16 @@ class Watcher:
         period = 1.0 / self.rate
         while not self._stop.is_set():
             started = time.monotonic()
+            cpu = time.thread_time()
+            self._read_cost = 0.0
             try:
                 self.tick()
             except Exception as exc:  # a failed read is noted, never raised into the run
                 self._note(f"{type(exc).__name__}: {exc}")
-            left = period - (time.monotonic() - started)
-            self._wake.wait(max(0.005, left))
+            # What this read cost: the pump's own CPU and the read on the run's thread.
+            cost = time.thread_time() - cpu + self._read_cost
+            wait = max(period, cost / BUDGET) - (time.monotonic() - started)
+            self._wake.wait(max(0.005, wait))
             self._wake.clear()
 
     def _note(self, error: str) -> None:
@@ -201,7 +228,11 @@ class Watcher:
         simu = self.simu
 
         def read() -> WorldView:
-            return simu.view(session_id, canvas=True, completion=True, tasks=tasks)
+            started = time.thread_time()
+            try:
+                return simu.view(session_id, canvas=True, completion=True, tasks=tasks)
+            finally:
+                self._read_cost += time.thread_time() - started
 
         gate = self.gate
         if gate is not None and not self.finished:

@@ -1,0 +1,173 @@
+"""The live view's cost: a big kernel_build watched by a headless page, against none.
+
+:func:`bench_view` runs the same deterministic kernel_build (1,000 agents on a
+1000 x 1000 canvas by default) in this process, in interleaved rounds:
+
+* **plain**: no viewer; the run's wall time is taken from the moment the
+  scenario starts to the moment the run ends (the runner's ``watch`` hook marks
+  both, so Simulation set-up and summarising are outside both figures);
+* **watched**: a :class:`barnraise.view.live.LiveView` serves the run, headless
+  Chromium (Debian's, through Playwright) has the page open from before the
+  first step, and the run is started paused and let go once the page has its
+  first frame; its wall time runs from that start to the run's end.
+
+It reports the medians, their ratio (target <= 1.15), and the page's frame rate
+while the run goes (``requestAnimationFrame`` callbacks counted in the page over
+the same span; target >= 20 fps), with what the server sent (deltas, bytes,
+reads) and the trace digests (equal: watching changes nothing in the run).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from actors.world import Simulation
+from barnraise.runner import RunResult, check_request, run_request
+
+
+def _params(agents: int, grid: int, block: int) -> dict[str, Any]:
+    testers = max(1, (agents - 1) // 5)
+    return {"grid_size": grid, "block": block, "builders": agents - 1 - testers,
+            "testers": testers}
+
+
+def _plain(params: dict[str, Any], seed: int) -> tuple[float, RunResult]:
+    marks: list[float] = []
+
+    def watch(_simu: Simulation) -> Callable[[], None]:
+        marks.append(time.perf_counter())
+        return lambda: marks.append(time.perf_counter())
+
+    result = run_request(check_request("kernel_build", seed=seed, **params), watch=watch)
+    return marks[1] - marks[0], result
+
+
+def _watched(params: dict[str, Any], seed: int, browser: Any) -> dict[str, Any]:
+    from barnraise.view.live import LiveView
+
+    ready = threading.Event()
+    live = LiveView(port=0, paused=True, announce=lambda _url: ready.set())
+    marks: dict[str, float] = {}
+    outcome: dict[str, Any] = {}
+
+    def watch(simu: Simulation) -> Callable[[], None]:
+        ended = live.watch(simu)
+
+        def end() -> None:
+            marks["end"] = time.perf_counter()
+            ended()
+
+        return end
+
+    def run() -> None:
+        try:
+            outcome["result"] = run_request(check_request("kernel_build", seed=seed, **params),
+                                            watch=watch)
+        except BaseException as exc:
+            outcome["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=run, name="view-bench-run", daemon=True)
+    thread.start()
+    page = None
+    try:
+        if not ready.wait(60) or live.url is None or live.watcher is None:
+            raise RuntimeError(f"the view did not start: {outcome.get('error')}")
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(600_000)
+        page.goto(live.url + "/")
+        page.wait_for_function("window.__view && window.__view.frameMessages > 0")
+        before = page.evaluate("({frames: __view.frames, at: performance.now()})")
+        marks["start"] = time.perf_counter()
+        answer = live.watcher.control("start")  # what the page's Start button sends
+        if not answer["success"]:
+            raise RuntimeError(f"start refused: {answer}")
+        page.wait_for_function("window.__view.state === 'finished'")
+        after = page.evaluate("({frames: __view.frames, at: performance.now(), "
+                              "deltas: __view.deltas, bad: __view.bad, "
+                              "progress: __view.progress})")
+        thread.join(600)
+        if "error" in outcome:
+            raise RuntimeError(f"the watched run failed: {outcome['error']}")
+        surface = live.surface
+        seconds = (after["at"] - before["at"]) / 1000
+        return {
+            "wall": marks["end"] - marks["start"], "result": outcome["result"],
+            "fps": (after["frames"] - before["frames"]) / seconds if seconds > 0 else 0.0,
+            "page_deltas": after["deltas"], "page_bad": after["bad"],
+            "page_progress": after["progress"], "reads": live.watcher.reads,
+            "deltas_sent": None if surface is None else surface.deltas_sent,
+            "frames_sent": None if surface is None else surface.frames_sent,
+        }
+    finally:
+        if page is not None:
+            page.close()
+        if live.watcher is not None and live.watcher.gate is not None:
+            live.watcher.gate.close()
+        thread.join(600)
+        live.close()
+
+
+def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: int = 5,
+               seed: int = 1) -> dict[str, Any]:
+    """A ``agents``-strong kernel_build watched live against the same run unwatched."""
+    from playwright.sync_api import sync_playwright
+
+    from barnraise.view import headless
+
+    reason = headless.missing()
+    if reason is not None:
+        return {"skipped": reason}
+    params = _params(agents, grid, block)
+    plain: list[float] = []
+    watched: list[dict[str, Any]] = []
+    digests: set[str] = set()
+    with sync_playwright() as playwright:
+        browser = headless.launch(playwright)
+        try:
+            for round_ in range(repeats):
+                # Alternate which goes first, so a drift in the machine falls on both.
+                for kind in (("plain", "watched") if round_ % 2 == 0 else ("watched", "plain")):
+                    gc.collect()
+                    if kind == "plain":
+                        wall, result = _plain(params, seed)
+                        assert result.success, "the unwatched run failed its check"
+                        plain.append(wall)
+                        digests.add(result.trace_digest)
+                    else:
+                        run = _watched(params, seed, browser)
+                        assert run["result"].success, "the watched run failed its check"
+                        digests.add(run["result"].trace_digest)
+                        del run["result"]
+                        watched.append(run)
+        finally:
+            browser.close()
+    walls = [w["wall"] for w in watched]
+    fps = [w["fps"] for w in watched]
+    return {
+        "crew": agents, "grid": grid, "block": block, "mode": "deterministic",
+        "repeats": repeats,
+        "plain_wall_s": round(statistics.median(plain), 3),
+        "watched_wall_s": round(statistics.median(walls), 3),
+        "ratio": round(statistics.median(walls) / statistics.median(plain), 3),
+        "ratio_per_round": [round(w / p, 3) for w, p in zip(walls, plain, strict=True)],
+        "fps": round(statistics.median(fps), 1), "fps_per_round": [round(f, 1) for f in fps],
+        "target_ratio": 1.15, "target_fps": 20,
+        "same_digest": len(digests) == 1,
+        "reads_per_run": [w["reads"] for w in watched],
+        "deltas_sent_per_run": [w["deltas_sent"] for w in watched],
+        "page_deltas_per_run": [w["page_deltas"] for w in watched],
+        "page_bad": sum(w["page_bad"] for w in watched),
+        "page_progress": [w["page_progress"] for w in watched],
+    }
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    if quick:
+        return {"watched_kernel_build": bench_view(agents=20, grid=96, block=16, repeats=1)}
+    return {"watched_kernel_build": bench_view()}
