@@ -192,9 +192,6 @@ def _run(args: argparse.Namespace) -> int:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
     if (args.port != 8765 or args.paused) and not args.view:
         raise ScenarioError("--port and --paused go with --view")
-    if args.paused and args.mode != "deterministic":
-        raise ScenarioError("--paused applies to deterministic runs (the page's controls "
-                            "drive those)")
     if not 0 <= args.port <= 65535:
         raise ScenarioError(f"--port must be from 0 to 65535, got {args.port}")
     viewer = _viewer(args) if args.view else None

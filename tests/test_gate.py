@@ -132,3 +132,23 @@ def test_bad_requests_are_refused_and_a_closed_gate_lets_everything_through() ->
         assert np.count_nonzero(view.canvas) == 0
         detach()
         assert dispatcher.gate is None
+
+
+def test_a_wall_clock_freezes_thaws_and_rescales_without_a_jump() -> None:
+    from sim.clock import WallClock
+
+    clock = WallClock(100.0)
+    clock.freeze()
+    held = clock.now
+    assert clock.frozen and clock.now == held
+    clock.set_scale(1000.0)  # frozen: the scale changes, the time does not
+    assert clock.now == held and clock.time_scale == 1000.0
+    clock.thaw()
+    assert not clock.frozen and clock.now >= held
+    before = clock.now
+    clock.set_scale(1.0)
+    after = clock.now
+    assert before <= after < before + 1.0  # no jump: the new scale starts from here
+    for bad in (0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="time_scale"):
+            clock.set_scale(bad)

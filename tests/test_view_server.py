@@ -64,8 +64,14 @@ def test_controls_refuse_what_they_cannot_do_with_reasons() -> None:
     with Simulation(seed=1, mode="realtime", time_scale=50.0) as simu:
         watcher = Watcher(simu)
         try:
-            refused = watcher.control("pause")
-            assert refused["success"] is False and refused["error"] == "not_deterministic"
+            for action in ("step_event", "step_time"):
+                refused = watcher.control(action, 1)
+                assert refused["success"] is False and refused["error"] == "not_deterministic"
+            for bad in (None, 0, -3, "x", True):
+                assert watcher.control("speed", bad)["error"] == "invalid_value"
+            assert watcher.control("pause")["state"] == "paused"
+            assert watcher.control("speed", 10)["speed"] == 10.0
+            assert watcher.control("start")["state"] == "running"
         finally:
             watcher.close()
     with Simulation(seed=1) as simu:
@@ -122,6 +128,11 @@ def live_run() -> Iterator[LiveView]:
     assert "error" not in outcome and outcome["result"].success
 
 
+def _get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read().decode()
+
+
 def _ws_url(live: LiveView) -> str:
     assert live.url is not None
     return live.url.replace("http://", "ws://") + "/view/ws"
@@ -138,10 +149,10 @@ def _next(ws: Any, method: str) -> dict[str, Any]:
 
 def test_the_websocket_sends_a_frame_then_deltas_and_takes_controls(live_run: LiveView) -> None:
     assert live_run.url is not None
-    page = urllib.request.urlopen(live_run.url + "/", timeout=10).read().decode()
+    status, page = _get(live_run.url + "/")
+    assert status == 200
     assert "<canvas id=\"tiles\"" in page and "/view/static/main.js" in page
-    script = urllib.request.urlopen(live_run.url + "/view/static/main.js", timeout=10)
-    assert script.status == 200
+    assert _get(live_run.url + "/view/static/main.js")[0] == 200
     with pytest.raises(InvalidStatus):  # a browser page from elsewhere is refused
         connect(_ws_url(live_run), origin="http://evil.example", open_timeout=10)  # type: ignore[arg-type]
     with connect(_ws_url(live_run), open_timeout=10) as ws:
@@ -203,7 +214,7 @@ def test_run_view_prints_the_url_serves_the_page_and_stops_on_sigint() -> None:
         assert process.stdout is not None and process.stderr is not None
         url = process.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/")
-        html = urllib.request.urlopen(url, timeout=10).read().decode()
+        html = _get(url)[1]
         assert "barnraise" in html
         for line in process.stderr:  # the run ends; the page stays up
             if "stays up" in line:
@@ -223,7 +234,6 @@ def test_run_view_prints_the_url_serves_the_page_and_stops_on_sigint() -> None:
 
 def test_view_options_are_checked_before_the_run() -> None:
     for args, words in ((("--port", "0"), "--port and --paused go with --view"),
-                        (("--view", "--paused", "--mode", "realtime"), "--paused applies"),
                         (("--view", "--port", "70000"), "--port must be")):
         process = _cli("run", "kernel_build", *args)
         _, err = process.communicate(timeout=60)
@@ -238,7 +248,7 @@ def test_serve_shows_the_page_of_its_realtime_world() -> None:
         assert process.stdout is not None
         url = process.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
-        assert "barnraise" in urllib.request.urlopen(url + "/", timeout=10).read().decode()
+        assert "barnraise" in _get(url + "/")[1]
         with connect(url.replace("http://", "ws://") + "/view/ws", open_timeout=10) as ws:
             _next(ws, "view.frame")
             for _ in range(500):  # the realtime world builds; deltas bring its canvas
@@ -246,7 +256,7 @@ def test_serve_shows_the_page_of_its_realtime_world() -> None:
                 if delta["grid"] is not None and delta["progress"]:
                     break
             assert delta["grid"] == [SMALL["grid_size"]] * 2 and delta["mode"] == "realtime"
-            assert delta["controls"] is False
+            assert delta["controls"] is True and delta["steps"] is False
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
         assert process.returncode == 0
@@ -255,3 +265,52 @@ def test_serve_shows_the_page_of_its_realtime_world() -> None:
             process.kill()
             process.communicate(timeout=10)
 
+
+
+def test_a_held_realtime_run_stands_still_and_then_ends_as_it_would() -> None:
+    """Pause a realtime kernel_build half way: clock, canvas and trace stand still while
+    the view reads on; after a resume (and a change of speed) the run succeeds."""
+    seen: dict[str, Any] = {}
+
+    def watch(simu: Simulation) -> Any:
+        watcher = Watcher(simu, rate=20)
+
+        def drive() -> None:
+            try:
+                for _ in range(400):  # until some tiles are down
+                    watcher.wait_reads(watcher.reads + 1, timeout=10)
+                    current = watcher._current
+                    if current is not None and current.canvas is not None \
+                            and current.canvas.any():
+                        break
+                assert watcher.control("pause")["state"] == "paused"
+                assert watcher.wait_reads(watcher.reads + 2, timeout=10)
+                before = (simu.now, len(simu.dispatcher.trace), watcher._current)
+                assert watcher.wait_reads(watcher.reads + 4, timeout=10)
+                after = (simu.now, len(simu.dispatcher.trace), watcher._current)
+                seen["held"] = (before, after)
+                watcher.control("speed", 40)
+                watcher.control("start")
+            except BaseException as exc:
+                seen["error"] = exc
+                watcher.control("start")
+
+        thread = threading.Thread(target=drive, daemon=True)
+        thread.start()
+
+        def ended() -> None:
+            thread.join(60)
+            watcher.ended()
+            watcher.close()
+
+        return ended
+
+    result = run_request(check_request("kernel_build", seed=4, mode="realtime",
+                                       time_scale=20.0, **SMALL), watch=watch)
+    assert "error" not in seen, seen.get("error")
+    (t0, n0, snap0), (t1, n1, snap1) = seen["held"]
+    assert t0 == t1 and n0 == n1
+    assert snap0 is not None and snap1 is not None and snap0.canvas is not None
+    assert snap1.canvas is not None and np.array_equal(snap0.canvas, snap1.canvas)
+    assert 0 < snap0.completion < 100
+    assert result.success, result.summary

@@ -20,8 +20,9 @@ A :class:`Watcher` follows one session of a :class:`~actors.world.Simulation`
 
 In deterministic mode it also holds the run's :class:`~sim.dispatch.Gate`, so
 the page's controls pause, step (by domain event or simulated second) and pace
-the run (:meth:`Watcher.control`). In realtime mode the controls answer that
-they apply to deterministic runs.
+the run (:meth:`Watcher.control`). In realtime mode they pause and resume the
+run (``RealtimeDispatcher.pause``: the clock stops, timers and letters wait) and
+change its time scale; steps are refused there.
 
 Listeners (:meth:`Watcher.subscribe`) get each delta as a dict on the pump
 thread; the server encodes it once and queues it per connection.
@@ -43,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from actors.world import Simulation
-from sim.dispatch import DeterministicDispatcher, Gate, GateClosed
+from sim.dispatch import DeterministicDispatcher, Gate, GateClosed, RealtimeDispatcher
 from sim.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.views import WorldView
 
@@ -162,10 +163,17 @@ class Watcher:
         self.mode = simu.mode
         dispatcher = simu.dispatcher
         self.gate: Gate | None = None
+        self._realtime: RealtimeDispatcher | None = None
         self._detach: Callable[[], None] | None = None
         if isinstance(dispatcher, DeterministicDispatcher):
             self.gate = Gate(paused=paused, speed=speed)
             self._detach = dispatcher.attach_gate(self.gate)
+        elif isinstance(dispatcher, RealtimeDispatcher):
+            self._realtime = dispatcher
+            if speed is not None:
+                dispatcher.set_time_scale(speed)
+            if paused:
+                dispatcher.pause()
         self._events: deque[tuple[float, str, str, Any]] = deque()
         self._log: deque[dict[str, Any]] = deque(maxlen=LOG_SIZE)
         self._series: deque[dict[str, Any]] = deque(maxlen=SERIES_SIZE)
@@ -192,6 +200,7 @@ class Watcher:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._read_cost = 0.0
+        self._ticking = threading.Lock()
         self._thread = threading.Thread(target=self._pump, name="barnraise-view", daemon=True)
         self._thread.start()
 
@@ -250,7 +259,14 @@ class Watcher:
         return sessions[0] if sessions else None
 
     def tick(self) -> dict[str, Any] | None:
-        """Read the world once, make the delta, tell the listeners; the delta (None: no session)."""
+        """Read the world once, make the delta, tell the listeners; the delta (None: no session,
+        or nothing moved). One tick at a time (the pump's, or the last one at the end)."""
+        with self._ticking:
+            return self._tick()
+
+    def _tick(self) -> dict[str, Any] | None:
+        # "finished" is told only by a read that began after the run ended.
+        final = self.finished
         events = []
         while self._events:
             events.append(self._events.popleft())
@@ -265,7 +281,7 @@ class Watcher:
                 self._log.extend(entries)
             skipped = max(0, len(entries) - EVENTS_PER_DELTA)
             bare = {"seq": next(self._seq), "base": None, "t": self.simu.now,
-                    "session_id": None, **self._status(), "grid": None, "canvas": [],
+                    "session_id": None, **self._status(final), "grid": None, "canvas": [],
                     "claims_added": [], "claims_removed": [], "agents": [],
                     "agents_removed": [], "events": entries[skipped:],
                     "events_skipped": skipped, "progress": None, "point": None}
@@ -293,7 +309,7 @@ class Watcher:
             self._log.extend(entries)
             self._series.append(snapshot.point)
             self._current = snapshot
-        delta = self._delta(before, snapshot, entries)
+        delta = self._delta(before, snapshot, entries, final)
         status = (delta["state"], delta["speed"], delta["controls"])
         if before is not None and _quiet(delta, before) and status == self._told:
             return None  # nothing moved: the pages hear nothing
@@ -356,21 +372,21 @@ class Watcher:
         return _Snapshot(next(self._seq), view.at, view.session_id, canvas, claims, agents,
                          self._board, completion, point)
 
-    def _status(self) -> dict[str, Any]:
-        gate = self.gate
-        if self.finished:
-            state = "finished"
-        elif gate is None:
-            state = "running"
-        else:
-            state = "paused" if gate.paused else "running"
-        return {"state": state, "mode": self.mode,
-                "speed": None if gate is None else gate.speed,
-                "controls": gate is not None and not self.finished,
+    def _status(self, finished: bool | None = None) -> dict[str, Any]:
+        finished = self.finished if finished is None else finished
+        gate, realtime = self.gate, self._realtime
+        paused = (gate.paused if gate is not None
+                  else realtime is not None and realtime.holding)
+        speed = (gate.speed if gate is not None
+                 else None if realtime is None else realtime.clock.time_scale)
+        return {"state": "finished" if finished else "paused" if paused else "running",
+                "mode": self.mode, "speed": speed,
+                "controls": (gate is not None or realtime is not None) and not finished,
+                "steps": gate is not None and not finished,
                 "events_seen": self._event_count}
 
     def _delta(self, before: _Snapshot | None, now: _Snapshot,
-               entries: list[dict[str, Any]]) -> dict[str, Any]:
+               entries: list[dict[str, Any]], final: bool) -> dict[str, Any]:
         canvas_parts: list[dict[str, Any]] = []
         if now.canvas is not None:
             old = None if before is None else before.canvas
@@ -381,7 +397,7 @@ class Watcher:
         skipped = max(0, len(entries) - EVENTS_PER_DELTA)
         delta: dict[str, Any] = {
             "seq": now.seq, "base": None if before is None else before.seq, "t": now.t,
-            "session_id": now.session_id, **self._status(),
+            "session_id": now.session_id, **self._status(final),
             "grid": None if now.canvas is None else list(now.canvas.shape),
             "canvas": canvas_parts,
             "claims_added": [c for k, c in now.claims.items() if old_claims.get(k) != c],
@@ -442,12 +458,10 @@ class Watcher:
         "message"}`` naming what is wrong; never raises.
         """
         gate = self.gate
-        if gate is None:
-            return {"success": False, "error": "not_deterministic",
-                    "message": "pause, step and speed drive deterministic runs; this run is "
-                               f"{self.mode}"}
         if self.finished:
             return {"success": False, "error": "finished", "message": "the run has ended"}
+        if gate is None:
+            return self._realtime_control(action, value)
         try:
             if action in ("start", "resume"):
                 gate.resume()
@@ -469,6 +483,33 @@ class Watcher:
         self._wake.set()
         return {"success": True, **self._status()}
 
+    def _realtime_control(self, action: str, value: Any) -> dict[str, Any]:
+        realtime = self._realtime
+        if realtime is None:
+            return {"success": False, "error": "no_controls",
+                    "message": f"this {self.mode} run has no controls"}
+        if action in ("start", "resume"):
+            realtime.resume()
+        elif action == "pause":
+            realtime.pause()
+        elif action in ("step_event", "step_time"):
+            return {"success": False, "error": "not_deterministic",
+                    "message": "steps drive deterministic runs; a realtime run pauses, "
+                               "resumes and changes speed"}
+        elif action == "speed":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 < value < float("inf"):
+                return {"success": False, "error": "invalid_value",
+                        "message": "speed: a realtime run needs a number of simulated "
+                                   f"seconds per wall second > 0, got {value!r}"}
+            realtime.set_time_scale(float(value))
+        else:
+            return {"success": False, "error": "unknown_action",
+                    "message": f"unknown action {action!r}; actions: start, pause, "
+                               "step_event, step_time, speed"}
+        self._wake.set()
+        return {"success": True, **self._status()}
+
     # -- the end ---------------------------------------------------------------------------
 
     def ended(self) -> None:
@@ -476,6 +517,8 @@ class Watcher:
         self.finished = True
         if self.gate is not None:
             self.gate.close()
+        if self._realtime is not None:
+            self._realtime.resume()
         with contextlib.suppress(Exception):
             self._tasks_moved = True
             self.tick()
@@ -489,6 +532,8 @@ class Watcher:
         if self._detach is not None:
             self._detach()
             self._detach = None
+        if self._realtime is not None:
+            self._realtime.resume()  # a viewer that goes away leaves no run held
 
 
 def _quiet(delta: dict[str, Any], before: _Snapshot) -> bool:

@@ -43,11 +43,10 @@ function setStatus(msg) {
   status.textContent = view.state + (msg.mode ? ` · ${msg.mode}` : "");
   status.className = `status ${view.state}`;
   $("clock").textContent = `t = ${view.t.toFixed(2)} s`;
-  for (const id of ["btn-start", "btn-pause", "btn-step-event", "btn-step-time", "speed"]) {
-    $(id).disabled = !view.controls;
-  }
-  if (!view.controls && msg.mode === "realtime") {
-    $("controls").title = "pause, step and speed drive deterministic runs";
+  for (const id of ["btn-start", "btn-pause", "speed"]) $(id).disabled = !view.controls;
+  for (const id of ["btn-step-event", "btn-step-time"]) {
+    $(id).disabled = !(view.controls && msg.steps);
+    $(id).title = msg.steps ? "" : "steps drive deterministic runs";
   }
   if (msg.speed !== undefined && document.activeElement !== $("speed")) {
     $("speed").value = msg.speed === null ? "" : String(msg.speed);
