@@ -12,15 +12,21 @@
   first step, and the run is started paused and let go once the page has its
   first frame; its wall time runs from that start to the run's end.
 
+* **socket**: the same as watched, with a plain WebSocket client reading every frame
+  and delta in place of the browser: the server's side of the cost alone.
+
 It reports the medians, their ratio (target <= 1.15), and the page's frame rate
 while the run goes (``requestAnimationFrame`` callbacks counted in the page over
-the same span; target >= 20 fps), with what the server sent (deltas, bytes,
-reads) and the trace digests (equal: watching changes nothing in the run).
+the same span; target >= 20 fps), with what the server sent (deltas, reads), the
+CPU the browser's processes used during each watched run (Linux), and the trace
+digests (equal: watching changes nothing in the run).
 """
 
 from __future__ import annotations
 
 import gc
+import glob
+import os
 import statistics
 import threading
 import time
@@ -59,7 +65,43 @@ def _plain(params: dict[str, Any], seed: int) -> tuple[float, RunResult]:
     return marks[1] - marks[0], outcome["result"]
 
 
-def _watched(params: dict[str, Any], seed: int, browser: Any) -> dict[str, Any]:
+def _browser_cpu() -> float | None:
+    """CPU seconds used so far by every Chromium process on this machine (Linux /proc;
+    None elsewhere)."""
+    total, found = 0, False
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as handle:
+                fields = handle.read().rsplit(")", 1)
+            if "chrom" not in fields[0].rsplit("(", 1)[-1]:
+                continue
+            parts = fields[1].split()
+            total += int(parts[11]) + int(parts[12])  # utime, stime
+            found = True
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK") if found else None
+
+
+def _socket_client(url: str, started: threading.Event, done: dict[str, Any]) -> None:
+    """A page without a browser: reads every frame and delta until the run is finished."""
+    from websockets.sync.client import connect
+
+    with connect(url, max_size=None, open_timeout=30) as ws:
+        received = 0
+        while True:
+            message = ws.recv(timeout=600)
+            received += len(message)
+            if not started.is_set():
+                started.set()  # the first frame is here
+            if b'"state":"finished"' in (message if isinstance(message, bytes)
+                                          else message.encode()):
+                break
+        done["bytes"] = received
+
+
+def _watched(params: dict[str, Any], seed: int, browser: Any,
+             client: str = "browser") -> dict[str, Any]:
     from barnraise.view.live import LiveView
 
     ready = threading.Event()
@@ -90,16 +132,33 @@ def _watched(params: dict[str, Any], seed: int, browser: Any) -> dict[str, Any]:
     try:
         if not ready.wait(60) or live.url is None or live.watcher is None:
             raise RuntimeError(f"the view did not start: {outcome.get('error')}")
+        if client == "socket":
+            started, got = threading.Event(), {}
+            reader = threading.Thread(target=_socket_client, daemon=True, args=(
+                live.url.replace("http://", "ws://") + "/view/ws", started, got))
+            reader.start()
+            if not started.wait(60):
+                raise RuntimeError("the socket client got no frame")
+            marks["start"] = time.perf_counter()
+            live.watcher.control("start")
+            thread.join(600)
+            reader.join(600)
+            if "error" in outcome:
+                raise RuntimeError(f"the watched run failed: {outcome['error']}")
+            return {"wall": marks["end"] - marks["start"], "result": outcome["result"],
+                    "bytes": got.get("bytes")}
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(600_000)
         page.goto(live.url + "/")
         page.wait_for_function("window.__view && window.__view.frameMessages > 0")
         before = page.evaluate("({frames: __view.frames, at: performance.now()})")
+        cpu = _browser_cpu()
         marks["start"] = time.perf_counter()
         answer = live.watcher.control("start")  # what the page's Start button sends
         if not answer["success"]:
             raise RuntimeError(f"start refused: {answer}")
         page.wait_for_function("window.__view.state === 'finished'")
+        cpu_after = _browser_cpu()
         after = page.evaluate("({frames: __view.frames, at: performance.now(), "
                               "deltas: __view.deltas, bad: __view.bad, "
                               "progress: __view.progress})")
@@ -113,6 +172,7 @@ def _watched(params: dict[str, Any], seed: int, browser: Any) -> dict[str, Any]:
             "fps": (after["frames"] - before["frames"]) / seconds if seconds > 0 else 0.0,
             "page_deltas": after["deltas"], "page_bad": after["bad"],
             "page_progress": after["progress"], "reads": live.watcher.reads,
+            "browser_cpu_s": None if cpu is None or cpu_after is None else cpu_after - cpu,
             "deltas_sent": None if surface is None else surface.deltas_sent,
             "frames_sent": None if surface is None else surface.frames_sent,
         }
@@ -137,6 +197,7 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
         return {"skipped": reason}
     params = _params(agents, grid, block)
     plain: list[float] = []
+    socket: list[float] = []
     watched: list[dict[str, Any]] = []
     digests: set[str] = set()
     with sync_playwright() as playwright:
@@ -144,9 +205,14 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
         try:
             for round_ in range(repeats):
                 # Alternate which goes first, so a drift in the machine falls on both.
-                for kind in (("plain", "watched") if round_ % 2 == 0 else ("watched", "plain")):
+                kinds = ("plain", "socket", "watched")
+                for kind in kinds if round_ % 2 == 0 else kinds[::-1]:
                     gc.collect()
-                    if kind == "plain":
+                    if kind == "socket":
+                        side = _watched(params, seed, browser, client="socket")
+                        digests.add(side["result"].trace_digest)
+                        socket.append(side["wall"])
+                    elif kind == "plain":
                         wall, result = _plain(params, seed)
                         assert result.success, "the unwatched run failed its check"
                         plain.append(wall)
@@ -172,6 +238,10 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
             w / p for w, p in zip(walls, plain, strict=True)), 3),
         "plain_walls_s": [round(p, 3) for p in plain],
         "watched_walls_s": [round(w, 3) for w in walls],
+        "socket_wall_s": round(statistics.median(socket), 3),
+        "socket_ratio": round(statistics.median(socket) / statistics.median(plain), 3),
+        "browser_cpu_s_per_run": [None if w["browser_cpu_s"] is None
+                                  else round(w["browser_cpu_s"], 2) for w in watched],
         "fps": round(statistics.median(fps), 1), "fps_per_round": [round(f, 1) for f in fps],
         "target_ratio": 1.15, "target_fps": 20,
         "same_digest": len(digests) == 1,

@@ -6,7 +6,9 @@
 ``WS /view/ws``             frames, deltas and controls (JSON-RPC 2.0, see below)
 =========================== ===========================================================
 
-On connecting, a page gets one ``view.frame`` notification (the whole picture:
+Frames from the server are UTF-8 JSON in binary WebSocket messages (encoded once,
+sent as they are); answers to a page's requests are text. On connecting, a page
+gets one ``view.frame`` notification (the whole picture:
 canvas, claims, agents, task board, the event backlog, the time series), then a
 ``view.delta`` notification per read of the world (:mod:`barnraise.view.watch`):
 changed canvas rectangles, claims added and removed, changed agent rows, the
@@ -157,7 +159,7 @@ class ViewSurface:
                     self.frames_sent += 1
                 else:
                     self.deltas_sent += 1
-                await websocket.send_text(frame.decode("utf-8"))
+                await websocket.send_bytes(frame)  # UTF-8 JSON as it was encoded: no copy
         except (WebSocketDisconnect, RuntimeError, OSError):
             with contextlib.suppress(Exception):
                 await websocket.close()

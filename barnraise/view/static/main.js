@@ -138,14 +138,20 @@ function onDelta(d) {
   view.seq = d.seq;
 }
 
+const utf8 = new TextDecoder();
+
 function onMessage(event) {
   let msg;
-  try { msg = JSON.parse(event.data); } catch (error) { noteBad("not JSON", error, event.data); return; }
+  let text = event.data;
+  try {
+    if (typeof text !== "string") text = utf8.decode(text); // frames come as binary UTF-8
+    msg = JSON.parse(text);
+  } catch (error) { noteBad("not JSON", error, text); return; }
   if (!msg || typeof msg !== "object") { noteBad("not an object", "message", event.data); return; }
   if (msg.method === "view.frame" && msg.params && typeof msg.params === "object") onFrame(msg.params);
   else if (msg.method === "view.delta" && msg.params && typeof msg.params === "object") onDelta(msg.params);
   else if ("id" in msg) onAnswer(msg);
-  else noteBad("unknown message", msg.method ?? "no method", event.data);
+  else noteBad("unknown message", msg.method ?? "no method", text);
 }
 
 function onAnswer(msg) {
@@ -178,6 +184,7 @@ view.hash = () => {
 function connect() {
   const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/view/ws`;
   socket = new WebSocket(url);
+  socket.binaryType = "arraybuffer";
   socket.addEventListener("open", () => { view.connected = true; retry = 250; });
   socket.addEventListener("message", onMessage);
   socket.addEventListener("close", () => {
