@@ -212,7 +212,7 @@ function animate(now) {
   view.frames++;
   try {
     tiles.draw(now);
-    if (now - lastPanels > 250) { // the panels redraw four times a second at most
+    if (now - lastPanels > 400) { // the panels redraw at most two and a half times a second
       lastPanels = now;
       agents.render();
       log.render();

@@ -8,8 +8,9 @@ const KNOWN_EVENTS = new Set([
   "approval_requested", "approval_resolved", "checkpoint_created", "rollback",
   "lock_granted", "lock_released", "lock_expired", "barrier_released",
 ]);
-const MAX_LOG_ROWS = 1000;
-const MAX_AGENT_ROWS = 200;
+const MAX_LOG_ROWS = 1000; // entries kept for filtering
+const DOM_ROWS = 120; // rows drawn
+const MAX_AGENT_ROWS = 100;
 
 function esc(value) {
   return String(value).replace(/[&<>"']/g, (c) => ({
@@ -167,17 +168,33 @@ export class Log {
       `<span class="type">${label}</span> <span class="from">${esc(e.from)}</span> ${esc(e.text)}</div>`;
   }
 
+  // The last DOM_ROWS matching entries, newest last.
+  tail(entries) {
+    const out = [];
+    for (let i = entries.length - 1; i >= 0 && out.length < DOM_ROWS; i--) {
+      if (this.matches(entries[i])) out.push(entries[i]);
+    }
+    return out.reverse();
+  }
+
   render() {
     if (!this.dirty) return;
     this.dirty = false;
     const el = this.el;
-    if (this.rebuild) {
-      el.innerHTML = this.entries.filter((e) => this.matches(e)).map((e) => this.row(e)).join("");
+    if (this.rebuild || this.pending.length >= DOM_ROWS) {
+      // Many new rows at once (a big crew): draw the last ones afresh rather than
+      // appending hundreds and trimming them again.
+      el.innerHTML = this.tail(this.entries).map((e) => this.row(e)).join("");
       this.rebuild = false;
     } else if (this.pending.length) {
-      el.insertAdjacentHTML("beforeend",
-        this.pending.filter((e) => this.matches(e)).map((e) => this.row(e)).join(""));
-      while (el.childElementCount > MAX_LOG_ROWS) el.firstElementChild.remove();
+      el.insertAdjacentHTML("beforeend", this.tail(this.pending).map((e) => this.row(e)).join(""));
+      const excess = el.childElementCount - DOM_ROWS;
+      if (excess > 0) { // trim the oldest in one operation
+        const range = document.createRange();
+        range.setStartBefore(el.firstElementChild);
+        range.setEndBefore(el.children[excess]);
+        range.deleteContents();
+      }
     }
     this.pending = [];
     this.count.textContent = `${this.total} (${this.unknown} unknown, ${this.bad} bad)`;
