@@ -3,14 +3,16 @@
 :func:`bench_view` runs the same deterministic kernel_build (1,000 agents on a
 1000 x 1000 canvas by default) in this process, in interleaved rounds:
 
-* **plain**: no viewer; the run's wall time is taken from the moment the
-  scenario starts to the moment the run ends (the runner's ``watch`` hook marks
-  both, so Simulation set-up and summarising are outside both figures); it runs
-  on a thread, as the watched run does;
+* **plain**: no viewer; the run is held at its first step (a gate, as the watched
+  run is) and its wall time runs from the moment it is let go to the moment it
+  ends (the runner's ``watch`` hook marks the end), so the scenario's set-up before
+  its first step, Simulation set-up and summarising are outside both figures; it
+  runs on a thread, as the watched run does;
 * **watched**: a :class:`barnraise.view.live.LiveView` serves the run, headless
   Chromium (Debian's, through Playwright) has the page open from before the
   first step, and the run is started paused and let go once the page has its
-  first frame; its wall time runs from that start to the run's end.
+  first frame; its wall time runs from that start (the run standing at its first
+  step) to the run's end.
 
 * **socket**: the same as watched, with a plain WebSocket client reading every frame
   and delta in place of the browser: the server's side of the cost alone.
@@ -35,6 +37,7 @@ from typing import Any
 
 from actors.world import Simulation
 from barnraise.runner import RunResult, check_request, run_request
+from sim.dispatch import DeterministicDispatcher, Gate
 
 
 def _params(agents: int, grid: int, block: int) -> dict[str, Any]:
@@ -46,9 +49,26 @@ def _params(agents: int, grid: int, block: int) -> dict[str, Any]:
 def _plain(params: dict[str, Any], seed: int) -> tuple[float, RunResult]:
     marks: list[float] = []
 
-    def watch(_simu: Simulation) -> Callable[[], None]:
-        marks.append(time.perf_counter())
-        return lambda: marks.append(time.perf_counter())
+    def watch(simu: Simulation) -> Callable[[], None]:
+        # Held at the first step and let go as the watched run is, so both clocks start
+        # at the same point (after the scenario's own set-up, the blueprint).
+        dispatcher = simu.dispatcher
+        assert isinstance(dispatcher, DeterministicDispatcher)
+        gate = Gate(paused=True)
+        detach = dispatcher.attach_gate(gate)
+
+        def release() -> None:
+            gate.call(lambda: None, timeout=120)  # returns once the run waits at its step
+            marks.append(time.perf_counter())
+            gate.resume()
+
+        threading.Thread(target=release, daemon=True).start()
+
+        def end() -> None:
+            marks.append(time.perf_counter())
+            detach()
+
+        return end
 
     # On a thread, as the watched run is, with this thread waiting, as it does there.
     outcome: dict[str, Any] = {}
@@ -81,6 +101,13 @@ def _browser_cpu() -> float | None:
         except (OSError, IndexError, ValueError):
             continue
     return total / os.sysconf("SC_CLK_TCK") if found else None
+
+
+def _at_first_step(live: Any) -> None:
+    """Wait until the held run stands at its first step (as the plain run is let go)."""
+    gate = live.watcher.gate
+    if gate is not None:
+        gate.call(lambda: None, timeout=120)
 
 
 def _socket_client(url: str, started: threading.Event, done: dict[str, Any]) -> None:
@@ -139,6 +166,7 @@ def _watched(params: dict[str, Any], seed: int, browser: Any,
             reader.start()
             if not started.wait(60):
                 raise RuntimeError("the socket client got no frame")
+            _at_first_step(live)
             marks["start"] = time.perf_counter()
             live.watcher.control("start")
             thread.join(600)
@@ -153,6 +181,7 @@ def _watched(params: dict[str, Any], seed: int, browser: Any,
         page.wait_for_function("window.__view && window.__view.frameMessages > 0")
         before = page.evaluate("({frames: __view.frames, at: performance.now()})")
         cpu = _browser_cpu()
+        _at_first_step(live)
         marks["start"] = time.perf_counter()
         answer = live.watcher.control("start")  # what the page's Start button sends
         if not answer["success"]:
