@@ -152,3 +152,34 @@ def test_a_wall_clock_freezes_thaws_and_rescales_without_a_jump() -> None:
     for bad in (0, -1.0, float("inf")):
         with pytest.raises(ValueError, match="time_scale"):
             clock.set_scale(bad)
+
+
+def test_a_held_realtime_run_keeps_its_letters_and_handles_them_on_resume() -> None:
+    from sim.dispatch import RealtimeDispatcher
+
+    with Simulation(seed=1, mode="realtime", time_scale=50.0) as simu:
+        dispatcher = simu.dispatcher
+        assert isinstance(dispatcher, RealtimeDispatcher)
+        client = simu.client()
+        made = client.call("session_create", session_name="held", grid_size=20)
+        assert made["success"]
+        joined = client.call("session_join", session_id=made["session_id"], agent_name="A")
+        assert joined["success"], joined
+        assert dispatcher.wait_idle(timeout=10)  # every service has heard of the session
+        dispatcher.pause()
+        at = simu.now
+        pending = client.submit("session_get_state")
+        # Held: the coordinator keeps the letter; the clock stands; the read API answers.
+        assert simu.view(made["session_id"]).session.session_name == "held"
+        assert not pending.answered() and simu.now == at
+        assert dispatcher.in_flight() > 0  # a held run never looks idle
+        dispatcher.resume()
+        answer = pending.result(timeout=5.0)
+        assert answer["success"], answer
+        assert simu.now >= at
+        dispatcher.pause()
+        client.submit("session_get_state")
+    # Closed while held: the run was let go first, and every actor's thread ended.
+    assert not dispatcher.holding
+    assert all(a.actor_stopped.is_set()  # type: ignore[attr-defined]
+               for a in dispatcher.actors.values())

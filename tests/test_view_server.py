@@ -201,6 +201,19 @@ def test_the_websocket_sends_a_frame_then_deltas_and_takes_controls(live_run: Li
         assert np.array_equal(canvas, watcher._current.canvas)
 
 
+def test_a_deterministic_runs_gateway_takes_no_agents(live_run: LiveView) -> None:
+    assert live_run.url is not None
+    with connect(live_run.url.replace("http://", "ws://") + "/a2a", open_timeout=10) as ws:
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session_join",
+                            "params": {"session_id": "x", "agent_name": "B1"}}))
+        answer = json.loads(ws.recv(timeout=10))
+    assert answer["error"]["data"]["reason"] == "no_agents"
+    assert "deterministic run" in answer["error"]["message"]
+    watcher = live_run.watcher
+    assert watcher is not None
+    watcher.control("start")
+
+
 def _cli(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "barnraise.cli", *args], cwd=ROOT, env=env,

@@ -365,6 +365,7 @@ class RealtimeDispatcher(Dispatcher):
         """Stop every actor (after its queued mail) and the timer thread; bounded wait."""
         if self._closed:
             return
+        self.resume()  # a held run is let go first: the letters its actors kept are handled
         self._closed = True
         for name in list(self._endpoints):
             self.stop_actor(name)
