@@ -146,10 +146,11 @@ class Watcher:
     """Follows a Simulation for a live view (see the module doc).
 
     ``rate``: world reads (and so deltas) per wall second, at most; fewer when a
-    read costs more than :data:`BUDGET` of the time between two. ``paused``
-    (deterministic): the run waits at its first step for :meth:`control`
-    ``start``. ``speed`` (deterministic): simulated seconds per wall second to
-    pace the run at (None: as fast as it goes).
+    read costs more than :data:`BUDGET` of the time between two. ``paused``: the
+    run is held from the start until :meth:`control` ``start`` (deterministic: at
+    its first step, by the gate; realtime: ``RealtimeDispatcher.pause``).
+    ``speed``: simulated seconds per wall second (deterministic: pacing, None for
+    as fast as it goes; realtime: the time scale, None to leave it).
     """
 
     def __init__(self, simu: Simulation, *, rate: float = 10.0, paused: bool = False,
