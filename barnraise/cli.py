@@ -226,10 +226,10 @@ def _run(args: argparse.Namespace) -> int:
     if viewer is not None:
         from barnraise.view.live import wait_for_signal
 
-        print(f"the run has ended; its page stays up at {viewer.url}/ until Ctrl-C",
-              file=sys.stderr, flush=True)
         try:
-            wait_for_signal()
+            wait_for_signal(ready=lambda: print(
+                f"the run has ended; its page stays up at {viewer.url}/ until Ctrl-C",
+                file=sys.stderr, flush=True))
         finally:
             viewer.close()
     return code

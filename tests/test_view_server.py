@@ -245,6 +245,37 @@ def test_run_view_prints_the_url_serves_the_page_and_stops_on_sigint() -> None:
             process.communicate(timeout=10)
 
 
+def test_a_paused_realtime_run_waits_for_start_from_its_page() -> None:
+    process = _cli("run", "kernel_build", "--view", "--port", "0", "--paused",
+                   "--mode", "realtime", "--time-scale", "20",
+                   *(f"--param={k}={v}" for k, v in SMALL.items()))
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        url = process.stdout.readline().strip()
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            frame = _next(ws, "view.frame")
+            assert frame["state"] == "paused" and frame["mode"] == "realtime"
+            assert frame["controls"] is True and frame["steps"] is False
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "view.control",
+                                "params": {"action": "start"}}))
+            for _ in range(2000):
+                message = json.loads(ws.recv(timeout=30))
+                if message.get("method") == "view.delta" \
+                        and message["params"]["state"] == "finished":
+                    break
+            assert message["params"]["progress"] == 100
+        for line in process.stderr:
+            if "stays up" in line:
+                break
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, out
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
 def test_view_options_are_checked_before_the_run() -> None:
     for args, words in ((("--port", "0"), "--port and --paused go with --view"),
                         (("--view", "--port", "70000"), "--port must be")):

@@ -86,8 +86,10 @@ class LiveView:
         self.close()
 
 
-def wait_for_signal(timeout: float | None = None) -> None:
-    """Block (main thread) until SIGINT or SIGTERM, or ``timeout`` wall seconds."""
+def wait_for_signal(timeout: float | None = None,
+                    ready: Callable[[], None] | None = None) -> None:
+    """Block (main thread) until SIGINT or SIGTERM, or ``timeout`` wall seconds;
+    ``ready`` is called once the signals are caught (say so then, not before)."""
     done = threading.Event()
 
     def stop(_sig: int, _frame: Any) -> None:
@@ -95,6 +97,8 @@ def wait_for_signal(timeout: float | None = None) -> None:
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if ready is not None:
+            ready()
         done.wait(timeout)
     finally:
         for sig, handler in previous.items():
