@@ -53,14 +53,15 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Watched:
-    """A kernel_build run on a thread, with its LiveView; ``result`` once it is over."""
+    """A scenario run on a thread, with its LiveView; ``result`` once it is over."""
 
-    def __init__(self, **live: Any) -> None:
+    def __init__(self, scenario: str = "kernel_build", params: dict[str, Any] | None = None,
+                 **live: Any) -> None:
         self.ready = threading.Event()
         self.live = LiveView(port=0, announce=lambda _url: self.ready.set(), **live)
         self.result: RunResult | None = None
         self.error: BaseException | None = None
-        request = check_request("kernel_build", seed=5, **PARAMS)
+        request = check_request(scenario, seed=5, **(PARAMS if params is None else params))
         self.thread = threading.Thread(target=self._run, args=(request,), daemon=True)
         self.thread.start()
         assert self.ready.wait(20), "the view's server did not start"
@@ -248,5 +249,32 @@ def test_bad_and_unknown_messages_are_shown_and_break_nothing(
     page.wait_for_function("window.__view.state === 'finished'", timeout=WAIT_MS)
     page.wait_for_function("window.__view.progress === 100", timeout=WAIT_MS)
     page.screenshot(path=str(shots / "5-after-bad-messages.png"))
+    assert page.errors == []  # type: ignore[attr-defined]
+    page.close()
+
+
+def test_a_refused_claim_flashes_red_over_its_region(
+        browser: Browser, watched: Callable[..., Watched], shots: Path) -> None:
+    w = watched(scenario="conflict_storm", params={"agents": 6, "grid": 48}, paused=True)
+    page = _open(browser, w.url)
+    for _ in range(400):  # step by events until the first refused claim is on the page
+        if page.evaluate("document.querySelector('#log .conflict_detected') !== null"):
+            break
+        seq = _status(page)["seq"]
+        page.click("#btn-step-event")
+        _wait_seq_after(page, seq)
+    else:
+        raise AssertionError("no conflict_detected event in 400 steps")
+    watcher = w.live.watcher
+    assert watcher is not None
+    conflict = next(e for e in watcher.frame()["events"] if e["type"] == "conflict_detected")
+    region = conflict["body"]["region"]
+    page.wait_for_function("window.__view.flashes() > 0")
+    x, y = region["x"] + region["width"] // 2, region["y"] + region["height"] // 2
+    red, green, blue, alpha = page.evaluate(f"__view.overlayAt({x}, {y})")
+    assert alpha > 0 and red > green and red > blue  # the flash, red over the region
+    page.screenshot(path=str(shots / "6-conflict-flash.png"))
+    page.click("#btn-start")
+    page.wait_for_function("window.__view.state === 'finished'")
     assert page.errors == []  # type: ignore[attr-defined]
     page.close()

@@ -172,6 +172,14 @@ function control(action, value) {
     params: { action, value } }));
 }
 view.control = control;
+// Conflicts flashing now, and the overlay's pixel at a cell (tests).
+view.flashes = () => tiles.flashes.filter((f) => f.until > performance.now()).length;
+view.overlayAt = (x, y) => {
+  const o = tiles.overlay;
+  const px = Math.floor(((x + 0.5) / tiles.width) * o.width);
+  const py = Math.floor(((y + 0.5) / tiles.height) * o.height);
+  return Array.from(tiles.octx.getImageData(px, py, 1, 1).data);
+};
 // The tile layer's pixels, for tests: RGBA bytes as a plain array, and a cheap hash.
 view.pixels = () => Array.from(tiles.pixels());
 view.hash = () => {

@@ -206,8 +206,8 @@ export function showProgress(bar, text, value, state) {
   if (typeof value === "number" && Number.isFinite(value)) {
     bar.value = Math.max(0, Math.min(100, value));
     text.textContent = `${value.toFixed(2)}%${state === "finished" ? " (finished)" : ""}`;
-  } else {
-    bar.removeAttribute("value");
+  } else { // a still bar: an indeterminate one would animate (and cost) all run long
+    bar.value = 0;
     text.textContent = state === "finished" ? "finished" : "no blueprint";
   }
 }
