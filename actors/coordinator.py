@@ -16,12 +16,13 @@ contents, size). Times are simulation seconds.
 from __future__ import annotations
 
 import colorsys
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from actors.service import Call, Member, SessionInfo, SessionService
-from sim.messages import MESSAGE_TYPES, TOPIC_PREFIX, Message
-from sim.tools import SERVICES, ToolError, ok
+from sim.messages import MESSAGE_TYPES, Message
+from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
 from sim.views import CheckpointView, MemberView, SessionPart, SessionView, json_copy
 
 __all__ = ["Coordinator"]
@@ -44,6 +45,10 @@ class _Session:
     info: SessionInfo
     invite_token: str
     private: bool
+    owner: str = ""  # the creator's agent id: it grants the granted roles
+    granted_roles: frozenset[str] = frozenset()
+    grants: dict[str, str] = field(default_factory=dict)  # agent id -> granted role
+    role_tokens: dict[str, str] = field(default_factory=dict)  # token -> role
     joined: int = 0  # members ever joined: the next colour
     checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
     stop_autosave: Any = None
@@ -52,10 +57,11 @@ class _Session:
 class Coordinator(SessionService):
     service_name = "coordinator"
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, limits: WorldLimits | None = None, **options: Any) -> None:
         super().__init__(**options)
         self._state: dict[str, _Session] = {}
         self._serial = 0
+        self.limits = limits or WorldLimits()
 
     def on_start(self) -> None:
         # The registry notices lost heartbeats; sessions hear of it from here.
@@ -116,8 +122,29 @@ class Coordinator(SessionService):
 
     # -- sessions ----------------------------------------------------------------------
 
+    def _check_limits(self, args: dict[str, Any]) -> None:
+        """Refuse a session the host's limits do not allow, before anything exists."""
+        limits, grid = self.limits, args["grid_size"]
+        if grid > limits.max_grid_size:
+            raise ToolError("invalid_argument", f"grid_size: at most {limits.max_grid_size} "
+                            f"on this host, got {grid}", field="grid_size")
+        cells = sum(s.info.grid_size ** 2 for s in self._state.values())
+        if cells + grid * grid > limits.max_total_cells:
+            raise ToolError("invalid_argument", f"grid_size: the open sessions hold {cells:,} "
+                            f"cells and this host allows {limits.max_total_cells:,} in all; a "
+                            f"{grid} x {grid} canvas does not fit", field="grid_size")
+        if len(self._state) >= limits.max_sessions:
+            raise ToolError("invalid_argument", f"this host holds at most "
+                            f"{limits.max_sessions} sessions", field="session_name")
+        interval = args["config"]["checkpoint_interval"]
+        if 0 < interval < limits.min_checkpoint_interval:
+            raise ToolError("invalid_argument", "config.checkpoint_interval: 0 (off) or at "
+                            f"least {limits.min_checkpoint_interval:g} simulated seconds, got "
+                            f"{interval!r}", field="config.checkpoint_interval")
+
     async def tool_session_create(self, call: Call) -> dict[str, Any]:
         args = call.args
+        self._check_limits(args)
         config = args["config"]
         session_id = self._new_id("session")
         info = SessionInfo(
@@ -125,8 +152,14 @@ class Coordinator(SessionService):
             grid_size=args["grid_size"], coordination_mode=args["coordination_mode"],
             config=config, created_at=self.now, max_agents=args["max_agents"],
         )
-        token = f"join_{int(self.rng.integers(0, 2**48)):012x}"
-        self._state[session_id] = _Session(info, token, config["private"])
+        # The invite token is a capability: from the operating system, never from the
+        # seed. The trace shows the seeded stand-in instead, so digests stay reproducible
+        # (and the draw keeps the coordinator's random stream where it always was).
+        stand_in = f"join_{int(self.rng.integers(0, 2**48)):012x}"
+        token = f"join_{secrets.token_urlsafe(18)}"
+        self.dispatcher.trace.redact(token, stand_in)
+        self._state[session_id] = _Session(info, token, config["private"], owner=call.caller,
+                                           granted_roles=frozenset(args["granted_roles"]))
         self._tell_services("_session", session=info.to_dict())
         if args.get("blueprint") is not None:
             result = await self.ask("regions", "_blueprint", session_id=session_id,
@@ -156,9 +189,20 @@ class Coordinator(SessionService):
         args = call.args
         session = self._state[call.session_id]
         members = self.members[call.session_id]
-        if session.private and args.get("invite_token") != session.invite_token:
+        token_role = session.role_tokens.get(args["role_token"]) if "role_token" in args else None
+        if "role_token" in args and token_role is None:
+            raise ToolError("invalid_token", "role_token: not one of this session's role "
+                            "tokens", field="role_token")
+        if session.private and token_role is None and (
+                args.get("invite_token") != session.invite_token):
             raise ToolError("invalid_token", "this session is private; the invite token "
                             "given does not match")
+        role = args["role"]
+        if role in session.granted_roles and call.caller != session.owner and (
+                session.grants.get(call.caller) != role and token_role != role):
+            raise ToolError("permission_denied", f"role {role!r} is granted in this session, "
+                            "not open: the session's owner grants it (session_grant), to "
+                            "this agent or as a role token", field="role", role=role)
         if call.caller in members:
             raise ToolError("name_taken", f"{call.caller} has already joined as "
                             f"{members[call.caller].name}")
@@ -174,6 +218,7 @@ class Coordinator(SessionService):
         self._tell_services("_member_joined", session_id=call.session_id,
                             member=member.to_dict())
         self.dispatcher.set_agent_type(call.caller, member.role)
+        self.dispatcher.set_session(call.caller, call.session_id)
         self.emit_event(call.session_id, "agent_joined", {
             "agent_id": member.agent_id, "name": member.name, "role": member.role})
         assigned = None
@@ -188,6 +233,33 @@ class Coordinator(SessionService):
                   session_state={"agents": state["agents"],
                                  "claimed_regions": state["regions"],
                                  "pending_tasks": state["pending_tasks"]})
+
+    def tool_session_grant(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        session = self._state[call.session_id]
+        if call.caller != session.owner:
+            raise ToolError("permission_denied", "only the session's owner (the agent that "
+                            "created it) grants roles")
+        role = args["role"]
+        if "agent_id" in args:
+            self.grant(call.session_id, args["agent_id"], role)
+            return ok(role=role, agent_id=args["agent_id"])
+        # A capability: from the operating system; the trace shows a stand-in counted
+        # per session, so digests stay a function of the seed.
+        token = f"role_{secrets.token_urlsafe(18)}"
+        stand_in = f"role_{call.session_id}_{len(session.role_tokens) + 1}"
+        session.role_tokens[token] = role
+        self.dispatcher.trace.redact(token, stand_in)
+        return ok(role=role, role_token=token)
+
+    def grant(self, session_id: str, agent_id: str, role: str) -> None:
+        """Let ``agent_id`` join ``session_id`` as ``role`` (the owner's grant).
+
+        The host's Python code calls it through :meth:`actors.world.Simulation.grant`
+        (in this actor's context); remote owners through the ``session_grant`` tool.
+        KeyError for an unknown session.
+        """
+        self._state[session_id].grants[agent_id] = role
 
     async def tool_session_leave(self, call: Call) -> dict[str, Any]:
         if call.member is None:
@@ -207,6 +279,7 @@ class Coordinator(SessionService):
         requeued = await self.ask("tasks", "_requeue_agent", session_id=call.session_id,
                                   agent_id=call.caller)
         self._tell_services("_member_left", session_id=call.session_id, agent_id=call.caller)
+        self.dispatcher.set_session(call.caller, None)
         self.emit_event(call.session_id, "agent_left", {
             "agent_id": call.caller, "name": call.member.name, "reason": "left"})
         return ok(released_regions=released.get("released_regions", []),
@@ -354,15 +427,13 @@ class Coordinator(SessionService):
         if args.get("topic") and args.get("event_type"):
             raise ToolError("invalid_argument", "give event_type or topic, not both",
                             field="topic")
-        own = f"session:{call.session_id}"
-        topic = args.get("topic") or f"{own}:events"
-        topic = topic.removeprefix(TOPIC_PREFIX)  # "topic:NAME" names the topic NAME
-        if topic.startswith("session:") and topic != own and not topic.startswith(own + ":"):
-            # another session's topics are for its members
-            raise ToolError("permission_denied", f"topic {topic!r} belongs to another session",
-                            field="topic")
-        if args.get("event_type"):
-            topic = f"{topic}:{args['event_type']}"
+        try:
+            topic = session_topic(call.session_id, args.get("topic") or None,
+                                  args.get("event_type"))
+        except PermissionError as exc:
+            raise ToolError("permission_denied", str(exc), field="topic") from None
+        except ValueError as exc:
+            raise ToolError("invalid_argument", f"topic: {exc}", field="topic") from None
         try:
             sid = self.dispatcher.subscribe(self.dispatcher.actor(call.caller), topic,
                                             args.get("filter"))

@@ -242,7 +242,9 @@ def _tile(value: object, name: str) -> Tile:
 
 def _code_of(text: str, name: str) -> int:
     # A 2-D list mixing names and numbers reaches numpy as strings: "3" is code 3.
-    return int(_tile(int(text) if text.strip().isdigit() else text, name))
+    # ASCII digits only: "²" is a digit to str.isdigit() and no number to int().
+    digits = text.strip()
+    return int(_tile(int(digits) if digits.isascii() and digits.isdigit() else text, name))
 
 
 _MAX_TILE = max(int(t) for t in Tile)
@@ -271,6 +273,10 @@ def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.u
     if arr.shape != shape:
         raise _invalid(name, f"expected shape {shape}, got {arr.shape}")
     if arr.dtype.kind in "iu":
+        # numpy reads True as 1 beside integers; a tile is never a bool (each row's
+        # set of element types is built in C, as numpy's own pass over the rows is).
+        if any(bool in set(map(type, row)) for row in value):
+            raise _invalid(name, "tile types are names or integer codes, not true/false")
         if arr.size == 0 or (int(arr.min()) >= 0 and int(arr.max()) <= _MAX_TILE):
             # The common case, codes all valid: one range check and one cast,
             # where np.unique would sort every row (a fifth of a row write).

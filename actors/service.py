@@ -144,8 +144,21 @@ class SessionService(A2AActor):
             result = handler(call)
         except ToolError as exc:
             result = exc.result()
+        except Exception as exc:  # a bug: counted and traced, and the caller still hears
+            result = self._crashed(content.get("tool"), exc)
         if result is not DEFERRED:
             self._answer(message, result)
+
+    def _crashed(self, what: object, exc: Exception) -> dict[str, Any]:
+        """A handler raised something other than a ToolError: a bug in barnraise.
+
+        It is reported like any handler error (counted, traced, on the errors
+        topics), and the caller gets ``internal_error`` at once rather than
+        waiting out its timeout for a reply that would never come.
+        """
+        self.dispatcher.report_error(self.name, f"handler {what}", exc)
+        return fail("internal_error", f"{self.service_name} failed on {what} "
+                    f"({type(exc).__name__}); the failure is counted and traced")
 
     def _admit(self, message: Message) -> Call:
         name = message.content.get("tool")
@@ -166,8 +179,7 @@ class SessionService(A2AActor):
             if member is None:
                 raise ToolError("not_a_member",
                                 f"{message.from_agent} has not joined session {session_id}")
-            if not self.policy.decide(tool.name, role=member.role, agent_id=member.agent_id,
-                                      agent_name=member.name):
+            if not self.policy.decide(tool.name, role=member.role, agent_id=member.agent_id):
                 raise ToolError("permission_denied",
                                 f"a {member.role} may not call {tool.name}",
                                 role=member.role, tool=tool.name)
@@ -179,6 +191,8 @@ class SessionService(A2AActor):
             result = await handler(call)
         except ToolError as exc:
             result = exc.result()
+        except Exception as exc:
+            result = self._crashed(call.tool, exc)
         self._answer(call.message, result)
 
     def _answer(self, request: Message, result: dict[str, Any]) -> None:
@@ -215,6 +229,8 @@ class SessionService(A2AActor):
             result = handler(message.content)
         except ToolError as exc:
             result = exc.result()
+        except Exception as exc:
+            result = self._crashed(op, exc)
         if result is not None:
             self._answer(message, result)
 

@@ -340,7 +340,7 @@ class TaskQueue(SessionService):
             member = self.members[info.session_id][resolved]
             # A task only its target may accept must go to someone allowed to accept.
             if not self.policy.decide("task_accept", role=member.role,
-                                      agent_id=member.agent_id, agent_name=member.name):
+                                      agent_id=member.agent_id):
                 raise ToolError("invalid_argument", f"target_agent_id: a {member.role} may "
                                 "not accept tasks", field="target_agent_id")
             target = resolved

@@ -44,8 +44,8 @@ from actors.registry import Registry
 from actors.taskqueue import TaskQueue
 from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, Priority
-from sim.policy import Policy
-from sim.tools import TOOLS, Tool, bound_session_after, fail, prepare_call
+from sim.policy import DEFAULT_MATRIX, Policy
+from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
 
 __all__ = ["Client", "Simulation"]
@@ -207,8 +207,12 @@ class Simulation:
         secret: bytes | None = None,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         trace: bool = True,
+        limits: WorldLimits | None = None,
     ) -> None:
         """A session world on a ``mode`` dispatcher seeded with ``seed``.
+
+        ``limits``: what sessions may cost on this host (canvas sizes, session
+        count; :class:`sim.tools.WorldLimits`, whose defaults apply when None).
 
         ``time_scale`` and ``idle_timeout`` apply to realtime mode, ``latency`` to
         deterministic mode (see the dispatchers); giving one to the other mode is
@@ -235,10 +239,14 @@ class Simulation:
         self._tasks: TaskQueue = d.spawn(TaskQueue, "tasks", policy=self.policy)
         self._coordination: CoordinationService = d.spawn(
             CoordinationService, "coordination", policy=self.policy)
-        self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy)
+        self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy,
+                                                 limits=limits)
         self.clients: list[Client] = []
         #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
         self.progress: Callable[[float], None] | None = None
+        #: Seats a scenario's sessions keep for agents from outside, beyond its own crew
+        #: (``barnraise serve --scenario`` sets it, so that outsiders can join a live crew).
+        self.guest_seats = 0
 
     def __enter__(self) -> Simulation:
         return self
@@ -266,11 +274,38 @@ class Simulation:
         self.clients.append(client)
         return client
 
+    def release(self, client: Client) -> None:
+        """Stop ``client``'s actor (its thread, in realtime mode) and forget it.
+
+        For hosts that make clients on demand (the gateway makes one per remote
+        agent): one that never became a member must not hold a thread for ever.
+        Mail still on its way to it is dead ``offline``; its name is not reused.
+        """
+        self.dispatcher.stop_actor(client.agent_id)
+        if client in self.clients:
+            self.clients.remove(client)
+
     # -- reading the world -----------------------------------------------------------------
 
     def sessions(self) -> list[str]:
         """The ids of the open sessions, oldest first."""
         return list(self._in_context(self._coordinator, self._coordinator.session_ids))
+
+    def grant(self, session_id: str, agent_id: str, role: str) -> None:
+        """Let agent ``agent_id`` join ``session_id`` as ``role``, a role the session grants
+        rather than opens (architect by default; ``session_create(granted_roles=...)``).
+
+        The host's own code holds every session's keys: this is the owner's
+        ``session_grant`` without a message, so it leaves the trace as it was.
+        ValueError for an unknown role, LookupError for an unknown session.
+        """
+        if role not in DEFAULT_MATRIX:
+            raise ValueError(f"role must be one of {sorted(DEFAULT_MATRIX)}, got {role!r}")
+        try:
+            self._in_context(self._coordinator, self._coordinator.grant, session_id, agent_id,
+                             role)
+        except KeyError:
+            raise LookupError(f"no session {session_id!r}") from None
 
     def view(self, session_id: str | None = None, *, canvas: bool = True,
              completion: bool = False, tasks: bool = True,

@@ -72,12 +72,16 @@ def host_session(simu: Simulation, *, host: Client | None = None,
                  **create: Any) -> tuple[Client, str]:
     """Create a session (``create``: session_create's arguments); the host and the session id.
 
+    ``simu.guest_seats`` more agents than ``max_agents`` may join (none by default).
+
     The host is a client that does not join: ``host`` if given (one host can
     create several sessions), else a new client called ``host-N``. RuntimeError
     if session_create fails.
     """
     if host is None:
         host = simu.client(f"host-{len(simu.clients) + 1}")
+    if simu.guest_seats:  # room for outsiders beside the crew (a served scenario)
+        create["max_agents"] = create.get("max_agents", 10) + simu.guest_seats
     created = host.call("session_create", **create)
     if not created.get("success"):
         raise RuntimeError(f"session_create failed: {created}")
@@ -86,7 +90,12 @@ def host_session(simu: Simulation, *, host: Client | None = None,
 
 def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: int,
           behaviour: Behaviour | None = None, **params: Any) -> Participant:
-    """Start one participant of ``role`` (``agent_id`` is also its display name)."""
+    """Start one participant of ``role`` (``agent_id`` is also its display name).
+
+    The scenario is the session's host: it grants the role first, for a role
+    the session grants rather than opens (the architect's, by default).
+    """
+    simu.grant(session_id, agent_id, role)
     agent: Participant = simu.dispatcher.spawn(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
         behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params)

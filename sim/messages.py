@@ -39,12 +39,34 @@ __all__ = [
     "encode",
     "encode_content",
     "sign",
+    "topic_name",
     "verify",
 ]
 
 BROADCAST: Final = "broadcast"
 TOPIC_PREFIX: Final = "topic:"
 TYPE_PREFIX: Final = "type:"
+
+
+
+def topic_name(raw: str) -> str:
+    """The canonical name of a topic: ``raw`` without its one ``topic:`` prefix.
+
+    ``"topic:news"`` and ``"news"`` both name the topic ``news``. Every place
+    that takes a topic from a caller (subscribing, publishing, checking which
+    session a topic belongs to) goes through this one function, so they cannot
+    disagree about what a name means. A name that is empty, or still starts
+    with ``topic:`` or ``type:`` after the one prefix is taken off, is a
+    ValueError: ``topic:topic:x`` names no topic rather than the topic ``x``.
+    """
+    if type(raw) is not str:
+        raise ValueError(f"topic must be a string, got {raw!r}")
+    name = raw.removeprefix(TOPIC_PREFIX)
+    if not name or name.startswith((TOPIC_PREFIX, TYPE_PREFIX)):
+        raise ValueError(f"{raw!r} is not a topic name (a name, optionally after one "
+                         f"'{TOPIC_PREFIX}')")
+    return name
+
 
 #: Content larger than this (encoded) is refused unless a caller sets its own limit.
 DEFAULT_MAX_CONTENT_BYTES: Final = 64 * 1024

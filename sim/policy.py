@@ -1,6 +1,6 @@
 """Who may call which tool: the design notes' role matrix, refined by rules.
 
-A rule names a subject (an agent, by id or name; a role; or ``*``), a tool (exact,
+A rule names a subject (an agent, by its id; a role; or ``*``), a tool (exact,
 a ``*`` pattern such as ``task_*``, or ``*``) and an effect (allow or deny). For a
 call, every rule that matches is considered and the most specific wins:
 
@@ -77,8 +77,11 @@ class Rule:
             tool = 2
         return subject, tool
 
-    def matches(self, agent_id: str, agent_name: str, role: str, tool: str) -> bool:
-        if self.subject_kind == "agent" and self.subject not in (agent_id, agent_name):
+    def matches(self, agent_id: str, role: str, tool: str) -> bool:
+        # An agent rule names an agent id, the identity the caller authenticated as: a
+        # display name is unique only within one session, so any session's "Foreman"
+        # would have matched a rule for "Foreman".
+        if self.subject_kind == "agent" and self.subject != agent_id:
             return False
         if self.subject_kind == "role" and self.subject not in ("*", role):
             return False
@@ -127,7 +130,7 @@ class Policy:
         self.rules: tuple[Rule, ...] = (*(base if defaults else ()), *rules)
         # Every tool call asks; the rules never change, so each answer is kept.
         # (A dict read or write is atomic, so threads may share the cache.)
-        self._decided: dict[tuple[str, str, str, str], bool] = {}
+        self._decided: dict[tuple[str, str, str], bool] = {}
 
     @classmethod
     def load(cls, source: Any = None, *, defaults: bool = True) -> Policy:
@@ -151,21 +154,21 @@ class Policy:
             raise PolicyError(f"policy: expected a list of rules, got {type(source).__name__}")
         return cls([_parse_rule(r, i) for i, r in enumerate(source)], defaults=defaults)
 
-    def decide(self, tool: str, *, role: str, agent_id: str = "", agent_name: str = "") -> bool:
+    def decide(self, tool: str, *, role: str, agent_id: str = "") -> bool:
         """True if the most specific matching rule allows the call; False if none matches."""
         if tool in OPEN_TOOLS:
             return True
-        key = (tool, role, agent_id, agent_name)
+        key = (tool, role, agent_id)
         known = self._decided.get(key)
         if known is None:
-            known = self._decided[key] = self._decide(tool, role, agent_id, agent_name)
+            known = self._decided[key] = self._decide(tool, role, agent_id)
         return known
 
-    def _decide(self, tool: str, role: str, agent_id: str, agent_name: str) -> bool:
+    def _decide(self, tool: str, role: str, agent_id: str) -> bool:
         best: tuple[int, int] | None = None
         allowed = False
         for rule in self.rules:
-            if not rule.matches(agent_id, agent_name, role, tool):
+            if not rule.matches(agent_id, role, tool):
                 continue
             spec = rule.specificity
             if best is None or spec > best:

@@ -21,17 +21,23 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
+from sim.messages import topic_name
+
 __all__ = [
     "ERROR_CODES",
+    "MAX_SECONDS",
+    "MAX_WAIT",
     "SERVICES",
     "TOOLS",
     "Tool",
     "ToolError",
+    "WorldLimits",
     "bound_session_after",
     "compile_schema",
     "fail",
     "ok",
     "prepare_call",
+    "session_topic",
     "validate",
 ]
 
@@ -42,7 +48,7 @@ ERROR_CODES: Final = frozenset({
     "session_full", "name_taken", "invalid_token", "not_a_member", "region_conflict",
     "out_of_bounds", "claim_not_found", "not_owner", "write_refused", "task_not_found",
     "dependency_cycle", "unknown_dependency", "invalid_transition", "checkpoint_not_found",
-    "no_blueprint", "lock_not_held", "timeout", "no_reply",
+    "no_blueprint", "lock_not_held", "timeout", "no_reply", "internal_error",
 })
 
 
@@ -91,14 +97,73 @@ def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str
 
 
 _SESSION = {"type": "string", "description": "Session id; a client bound to a session may omit it"}
+#: The largest span of simulated time any argument may name (about 31 years): every
+#: duration, deadline and lease is finite, so no timer is set at infinity and no
+#: arithmetic on it overflows.
+MAX_SECONDS: Final = 1e9
+#: The longest a caller may be kept waiting (a lock's wait, a barrier's or an
+#: approval's timeout): one simulated day. A wait keeps a run alive, so a
+#: deterministic run steps every heartbeat until it ends; leases and deadlines,
+#: which keep nothing alive, may go up to MAX_SECONDS.
+MAX_WAIT: Final = 86_400.0
+#: The largest coordinate or side (the largest grid is 10,000 cells a side).
+MAX_CELLS: Final = 10_000
+#: The largest count (agents, expected arrivals, defects, retries).
+MAX_COUNT: Final = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class WorldLimits:
+    """What one world lets its sessions cost, set by whoever hosts it
+    (``Simulation(limits=WorldLimits(...))``); a session_create past one is
+    refused with ``invalid_argument`` naming the argument, before anything exists.
+
+    A canvas cell costs about seven bytes (tiles, owner, blueprint and the
+    scratch of a write), so the defaults let one session have 4,096 x 4,096
+    cells (about 120 MB) and all open sessions together 64 M (about 450 MB).
+    """
+
+    max_grid_size: int = 4096
+    max_total_cells: int = 1 << 26
+    max_sessions: int = 10_000
+    #: The shortest automatic checkpoint interval (simulated seconds; 0 turns it off).
+    min_checkpoint_interval: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_grid_size", "max_total_cells", "max_sessions"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"WorldLimits.{name} must be a positive int, got {value!r}")
+        if not 0 < self.min_checkpoint_interval <= MAX_SECONDS:
+            raise ValueError("WorldLimits.min_checkpoint_interval must be in (0, "
+                             f"{MAX_SECONDS:g}], got {self.min_checkpoint_interval!r}")
+
+
+def _seconds(default: float | None = None, *, maximum: float = MAX_SECONDS,
+             **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": maximum, **extra}
+    if default is not None:
+        schema["default"] = default
+    return schema
+
+
+def _count(minimum: int, default: int | None = None, maximum: int = MAX_COUNT) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer", "minimum": minimum, "maximum": maximum}
+    if default is not None:
+        schema["default"] = default
+    return schema
+
+
 _REGION = _obj({
-    "x": {"type": "integer", "minimum": 0}, "y": {"type": "integer", "minimum": 0},
-    "width": {"type": "integer", "minimum": 1}, "height": {"type": "integer", "minimum": 1},
+    "x": _count(0, maximum=MAX_CELLS), "y": _count(0, maximum=MAX_CELLS),
+    "width": _count(1, maximum=MAX_CELLS), "height": _count(1, maximum=MAX_CELLS),
 }, ("x", "y", "width", "height"))
 _TILE = {"type": ["string", "integer"], "description": "A tile type name (system, code, data, "
          "shader, cartridge, network, storage, empty) or its number"}
 _PRIORITY = {"type": "string", "enum": ["low", "medium", "high", "critical"], "default": "medium"}
 _ROLES = ["architect", "builder", "tester", "observer"]
+#: Roles a session grants rather than opens, unless session_create says otherwise.
+_GRANTED_BY_DEFAULT: Final = ("architect",)
 
 
 def _tool(name: str, service: str, description: str, properties: dict[str, Any],
@@ -112,17 +177,22 @@ _TOOL_LIST: Final = [
     # -- sessions ------------------------------------------------------------------
     _tool("session_create", "coordinator", "Create a collaborative build session.", {
         "session_name": {"type": "string", "minLength": 1},
-        "max_agents": {"type": "integer", "minimum": 1, "default": 10},
-        "grid_size": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 1000},
+        "max_agents": _count(1, 10, maximum=100_000),
+        "grid_size": _count(1, 1000, maximum=MAX_CELLS),
         "coordination_mode": {"type": "string", "enum": ["free", "coordinated", "sequential"],
                               "default": "coordinated"},
         "blueprint": {"type": "array", "description": "Target tiles: rows of tile types"},
+        "granted_roles": {"type": "array", "items": {"type": "string", "enum": _ROLES},
+                          "default": list(_GRANTED_BY_DEFAULT),
+                          "description": "Roles that take the owner's grant (session_grant) "
+                          "to join as; the others are open in a public session"},
         "config": _obj({
             "auto_assign_regions": {"type": "boolean", "default": False},
-            "auto_region_size": {"type": "integer", "minimum": 1, "default": 100},
+            "auto_region_size": _count(1, 100, maximum=MAX_CELLS),
             "require_approval": {"type": "boolean", "default": False},
-            "approval_timeout": {"type": "number", "minimum": 0, "default": 300},
-            "checkpoint_interval": {"type": "number", "minimum": 0, "default": 0},
+            "approval_timeout": _seconds(300, maximum=MAX_WAIT),
+            "checkpoint_interval": _seconds(0, description="Simulated seconds between "
+                                           "automatic checkpoints (0: none)"),
             "private": {"type": "boolean", "default": False},
         }),
     }, ("session_name",), member_only=False, session=False),
@@ -131,7 +201,14 @@ _TOOL_LIST: Final = [
         "role": {"type": "string", "enum": _ROLES, "default": "builder"},
         "capabilities": {"type": "array", "items": {"type": "string"}, "default": []},
         "invite_token": {"type": "string"},
+        "role_token": {"type": "string", "description": "From session_grant: lets its "
+                       "holder join in a granted role (and into a private session)"},
     }, ("session_id", "agent_name"), member_only=False),
+    _tool("session_grant", "coordinator", "The session's owner (its creator) grants a role: "
+          "to one agent, or as a role token that whoever holds it can join with.", {
+              "role": {"type": "string", "enum": _ROLES},
+              "agent_id": {"type": "string", "minLength": 1},
+          }, ("session_id", "role"), member_only=False),
     _tool("session_leave", "coordinator", "Leave a session, releasing or handing over claims.", {
         "handoff_to": {"type": "string"},
     }),
@@ -144,7 +221,7 @@ _TOOL_LIST: Final = [
         "region": _REGION,
         "purpose": {"type": "string", "default": ""},
         "exclusive": {"type": "boolean", "default": True},
-        "timeout": {"type": "number", "minimum": 0, "default": 300},
+        "timeout": _seconds(300),
     }, ("region",)),
     _tool("region_release", "regions", "Release a claim, or transfer it to another agent.", {
         "claim_id": {"type": "string"}, "transfer_to": {"type": "string"},
@@ -153,8 +230,8 @@ _TOOL_LIST: Final = [
         "region": _REGION,
     }, ("region",)),
     _tool("builder_place_tile", "regions", "Place one tile.", {
-        "tile_type": _TILE, "x": {"type": "integer", "minimum": 0},
-        "y": {"type": "integer", "minimum": 0},
+        "tile_type": _TILE, "x": _count(0, maximum=MAX_CELLS),
+        "y": _count(0, maximum=MAX_CELLS),
     }, ("tile_type", "x", "y")),
     _tool("builder_place_tiles", "regions", "Place a block of tiles: a 2-D array or a fill.", {
         "region": _REGION,
@@ -172,7 +249,7 @@ _TOOL_LIST: Final = [
     }, ("blueprint",)),
     _tool("build_test", "regions", "Compare a region with the blueprint.", {
         "region": _REGION,
-        "max_defects": {"type": "integer", "minimum": 0, "default": 50},
+        "max_defects": _count(0, 50),
     }, ("region",)),
     # -- tasks -----------------------------------------------------------------------
     _tool("task_delegate", "tasks", "Create a task for an agent, or for any.", {
@@ -183,8 +260,8 @@ _TOOL_LIST: Final = [
         "description": {"type": "string", "default": ""},
         "priority": _PRIORITY,
         "dependencies": {"type": "array", "items": {"type": "string"}, "default": []},
-        "deadline": {"type": "number", "minimum": 0},
-        "max_retries": {"type": "integer", "minimum": 0, "default": 0},
+        "deadline": _seconds(),
+        "max_retries": _count(0, 0, maximum=1000),
         "payload": {"type": "object", "default": {},
                     "description": "Inputs for the assignee (the A2A task's params)"},
     }, ("task_type",)),
@@ -234,7 +311,7 @@ _TOOL_LIST: Final = [
         "message_type": {"type": "string", "default": "status_update"},
         "content": {"type": "object", "default": {}},
         "priority": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
-        "expires_in": {"type": "number", "minimum": 0},
+        "expires_in": _seconds(),
     }, ("to_agent",)),
     _tool("a2a_broadcast", "coordinator", "Send to every session agent (or one type).", {
         "agent_type": {"type": "string", "enum": _ROLES},
@@ -252,18 +329,18 @@ _TOOL_LIST: Final = [
     }),
     _tool("a2a_lock_acquire", "coordination", "Take a named lock (a lease), waiting if asked.", {
         "lock_id": {"type": "string", "minLength": 1},
-        "wait": {"type": "number", "minimum": 0, "default": 0,
-                 "description": "Seconds to wait for the lock; 0 answers at once"},
-        "lease": {"type": "number", "minimum": 0, "default": 60},
+        "wait": _seconds(0, maximum=MAX_WAIT,
+                         description="Seconds to wait for the lock; 0 answers at once"),
+        "lease": _seconds(60),
     }, ("lock_id",)),
     _tool("a2a_lock_release", "coordination", "Release a named lock.", {
         "lock_id": {"type": "string", "minLength": 1},
     }, ("lock_id",)),
     _tool("a2a_barrier_enter", "coordination", "Wait at a barrier until all arrive.", {
         "barrier_id": {"type": "string", "minLength": 1},
-        "expected_count": {"type": "integer", "minimum": 1},
+        "expected_count": _count(1, maximum=100_000),
         "expected_agents": {"type": "array", "items": {"type": "string"}},
-        "timeout": {"type": "number", "minimum": 0, "default": 300},
+        "timeout": _seconds(300, maximum=MAX_WAIT),
     }, ("barrier_id",)),
 ]
 
@@ -316,6 +393,30 @@ def bound_session_after(tool_name: str, result: Mapping[str, Any],
     return bound_session
 
 
+def session_topic(session_id: str, topic: str | None = None,
+                  event_type: str | None = None) -> str:
+    """The topic ``a2a_subscribe(topic=..., event_type=...)`` means for a member of
+    ``session_id``: every topic a member can reach is one of its own session's.
+
+    No ``topic`` is the session's events (``session:<id>:events``); a topic of
+    the session (``session:<id>`` or below it) is itself; any other session's
+    topic is a PermissionError; any other name is the session's own topic of
+    that name (``errors`` is ``session:<id>:errors``, where the session's
+    agents' behaviour errors are published), so no name leads out of the
+    session. ``event_type`` narrows to ``<topic>:<event_type>``. A name that is
+    not a topic (:func:`sim.messages.topic_name`) is a ValueError.
+    """
+    own = f"session:{session_id}"
+    name = f"{own}:events" if topic is None else topic_name(topic)
+    if name != own and not name.startswith(own + ":"):
+        if name.startswith("session:"):
+            raise PermissionError(f"topic {name!r} belongs to another session")
+        name = f"{own}:{name}"
+    if event_type:
+        name = f"{name}:{event_type}"
+    return name
+
+
 # -- validation ---------------------------------------------------------------------------
 #
 # Each schema is compiled once into a checker function: a closure per node that
@@ -330,6 +431,12 @@ _JSON_TYPES: Final = {
 }
 
 Checker = Callable[[Any, str], Any]
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message, cut short (an integer of 400 digits, say)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def _type_test(names: str | list[str]) -> Callable[[Any], bool]:
@@ -377,12 +484,15 @@ def _compile(schema: Mapping[str, Any]) -> Checker:
     if low is not None or high is not None:
         def check_bounds(value: Any, path: str) -> Any:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                if low is not None and value < low:
+                # Written so that NaN fails both (every comparison with it is False).
+                if low is not None and not value >= low:
                     raise ToolError("invalid_argument",
-                                    f"{path}: must be at least {low}, got {value}", field=path)
-                if high is not None and value > high:
+                                    f"{path}: must be at least {low}, got {_shown(value)}",
+                                    field=path)
+                if high is not None and not value <= high:
                     raise ToolError("invalid_argument",
-                                    f"{path}: must be at most {high}, got {value}", field=path)
+                                    f"{path}: must be at most {high}, got {_shown(value)}",
+                                    field=path)
             return value
 
         steps.append(check_bounds)

@@ -73,7 +73,8 @@ class Trace:
     reproducible one.
     """
 
-    __slots__ = ("_digest", "_digested", "_listeners", "_records", "add_record", "enabled")
+    __slots__ = ("_digest", "_digested", "_listeners", "_records", "_redactions", "add_record",
+                 "enabled")
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
@@ -86,14 +87,40 @@ class Trace:
         self._digest = hashlib.sha256()
         self._digested = 0
         self._listeners: tuple[EventListener, ...] = ()
+        self._redactions: tuple[tuple[bytes, bytes], ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
         # The hash object and the bound append do not pickle: keep what rebuilds them.
-        return {"enabled": self.enabled, "records": self._records}
+        return {"enabled": self.enabled, "records": self._records,
+                "redactions": self._redactions}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["enabled"])  # type: ignore[misc]
         self._records.extend(state["records"])
+        self._redactions = tuple(state.get("redactions", ()))
+
+    def redact(self, secret: str, stand_in: str) -> None:
+        """Show ``stand_in`` wherever ``secret`` appears in a record's content.
+
+        Secrets (invite tokens) come from the operating system's randomness, so
+        a run that carried one verbatim would have a different digest every
+        time. Every way out of the trace (:attr:`digest`, :meth:`records`,
+        :meth:`to_jsonl`) shows the stand-in, which the caller draws from the
+        seed: the digest stays a function of the seed and the secret stays out
+        of every file. The records in memory keep the content as delivered.
+        Both must be JSON string contents that need no escaping.
+        """
+        if not secret or not stand_in:
+            raise ValueError("redact: secret and stand_in must be non-empty")
+        self._redactions = (*self._redactions, (secret.encode(), stand_in.encode()))
+
+    def _shown(self, raw: tuple[float, str, str, str, str, bytes]
+               ) -> tuple[float, str, str, str, str, bytes]:
+        content = raw[5]
+        for secret, stand_in in self._redactions:
+            if secret in content:
+                content = content.replace(secret, stand_in)
+        return raw if content is raw[5] else (*raw[:5], content)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Trace:
@@ -156,9 +183,10 @@ class Trace:
         return len(self._records)
 
     def records(self, kind: str | None = None) -> Iterator[TraceRecord]:
+        shown = self._shown if self._redactions else None
         for seq, raw in enumerate(list(self._records)):
             if kind is None or raw[1] == kind:
-                yield TraceRecord(seq, *raw)
+                yield TraceRecord(seq, *(raw if shown is None else shown(raw)))
 
     @property
     def digest(self) -> str:
@@ -166,9 +194,10 @@ class Trace:
         records = self._records
         end = len(records)
         update = self._digest.update
+        shown = self._shown if self._redactions else None
         for seq, raw in enumerate(itertools.islice(records, self._digested, end),
                                   self._digested):
-            update(TraceRecord(seq, *raw).to_json())
+            update(TraceRecord(seq, *(raw if shown is None else shown(raw))).to_json())
             update(b"\n")
         self._digested = end
         return self._digest.hexdigest()

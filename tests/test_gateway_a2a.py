@@ -71,10 +71,10 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     return data
 
 
-async def join(url: str, session_id: str, name: str, role: str) -> str:
+async def join(url: str, session_id: str, name: str, role: str, **extra: Any) -> str:
     async with a2a_client(url) as client:
         joined = await call(client, "session_join", session_id=session_id, agent_name=name,
-                            role=role)
+                            role=role, **extra)
     assert joined["success"], joined
     return str(joined["token"])
 
@@ -101,7 +101,8 @@ def test_send_message_calls_tools_and_task_delegate_answers_with_a_task(
     session = default_session(server)
 
     async def scenario() -> None:
-        architect = await join(server.url, session, "Arch", "architect")
+        architect = await join(server.url, session, "Arch", "architect",
+                               role_token=server.gateway.world.role_tokens["architect"])
         builder = await join(server.url, session, "Bob", "builder")
         async with a2a_client(server.url, architect) as arch, \
                 a2a_client(server.url, builder) as bob:
@@ -146,7 +147,8 @@ def test_streaming_follows_a_task_to_its_terminal_state(server: GatewayServer) -
     session = default_session(server)
 
     async def scenario() -> None:
-        architect = await join(server.url, session, "Arch", "architect")
+        architect = await join(server.url, session, "Arch", "architect",
+                               role_token=server.gateway.world.role_tokens["architect"])
         builder = await join(server.url, session, "Bob", "builder")
         async with a2a_client(server.url, architect, streaming=True) as arch, \
                 a2a_client(server.url, builder) as bob:
@@ -245,3 +247,28 @@ def test_calls_without_a_valid_token_are_refused_and_counted(server: GatewayServ
     found = counters(server)
     assert found["unauthenticated"] == 2 and found["invalid_token"] == 1
     assert found["body_too_large"] == 1 and found["unknown_method"] == 1
+
+
+def test_failed_joins_leave_no_agent_behind() -> None:
+    """Every failed join over HTTP once kept a Client (and its thread): Limits.agents of
+    them and the server refused everyone."""
+    from barnraise.gateway.hub import Limits
+
+    with served(limits=Limits(agents=3)) as server:
+        session = default_session(server)
+        hub, dispatcher = server.gateway.hub, server.gateway.world.simulation.dispatcher
+
+        async def scenario() -> None:
+            async with a2a_client(server.url) as client:
+                for attempt in range(6):  # twice the limit
+                    refused = await call(client, "session_join", session_id=session,
+                                         agent_name=f"Climber{attempt}", role="architect")
+                    assert refused["error"] == "permission_denied", refused
+            assert await join(server.url, session, "Welcome", "builder")
+
+        run(scenario())
+        assert counters(server)["guests_released"] == 6
+        assert [slot.session_id for slot in hub.slots.values()] == [session]
+        stopped = [name for name, actor in dispatcher.actors.items()
+                   if name.startswith("remote-") and actor.stopped]
+        assert len(stopped) == 6

@@ -60,10 +60,15 @@ def test_serve_hosts_a_scenario_crew_at_work() -> None:
             time.sleep(0.05)
         [session] = sessions
         assert session["agents"] == 3  # the scenario's own builders joined
-        # The scenario sized its session to its crew: an outsider is told so.
-        with pytest.raises(barnraise.RemoteError, match="session_full"):
-            barnraise.connect(url, agent_name="Visitor", role="observer")
-        # It can still work in the same world, in a session of its own.
+        # The scenario sized its session to its crew; a served one keeps seats for
+        # outsiders, who join the crew at work in its open roles (not the granted ones).
+        guest = barnraise.connect(url, agent_name="Visitor", role="observer")
+        state = guest.call("session_get_state", include=["agents"])
+        assert state["success"] and len(state["state"]["agents"]) == 4, state
+        with pytest.raises(barnraise.RemoteError, match="permission_denied"):
+            barnraise.connect(url, agent_name="Boss", role="architect")
+        guest.close()
+        # It can also work in the same world, in a session of its own.
         visitor = barnraise.connect(url)
         made = visitor.call("session_create", session_name="Next door", grid_size=50)
         assert made["success"] and visitor.session_id == made["session_id"]

@@ -122,8 +122,10 @@ def test_connections_cut_at_seeded_moments_lose_nothing_and_repeat_nothing() -> 
         stop = threading.Event()
         try:
             def remote(name: str, role: str, seed: int) -> RemoteClient:
-                client = barnraise.connect(proxy.url, agent_name=name, role=role,
-                                           session_id=session, backoff=backoff, seed=seed)
+                client = barnraise.connect(
+                    proxy.url, agent_name=name, role=role, session_id=session,
+                    backoff=backoff, seed=seed,
+                    role_token=server.gateway.world.role_tokens[role])
                 assert isinstance(client, RemoteClient)
                 return client
 

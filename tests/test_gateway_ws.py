@@ -67,8 +67,11 @@ async def joined(server: GatewayServer, name: str, role: str = "builder",
                  **headers: str) -> tuple[Peer, dict[str, Any]]:
     ws = await connect(ws_url(server), additional_headers=headers or None, compression=None)
     peer = Peer(ws)
-    answer = await peer.ask("session_join", {"session_id": server.gateway.world.default_session,
-                                             "agent_name": name, "role": role})
+    join = {"session_id": server.gateway.world.default_session, "agent_name": name,
+            "role": role}
+    if role in server.gateway.world.role_tokens:  # the operator handed it the token
+        join["role_token"] = server.gateway.world.role_tokens[role]
+    answer = await peer.ask("session_join", join)
     result = answer["result"]
     assert result["success"], result
     return peer, result
@@ -87,7 +90,7 @@ def test_every_json_rpc_fault_gets_its_code_and_the_connection_goes_on(
         cases: list[tuple[str, int]] = [
             ("{not json", -32700),
             ("[]", -32600),
-            ('[{"jsonrpc": "2.0", "id": 1, "method": "region_query"}]', -32600),
+            ("[" + ",".join(['{"jsonrpc": "2.0", "method": "x"}'] * 101) + "]", -32600),
             ('"a string"', -32600),
             ('{"jsonrpc": "1.0", "id": 1, "method": "region_query"}', -32600),
             ('{"jsonrpc": "2.0", "id": 1}', -32600),
@@ -117,6 +120,39 @@ def test_every_json_rpc_fault_gets_its_code_and_the_connection_goes_on(
     assert found["parse_error"] == 1 and found["invalid_request"] == 6
     assert found["unknown_method"] == 1 and found["invalid_params"] == 3
     assert found.get("internal_error", 0) == 0
+
+
+def test_a_batch_is_served_together_and_answered_in_one_array(server: GatewayServer) -> None:
+    async def scenario() -> None:
+        peer, _ = await joined(server, "Batcher")
+        batch = [
+            {"jsonrpc": "2.0", "id": "claim", "method": "region_claim",
+             "params": {"region": REGION}},
+            {"jsonrpc": "2.0", "method": "region_query", "params": {"region": REGION}},
+            {"jsonrpc": "2.0", "id": 7, "method": "region_query",
+             "params": {"region": REGION}},
+            {"jsonrpc": "2.0", "id": 8, "method": "region_paint", "params": {}},
+            1,
+            {"jsonrpc": "2.0", "id": 9, "method": "region_query", "params": [1]},
+        ]
+        await peer.ws.send(json.dumps(batch))
+        answer = json.loads(await asyncio.wait_for(peer.ws.recv(), 20))
+        assert isinstance(answer, list)
+        # one answer per request with an id or that is no request, in the batch's order;
+        # the notification gets none
+        assert [a.get("id") for a in answer] == ["claim", 7, 8, None, 9]
+        assert answer[0]["result"]["success"] is True
+        assert answer[1]["result"]["success"] is True
+        assert [a.get("error", {}).get("code") for a in answer[2:]] == [-32601, -32600,
+                                                                         -32602]
+        # a batch of notifications gets no answer; the next request is answered alone
+        await peer.ws.send(json.dumps([{"jsonrpc": "2.0", "method": "region_query",
+                                        "params": {"region": REGION}}]))
+        alone = await peer.ask("region_query", {"region": REGION})
+        assert alone["result"]["success"] is True
+        await peer.ws.close()
+
+    run(scenario())
 
 
 def test_random_frames_never_take_the_server_down(server: GatewayServer) -> None:
@@ -362,3 +398,28 @@ def test_a_foreign_origin_is_refused_and_a_local_page_is_not(server: GatewayServ
 
     run(scenario())
     assert counters(server)["foreign_origin"] == 1
+
+
+def test_connections_that_never_join_leave_no_agent_behind() -> None:
+    with served(limits=Limits(agents=2)) as server:
+        session = server.gateway.world.default_session
+        hub = server.gateway.hub
+
+        async def scenario() -> None:
+            for attempt in range(4):  # twice the limit, each on its own connection
+                async with connect(ws_url(server), compression=None) as ws:
+                    answer = await Peer(ws).ask("session_join", {
+                        "session_id": session, "agent_name": f"C{attempt}",
+                        "role": "architect"})
+                    assert answer["result"]["error"] == "permission_denied", answer
+            for _ in range(200):  # the server notices each close on its own loop
+                if not hub.slots:
+                    break
+                await asyncio.sleep(0.01)
+            peer, result = await joined(server, "Welcome")
+            assert result["success"]
+            await peer.ws.close()
+
+        run(scenario())
+        assert counters(server)["guests_released"] == 4
+        assert [slot.session_id for slot in hub.slots.values()] == [session]

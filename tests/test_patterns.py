@@ -340,7 +340,9 @@ def test_a_client_can_answer_an_approval_request(simu: Simulation) -> None:
     blueprint = kernel_blueprint(8, np.random.default_rng(0))
     _, sid = host_session(simu, session_name="hitl", grid_size=8, blueprint=blueprint.tolist())
     human = simu.client("human")
-    human.call("session_join", session_id=sid, agent_name="human", role="architect")
+    simu.grant(sid, "human", "architect")  # the host's grant
+    joined = human.call("session_join", session_id=sid, agent_name="human", role="architect")
+    assert joined["success"], joined
     human.call("a2a_subscribe", event_type="hitl.approval.requested")
     spawn(simu, sid, "builder-1", "builder", crew=2, blueprint=blueprint)
     planner = spawn(simu, sid, "planner", "architect", crew=2, behaviour=plan_runner, plan=plan)

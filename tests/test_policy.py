@@ -41,7 +41,7 @@ def test_most_specific_rule_wins() -> None:
     # rule is the most specific match
     assert p.decide("task_delegate", role="builder")
     # an agent rule beats every role rule, whatever its tool
-    assert p.decide("task_delegate", role="builder", agent_name="Builder-7")
+    assert p.decide("task_delegate", role="builder", agent_id="Builder-7")
     # role:* x exact deny is less specific than role:builder x exact allow (the default)
     assert p.decide("a2a_broadcast", role="builder")
     assert not p.decide("a2a_broadcast", role="janitor")
@@ -60,7 +60,7 @@ def test_rules_from_yaml_and_json_files(tmp_path: pathlib.Path) -> None:
     assert Policy.load(yml).decide("builder_place_tile", role="observer")
     js = tmp_path / "policy.json"
     js.write_text('[{"agent": "X", "tool": "*", "effect": "deny"}]')
-    assert not Policy.load(js).decide("session_get_state", role="architect", agent_name="X")
+    assert not Policy.load(js).decide("session_get_state", role="architect", agent_id="X")
 
 
 @pytest.mark.parametrize(

@@ -100,6 +100,42 @@ def test_private_sessions_need_the_invite_token(simu: Simulation) -> None:
     assert welcome["success"]
 
 
+def _private_session_run(seed: int) -> tuple[str, str, str, list[bytes]]:
+    with Simulation(seed=seed) as simu:
+        made = simu.client("host").call("session_create", session_name="Secret",
+                                        config={"private": True})
+        sid, token = made["session_id"], made["invite_token"]
+        _, joined = join(simu, sid, "Friend", invite_token=token)
+        assert joined["success"], joined
+        trace = simu.dispatcher.trace
+        return token, sid, trace.digest, list(trace.to_jsonl())
+
+
+def test_secrets_come_from_the_os_and_stay_out_of_the_trace() -> None:
+    """Invite tokens and the signing key were drawn from the seed, so anyone who knew
+    the seed could join a private session or sign as any agent."""
+    first, second = _private_session_run(3), _private_session_run(3)
+    assert first[0] != second[0]  # a new token every run...
+    assert first[1:3] == second[1:3]  # ...yet the same session id and digest
+    for token, _, _, lines in (first, second):
+        assert not any(token.encode() in line for line in lines)
+    with Simulation(seed=3) as a, Simulation(seed=3) as b:
+        assert a.dispatcher.secret != b.dispatcher.secret
+        assert len(a.dispatcher.secret) >= 32
+
+
+def test_the_seeded_stand_in_of_a_token_opens_nothing() -> None:
+    with Simulation(seed=5) as simu:
+        made = simu.client("host").call("session_create", session_name="Secret",
+                                        config={"private": True})
+        sid, token = made["session_id"], made["invite_token"]
+        shown = b"".join(simu.dispatcher.trace.to_jsonl())
+        stand_in = shown.split(b'"invite_token":"')[1].split(b'"')[0].decode()
+        assert stand_in != token
+        _, refused = join(simu, sid, "Guesser", invite_token=stand_in)
+        assert refused["error"] == "invalid_token"
+
+
 def test_calls_before_joining_and_unknown_tools(simu: Simulation) -> None:
     _, sid = session(simu)
     stranger = simu.client()
@@ -245,16 +281,22 @@ def test_checkpoint_interval_takes_checkpoints_on_its_own(simu: Simulation) -> N
 
 def test_policy_rules_are_enforced_by_the_owning_services() -> None:
     rules = {"rules": [
-        {"agent": "Trusted-Builder", "tool": "task_delegate", "allow": True},
+        {"agent": "trusted", "tool": "task_delegate", "allow": True},  # agent ids
         {"role": "observer", "tool": "builder_*", "allow": True},
         {"role": "builder", "tool": "region_claim", "allow": False},
-        {"agent": "Claimer", "tool": "region_claim", "allow": True},
+        {"agent": "claimer", "tool": "region_claim", "allow": True},
     ]}
+
+    def member(agent_id: str, name: str) -> Client:
+        client = simu.client(agent_id)
+        assert client.session_join(session_id=sid, agent_name=name)["success"]
+        return client
+
     with Simulation(seed=2, policy=rules) as simu:
         arch, sid = session(simu)
-        trusted, _ = join(simu, sid, "Trusted-Builder")
-        plain, _ = join(simu, sid, "Plain-Builder")
-        claimer, _ = join(simu, sid, "Claimer")
+        trusted = member("trusted", "Trusted-Builder")
+        plain = member("plain", "Plain-Builder")
+        claimer = member("claimer", "Claimer")
         assert trusted.task_delegate(task_type="build")["success"]  # agent beats role
         assert plain.task_delegate(task_type="build")["error"] == "permission_denied"
         region = {"x": 0, "y": 0, "width": 5, "height": 5}
@@ -268,3 +310,53 @@ def test_policy_rules_are_enforced_by_the_owning_services() -> None:
         painter_free.session_join(session_id=free_sid, agent_name="Painter", role="observer")
         placed = painter_free.builder_place_tile(tile_type="code", x=3, y=3)
         assert placed["success"], placed  # role x pattern allow: observers may paint here
+
+
+def test_privileged_roles_are_granted_not_claimed(simu: Simulation) -> None:
+    owner = simu.client("owner")
+    sid = owner.call("session_create", session_name="Crew")["session_id"]
+    # an open role is open; the architect's is not, nor by leaving and coming back
+    _, builder = join(simu, sid, "B")
+    assert builder["success"]
+    climber, claimed = join(simu, sid, "Boss", role="architect")
+    assert (claimed["error"], claimed["field"]) == ("permission_denied", "role")
+    assert climber.call("session_get_state", session_id=sid)["error"] == "not_a_member"
+    # the owner grants it: to one agent by id, or as a role token
+    assert climber.call("session_grant", session_id=sid, role="architect",
+                        agent_id=climber.agent_id)["error"] == "permission_denied"
+    assert owner.call("session_grant", session_id=sid, role="architect",
+                      agent_id=climber.agent_id)["success"]
+    assert climber.call("session_join", session_id=sid, agent_name="Boss",
+                        role="architect")["success"]
+    minted = owner.call("session_grant", session_id=sid, role="architect")
+    _, with_token = join(simu, sid, "Deputy", role="architect",
+                              role_token=minted["role_token"])
+    assert with_token["success"] and with_token["role"] == "architect"
+    _, forged = join(simu, sid, "Forger", role="architect", role_token="role_guess")
+    assert (forged["error"], forged["field"]) == ("invalid_token", "role_token")
+    # the creator holds the owner's role and may join as anything
+    assert owner.call("session_join", session_id=sid, agent_name="Owner",
+                      role="architect")["success"]
+    # a session may open every role, or grant more
+    open_sid = owner.call("session_create", session_name="Open",
+                          granted_roles=[])["session_id"]
+    assert join(simu, open_sid, "Anyone", role="architect")[1]["success"]
+    strict = owner.call("session_create", session_name="Strict",
+                        granted_roles=["architect", "tester"])["session_id"]
+    assert join(simu, strict, "T", role="tester")[1]["error"] == "permission_denied"
+
+
+def test_policy_rules_match_agent_ids_not_display_names() -> None:
+    rule = {"agent": "foreman", "tool": "task_delegate", "allow": True}
+    with Simulation(seed=1, policy=[rule]) as simu:
+        host = simu.client("host")
+        mine = host.call("session_create", session_name="Mine")["session_id"]
+        other = host.call("session_create", session_name="Other")["session_id"]
+        foreman = simu.client("foreman")
+        assert foreman.call("session_join", session_id=mine, agent_name="Foreman")["success"]
+        allowed = foreman.call("task_delegate", task_type="build", description="x")
+        assert allowed["success"], allowed
+        imposter = simu.client("imposter")
+        assert imposter.call("session_join", session_id=other, agent_name="foreman")["success"]
+        denied = imposter.call("task_delegate", task_type="build", description="x")
+        assert denied["error"] == "permission_denied"

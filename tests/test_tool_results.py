@@ -44,12 +44,13 @@ def test_subscribe_answers_with_a_subscription_id_and_its_topic(simu: Simulation
     assert isinstance(by_type["subscription_id"], str) and by_type["subscription_id"]
     all_events = c.observer.a2a_subscribe()
     assert all_events["topic"] == f"session:{c.sid}:events"
-    on_topic = c.tester.a2a_subscribe(topic="progress")
-    assert on_topic["success"] and on_topic["topic"] == "progress"
+    on_topic = c.tester.a2a_subscribe(topic="progress")  # a name is the session's own topic
+    assert on_topic["success"] and on_topic["topic"] == f"session:{c.sid}:progress"
     ids = {by_type["subscription_id"], all_events["subscription_id"],
            on_topic["subscription_id"]}
     assert len(ids) == 3
-    assert simu.dispatcher.subscribers("progress") == [c.tester.agent_id]
+    assert simu.dispatcher.subscribers(f"session:{c.sid}:progress") == [c.tester.agent_id]
+    assert simu.dispatcher.subscribers("progress") == []
     assert simu.dispatcher.subscribers(f"session:{c.sid}:events:region_claimed") == [
         c.observer.agent_id]
 
@@ -65,7 +66,7 @@ def test_subscribe_refuses_a_bad_filter_and_topic_with_event_type(simu: Simulati
     assert "colour" in bad["message"]
     not_a_region = c.observer.a2a_subscribe(topic="progress", filter={"region": {"x": 1}})
     assert not_a_region["error"] == "invalid_argument"
-    assert simu.dispatcher.subscribers("progress") == []  # nothing half-subscribed
+    assert simu.dispatcher.subscribers(f"session:{c.sid}:progress") == []  # nothing half-done
 
 
 def test_an_event_type_subscription_delivers_only_that_type(simu: Simulation) -> None:
@@ -95,11 +96,12 @@ def test_a_topic_subscription_delivers_what_is_published_on_that_topic(
     c = crew(simu)
     publisher = simu.dispatcher.spawn(Agent, "publisher", agent_type="builder")
     assert c.tester.a2a_subscribe(topic="progress")["success"]
-    assert publisher.publish("progress", "status_update", {"n": 1}).ok
-    assert publisher.publish("elsewhere", "status_update", {"n": 2}).statuses == {}
+    progress = f"session:{c.sid}:progress"
+    assert publisher.publish(progress, "status_update", {"n": 1}).ok
+    assert publisher.publish("progress", "status_update", {"n": 2}).statuses == {}
     got = c.tester.messages()
     assert [(m.from_agent, m.to_agent, m.content) for m in got] == [
-        ("publisher", "topic:progress", {"n": 1})]
+        ("publisher", f"topic:{progress}", {"n": 1})]
     assert c.observer.messages() == []
 
 
@@ -108,17 +110,18 @@ def test_a_region_filter_passes_messages_inside_and_drops_those_outside(
 ) -> None:
     c = crew(simu)
     publisher = simu.dispatcher.spawn(Agent, "publisher", agent_type="builder")
+    progress = f"session:{c.sid}:progress"  # what a member's topic "progress" is
     near = c.observer.a2a_subscribe(topic="progress", filter={"region": box(0, 0, 20)})
     assert near["success"], near
     assert c.tester.a2a_subscribe(topic="progress")["success"]  # no filter: everything
 
-    inside = publisher.publish("progress", "status_update", {"where": "inside"},
+    inside = publisher.publish(progress, "status_update", {"where": "inside"},
                                region=Region(5, 5, 3, 3))
-    edge = publisher.publish("progress", "status_update", {"where": "edge"},
+    edge = publisher.publish(progress, "status_update", {"where": "edge"},
                              region=Region(19, 19, 4, 4))  # overlaps by one cell
-    outside = publisher.publish("progress", "status_update", {"where": "outside"},
+    outside = publisher.publish(progress, "status_update", {"where": "outside"},
                                 region=Region(20, 0, 5, 5))  # touches, does not overlap
-    no_region = publisher.publish("progress", "status_update", {"where": "nowhere"})
+    no_region = publisher.publish(progress, "status_update", {"where": "nowhere"})
     assert inside.statuses == {c.observer.agent_id: "delivered",
                                c.tester.agent_id: "delivered"}
     assert edge.statuses == inside.statuses
@@ -133,12 +136,13 @@ def test_agent_type_and_message_type_filters(simu: Simulation) -> None:
     c = crew(simu)
     builder = simu.dispatcher.spawn(Agent, "pub-builder", agent_type="builder")
     tester = simu.dispatcher.spawn(Agent, "pub-tester", agent_type="tester")
+    news = f"session:{c.sid}:news"
     assert c.observer.a2a_subscribe(topic="news", filter={"agent_type": "tester"})["success"]
     assert c.arch.a2a_subscribe(topic="news", filter={"message_type": "task_update"})["success"]
-    builder.publish("news", "status_update", {"n": 1})
-    tester.publish("news", "status_update", {"n": 2})
-    builder.publish("news", "task_update", {"n": 3})
-    tester.publish("news", "task_update", {"n": 4})
+    builder.publish(news, "status_update", {"n": 1})
+    tester.publish(news, "status_update", {"n": 2})
+    builder.publish(news, "task_update", {"n": 3})
+    tester.publish(news, "task_update", {"n": 4})
     assert [(m.from_agent, m.content["n"]) for m in c.observer.messages()] == [
         ("pub-tester", 2), ("pub-tester", 4)]
     assert [(m.message_type, m.content["n"]) for m in c.arch.messages()] == [
@@ -185,6 +189,37 @@ def test_another_sessions_topics_are_refused(simu: Simulation) -> None:
     assert simu.dispatcher.subscribers(f"session:{theirs}:events") == []
     mine = c.observer.a2a_subscribe(topic=f"topic:session:{c.sid}:events:agent_joined")
     assert mine["success"] and mine["topic"] == f"session:{c.sid}:events:agent_joined"
+
+
+def test_no_topic_name_leads_out_of_the_session(simu: Simulation) -> None:
+    """Once a prefix too many reached another session (the coordinator took off one
+    ``topic:``, the dispatcher another), and the host's global topics were open to all."""
+    c = crew(simu)
+    theirs = simu.client().session_create(session_name="Other", grid_size=20)["session_id"]
+    for topic in (f"topic:topic:session:{theirs}:events", "topic:topic:errors",
+                  "type:builder", "topic:", "topic:type:x"):
+        refused = c.observer.a2a_subscribe(topic=topic)
+        assert refused["success"] is False and refused["field"] == "topic", topic
+    # The host's topics are names like any other: they mean the session's own.
+    for topic, meant in (("errors", "errors"), ("registry:events", "registry:events"),
+                         ("topic:errors", "errors")):
+        got = c.observer.a2a_subscribe(topic=topic)
+        assert got["topic"] == f"session:{c.sid}:{meant}", topic
+    everyone = set(simu.dispatcher._topics)
+    assert not {"errors", "registry:events", f"session:{theirs}:events"} & {
+        t for t in everyone if c.observer.agent_id in simu.dispatcher.subscribers(t)}
+
+
+def test_a_sessions_errors_go_to_its_own_members_only(simu: Simulation) -> None:
+    c = crew(simu)
+    other = session_crew(simu, name="Other")
+    assert c.observer.a2a_subscribe(topic="errors")["success"]
+    assert other.observer.a2a_subscribe(topic="errors")["success"]
+    simu.dispatcher.report_error(other.a.agent_id, "behaviour", ValueError("their secret"))
+    assert c.observer.messages() == []
+    got = other.observer.messages()
+    assert [(m.message_type, m.content["detail"]) for m in got] == [
+        ("error_report", "their secret")]
 
 
 def test_task_events_filter_on_the_assignees_type_and_conflicts_on_their_region(

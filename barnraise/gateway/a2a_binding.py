@@ -280,7 +280,10 @@ class A2ABinding:
             self.watch.follow(slot.session_id)
         message_id = message.get("messageId")
         call_id = f"a2a:{message_id}" if isinstance(message_id, str) and message_id else None
-        result = await self.hub.call(slot, tool, arguments, call_id)
+        try:
+            result = await self.hub.call(slot, tool, arguments, call_id)
+        finally:
+            self.hub.forget(slot)  # a join that failed leaves no agent behind
         context_id = slot.session_id or message.get("contextId")
         reply = _data_message(result, context_id, f"reply-{next(self._ids)}")
         if tool != "task_delegate" or not result.get("success") or tool not in TOOLS:

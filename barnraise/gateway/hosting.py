@@ -33,9 +33,13 @@ class HostedWorld:
     def __init__(self, *, scenario: str | None = None, params: Mapping[str, Any] | None = None,
                  seed: int = 0, time_scale: float = 1.0, session_name: str = "barnraise",
                  grid_size: int = 1000, max_agents: int = 1000,
-                 simulation: Simulation | None = None) -> None:
+                 granted_roles: tuple[str, ...] = ("architect",),
+                 guest_seats: int = 100, simulation: Simulation | None = None) -> None:
         self.scenario = scenario
         self.default_session: str | None = None
+        #: The default session's role tokens, one per granted role: the operator hands
+        #: them to the outside agents that may join in those roles.
+        self.role_tokens: dict[str, str] = {}
         self.scenario_result: dict[str, Any] | None = None
         self.scenario_error: str | None = None
         self._thread: threading.Thread | None = None
@@ -56,6 +60,7 @@ class HostedWorld:
             raise ValueError("params need a scenario")
         options["time_scale"] = float(time_scale)
         self.simulation = Simulation(seed=seed, mode="realtime", **options)
+        self.simulation.guest_seats = guest_seats
         if module is not None:
             self._thread = threading.Thread(target=self._run_scenario, args=(module, values),
                                             name=f"scenario-{scenario}", daemon=True)
@@ -63,11 +68,15 @@ class HostedWorld:
         else:
             host = self.simulation.client("gateway-host")
             made = host.call("session_create", session_name=session_name,
-                             grid_size=grid_size, max_agents=max_agents)
+                             grid_size=grid_size, max_agents=max_agents,
+                             granted_roles=list(granted_roles))
             if not made.get("success"):
                 self.simulation.close()
                 raise ValueError(f"could not create the session: {made.get('message')}")
             self.default_session = str(made["session_id"])
+            for role in granted_roles:
+                minted = host.call("session_grant", session_id=self.default_session, role=role)
+                self.role_tokens[role] = str(minted["role_token"])
 
     def _run_scenario(self, module: Any, values: dict[str, Any]) -> None:
         try:

@@ -44,7 +44,7 @@ from typing import Any, Final
 import msgspec
 
 from actors.world import Client, PendingCall, Simulation
-from sim.messages import Message, MessageError, decode, encode, verify
+from sim.messages import TOPIC_PREFIX, Message, MessageError, decode, encode, topic_name, verify
 from sim.tools import fail
 
 __all__ = ["AgentSlot", "Counters", "Hub", "Limits", "Refused"]
@@ -214,6 +214,22 @@ class Hub:
         self._slots[slot.agent_id] = slot
         slot.client.on_arrival(self._listener(slot))
         return slot
+
+    def forget(self, slot: AgentSlot) -> bool:
+        """Drop ``slot`` if it never became an agent: no token (its joins failed, or its
+        connection went first) and no call under way. Its Client's actor stops.
+
+        Each surface makes a slot for a caller that is not yet an agent; without
+        this, every failed join over HTTP left a Client and its thread behind, and
+        ``Limits.agents`` of them refused everyone after. True if dropped.
+        """
+        if slot.token is not None or slot.pending or self._slots.get(slot.agent_id) is not slot:
+            return False
+        del self._slots[slot.agent_id]
+        slot.client.on_arrival(None)
+        self.simulation.release(slot.client)
+        self.counters.add("guests_released")
+        return True
 
     def slot_for_token(self, token: str | None) -> AgentSlot:
         """The agent a token names; :class:`Refused` (``invalid_token``) if none."""
@@ -447,9 +463,12 @@ class Hub:
         session_id = slot.session_id
         if session_id is None:
             raise self._refuse("not_a_member", "join a session before sending messages")
-        if to.startswith("topic:"):
+        if to.startswith(TOPIC_PREFIX):
             own = f"session:{session_id}"
-            topic = to[len("topic:"):]
+            try:
+                topic = topic_name(to)
+            except ValueError as exc:
+                raise self._refuse("invalid_message", str(exc)) from None
             if topic == own or topic.startswith(own + ":"):
                 return
             raise self._refuse("not_a_member", f"topic {topic!r} is not one of session "

@@ -35,6 +35,7 @@ __all__ = [
     "dumps",
     "error",
     "parse",
+    "parse_batch",
     "success",
 ]
 
@@ -86,13 +87,45 @@ class Request(msgspec.Struct, frozen=True):
 
 def parse(frame: bytes | str) -> Request:
     """Parse one frame; :class:`RpcError` (-32700, -32600, -32602) if it is not a request."""
+    body = _decode(frame)
+    if isinstance(body, list):
+        raise RpcError(INVALID_REQUEST, "batch requests are not supported here: send one "
+                       "request per message")
+    return _request(body)
+
+
+def parse_batch(frame: bytes | str, limit: int) -> Request | list[Request | RpcError]:
+    """Parse a frame that may be a batch (a JSON array of requests, JSON-RPC 2.0 section 6).
+
+    A single request comes back as :func:`parse` gives it; a batch as a list
+    with, for each element, its request or the fault it is (each answered in
+    its place). :class:`RpcError` -32700 if the frame is not JSON, -32600 for
+    an empty batch or one of more than ``limit`` requests.
+    """
+    body = _decode(frame)
+    if not isinstance(body, list):
+        return _request(body)
+    if not body:
+        raise RpcError(INVALID_REQUEST, "an empty batch")
+    if len(body) > limit:
+        raise RpcError(INVALID_REQUEST, f"a batch of {len(body)} requests; at most {limit}")
+    items: list[Request | RpcError] = []
+    for element in body:
+        try:
+            items.append(_request(element))
+        except RpcError as exc:
+            items.append(exc)
+    return items
+
+
+def _decode(frame: bytes | str) -> Any:
     try:
-        body = _decoder.decode(frame)
+        return _decoder.decode(frame)
     except msgspec.DecodeError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: {exc}") from None
-    if isinstance(body, list):
-        raise RpcError(INVALID_REQUEST, "batch requests are not supported: send one "
-                       "request per frame")
+
+
+def _request(body: Any) -> Request:
     if not isinstance(body, dict):
         raise RpcError(INVALID_REQUEST, "a request is a JSON object, got "
                        f"{type(body).__name__}")

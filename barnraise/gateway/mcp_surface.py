@@ -99,4 +99,8 @@ class McpSurface:
                 self._only = slot
             elif session_key:
                 self._by_session[session_key] = slot
-        return await self.hub.call(slot, name, arguments)
+        try:
+            return await self.hub.call(slot, name, arguments)
+        finally:
+            if not self.single_agent and self.hub.forget(slot) and session_key:
+                self._by_session.pop(session_key, None)  # a failed join leaves nothing

@@ -51,7 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from sim.messages import Message, MessageError, Priority, decode, encode
-from sim.tools import TOOLS, fail, prepare_call
+from sim.tools import TOOLS, fail, prepare_call, session_topic
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -273,11 +273,13 @@ class RemoteClient:
         return True
 
     def _topic_of(self, args: dict[str, Any]) -> str | None:
-        topic = args.get("topic") or (f"session:{self.session_id}:events"
-                                      if self.session_id else None)
-        if topic is not None and args.get("event_type"):
-            topic = f"{topic}:{args['event_type']}"
-        return topic.removeprefix("topic:") if topic else None
+        if self.session_id is None:
+            return None
+        try:  # the server's own rule, so the two agree on what the subscription was
+            return session_topic(self.session_id, args.get("topic") or None,
+                                 args.get("event_type"))
+        except (PermissionError, ValueError):
+            return None  # refused when it was made: nothing to take out again
 
     def _resend(self) -> None:
         ws = self._ws

@@ -25,6 +25,9 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
     from barnraise.view.watch import Watcher
 
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale)
+    for role, token in world.role_tokens.items():  # for the operator, not on stdout
+        print(f"barnraise serve: join as {role} with role_token={token}", file=sys.stderr,
+              flush=True)
     watcher = Watcher(world.simulation, lazy=True)
     try:
         gateway = Gateway(world, allowed_origins=allowed_origins)
@@ -40,7 +43,9 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
 def serve_mcp(*, scenario: str | None = None, params: Mapping[str, str] | None = None,
               seed: int = 0, time_scale: float = 1.0) -> int:
     """Serve MCP on stdin/stdout for one client (its agent), on a world of its own."""
-    world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale)
+    # The one client is the world's only outside agent: every role is open to it.
+    world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
+                        granted_roles=())
     hub = Hub(world.simulation)
     surface = McpSurface(hub, version=version(), single_agent=True)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from starlette.websockets import WebSocket
@@ -46,6 +46,8 @@ __all__ = ["WebSocketSession", "bearer_token"]
 
 #: Requests of one connection being served at once; more are refused.
 MAX_CONCURRENT: Final = 256
+#: Requests in one JSON-RPC batch (served together, answered in one array).
+MAX_BATCH: Final = 100
 #: Wall seconds a backlog replay waits for room in the send queue before giving up.
 REPLAY_PATIENCE: Final = 10.0
 #: Close codes (RFC 6455): policy violation, message too big, try again later.
@@ -113,6 +115,7 @@ class WebSocketSession:
             self._finishing = True
             if self.slot is not None:
                 self.hub.detach(self.slot, self.close_soon)
+                self.hub.forget(self.slot)  # never joined: nothing to come back to
             for task in list(self.tasks):
                 task.cancel()
             await self._finish(writer)
@@ -205,12 +208,15 @@ class WebSocketSession:
 
     def _serve(self, frame: bytes | str) -> None:
         try:
-            request = jsonrpc.parse(frame)
+            request = jsonrpc.parse_batch(frame, MAX_BATCH)
         except RpcError as exc:
             self._fault(exc)
             return
         except Exception as exc:  # never let a frame take the connection down
             self._fault(RpcError(jsonrpc.INTERNAL_ERROR, f"internal error: {exc!r}"))
+            return
+        if isinstance(request, list):
+            self._spawn(self._answer_batch(request), request[0] if request else None)
             return
         slot = self.slot
         tool = TOOLS.get(request.method)
@@ -229,13 +235,50 @@ class WebSocketSession:
             else:
                 future.add_done_callback(functools.partial(self._reply, request))
             return
+        self._spawn(self._answer(request), request)
+
+    def _spawn(self, work: Coroutine[Any, Any, None], request: Any) -> None:
         if len(self.tasks) >= MAX_CONCURRENT:
+            work.close()
             self._fault(RpcError(jsonrpc.INVALID_REQUEST, f"more than {MAX_CONCURRENT} "
-                                 "requests in flight on this connection", id=request.id))
+                                 "requests in flight on this connection",
+                                 id=getattr(request, "id", None)))
             return
-        task = asyncio.create_task(self._answer(request))
+        task = asyncio.create_task(work)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    async def _answer_batch(self, items: list[jsonrpc.Request | RpcError]) -> None:
+        """Serve a batch's requests together; answer them in one array, in their order
+        (notifications get none; a batch of notifications gets nothing at all)."""
+        answers = await asyncio.gather(*(self._response(item) for item in items))
+        frames = [frame for frame in answers if frame is not None]
+        if frames:
+            self._send(b"[" + b",".join(frames) + b"]")
+        for item in items:
+            if isinstance(item, jsonrpc.Request) and item.method == "barnraise.auth" and \
+                    self.slot is not None:
+                self._replay(item.params)
+
+    async def _response(self, item: jsonrpc.Request | RpcError) -> bytes | None:
+        """One request's answer frame (None for a notification), faults counted."""
+        if isinstance(item, RpcError):
+            self.counters.add(jsonrpc.COUNTER.get(item.code, "refused"))
+            return jsonrpc.error(item.id, item.code, item.message, item.data)
+        try:
+            result = await self._dispatch(item)
+        except RpcError as exc:
+            if not exc.counted:
+                self.counters.add(jsonrpc.COUNTER.get(exc.code, "refused"))
+            return None if item.notification else jsonrpc.error(item.id, exc.code,
+                                                                 exc.message, exc.data)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.counters.add("internal_error")
+            return None if item.notification else jsonrpc.error(
+                item.id, jsonrpc.INTERNAL_ERROR, f"internal error: {exc!r}")
+        return None if item.notification else jsonrpc.success(item.id, result)
 
     def _reply(self, request: jsonrpc.Request, future: asyncio.Future[dict[str, Any]]) -> None:
         if request.notification or future.cancelled():

@@ -14,6 +14,7 @@ this module never imports ``actors``.
 from __future__ import annotations
 
 import itertools
+import secrets
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -49,6 +50,7 @@ from sim.messages import (
     decode,
     encode_content,
     sign,
+    topic_name,
     verify,
 )
 from sim.trace import DELIVER, DROP, ERROR, Trace
@@ -104,8 +106,10 @@ class Dispatcher:
         self.mailbox_capacity = mailbox_capacity
         self.sign_messages = sign_messages
         root = np.random.SeedSequence(seed)
-        # The session secret: given, or drawn from the root seed so runs repeat.
-        self.secret = secret if secret is not None else bytes(root.generate_state(8, np.uint32))
+        # The key that signs messages: given, or from the operating system. It was once
+        # drawn from the seed, so anyone who knew the seed could sign as any agent; no
+        # signature is in the trace, so the digest does not depend on it.
+        self.secret = secret if secret is not None else secrets.token_bytes(32)
         self.max_content_bytes = max_content_bytes
         self.trace = Trace(enabled=trace)
         self.clock: VirtualClock | WallClock
@@ -117,6 +121,7 @@ class Dispatcher:
         self._topics: dict[str, tuple[_Subscription, ...]] = {}
         self._subs_by_id: dict[str, tuple[str, _Subscription]] = {}
         self._offline: set[str] = set()
+        self._session_of: dict[str, str] = {}  # agent -> its session, for its error topic
         self._lock = threading.Lock()  # guards topology changes, never delivery
         self._dead: Counter[str] = Counter()
         self.dead_letters: deque[tuple[str, Message]] = deque(maxlen=dead_letter_log)
@@ -214,6 +219,15 @@ class Dispatcher:
             elif not actor.stopped:
                 self._agents[name] = actor
                 self._by_type.setdefault(agent_type, {})[name] = actor
+
+    def set_session(self, name: str, session_id: str | None) -> None:
+        """Say which session ``name`` is a member of (None: of none), so that its
+        behaviour errors also go to that session's own ``session:<id>:errors`` topic."""
+        with self._lock:
+            if session_id is None:
+                self._session_of.pop(name, None)
+            else:
+                self._session_of[name] = session_id
 
     def set_online(self, name: str, online: bool) -> None:
         """Mark an agent reachable or not (the registry does, on heartbeat loss)."""
@@ -463,10 +477,7 @@ class Dispatcher:
         flt: Mapping[str, Any] | SubscriptionFilter | None = None,
     ) -> str:
         """Subscribe ``endpoint`` to ``topic``; returns the subscription id."""
-        if not isinstance(topic, str) or not topic:
-            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
-        if topic.startswith(TOPIC_PREFIX):
-            topic = topic[len(TOPIC_PREFIX):]
+        topic = topic_name(topic)
         parsed = SubscriptionFilter.parse(flt)
         sid = f"sub-{self.next_id()}"
         sub = _Subscription(sid, endpoint, parsed)
@@ -518,9 +529,16 @@ class Dispatcher:
         self.behaviour_errors += 1
         body = {"agent": agent, "where": where, "error": type(exc).__name__, "detail": str(exc)}
         self.trace.append(self.now, ERROR, agent, agent, "exception", _encode_obj(body))
-        if ERRORS_TOPIC in self._topics:
-            self.send(self.message(agent, TOPIC_PREFIX + ERRORS_TOPIC, "error_report", body,
-                                   priority=Priority.CRITICAL))
+        # The global topic is the host's (in-process code subscribes to it); a session's
+        # members see only their own session's errors, never another's details.
+        topics = [ERRORS_TOPIC]
+        session_id = self._session_of.get(agent)
+        if session_id is not None:
+            topics.append(f"session:{session_id}:errors")
+        for topic in topics:
+            if topic in self._topics:
+                self.send(self.message(agent, TOPIC_PREFIX + topic, "error_report", body,
+                                       priority=Priority.CRITICAL))
 
     # -- timers -----------------------------------------------------------------
 
