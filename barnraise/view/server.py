@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pathlib
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -90,7 +91,7 @@ class ViewSurface:
         self.gateway = gateway
         self._connections: set[_Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._unsubscribe: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
         self.frames_sent = 0
         self.deltas_sent = 0
         for route in (Route("/", self._index, methods=["GET"]),
