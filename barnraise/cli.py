@@ -203,6 +203,12 @@ def _run(args: argparse.Namespace) -> int:
                              interval=args.interval,
                              frame_size=OUT_FRAME_SIZE if args.out else 0,
                              watch=None if viewer is None else viewer.watch)
+    except KeyboardInterrupt:
+        if viewer is None:
+            raise
+        viewer.close()  # Ctrl-C on a watched run (held, say): stop serving, say so
+        print("barnraise: interrupted before the run ended", file=sys.stderr)
+        return 130
     except BaseException:
         if viewer is not None:
             viewer.close()

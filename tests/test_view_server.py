@@ -276,6 +276,23 @@ def test_a_paused_realtime_run_waits_for_start_from_its_page() -> None:
             process.communicate(timeout=10)
 
 
+def test_ctrl_c_on_a_held_run_stops_it_and_says_so() -> None:
+    process = _cli("run", "kernel_build", "--view", "--port", "0", "--paused")
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            assert _next(ws, "view.frame")["state"] == "paused"
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 130
+        assert "interrupted before the run ended" in err and "Traceback" not in err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
 def test_view_options_are_checked_before_the_run() -> None:
     for args, words in ((("--port", "0"), "--port and --paused go with --view"),
                         (("--view", "--port", "70000"), "--port must be")):
