@@ -421,7 +421,11 @@ class A2AActor(pykka.ThreadingActor):
                     "await only their actor's effects (request, sleep, receive)"
                 )
                 continue
-            outcome = effect.arm(self, task)
+            try:
+                outcome = effect.arm(self, task)
+            except Exception as exc:  # an effect that cannot start: the behaviour hears why
+                value, error = None, exc
+                continue
             if outcome is PENDING:
                 task.waiting = effect
                 if isinstance(effect, Request):  # its reply resumes it

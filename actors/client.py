@@ -51,6 +51,11 @@ class ClientActor(A2AActor):
         with self.arrived:
             self.expected.add(correlation_id)
 
+    def forget(self, correlation_id: str) -> None:
+        """Stop expecting an answer (the call was never sent)."""
+        with self.arrived:
+            self.expected.discard(correlation_id)
+
     def take_reply(self, correlation_id: str) -> Message | None:
         with self.arrived:
             return self.replies.pop(correlation_id, None)

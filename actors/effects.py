@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from actors.errors import DeliveryError, RequestError
-from sim.messages import Message, Priority, Region
+from sim.messages import Message, MessageError, Priority, Region
 
 if TYPE_CHECKING:
     from actors.actor import A2AActor
@@ -98,8 +98,11 @@ class Request(Effect):
         self.correlation_id = ""
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
-        report = actor.dispatcher.post(actor.name, self.to, self.message_type, self.content,
-                                       self.priority, None, self.region)
+        try:
+            report = actor.dispatcher.post(actor.name, self.to, self.message_type,
+                                           self.content, self.priority, None, self.region)
+        except MessageError as exc:  # content that is not JSON, or too large
+            return None, exc  # raised in the behaviour, where its except can see it
         self.content = None  # sent: the wait need not keep it alive
         self.correlation_id = report.message_id
         if not report.reached:
@@ -135,6 +138,9 @@ class ToolCall(Request):
         if isinstance(outcome, tuple) and isinstance(outcome[1], DeliveryError):
             return {"success": False, "error": "no_reply",
                     "message": f"{self.to} did not accept the call"}, None
+        if isinstance(outcome, tuple) and isinstance(outcome[1], MessageError):
+            return {"success": False, "error": "invalid_argument",
+                    "message": f"arguments: {outcome[1].problem}"}, None
         return outcome
 
     def outcome(self, message: Message) -> Outcome:

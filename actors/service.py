@@ -34,12 +34,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Final, overload
 
+import msgspec
+
 from actors.base import A2AActor
 from sim.messages import Message, MessageError, Priority
 from sim.policy import Policy
 from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
 
 __all__ = ["DEFERRED", "Call", "Deferred", "Member", "SessionInfo", "SessionService"]
+
+_copy: Final = msgspec.to_builtins
 
 #: Every member of every session reaches its services through these mailboxes.
 SERVICE_CAPACITY: Final = 1_000_000
@@ -199,13 +203,18 @@ class SessionService(A2AActor):
         if request.metadata.correlation_id is None:
             return
         try:
-            self.reply(request, "coordination_response", result, priority=Priority.HIGH)
-        except MessageError as exc:
+            # A copy of its own (every list and dict new): a caller that changes what it
+            # got (a checkpoint's list, a member's capabilities) changes nothing here.
+            self.reply(request, "coordination_response", _copy(result), priority=Priority.HIGH)
+        except (MessageError, TypeError) as exc:
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
-            self.reply(request, "coordination_response", fail(
-                "invalid_argument", f"the result is too large to send ({exc.problem}); "
-                "ask about a smaller region or fewer items"), priority=Priority.HIGH)
+            if isinstance(exc, MessageError):
+                answer = fail("invalid_argument", f"the result is too large to send "
+                              f"({exc.problem}); ask about a smaller region or fewer items")
+            else:  # not JSON data: a bug in the service, counted
+                answer = self._crashed(request.content.get("tool"), exc)
+            self.reply(request, "coordination_response", answer, priority=Priority.HIGH)
 
     def handle_error_report(self, message: Message) -> None:
         """A service's own mail bounced (a subscriber's mailbox was full, say).

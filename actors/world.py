@@ -43,7 +43,7 @@ from actors.regions import RegionManager
 from actors.registry import Registry
 from actors.taskqueue import TaskQueue
 from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
-from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, Priority
+from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
@@ -78,6 +78,8 @@ class Client:
         For calls that wait on others (a barrier, a lock), so that one thread
         can drive several clients in deterministic mode.
         """
+        if self._simulation.closed:
+            return PendingCall.done(fail("no_reply", f"{name}: the simulation is closed"))
         prepared = prepare_call(name, args, self.session_id)
         if isinstance(prepared, dict):
             return PendingCall.done(prepared)
@@ -89,7 +91,11 @@ class Client:
             self.agent_id, tool.service, "coordination_request", {"tool": name, "args": args},
             priority=Priority.HIGH, correlation_id=correlation_id,
         )
-        report = dispatcher.send(dispatcher.seal(message))
+        try:
+            report = dispatcher.send(dispatcher.seal(message))
+        except MessageError as exc:  # over the content limit: a failure, not a raise
+            self._actor.forget(correlation_id)
+            return PendingCall.done(fail("invalid_argument", f"arguments: {exc.problem}"))
         if not report.ok:
             return PendingCall.done(fail("no_reply", f"{tool.service} did not accept the call: "
                                          f"{report.statuses}"))
@@ -182,6 +188,9 @@ class PendingCall:
                                                  actor.arrived)
         reply = actor.take_reply(cid) if arrived else None
         if reply is None:
+            if self._client._simulation.closed:
+                return fail("no_reply", f"no answer to {self._tool.name}: the simulation "
+                            "was closed")
             return fail("no_reply", f"no answer to {self._tool.name} "
                         + ("in time" if timeout is not None else "(the run went idle)"))
         self._result = dict(reply.content)
@@ -242,6 +251,8 @@ class Simulation:
         self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy,
                                                  limits=limits)
         self.clients: list[Client] = []
+        #: True once :meth:`close` has begun: no call is answered after it.
+        self.closed = False
         #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
         self.progress: Callable[[float], None] | None = None
         #: Seats a scenario's sessions keep for agents from outside, beyond its own crew
@@ -255,7 +266,13 @@ class Simulation:
         self.close()
 
     def close(self) -> None:
+        """Stop every actor. Clients still waiting for an answer are woken and get
+        ``no_reply`` saying so (rather than waiting out their timeout); later calls too."""
+        self.closed = True
         self.dispatcher.shutdown()
+        for client in list(self.clients):
+            with client._actor.arrived:
+                client._actor.arrived.notify_all()
 
     @property
     def now(self) -> float:
@@ -427,10 +444,10 @@ class Simulation:
         # Counted on the dispatcher's active wall clock: time the run spends held
         # (RealtimeDispatcher.pause) does not run a wait out.
         end = d.active_wall() + wall
-        with arrived:  # the client actor notifies it on every arrival
+        with arrived:  # the client actor notifies it on every arrival, close() once more
             while not done():
                 left = end - d.active_wall()
-                if left <= 0:
+                if left <= 0 or self.closed:
                     return False
                 arrived.wait(min(left, 0.5) if d.holding else left)
         return True

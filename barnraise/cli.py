@@ -136,7 +136,8 @@ def _scenarios(args: argparse.Namespace) -> int:
     print("Parameters (barnraise run NAME --param KEY=VALUE):")
     width = max((len(k) for k in info["params"]), default=0)
     for key, spec in info["params"].items():
-        print(f"  {key:{width}}  {spec['type']:6} default {json.dumps(spec['default'])}")
+        bound = f"  ({spec['bound']})" if "bound" in spec else ""
+        print(f"  {key:{width}}  {spec['type']:6} default {json.dumps(spec['default'])}{bound}")
     if not info["params"]:
         print("  none")
     return 0

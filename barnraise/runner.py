@@ -43,7 +43,7 @@ import numpy as np
 import scenarios
 from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
 from actors.world import Simulation
-from scenarios import ParamError, ScenarioError
+from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
 from sim.trace import Trace
 
@@ -222,16 +222,21 @@ def coerce_params(module: ModuleType, given: Mapping[str, Any]) -> dict[str, Any
     ``false`` / ``1`` / ``0`` for a bool, JSON for a list or a dict. Any other
     value must already have the type (an int passes for a float; a bool does
     not pass for an int). A parameter whose default is None takes any value.
-    ScenarioError names the parameter for an unknown one or a value that does
-    not convert.
+    ScenarioError names the parameter for an unknown one, a value that does
+    not convert, or one outside the scenario's ``BOUNDS`` (any number must be
+    finite and within +-1e9).
     """
     defaults: dict[str, Any] = dict(module.PARAMS)
+    bounds: Mapping[str, Bound] = getattr(module, "BOUNDS", {})
     params = dict(defaults)
     for key, value in given.items():
         if key not in defaults:
             raise ScenarioError(f"unknown parameter {key!r}; parameters: "
                                 f"{', '.join(sorted(defaults)) or 'none'}")
-        params[key] = _convert(key, value, defaults[key])
+        params[key] = converted = _convert(key, value, defaults[key])
+        # A number with no bound of its own must still be finite and not absurd:
+        # NaN, infinity or 1e300 once reached a scenario and hung it or raised.
+        bounds.get(key, ANY_NUMBER).check(key, converted)
     return params
 
 
@@ -277,9 +282,11 @@ def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
     if time_scale is not None:
         if mode != "realtime":
             raise ScenarioError("time_scale applies to realtime mode only")
-        if type(time_scale) not in (int, float) or not time_scale > 0 \
-                or not math.isfinite(time_scale):
-            raise ScenarioError(f"time_scale must be a finite number > 0, got {time_scale!r}")
+        if type(time_scale) not in (int, float) or not \
+                MIN_TIME_SCALE <= time_scale <= MAX_TIME_SCALE:
+            raise ScenarioError(f"time_scale must be a number from {MIN_TIME_SCALE:g} to "
+                                f"{MAX_TIME_SCALE:g} (simulated seconds per wall second), "
+                                f"got {time_scale!r}")
     if type(seed) is not int or not 0 <= seed <= MAX_SEED:
         raise ScenarioError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
     module = load(scenario)
@@ -291,6 +298,11 @@ def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
             options["time_scale"] = float(time_scale)
     return Request(scenario, module, seed, mode, values, options)
 
+
+#: The slowest and fastest realtime clocks a run takes: slower than a thousandth of
+#: the wall clock, a run of a few simulated seconds takes hours (1e-9 never ended).
+MIN_TIME_SCALE = 1e-3
+MAX_TIME_SCALE = 1e6
 
 #: The largest seed a run takes (numpy's SeedSequence takes more; a bound keeps
 #: requests sane and file names short).
@@ -465,8 +477,11 @@ def check_out_dir(path: str | os.PathLike[str]) -> pathlib.Path:
 
 
 def describe(module: ModuleType) -> dict[str, Any]:
-    """A scenario's name, docstring and parameters (name -> default and type name)."""
-    params = {name: {"default": value, "type": "any" if value is None else type(value).__name__}
+    """A scenario's name, docstring and parameters (name -> default, type name and,
+    where the scenario declares one, its bound in words)."""
+    bounds: Mapping[str, Bound] = getattr(module, "BOUNDS", {})
+    params = {name: {"default": value, "type": "any" if value is None else type(value).__name__,
+                     **({"bound": bounds[name].describe()} if name in bounds else {})}
               for name, value in module.PARAMS.items()}
     return {"name": getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1]),
             "doc": inspect.cleandoc(module.__doc__ or ""), "params": params}

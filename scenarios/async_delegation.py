@@ -29,7 +29,7 @@ from actors.agents.alerts import alert
 from actors.agents.delegation import Delegation, DelegationLedger, delegate_worker
 from actors.agents.participant import Participant
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, GRID, WAIT, Bound, ParamError
 from scenarios._kit import count, host_session, kernel_blueprint, rng_for, session_events, spawn
 
 NAME = "async_delegation"
@@ -37,6 +37,10 @@ PARAMS: dict[str, Any] = {
     "workers": 3, "delegations": 4, "fail_index": 2, "echo_worker": 1, "turn": 1.0,
     "min_work": 2.0, "max_work": 6.0, "own_rows": 5, "grid_size": 16,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios async_delegation``).
+BOUNDS = {"workers": COUNT, "delegations": COUNT, "fail_index": Bound(low=-1, high=100_000),
+          "echo_worker": Bound(low=0, high=100_000), "turn": WAIT, "min_work": WAIT,
+          "max_work": WAIT, "own_rows": Bound(low=0, high=4096), "grid_size": GRID}
 
 
 async def delegator(agent: Participant) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from actors.agents.critic import best_of_n_lead, critic, writer
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, FRACTION, GRID, Bound, ParamError
 from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
 
 NAME = "best_of_n"
@@ -27,6 +27,9 @@ PARAMS: dict[str, Any] = {
     "grid_size": 24, "size": 12, "builders": 3, "threshold": 7.0,
     "min_error": 0.05, "max_error": 0.6,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios best_of_n``).
+BOUNDS = {"grid_size": GRID, "size": GRID, "builders": COUNT, "threshold": Bound(low=0, high=10),
+          "min_error": FRACTION, "max_error": FRACTION}
 
 
 def run(simu: Simulation, *, grid_size: int, size: int, builders: int, threshold: float,

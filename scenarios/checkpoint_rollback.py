@@ -25,11 +25,14 @@ import numpy as np
 
 from actors.agents.participant import Participant
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, GRID, Bound, ParamError
 from scenarios._kit import PATIENCE, box, host_session, mark, seeded_tiles, spawn
 
 NAME = "checkpoint_rollback"
 PARAMS: dict[str, Any] = {"builders": 2, "band": 24, "before": 12, "after": 8, "overlap": 4}
+#: What each parameter may be, checked before the run (``barnraise scenarios checkpoint_rollback``).
+BOUNDS = {"builders": COUNT, "band": GRID, "before": Bound(low=0, high=4096),
+          "after": Bound(low=0, high=4096), "overlap": Bound(low=0, high=4096)}
 ARCHITECT = "architect-1"
 
 

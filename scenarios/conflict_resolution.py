@@ -24,7 +24,7 @@ import numpy as np
 
 from actors.agents.participant import Participant
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import GRID, Bound, ParamError
 from scenarios._kit import (
     box,
     host_session,
@@ -40,6 +40,9 @@ PARAMS: dict[str, Any] = {
     "grid_size": 300, "first": [0, 0, 100, 100], "second": [50, 50, 100, 100],
     "contenders": 1,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios conflict_resolution``).
+BOUNDS = {"grid_size": GRID, "first": Bound(low=0, high=4096),
+          "second": Bound(low=0, high=4096), "contenders": Bound(low=0, high=10_000)}
 
 
 async def _fill(agent: Participant, region: dict[str, int]) -> bool:

@@ -36,7 +36,7 @@ from typing import Any
 
 from actors.agents.participant import Participant
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, GRID, RATE, WAIT, Bound, ParamError
 from scenarios._kit import host_session, mean, overlapping_pairs, percentile, spawn, total
 from sim.geometry import Rect
 
@@ -46,6 +46,11 @@ PARAMS: dict[str, Any] = {
     "rate": 1.0, "hold": 1.0, "claims_per_agent": 5, "patience": 3, "backoff": 0.5,
     "max_attempts": 20,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios conflict_storm``).
+BOUNDS = {"agents": COUNT, "grid": GRID, "claim_size": GRID,
+          "coordination_mode": Bound(choices=("free", "coordinated", "sequential")),
+          "rate": RATE, "hold": WAIT, "claims_per_agent": COUNT, "patience": WAIT,
+          "backoff": WAIT, "max_attempts": COUNT}
 BACKOFF_CAP = 4  # the backoff grows with the attempt number up to this many times
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from actors.agents.participant import Participant
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import FRACTION, GRID, RATE, ParamError
 from scenarios._kit import (
     box,
     deliveries,
@@ -38,6 +38,8 @@ from sim.messages import Message
 
 NAME = "delegation_chain"
 PARAMS: dict[str, Any] = {"size": 40, "tile_rate": 800.0, "error_rate": 0.0}
+#: What each parameter may be, checked before the run (``barnraise scenarios delegation_chain``).
+BOUNDS = {"size": GRID, "tile_rate": RATE, "error_rate": FRACTION}
 ARCHITECT, BUILDER, TESTER = "architect-1", "builder-1", "tester-1"
 STEPS = ("delegate", "accept", "complete", "notify")
 

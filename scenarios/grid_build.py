@@ -27,11 +27,13 @@ import numpy as np
 
 from actors.agents.participant import Participant
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, GRID, WAIT, ParamError
 from scenarios._kit import host_session, rng_for, seeded_tiles, spawn, total
 
 NAME = "grid_build"
 PARAMS: dict[str, Any] = {"grid": 120, "builders": 9, "step": 1.0}
+#: What each parameter may be, checked before the run (``barnraise scenarios grid_build``).
+BOUNDS = {"grid": GRID, "builders": COUNT, "step": WAIT}
 # The blueprint travels in one message: a 1000 x 1000 one is a few MB of JSON.
 SIMULATION = {"max_content_bytes": 64 * 2**20}
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import GRID, RATE, WAIT, Bound, ParamError
 from scenarios._kit import box, rng_for, seeded_tiles, spawn
 
 NAME = "hitl_approval"
@@ -35,6 +35,10 @@ PARAMS: dict[str, Any] = {
     "decisions": ["approve", "reject", "timeout", "skip"], "block": 8, "tile_rate": 200.0,
     "approval_timeout": 10.0, "think": 0.5,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios hitl_approval``).
+BOUNDS = {"decisions": Bound(choices=("approve", "reject", "timeout", "skip")),
+          "block": GRID, "tile_rate": RATE, "approval_timeout": Bound(above=0, high=86_400),
+          "think": WAIT}
 BUILDER, PERSON = "builder-1", "person"
 #: What each decision must lead to: the task's final status and its message.
 EXPECTED: dict[str, tuple[str, str]] = {

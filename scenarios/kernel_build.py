@@ -27,7 +27,7 @@ from typing import Any
 
 from actors.agents.critic import critic_tester, writer
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, FRACTION, GRID, RATE, Bound, ParamError
 from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn, total
 
 NAME = "kernel_build"
@@ -35,6 +35,10 @@ PARAMS: dict[str, Any] = {
     "grid_size": 120, "block": 30, "builders": 4, "testers": 2, "error_rate": 0.002,
     "tile_rate": 300.0, "strategy": "parallel", "shader": "kernel_shader", "cartridge": "kernel",
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios kernel_build``).
+BOUNDS = {"grid_size": GRID, "block": GRID, "builders": COUNT, "testers": COUNT,
+          "error_rate": FRACTION, "tile_rate": RATE,
+          "strategy": Bound(choices=("parallel", "sequential", "cluster"))}
 # A blueprint travels in one message: a 1000 x 1000 one is a few MB of JSON.
 SIMULATION = {"max_content_bytes": 64 * 2**20}
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from actors.agents.participant import Participant
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, WAIT, Bound, ParamError
 from scenarios._kit import PATIENCE, host_session, mark, max_concurrent, session_events, spawn
 
 NAME = "locks_barriers"
@@ -32,6 +32,9 @@ PARAMS: dict[str, Any] = {
     "agents": 3, "rounds": 2, "hold_min": 0.2, "hold_max": 1.0, "lease": 30.0, "wait": 60.0,
     "think": 0.5,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios locks_barriers``).
+BOUNDS = {"agents": COUNT, "rounds": COUNT, "hold_min": WAIT, "hold_max": WAIT,
+          "lease": Bound(above=0, high=86_400), "wait": WAIT, "think": WAIT}
 LOCK, BARRIER = "critical", "done"
 
 

@@ -36,12 +36,15 @@ import numpy as np
 
 from actors.agents.participant import Participant
 from actors.world import Client, Simulation
-from scenarios import ParamError
+from scenarios import COUNT, GRID, RATE, WAIT, Bound, ParamError
 from scenarios._kit import host_session, rng_for, seeded_tiles, spawn
 
 NAME = "mode_comparison"
 PARAMS: dict[str, Any] = {"builders": 3, "width": 8, "overlap": 4, "height": 6,
                           "tile_rate": 8.0, "backoff": 0.5}
+#: What each parameter may be, checked before the run (``barnraise scenarios mode_comparison``).
+BOUNDS = {"builders": COUNT, "width": GRID, "overlap": Bound(low=0, high=4096),
+          "height": GRID, "tile_rate": RATE, "backoff": WAIT}
 MODES = ("free", "coordinated", "sequential")
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from actors.agents.participant import Participant
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, GRID, RATE, WAIT, ParamError
 from scenarios._kit import (
     PATIENCE,
     box,
@@ -37,6 +37,9 @@ NAME = "parallel_build"
 PARAMS: dict[str, Any] = {
     "builders": 3, "width": 100, "height": 40, "tile_rate": 2000.0, "stagger": 0.5,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios parallel_build``).
+BOUNDS = {"builders": COUNT, "width": GRID, "height": GRID, "tile_rate": RATE,
+          "stagger": WAIT}
 # The plan travels as the session's blueprint: a grid of builders * width cells a side.
 SIMULATION = {"max_content_bytes": 16 * 2**20}
 BARRIER = "all-released"

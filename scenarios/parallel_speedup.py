@@ -37,11 +37,13 @@ from typing import Any
 import numpy as np
 
 from actors.world import Client, Simulation
-from scenarios import ParamError
+from scenarios import COUNT, GRID, RATE, ParamError
 from scenarios._kit import host_session, rng_for, seeded_tiles, spawn
 
 NAME = "parallel_speedup"
 PARAMS: dict[str, Any] = {"tasks": 3, "builders": 3, "block": 10, "tile_rate": 4.0}
+#: What each parameter may be, checked before the run (``barnraise scenarios parallel_speedup``).
+BOUNDS = {"tasks": COUNT, "builders": COUNT, "block": GRID, "tile_rate": RATE}
 TARGET = 2.8
 
 

@@ -25,11 +25,13 @@ from typing import Any
 
 from actors.agents.participant import Participant, accept_next
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, ParamError
 from scenarios._kit import host_session, mark, spawn
 
 NAME = "permissions"
 PARAMS: dict[str, Any] = {"builders": 2}
+#: What each parameter may be, checked before the run (``barnraise scenarios permissions``).
+BOUNDS = {"builders": COUNT}
 FOREMAN = "foreman"
 # The one rule on top of the role matrix: this builder (by id or name) may delegate.
 SIMULATION: dict[str, Any] = {

@@ -28,7 +28,7 @@ from typing import Any
 
 from actors.agents.plans import PlanError, approver, load_plan, plan_runner, progress_watcher
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, GRID, RATE, Bound, ParamError
 from scenarios._kit import (
     count,
     host_session,
@@ -45,6 +45,10 @@ PARAMS: dict[str, Any] = {
     "plan": "kernel_plan", "grid_size": 24, "builders": 2, "testers": 1, "tile_rate": 120.0,
     "decision": "approve", "progress_interval": 2.0,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios plan_run``).
+BOUNDS = {"grid_size": GRID, "builders": COUNT, "testers": COUNT, "tile_rate": RATE,
+          "decision": Bound(choices=("approve", "reject", "skip", "ignore")),
+          "progress_interval": Bound(above=0, high=86_400)}
 
 
 def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: int,

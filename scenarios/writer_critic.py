@@ -24,7 +24,7 @@ from typing import Any
 from actors.agents.architect import plan_blocks
 from actors.agents.critic import critic, refinement_lead, writer
 from actors.world import Simulation
-from scenarios import ParamError
+from scenarios import COUNT, FRACTION, GRID, Bound, ParamError
 from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
 
 NAME = "writer_critic"
@@ -32,6 +32,10 @@ PARAMS: dict[str, Any] = {
     "grid_size": 24, "block": 8, "writers": 2, "threshold": 7.0, "max_iterations": 3,
     "error_rate": 0.3, "fix_rate": 0.6,
 }
+#: What each parameter may be, checked before the run (``barnraise scenarios writer_critic``).
+BOUNDS = {"grid_size": GRID, "block": GRID, "writers": COUNT,
+          "threshold": Bound(low=0, high=10), "max_iterations": COUNT, "error_rate": FRACTION,
+          "fix_rate": FRACTION}
 
 
 def run(simu: Simulation, *, grid_size: int, block: int, writers: int, threshold: float,

@@ -358,21 +358,34 @@ _TAKES_SESSION: Final = frozenset(
     name for name, tool in TOOLS.items() if "session_id" in tool.input_schema["properties"])
 
 
+_copy_builtins: Final = msgspec.to_builtins
+
+
 def prepare_call(name: str, args: Mapping[str, Any],
                  bound_session: str | None) -> tuple[Tool, dict[str, Any]] | dict[str, Any]:
-    """The tool called ``name`` and the arguments to send it, or an ``unknown_tool`` failure.
+    """The tool called ``name`` and the arguments to send it, or a failure result.
 
-    The arguments are a new dict: ``args`` plus ``session_id=bound_session``
-    when the tool takes a session id, the caller is bound and ``args`` names
-    none. An unknown ``name`` gives the failure result (a dict with ``success``
-    False) listing the known tools. Nothing is validated here: the service does that.
+    The arguments are a copy of ``args`` (no list or dict in it is shared with
+    the caller) plus ``session_id=bound_session`` when the tool
+    takes a session id, the caller is bound and ``args`` names none. An unknown
+    ``name`` gives ``unknown_tool`` listing the known tools, arguments that are
+    not JSON data (a numpy number, an object) ``invalid_argument``. Nothing else
+    is validated here: the service does that.
     """
     tool = TOOLS.get(name)
     if tool is None:
         return fail("unknown_tool", f"no tool {name!r}; known tools: {', '.join(sorted(TOOLS))}")
-    if bound_session is not None and name in _TAKES_SESSION and "session_id" not in args:
-        return tool, {**args, "session_id": bound_session}
-    return tool, dict(args)
+    # The arguments cross into a service as a copy of their own (every list and
+    # dict new, in C): a caller that changes its dict, or a list in it, after the
+    # call changes nothing in the world; what is not JSON data is refused here.
+    try:
+        fresh: dict[str, Any] = _copy_builtins(args)
+    except (TypeError, msgspec.EncodeError) as exc:
+        return fail("invalid_argument", "arguments must be JSON data (objects with string "
+                    f"keys, lists, strings, numbers, true/false, null): {exc}")
+    if bound_session is not None and name in _TAKES_SESSION and "session_id" not in fresh:
+        fresh["session_id"] = bound_session
+    return tool, fresh
 
 
 def bound_session_after(tool_name: str, result: Mapping[str, Any],

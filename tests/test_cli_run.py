@@ -103,6 +103,26 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
     assert summary["metrics"] == {"agents_asked": 3} and summary["success"] is False
 
 
+def test_every_scenarios_defaults_are_within_its_bounds() -> None:
+    from barnraise.runner import list_scenarios, load
+
+    for name, _ in list_scenarios():
+        module = load(name)
+        bounds = getattr(module, "BOUNDS", {})
+        assert set(bounds) <= set(module.PARAMS), name
+        for key, value in module.PARAMS.items():
+            if key in bounds:
+                bounds[key].check(key, value)
+
+
+def test_a_binary_plan_file_is_a_bad_request(tmp_path: pathlib.Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_bytes(b"\x00\xff\xfe not text")
+    assert main(["run", "plan_run", "--param", f"plan={plan}"]) == 2
+    assert "not a text file" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
@@ -115,10 +135,27 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
         (["run", "kernel_build", "--seed", "x"], "--seed"),
         # values that type-check but do not fit: the scenario refuses them before it runs
         (["run", "plan_run", "--param", "plan=/no/such.yaml"], "no plan file"),
-        (["run", "kernel_build", "--param", "strategy=foo"], "strategy must be"),
+        (["run", "kernel_build", "--param", "strategy=foo"], "'foo' is not one of"),
         (["run", "kernel_build", "--param", "builders=0"], "builders"),
         (["run", "grid_build", "--param", "builders=8"], "square number"),
-        (["run", "hitl_approval", "--param", 'decisions=["maybe"]'], "decisions must be"),
+        (["run", "hitl_approval", "--param", 'decisions=["maybe"]'], "'maybe' is not one of"),
+        # issue 11's CLI findings: each once a traceback, a hang or a silent exit 1
+        (["run", "kernel_build", "--param", "grid_size=1000000000"], "at most 4096"),
+        (["run", "conflict_storm", "--param", "agents=0"], "parameter agents"),
+        (["run", "conflict_storm", "--param", "coordination_mode=chaos"], "'chaos' is not"),
+        (["run", "hitl_approval", "--param", "block=0"], "parameter block"),
+        (["run", "best_of_n", "--param", "min_error=2"], "parameter min_error"),
+        (["run", "kernel_build", "--param", "tile_rate=1e-300"], "parameter tile_rate"),
+        (["run", "kernel_build", "--param", "tile_rate=nan"], "finite"),
+        (["run", "kernel_build", "--param", "tile_rate=0"], "parameter tile_rate"),
+        (["run", "conflict_storm", "--param", "hold=inf"], "finite"),
+        (["run", "hitl_approval", "--param", "approval_timeout=inf"], "finite"),
+        (["run", "locks_barriers", "--param", "think=-1"], "parameter think"),
+        (["run", "plan_run", "--param", "decision=maybe"], "'maybe' is not"),
+        (["run", "plan_run", "--param", "builders=0"], "parameter builders"),
+        (["run", "kernel_build", "--mode", "realtime", "--time-scale", "1e-9"],
+         "time_scale must"),
+        (["run", "kernel_build", "--out", "/proc/x"], "cannot write there"),
         (["run", "hitl_approval", "--param", 'decisions=["approve"'], "parameter decisions"),
         (["run", "parallel_build", "--param", "stagger=soon"], "parameter stagger"),
         (["run", "kernel_build", "--time-scale", "5"], "realtime mode only"),
@@ -241,9 +278,10 @@ def test_scenarios_name_prints_the_docstring_and_typed_parameters(
     assert "Success: the figures are consistent" in out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
             if line.startswith("  ")}
-    assert rows["agents"] == ["int", "default", "8"]
-    assert rows["coordination_mode"] == ["str", "default", '"coordinated"']
-    assert rows["rate"] == ["float", "default", "1.0"]
+    assert " ".join(rows["agents"]) == "int default 8 (>= 1 and <= 100000)"
+    assert " ".join(rows["coordination_mode"]) == (
+        'str default "coordinated" (one of free, coordinated, sequential)')
+    assert " ".join(rows["rate"]) == "float default 1.0 (>= 0.01 and <= 1e+07)"
     assert main(["scenarios", "no_such_scenario"]) == 2
     assert "unknown scenario 'no_such_scenario'" in capsys.readouterr().err
 

@@ -341,7 +341,11 @@ def load_plan(source: Plan | Mapping[str, Any] | str | pathlib.Path, *,
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise PlanError("plan", f"not valid YAML: {exc}", str(path)) from None
+    except UnicodeDecodeError:
+        raise PlanError("plan", "not a text file (a plan is UTF-8 YAML)", str(path)) from None
+    except OSError as exc:
+        raise PlanError("plan", f"cannot be read: {exc.strerror or exc}", str(path)) from None
     return parse_plan(data, source=str(path), grid_size=grid_size)
