@@ -69,6 +69,10 @@ class A2AActor(pykka.ThreadingActor):
     """
 
     agent_type: str | None = None
+    #: "Let it crash": a behaviour error this actor does not handle crashes it
+    #: (``Dispatcher.crash``), for its supervisor to restart; False (the default)
+    #: reports the error and keeps the actor going.
+    crash_on_error: bool = False
     actor_inbox: PriorityMailbox
     use_daemon_thread = True  # a forgotten shutdown must not hang the interpreter
     _handlers: ClassVar[dict[str, Callable[[Any, Message], None]]] = {}
@@ -86,6 +90,10 @@ class A2AActor(pykka.ThreadingActor):
         self.name = ""
         self.dispatcher: Dispatcher = None  # type: ignore[assignment]  # set by a2a_bind
         self.stopped = False
+        #: Set when the actor was crashed (``Dispatcher.crash``): it stopped without goodbyes.
+        self.crashed = False
+        #: 0 in an actor's first life, n after its n-th restart by a supervisor.
+        self.incarnation = 0
         self.capacity = DEFAULT_CAPACITY
         self.pending = 0  # deterministic mode: letters queued in the dispatcher's heap
         self.delivered = 0
@@ -251,6 +259,11 @@ class A2AActor(pykka.ThreadingActor):
         handler = self._handlers.get(message.message_type)
         if handler is not None:
             handler(self, message)
+        elif (correlation_id is not None and message.message_type == "coordination_response"
+              and self.dispatcher.faults is not None):
+            # Under faults: the second answer to a request sent twice, or one whose
+            # wait has ended. Nobody asked for it; kept, it would only fill the stash.
+            return
         else:
             self.handle_message(message)
 
@@ -268,6 +281,10 @@ class A2AActor(pykka.ThreadingActor):
         ]
 
     # -- what effects use ----------------------------------------------------------------
+
+    def awaits(self, correlation_id: str) -> bool:
+        """Is a behaviour of this actor still waiting for the answer to ``correlation_id``?"""
+        return correlation_id in self._replies
 
     def forget_reply(self, correlation_id: str) -> None:
         self._replies.pop(correlation_id, None)
@@ -414,6 +431,8 @@ class A2AActor(pykka.ThreadingActor):
             except Exception as exc:
                 task.done, task.error, task.waiting = True, exc, None
                 self.dispatcher.report_error(self.name, task.name, exc)
+                if self.crash_on_error:
+                    self.dispatcher.crash(self.name, f"behaviour_error: {type(exc).__name__}")
                 return
             if not isinstance(effect, Effect):
                 value, error = None, TypeError(
@@ -448,8 +467,9 @@ class A2AActor(pykka.ThreadingActor):
                         # before their deadline) does not pile up until the sweep.
                         queue.popleft()
                     queue.append((deadline, task, effect))
-                    effect.held = True
-                    dispatcher.add_live_work(1)
+                    if not effect.daemon:  # a standing wait's poll keeps nothing going
+                        effect.held = True
+                        dispatcher.add_live_work(1)
                     sweeper = self._sweeper
                     if sweeper is None or deadline < sweeper.due:
                         self._set_sweeper(deadline)

@@ -116,7 +116,21 @@ class Agent(A2AActor):
     def set_status(self, status: str) -> None:
         self.send(self.registry, "registry_query", {"op": "set_status", "status": status})
 
+    @property
+    def resuming(self) -> bool:
+        """The resume hook: True when this agent starts again after a crash.
+
+        A supervisor (``actors.supervisor``) builds a fresh agent from the same
+        arguments and sets ``incarnation``; the agent then registers again, and
+        its behaviours must rebuild what they know from the world's state (the
+        task queue, the canvas), never from memory: it has none. A durable store
+        that resumes a run sets ``incarnation`` the same way.
+        """
+        return self.incarnation > 0
+
     def on_stop(self) -> None:
         self.pause_heartbeats()
+        if self.crashed:
+            return  # a crash says no goodbyes: the registry hears of it otherwise
         if self.registry in self.dispatcher.actors:
             self.send(self.registry, "registry_query", {"op": "unregister"})

@@ -626,6 +626,11 @@ class RegionManager(SessionService):
         s = self._world(call.session_id)
         rect = _inside(s, _rect(call.args["region"]))
         self._may_write(s, call.caller, rect)
+        for shader in s.shaders.values():
+            # The same shader over the same region is the one already there: loading
+            # it again (a restarted builder redoing its task) adds nothing.
+            if shader["name"] == call.args["shader_name"] and shader["region"] == rect.to_dict():
+                return ok(shader_id=shader["shader_id"], region=rect.to_dict())
         shader_id, _ = self._next("shader")
         s.shaders[shader_id] = {"shader_id": shader_id, "name": call.args["shader_name"],
                                 "region": rect.to_dict(), "agent_id": call.caller,
@@ -638,8 +643,14 @@ class RegionManager(SessionService):
         s = self._world(call.session_id)
         rect = _inside(s, _rect(call.args["region"]))
         self._may_write(s, call.caller, rect)
-        cartridge_id, _ = self._next("cartridge")
         tiles = s.canvas.count_nonempty(rect)
+        for made in s.cartridges.values():
+            # As with shaders: the same cartridge of the same region is assembled again.
+            if made["name"] == call.args["name"] and made["region"] == rect.to_dict():
+                made.update(tiles=tiles, agent_id=call.caller, created_at=self.now)
+                self._wrote(s, call.caller)
+                return ok(cartridge_id=made["cartridge_id"], region=rect.to_dict(), tiles=tiles)
+        cartridge_id, _ = self._next("cartridge")
         s.cartridges[cartridge_id] = {"cartridge_id": cartridge_id, "name": call.args["name"],
                                       "region": rect.to_dict(), "agent_id": call.caller,
                                       "created_at": self.now, "tiles": tiles}

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from actors.base import A2AActor
+from actors.supervisor import ROOT, Supervisor
 from sim.messages import Message
 
 __all__ = ["STATUSES", "AgentRecord", "Registry"]
@@ -224,3 +225,9 @@ class Registry(A2AActor):
                 self.emit(EVENTS_TOPIC, "agent_offline", {
                     "agent_id": record.agent_id, "last_heartbeat": record.last_heartbeat,
                 })
+                # A supervised agent that went silent is treated as crashed: its
+                # supervisor restarts it (actors/supervisor.py). Others may come back
+                # online with a heartbeat, as before.
+                supervisor = self.dispatcher.actors.get(ROOT)
+                if isinstance(supervisor, Supervisor) and supervisor.supervises(record.agent_id):
+                    self.dispatcher.crash(record.agent_id, "offline")

@@ -44,6 +44,8 @@ from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
 __all__ = ["DEFERRED", "Call", "Deferred", "Member", "SessionInfo", "SessionService"]
 
 _copy: Final = msgspec.to_builtins
+#: The top supervisor (``actors.supervisor.ROOT``): it may tell the services of a crash.
+SUPERVISOR: Final = "supervisor"
 
 #: Every member of every session reaches its services through these mailboxes.
 SERVICE_CAPACITY: Final = 1_000_000
@@ -125,6 +127,16 @@ class SessionService(A2AActor):
         self.members: dict[str, dict[str, Member]] = {}
         # tool name -> (bound handler, is it a coroutine function): looked up once
         self._tool_handlers: dict[str, tuple[Callable[[Call], Any], bool]] = {}
+        # Under a fault plan only (made in a2a_bind): (caller, correlation id) -> the
+        # answer given, or None while the call is being served. A request sent again
+        # (a retry, or a duplicated letter) is answered with the answer it got,
+        # never served twice. Without faults nothing is sent twice: no table.
+        self._answers: dict[tuple[str, str], dict[str, Any] | None] | None = None
+
+    def a2a_bind(self, dispatcher: Any, name: str) -> None:
+        super().a2a_bind(dispatcher, name)
+        if dispatcher.faults is not None:
+            self._answers = {}
 
     # -- requests ---------------------------------------------------------------------
 
@@ -134,6 +146,16 @@ class SessionService(A2AActor):
         if op is not None:
             self._internal(str(op), message)
             return
+        answers = self._answers
+        if answers is not None and message.metadata.correlation_id is not None:
+            key = (message.from_agent, message.metadata.correlation_id)
+            if key in answers:
+                answered = answers[key]
+                if answered is not None:  # served: the same answer again
+                    self.reply(message, "coordination_response", answered,
+                               priority=Priority.HIGH)
+                return  # still being served: its answer is on the way
+            answers[key] = None
         try:
             call = self._admit(message)
             served = self._tool_handlers.get(call.tool)
@@ -200,7 +222,8 @@ class SessionService(A2AActor):
         self._answer(call.message, result)
 
     def _answer(self, request: Message, result: dict[str, Any]) -> None:
-        if request.metadata.correlation_id is None:
+        correlation_id = request.metadata.correlation_id
+        if correlation_id is None:
             return
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
@@ -210,11 +233,13 @@ class SessionService(A2AActor):
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
             if isinstance(exc, MessageError):
-                answer = fail("invalid_argument", f"the result is too large to send "
+                result = fail("invalid_argument", f"the result is too large to send "
                               f"({exc.problem}); ask about a smaller region or fewer items")
             else:  # not JSON data: a bug in the service, counted
-                answer = self._crashed(request.content.get("tool"), exc)
-            self.reply(request, "coordination_response", answer, priority=Priority.HIGH)
+                result = self._crashed(request.content.get("tool"), exc)
+            self.reply(request, "coordination_response", result, priority=Priority.HIGH)
+        if self._answers is not None and "op" not in request.content:
+            self._answers[(request.from_agent, correlation_id)] = result
 
     def handle_error_report(self, message: Message) -> None:
         """A service's own mail bounced (a subscriber's mailbox was full, say).
@@ -227,7 +252,7 @@ class SessionService(A2AActor):
     # -- internal operations ------------------------------------------------------------
 
     def _internal(self, op: str, message: Message) -> None:
-        if message.from_agent not in SERVICES:
+        if message.from_agent not in SERVICES and message.from_agent != SUPERVISOR:
             self._answer(message, fail("permission_denied", f"{op} is internal to the services"))
             return
         handler = getattr(self, f"op{op}", None)

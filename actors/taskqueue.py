@@ -16,7 +16,8 @@ Tools (arguments arrive validated, with defaults, see :data:`sim.tools.TOOLS`):
 ``task_get_queue``    tasks by priority, then age, with a summary
 ``approval_respond``  approve, reject or skip a build task awaiting approval
 
-Internal operations, for the other services: ``_state``, ``_requeue_agent``,
+Internal operations, for the other services (``_agent_crashed`` for the top
+supervisor): ``_state``, ``_requeue_agent``, ``_agent_crashed``,
 ``_checkpoint``, ``_rollback``, ``_session_closed`` (see each ``op_`` method).
 
 What callers can rely on:
@@ -43,7 +44,7 @@ What callers can rely on:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -161,6 +162,7 @@ class _Session:
     approvals: dict[str, Timer] = field(default_factory=dict)
     checkpoints: dict[str, bytes] = field(default_factory=dict)
     next_seq: int = 0
+    stop_redelivery: Callable[[], None] | None = None  # under faults (see on_session)
 
 
 class TaskQueue(SessionService):
@@ -213,13 +215,31 @@ class TaskQueue(SessionService):
     # -- sessions --------------------------------------------------------------------
 
     def on_session(self, info: SessionInfo) -> None:
-        self._state[info.session_id] = _Session(info)
+        state = self._state[info.session_id] = _Session(info)
+        faults = self.dispatcher.faults
+        if faults is not None:
+            # Letters may be lost: every so often each ready task's assignment goes
+            # to its assignee again, until it is accepted (a daemon timer: it keeps
+            # no run going). A second copy of an assignment is harmless: accepting a
+            # task already started is refused and changes nothing.
+            state.stop_redelivery = self.dispatcher.call_every(
+                4 * faults.retry, self, lambda: self._redeliver(state))
+
+    def _redeliver(self, state: _Session) -> None:
+        session_id = state.info.session_id
+        for record in state.records.values():
+            if (record.status == TaskStatus.PENDING and record.assigned_to != "any"
+                    and record.approval_requested_at is None):
+                self.send(record.assigned_to, "task_assignment",
+                          {"session_id": session_id, **record.to_dict()})
 
     def op_session_closed(self, content: Mapping[str, Any]) -> None:
         session_id = content["session_id"]
         state = self._state.pop(session_id, None)
         if state is not None:
             self._cancel_timers(state)
+            if state.stop_redelivery is not None:
+                state.stop_redelivery()
         self.sessions.pop(session_id, None)
         self.members.pop(session_id, None)
 
@@ -866,6 +886,30 @@ class TaskQueue(SessionService):
             self._event(state, "task_requeued", task_id=record.task_id, by=agent_id,
                         reason="agent_left", retries_used=record.retries_used)
         return ok(requeued=requeued)
+
+    def op_agent_crashed(self, content: Mapping[str, Any]) -> None:
+        """An agent crashed (its supervisor says): its tasks in progress go back to pending.
+
+        They stay its own, with their claims released, so that its next
+        incarnation (or, should it leave, anyone) starts them again; their
+        assignments are sent again (under faults, see ``on_session``). A report
+        from the crashed incarnation still on its way finds the task pending and
+        is refused, so no task is completed twice. Tasks awaiting approval have
+        done their work and are left alone.
+        """
+        agent_id = content["agent_id"]
+        for state in self._state.values():
+            for record in state.records.values():
+                if (record.assigned_to != agent_id or record.status != TaskStatus.IN_PROGRESS
+                        or record.approval_requested_at is not None):
+                    continue
+                changed = self._transition(state, record.task_id, "requeue")
+                self._announce_unblocked(state, changed, record.task_id, ready_only=False)
+                self._release_claim(state, record)
+                record.accepted_at = None
+                record.claim_id = None
+                self._event(state, "task_requeued", task_id=record.task_id, by=agent_id,
+                            reason="agent_crashed", retries_used=record.retries_used)
 
     def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """Keep a copy of the graph and the records under ``checkpoint_id``."""

@@ -41,8 +41,15 @@ from actors.coordination import CoordinationService
 from actors.coordinator import Coordinator
 from actors.regions import RegionManager
 from actors.registry import Registry
+from actors.supervisor import ROOT, Supervisor
 from actors.taskqueue import TaskQueue
-from sim.dispatch import DeterministicDispatcher, Dispatcher, RealtimeDispatcher, make_dispatcher
+from sim.dispatch import (
+    DeterministicDispatcher,
+    Dispatcher,
+    Faults,
+    RealtimeDispatcher,
+    make_dispatcher,
+)
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
@@ -217,11 +224,17 @@ class Simulation:
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         trace: bool = True,
         limits: WorldLimits | None = None,
+        faults: Faults | str | Mapping[str, Any] | None = None,
     ) -> None:
         """A session world on a ``mode`` dispatcher seeded with ``seed``.
 
         ``limits``: what sessions may cost on this host (canvas sizes, session
         count; :class:`sim.tools.WorldLimits`, whose defaults apply when None).
+        ``faults`` is a fault plan (:class:`sim.dispatch.Faults`, or its text
+        ``"drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"`` or a dict): letters
+        to and from agents are dropped, duplicated, delayed and reordered, and
+        agents crash, all drawn from ``seed`` (docs/reliability.md).
+        FaultsError (a ValueError) for an unknown fault or a value out of range.
 
         ``time_scale`` and ``idle_timeout`` apply to realtime mode, ``latency`` to
         deterministic mode (see the dispatchers); giving one to the other mode is
@@ -229,7 +242,8 @@ class Simulation:
         """
         options: dict[str, Any] = {
             "mailbox_capacity": mailbox_capacity, "sign_messages": sign_messages,
-            "secret": secret, "max_content_bytes": max_content_bytes, "trace": trace}
+            "secret": secret, "max_content_bytes": max_content_bytes, "trace": trace,
+            "faults": faults}
         for name, value, applies in (("time_scale", time_scale, "realtime"),
                                      ("idle_timeout", idle_timeout, "realtime"),
                                      ("latency", latency, "deterministic")):
@@ -250,6 +264,10 @@ class Simulation:
             CoordinationService, "coordination", policy=self.policy)
         self._coordinator: Coordinator = d.spawn(Coordinator, "coordinator", policy=self.policy,
                                                  limits=limits)
+        #: The top supervisor: agents started with ``simu.supervisor.start_child`` are
+        #: restarted when they crash (actors/supervisor.py; scenario crews are).
+        self.supervisor: Supervisor = d.spawn(Supervisor, ROOT)
+        self.supervisor.install()
         self.clients: list[Client] = []
         #: True once :meth:`close` has begun: no call is answered after it.
         self.closed = False

@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                      "lower it for big crews, whose calls take longer in wall time")
     run.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
                      help="simulated seconds between metric samples (default 1)")
+    run.add_argument("--faults", default=None, metavar="SPEC",
+                     help="inject seeded faults, e.g. drop=0.05,duplicate=0.02,delay=0.5,"
+                          "reorder=0.01,crash=0.001 (docs/reliability.md)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--out", metavar="DIR",
                      help="write summary.json, trace.jsonl, timeseries.csv, agents.csv, "
@@ -188,7 +191,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ScenarioError(f"--interval must be a number of seconds > 0 and at most "
                             f"{MAX_INTERVAL:g}, got {args.interval:g}")
     request = check_request(args.scenario, seed=args.seed, mode=args.mode,
-                            time_scale=args.time_scale, **params)
+                            time_scale=args.time_scale, faults=args.faults, **params)
     if args.out:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
     if (args.port != 8765 or args.paused) and not args.view:
@@ -294,6 +297,10 @@ def summary_lines(summary: dict[str, Any], module: Any = None) -> list[str]:
              if v is not None and not isinstance(v, (list, dict))}
     if shown:
         lines.append("  metrics: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+    faults = summary.get("faults")
+    if faults:
+        lines.append(f"  faults ({faults['plan']}): " + ", ".join(
+            f"{n} {word}" for word, n in faults.items() if word != "plan"))
     if summary["behaviour_errors"]:
         lines.append(f"  {_count(summary['behaviour_errors'], 'behaviour error')} (see the "
                      "trace's error records)")

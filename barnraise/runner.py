@@ -44,6 +44,7 @@ import scenarios
 from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
 from actors.world import Simulation
 from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
+from sim.dispatch import Faults, FaultsError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
 from sim.trace import Trace
 
@@ -273,12 +274,18 @@ class Request:
 
 
 def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
-                  time_scale: float | None = None, **params: Any) -> Request:
+                  time_scale: float | None = None,
+                  faults: str | Mapping[str, Any] | Faults | None = None,
+                  **params: Any) -> Request:
     """Everything :func:`run` checks before it starts, and nothing more: ScenarioError
     names what is wrong (unknown scenario or parameter, a value that does not
-    convert, a bad seed, mode or time scale)."""
+    convert, a bad seed, mode, time scale or fault plan)."""
     if mode not in ("deterministic", "realtime"):
         raise ScenarioError(f"mode must be deterministic or realtime, got {mode!r}")
+    try:
+        plan = Faults.parse(faults)
+    except FaultsError as exc:
+        raise ScenarioError(str(exc)) from None
     if time_scale is not None:
         if mode != "realtime":
             raise ScenarioError("time_scale applies to realtime mode only")
@@ -296,6 +303,8 @@ def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
         options.setdefault("time_scale", 50.0)
         if time_scale is not None:
             options["time_scale"] = float(time_scale)
+    if plan is not None:
+        options["faults"] = plan
     return Request(scenario, module, seed, mode, values, options)
 
 
@@ -316,6 +325,7 @@ def run(
     *,
     progress: Callable[[float], None] | None = None,
     time_scale: float | None = None,
+    faults: str | Mapping[str, Any] | Faults | None = None,
     record: bool = True,
     interval: float = DEFAULT_INTERVAL,
     frame_size: int = 0,
@@ -334,8 +344,13 @@ def run(
     for :func:`sim.plots.canvas_animation`. Recording does not change the trace.
     ``check_metrics`` also reads every task at every interval sample and compares
     the counts the events moved with them (``RunResult.metrics.drift``; slower).
+
+    ``faults`` is a fault plan (``"drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"``,
+    a dict or a :class:`sim.dispatch.Faults`; docs/reliability.md): drawn from the
+    seed, recorded in the trace, and reported in the summary's ``faults``.
     """
-    request = check_request(scenario, seed, mode, time_scale=time_scale, **params)
+    request = check_request(scenario, seed, mode, time_scale=time_scale, faults=faults,
+                            **params)
     if record:
         _check_recording(interval, frame_size)
     return run_request(request, progress=progress, record=record, interval=interval,
@@ -399,6 +414,7 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             "behaviour_errors": stats.behaviour_errors,
             "run_end": ending.reason, "waiting": [str(w) for w in ending.waiters],
             "metrics": metrics,
+            "faults": _faults_summary(simu),
         }
         summary["success"] = bool(module.check(summary))
         # What shutting down records (unregistrations dropped as offline) is not
@@ -406,6 +422,23 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
         simu.dispatcher.trace.enabled = False
         return RunResult(summary, simu.dispatcher.trace, world["canvas"], world["claims"],
                          world["tasks"], recorded)
+
+
+#: The summary's names for what an injector counts (sim.dispatch.FAULT_KINDS).
+_FAULT_WORDS = {"drop": "dropped", "duplicate": "duplicated", "delay": "delayed",
+                "reorder": "reordered", "crash": "crashed"}
+
+
+def _faults_summary(simu: Simulation) -> dict[str, Any] | None:
+    """What the fault plan injected and what was recovered; None without a plan."""
+    d = simu.dispatcher
+    if d.injector is None:
+        return None
+    counts = d.injector.summary()
+    out: dict[str, Any] = {"plan": str(d.faults)}
+    out.update({_FAULT_WORDS[k]: n for k, n in counts.items()})
+    out["restarted"] = d.injector.restarts
+    return out
 
 
 def _world(simu: Simulation, session_id: str | None) -> dict[str, Any]:

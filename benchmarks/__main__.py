@@ -1,7 +1,8 @@
 """``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
 
-SECTION is runtime, world, scenarios, validation, sweep, gateway or view (repeatable; all
-by default; gateway needs the gateway extra, view the view extra and Debian's chromium).
+SECTION is runtime, world, scenarios, validation, sweep, faults, gateway or view
+(repeatable; all by default; gateway needs the gateway extra, view the view extra and
+Debian's chromium).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import (
+    faults_bench,
     regions_bench,
     runtime,
     scenarios_bench,
@@ -23,7 +25,8 @@ from benchmarks import (
     validation_bench,
 )
 
-SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "gateway", "view")
+SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "faults", "gateway",
+            "view")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -61,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["validation"] = validation_bench.run(quick=args.quick)
     if "sweep" in sections:
         result["sweep"] = sweep_bench.run_section(args.quick)
+    if "faults" in sections:
+        result["faults"] = faults_bench.run(quick=args.quick)
     if "gateway" in sections:
         from benchmarks import gateway_bench  # needs the gateway extra
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import numpy as np
 
@@ -96,10 +96,20 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
     the session grants rather than opens (the architect's, by default).
     """
     simu.grant(session_id, agent_id, role)
-    agent: Participant = simu.dispatcher.spawn(
+    agent: Participant = simu.supervisor.start_child(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
         behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params)
     return agent
+
+
+P = TypeVar("P", bound=Participant)
+
+
+def current(agent: P) -> P:
+    """``agent``'s current incarnation: after a crash, its supervisor puts a fresh actor
+    under the same name (actors/supervisor.py), and the old object is left behind."""
+    now = agent.dispatcher.actors.get(agent.name, agent)
+    return now if isinstance(now, type(agent)) else agent
 
 
 def total(agents: Iterable[Participant], key: str) -> Any:

@@ -234,7 +234,7 @@ def encode_content(content: dict[str, Any], max_bytes: int = DEFAULT_MAX_CONTENT
     """Canonical JSON of a content object; checks that it is JSON and not too large."""
     try:
         data = _encoder.encode(content)
-    except (TypeError, msgspec.EncodeError) as exc:
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
         raise MessageError("content", f"not JSON-encodable: {exc}") from None
     if len(data) > max_bytes:
         raise MessageError("content", f"{len(data)} bytes encoded, over the limit of {max_bytes}")
@@ -247,7 +247,7 @@ def canonical_bytes(message: Message) -> bytes:
         message = msgspec.structs.replace(message, signature=None)
     try:
         return _encoder.encode(message)
-    except (TypeError, msgspec.EncodeError) as exc:
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
         raise MessageError("content", f"not JSON-encodable: {exc}") from None
 
 
@@ -272,7 +272,7 @@ def encode(message: Message, secret: bytes | None = None) -> bytes:
         message = sign(message, secret)
     try:
         return _encoder.encode(message)
-    except (TypeError, msgspec.EncodeError) as exc:
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
         raise MessageError("content", f"not JSON-encodable: {exc}") from None
 
 

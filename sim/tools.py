@@ -380,7 +380,7 @@ def prepare_call(name: str, args: Mapping[str, Any],
     # call changes nothing in the world; what is not JSON data is refused here.
     try:
         fresh: dict[str, Any] = _copy_builtins(args)
-    except (TypeError, msgspec.EncodeError) as exc:
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
         return fail("invalid_argument", "arguments must be JSON data (objects with string "
                     f"keys, lists, strings, numbers, true/false, null): {exc}")
     if bound_session is not None and name in _TAKES_SESSION and "session_id" not in fresh:

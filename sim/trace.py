@@ -1,4 +1,4 @@
-"""The run trace: one record per delivery, drop, domain event and error.
+"""The run trace: one record per delivery, drop, domain event, error and injected fault.
 
 A record is ``(seq, t, kind, sender, recipient, type, content)`` where
 ``content`` is canonical JSON bytes and ``seq`` is the record's place in the
@@ -27,12 +27,14 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-__all__ = ["DELIVER", "DROP", "ERROR", "EVENT", "EventListener", "Trace", "TraceRecord"]
+__all__ = ["DELIVER", "DROP", "ERROR", "EVENT", "FAULT", "EventListener", "Trace", "TraceRecord"]
 
 DELIVER: Final = "deliver"
 DROP: Final = "drop"
 EVENT: Final = "event"
 ERROR: Final = "error"
+#: An injected fault (``sim.dispatch.faults``): its type is the fault, drop, delay, ...
+FAULT: Final = "fault"
 
 _encoder: Final = msgspec.json.Encoder(order="sorted")
 _line_decoder: Final = msgspec.json.Decoder(

@@ -7,8 +7,13 @@ from typing import Any
 
 import pykka
 import pytest
+from hypothesis import settings
 
 from sim.dispatch import Dispatcher, make_dispatcher
+
+# `python -m pytest --hypothesis-profile=long` runs the property tests and the bad-input
+# campaign (tests/test_campaign.py) twenty times deeper than the default CI run.
+settings.register_profile("long", max_examples=2000, stateful_step_count=50)
 
 MODES = ("deterministic", "realtime")
 

@@ -16,6 +16,9 @@ Inputs (``agent.params``):
 ``threshold``, ``max_iterations``  the cluster's approval score (7) and rounds (3)
 ``max_repairs`` repairs and rebuilds after which the architect gives up (default 1000)
 
+Restarted after a crash (``agent.resuming``), it rebuilds what it knows from the
+task queue (:func:`resume_plan`) and goes on.
+
 The architect follows the build through the session's ``task_completed`` events
 (``outcome["progress"]``: simulated time and tasks completed, one entry per event)
 and decides on the task results the task queue sends it.
@@ -35,13 +38,16 @@ order) and ``first_review_approval_rate``.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from actors.agents.participant import Participant
+from actors.base import WaitTimeout
 
-__all__ = ["architect", "plan_blocks"]
+__all__ = ["ResumePlan", "architect", "finished_tasks", "plan_blocks", "resume_plan"]
 
 
 def plan_blocks(blueprint: np.ndarray[Any, Any], block: int) -> list[dict[str, int]]:
@@ -54,6 +60,93 @@ def plan_blocks(blueprint: np.ndarray[Any, Any], block: int) -> list[dict[str, i
             if blueprint[y:y + h, x:x + w].any():
                 blocks.append({"x": x, "y": y, "width": w, "height": h})
     return blocks
+
+
+async def finished_tasks(agent: Participant, open_ids: set[str]) -> list[dict[str, Any]]:
+    """The records of the tasks in ``open_ids`` that have finished (completed, failed or
+    cancelled), from the task queue: what their ``task_result`` letters would have said."""
+    queue = await agent.call("task_get_queue", filter={"status": "all"})
+    return [task for task in queue.get("tasks", ())
+            if task["task_id"] in open_ids
+            and task.get("status") in ("completed", "failed", "cancelled")]
+
+
+@dataclass
+class ResumePlan:
+    """What a restarted architect learns from the task queue (see :func:`resume_plan`)."""
+
+    start: float
+    next_block: int
+    passed: int = 0
+    repairs: int = 0
+    rebuilds: int = 0
+    rebuild: list[int] = field(default_factory=list)  # blocks to delegate afresh
+    repair: list[tuple[int, list[Any]]] = field(default_factory=list)  # (block, cells)
+
+
+async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting: dict[str, int],
+                      builds: dict[str, tuple[int, str]], heard: set[str],
+                      sequential: bool = False) -> ResumePlan:
+    """Rebuild a restarted architect's state from the tasks it delegated (its resume hook).
+
+    Per block: passed if a test of it completed; else its open test (pending, in
+    progress, or waiting for a build that may still finish) goes back into
+    ``waiting`` (and that build into ``builds``); else the newest test failed
+    (order a repair of its defects) or died with its build, or none was ever
+    delegated (delegate the block afresh). ``heard`` gets every completed task.
+    """
+    queue = await agent.call("task_get_queue", filter={"status": "all"})
+    mine = [t for t in queue.get("tasks", ()) if t.get("delegated_by") == agent.name]
+    index = {_key(b): i for i, b in enumerate(blocks)}
+    by_id = {t["task_id"]: t for t in mine}
+    plan = ResumePlan(start=min((t["created_at"] for t in mine), default=agent.now),
+                      next_block=0)
+    tests: dict[int, list[dict[str, Any]]] = {}
+    started: set[int] = set()
+    for t in mine:
+        if t["status"] == "completed":
+            heard.add(t["task_id"])
+        if t["type"] == "test":
+            i = index.get(_key(t.get("payload", {}).get("region") or {}))
+            if i is not None:
+                tests.setdefault(i, []).append(t)
+                started.add(i)
+        elif t.get("region") is not None and _key(t["region"]) in index:
+            i = index[_key(t["region"])]
+            started.add(i)
+            if t.get("payload", {}).get("cells"):
+                plan.repairs += 1
+            else:
+                plan.rebuilds += 1
+    plan.rebuilds = max(0, plan.rebuilds - len(started))
+    # every block is due at once, but in sequential order only those begun and the next
+    plan.next_block = (max(started, default=-1) + 1 if sequential else len(blocks))
+    for i in range(plan.next_block):
+        mine_i = sorted(tests.get(i, ()), key=lambda t: (t.get("completed_at") or math.inf,
+                                                          t["created_at"]))
+        if any(t["status"] == "completed" for t in mine_i):
+            plan.passed += 1
+            continue
+        live = None
+        for t in mine_i:
+            deps = [by_id.get(d) for d in t.get("dependencies", ())]
+            dead = any(d is not None and d["status"] in ("failed", "cancelled") for d in deps)
+            if t["status"] in ("pending", "in_progress", "blocked") and not dead:
+                live = t
+                for d in deps:
+                    if d is not None and d["status"] not in ("completed", "failed", "cancelled"):
+                        builds[d["task_id"]] = (i, t["task_id"])
+        if live is not None:
+            waiting[live["task_id"]] = i
+        elif mine_i and mine_i[-1]["status"] == "failed":
+            plan.repair.append((i, mine_i[-1].get("result", {}).get("defects", [])))
+        else:
+            plan.rebuild.append(i)
+    return plan
+
+
+def _key(region: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(region.get(k) for k in ("x", "y", "width", "height"))
 
 
 async def architect(agent: Participant) -> None:
@@ -105,23 +198,61 @@ async def architect(agent: Participant) -> None:
     # Sequential: one block at a time, the next delegated once this one's test has
     # passed (repairs included). Task dependencies cannot say "after the block
     # passes": a failed test would block the next build for good.
-    next_block = 1 if strategy == "sequential" else len(blocks)
-    for i in range(min(next_block, len(blocks))):
-        await delegate_block(i)
+    async def order_repair(i: int, cells: list[Any]) -> None:
+        outcome["repairs"] += 1
+        repair = await agent.call(
+            "task_delegate", target_agent_id=builder_for(i),
+            task_type="build", region=blocks[i], payload={"cells": cells}, priority="high",
+            description=f"repair block {i}: {len(cells)} cells")
+        await delegate_test(i, repair["task_id"], "retest")
 
-    completed = 0
+    heard: set[str] = set()  # tasks whose task_completed event has come
+    if agent.resuming:
+        # Restarted after a crash: what was delegated, passed and still open is in
+        # the task queue, not in memory (see resume_plan).
+        plan = await resume_plan(agent, blocks, waiting, builds, heard,
+                                 sequential=strategy == "sequential")
+        start = plan.start
+        next_block = plan.next_block
+        outcome.update(repairs=plan.repairs, rebuilds=plan.rebuilds,
+                       tests_passed=plan.passed)
+        outcome["progress"].append([round(agent.now, 6), len(heard)])
+        for i in plan.rebuild:
+            await delegate_block(i)
+        for i, cells in plan.repair:
+            await order_repair(i, cells)
+    else:
+        next_block = 1 if strategy == "sequential" else len(blocks)
+        for i in range(min(next_block, len(blocks))):
+            await delegate_block(i)
+
+    # Under faults a result may be lost: with none come for a while, the architect
+    # reads the results of its open tasks from the task queue instead. A result
+    # heard twice (a duplicate, or read after it came) counts once: each is taken
+    # out of ``waiting`` / ``builds`` when first heard.
+    faults = agent.dispatcher.faults
+    poll = None if faults is None else 4 * faults.retry
+    backlog: list[dict[str, Any]] = []
     while waiting:
-        # Every result comes here, builds' too: left unread they would fill the
-        # stash (at 1,000 agents, 509 of them ended as dead letters).
-        message = await agent.receive(
-            lambda m: m.message_type == "task_result"
-            or m.content.get("event") == "task_completed",
-            description="a test result")
-        result = message.content
-        if message.message_type != "task_result":
-            completed += 1
-            outcome["progress"].append([round(agent.now, 6), completed])
-            continue
+        if backlog:
+            result = backlog.pop(0)
+        else:
+            # Every result comes here, builds' too: left unread they would fill the
+            # stash (at 1,000 agents, 509 of them ended as dead letters).
+            try:
+                message = await agent.receive(
+                    lambda m: m.message_type == "task_result"
+                    or m.content.get("event") == "task_completed",
+                    timeout=poll, description="a test result")
+            except WaitTimeout:
+                backlog.extend(await finished_tasks(agent, {*waiting, *builds}))
+                continue
+            result = message.content
+            if message.message_type != "task_result":
+                if result.get("task_id") not in heard:
+                    heard.add(str(result.get("task_id")))
+                    outcome["progress"].append([round(agent.now, 6), len(heard)])
+                continue
         if result.get("task_id") in builds:
             index, test_id = builds.pop(result["task_id"])
             record = result.get("result") or {}
@@ -149,13 +280,7 @@ async def architect(agent: Participant) -> None:
             continue
         if outcome["repairs"] + outcome["rebuilds"] >= max_repairs:
             break
-        outcome["repairs"] += 1
-        cells = result.get("result", {}).get("defects", [])
-        repair = await agent.call(
-            "task_delegate", target_agent_id=builder_for(index),
-            task_type="build", region=blocks[index], payload={"cells": cells}, priority="high",
-            description=f"repair block {index}: {len(cells)} cells")
-        await delegate_test(index, repair["task_id"], "retest")
+        await order_repair(index, result.get("result", {}).get("defects", []))
 
     outcome["makespan"] = round(agent.now - start, 6)
     if strategy == "cluster":

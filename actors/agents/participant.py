@@ -7,7 +7,7 @@ from typing import Any
 
 from actors.base import Agent
 
-__all__ = ["Behaviour", "Participant", "accept_next", "start_next"]
+__all__ = ["Behaviour", "Participant", "accept_next", "my_ready_tasks", "start_next"]
 
 Behaviour = Callable[["Participant"], Coroutine[Any, Any, Any]]
 
@@ -54,10 +54,40 @@ class Participant(Agent):
         self.joined: dict[str, Any] = {}
         #: Tasks assigned before they were ready, by id, until they are unblocked.
         self.parked_tasks: dict[str, dict[str, Any]] = {}
+        #: After a restart: ready tasks read from the task queue, taken before new mail.
+        self.resumed_tasks: list[dict[str, Any]] = []
 
     def on_start(self) -> None:
         super().on_start()
-        self.start_behaviour(_life, name=self.role)
+        self.start_behaviour(_resume if self.resuming else _life, name=self.role)
+
+
+async def _resume(agent: Participant) -> None:
+    """A member restarted after a crash: it is still a member (a crash is not a leave),
+    so it binds to its session and runs its behaviour again, which rebuilds from the
+    world's state (``Agent.resuming``). One that crashed before it had joined joins."""
+    args: dict[str, Any] = {"session_id": agent.target_session, "agent_name": agent.agent_name,
+                            "role": agent.role, "capabilities": list(agent.capabilities)}
+    if agent.invite_token is not None:
+        args["invite_token"] = agent.invite_token
+    joined = await agent.call("session_join", **args)
+    if not joined.get("success") and joined.get("error") != "name_taken":
+        agent.outcome = {"error": joined.get("error"), "message": joined.get("message")}
+        return
+    agent.session_id = agent.target_session
+    agent.joined = joined if joined.get("success") else {
+        "success": True, "session_id": agent.target_session, "resumed": True}
+    # Its tasks in progress went back to pending when it crashed; they, and any
+    # assigned meanwhile, are its to do (accept_next takes these first).
+    agent.resumed_tasks.extend(await my_ready_tasks(agent))
+    await agent.behaviour(agent)
+
+
+async def my_ready_tasks(agent: Participant) -> list[dict[str, Any]]:
+    """The tasks assigned to ``agent`` that are ready to start, from the task queue."""
+    queue = await agent.call("task_get_queue", filter={"assigned_to": agent.name,
+                                                       "status": "pending"})
+    return list(queue.get("tasks", ()))
 
 
 async def _life(agent: Participant) -> None:
@@ -91,20 +121,33 @@ async def accept_next(agent: Participant, types: frozenset[str],
     """
     parked = agent.parked_tasks
     while True:
-        message = await agent.receive(
-            lambda m: m.message_type == "task_assignment"
-            or m.content.get("event") == "task_unblocked",
-            daemon=True, description="a task to do")
-        content = message.content
-        if message.message_type == "task_assignment":
-            task = content
+        if agent.resumed_tasks:
+            task = agent.resumed_tasks.pop(0)
             if task.get("type") not in types:
                 continue
         else:
-            key = str(content.get("task_id"))
-            if key not in parked:
-                continue
-            task = parked.pop(key)
+            # Under faults an assignment or an unblocking may be lost; the task queue
+            # then sends each ready task's assignment again until it is accepted, and
+            # a second copy of one already accepted is refused (invalid_transition).
+            message = await agent.receive(
+                lambda m: m.message_type == "task_assignment"
+                or m.content.get("event") == "task_unblocked",
+                daemon=True, description="a task to do")
+            content = message.content
+            if message.message_type == "task_assignment":
+                task = content
+                if task.get("type") not in types:
+                    continue
+            else:
+                key = str(content.get("task_id"))
+                if key in parked:
+                    task = parked.pop(key)
+                elif agent.resuming:
+                    # Parked by the incarnation before a crash: the record is in the queue.
+                    agent.resumed_tasks.extend(await my_ready_tasks(agent))
+                    continue
+                else:
+                    continue
         result = await accept(agent, task)
         if result.get("error") == "invalid_transition":
             parked[task["task_id"]] = task

@@ -78,7 +78,7 @@ def _fingerprint(tool: str, args: Mapping[str, Any]) -> bytes:
     """What makes two calls the same call: the tool and its arguments, canonically."""
     try:
         return tool.encode() + b"\0" + _fingerprint_encoder.encode(args)
-    except (TypeError, msgspec.EncodeError):
+    except (TypeError, ValueError, msgspec.EncodeError):
         return tool.encode() + b"\0" + repr(sorted(args.items())).encode()
 
 

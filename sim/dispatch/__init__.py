@@ -12,6 +12,8 @@ concern:
 * ``sim.dispatch.deterministic``: :class:`DeterministicDispatcher`, one heap
   ordered by ``(time, -priority, seq)``, handlers called in turn on the
   thread that runs it, virtual time; same seed, same trace digest;
+* ``sim.dispatch.faults``: :class:`Faults`, a seeded fault plan, and the
+  injector that a dispatcher given one routes every agent's letters through;
 * ``sim.dispatch.realtime``: :class:`RealtimeDispatcher`, every actor a pykka
   ``ThreadingActor``, one timer thread, wall time times ``time_scale``;
 * ``sim.dispatch.gate``: :class:`Gate`, which a viewer puts in front of the
@@ -26,6 +28,7 @@ from typing import Any
 
 from sim.dispatch.core import Dispatcher
 from sim.dispatch.deterministic import DeterministicDispatcher
+from sim.dispatch.faults import FAULT_KINDS, Faults, FaultsError
 from sim.dispatch.gate import Gate, GateClosed
 from sim.dispatch.realtime import RealtimeDispatcher
 from sim.dispatch.values import (
@@ -45,10 +48,13 @@ from sim.seeds import seed_for
 __all__ = [
     "DELIVERED",
     "DROPPED",
+    "FAULT_KINDS",
     "OFFLINE",
     "DeterministicDispatcher",
     "Dispatcher",
     "Endpoint",
+    "Faults",
+    "FaultsError",
     "Gate",
     "GateClosed",
     "RealtimeDispatcher",

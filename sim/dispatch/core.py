@@ -13,6 +13,7 @@ this module never imports ``actors``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import secrets
 import threading
@@ -25,6 +26,7 @@ import msgspec
 import numpy as np
 
 from sim.clock import VirtualClock, WallClock
+from sim.dispatch.faults import FaultInjector, Faults
 from sim.dispatch.values import (
     DROPPED,
     DeadReason,
@@ -53,7 +55,7 @@ from sim.messages import (
     topic_name,
     verify,
 )
-from sim.trace import DELIVER, DROP, ERROR, Trace
+from sim.trace import DELIVER, DROP, ERROR, FAULT, Trace
 
 __all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher"]
 
@@ -97,6 +99,7 @@ class Dispatcher:
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         trace: bool = True,
         dead_letter_log: int = 10_000,
+        faults: Faults | str | Mapping[str, Any] | None = None,
     ) -> None:
         if type(seed) is not int or seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {seed!r}")
@@ -122,6 +125,8 @@ class Dispatcher:
         self._subs_by_id: dict[str, tuple[str, _Subscription]] = {}
         self._offline: set[str] = set()
         self._session_of: dict[str, str] = {}  # agent -> its session, for its error topic
+        self._watchers: dict[str, list[str]] = {}  # watched -> who gets its terminated notice
+        self._retired: list[Endpoint] = []  # crashed incarnations replaced by respawn()
         self._lock = threading.Lock()  # guards topology changes, never delivery
         self._dead: Counter[str] = Counter()
         self.dead_letters: deque[tuple[str, Message]] = deque(maxlen=dead_letter_log)
@@ -130,6 +135,22 @@ class Dispatcher:
         #: the letters they take instead of handling them. Never set in deterministic
         #: mode, whose loop a ``Gate`` holds instead.
         self.holding = False
+        #: The fault plan in force (None: no faults, and routing is the plain one).
+        self.faults: Faults | None = Faults.parse(faults)
+        self.injector: FaultInjector | None = None
+        #: Called with an actor's name when it crashes (the supervision layer sets
+        #: it); True means it will be brought back. Without one, or on False, the
+        #: crashed actor stays stopped and its watchers are told.
+        self.crash_handler: Callable[[str], bool] | None = None
+        if self.faults is not None:
+            self.injector = FaultInjector(self, self.faults, self._route_one)
+            if self.faults.messages:
+                # Instance attributes shadow the methods: a dispatcher without a
+                # plan keeps the plain ones and pays nothing for this.
+                self._route_one = self.injector.route  # type: ignore[method-assign]
+                self._route_batch = functools.partial(  # type: ignore[method-assign]
+                    Dispatcher._route_batch, self)
+                self.post = self.injector.post  # type: ignore[method-assign]
 
     # -- identity and time -------------------------------------------------------
 
@@ -174,6 +195,8 @@ class Dispatcher:
                 self._agents[name] = actor
                 self._by_type.setdefault(actor.agent_type, {})[name] = actor
         self._start(actor)
+        if self.injector is not None and actor.agent_type is not None:
+            self.injector.arm_crash(actor)
         return actor
 
     def _start(self, actor: Endpoint) -> None:
@@ -191,11 +214,17 @@ class Dispatcher:
         """
         yield
 
-    def stop_actor(self, name: str) -> None:
-        """Stop one actor now; mail still queued for it, and any later, is dead ``offline``."""
+    def stop_actor(self, name: str, reason: str = "stopped") -> None:
+        """Stop one actor now, for good; mail still queued for it, and any later, is dead
+        ``offline``. Whoever watches it (:meth:`watch`) gets its ``terminated`` notice."""
         actor = self.actor(name)
         if actor.stopped:
             return
+        self._halt(actor)
+        self.announce_terminated(name, reason)
+
+    def _halt(self, actor: Endpoint) -> None:
+        name = actor.name
         actor.stopped = True
         with self._lock:
             self._offline.add(name)
@@ -203,6 +232,94 @@ class Dispatcher:
             if actor.agent_type is not None:
                 self._by_type.get(actor.agent_type, {}).pop(name, None)
         self._stop(actor)
+
+    # -- crashes, restarts and death watch -----------------------------------------------
+
+    def crash(self, name: str, reason: str = "crash", *, supervised: bool = False) -> None:
+        """Crash actor ``name``: it stops at once and loses its mailbox and its memory.
+
+        Its subscriptions go with it (a new incarnation subscribes again); its
+        ``on_stop`` sees ``crashed`` set and says no goodbyes. Then
+        :attr:`crash_handler` (a supervisor) decides whether it comes back
+        (:meth:`respawn`); with no handler, or one that returns False, it is
+        stopped for good and its watchers are told. ``supervised``: the caller is
+        the supervisor and decides itself (an all-for-one restart crashes the
+        rest of a group this way); the handler is not asked.
+        """
+        actor = self.actor(name)
+        if actor.stopped:
+            return
+        actor.crashed = True
+        self.trace.append(self.now, FAULT, name, name, "crash",
+                          _encode_obj({"agent": name, "reason": reason}))
+        with self._lock:
+            for sid, (topic, sub) in list(self._subs_by_id.items()):
+                if sub.endpoint is actor:
+                    self._subs_by_id.pop(sid)
+                    remaining = tuple(x for x in self._topics.get(topic, ()) if x is not sub)
+                    if remaining:
+                        self._topics[topic] = remaining
+                    else:
+                        self._topics.pop(topic, None)
+        self._halt(actor)
+        if supervised:
+            return
+        handler = self.crash_handler
+        if handler is None or not handler(name):
+            self.announce_terminated(name, reason)
+
+    def respawn(self, name: str, actor: Endpoint) -> None:
+        """Put ``actor``, a fresh incarnation, in the place of the stopped actor ``name``.
+
+        It gets the name, the routing and mail from now on; nothing of the old
+        one's mailbox or memory. The supervision layer calls this.
+        """
+        old = self.actor(name)
+        if not old.stopped:
+            raise ValueError(f"{name!r} is running; only a stopped actor is replaced")
+        actor.a2a_bind(self, name)
+        with self._lock:
+            self._retired.append(old)
+            self._endpoints[name] = actor
+            self._offline.discard(name)
+            if actor.agent_type is not None:
+                self._agents[name] = actor
+                self._by_type.setdefault(actor.agent_type, {})[name] = actor
+        self._start(actor)
+        if self.injector is not None and actor.agent_type is not None:
+            self.injector.arm_crash(actor)
+
+    def watch(self, watcher: str, watched: str) -> None:
+        """Have ``watcher`` told when ``watched`` stops for good: a ``status_update`` whose
+        content is ``{"event": "terminated", "agent_id": watched, "reason": ...}``.
+
+        An actor already stopped for good is reported at once. A crash that its
+        supervisor repairs is not an end: watchers hear only of the last one.
+        """
+        self.actor(watcher)
+        target = self.actor(watched)
+        with self._lock:
+            self._watchers.setdefault(watched, []).append(watcher)
+        if target.stopped and not getattr(target, "crashed", False):
+            self.announce_terminated(watched, "stopped")
+
+    def unwatch(self, watcher: str, watched: str) -> None:
+        with self._lock:
+            names = self._watchers.get(watched, [])
+            if watcher in names:
+                names.remove(watcher)
+
+    def announce_terminated(self, name: str, reason: str) -> None:
+        """Tell ``name``'s watchers it has stopped for good (once; they are then forgotten)."""
+        with self._lock:
+            watchers = self._watchers.pop(name, [])
+        for watcher in watchers:
+            endpoint = self._endpoints.get(watcher)
+            if endpoint is not None and not endpoint.stopped:
+                message = self.message(SYSTEM, watcher, "status_update",
+                                       {"event": "terminated", "agent_id": name,
+                                        "reason": reason}, priority=Priority.HIGH)
+                self._route_one(endpoint, message, _encode_content(message.content))
 
     def _stop(self, actor: Endpoint) -> None:
         raise NotImplementedError
@@ -290,7 +407,7 @@ class Dispatcher:
         """
         try:
             encoded = _encode_content(message.content)
-        except (TypeError, msgspec.EncodeError):
+        except (TypeError, ValueError, msgspec.EncodeError):
             encoded = encode_content(message.content)  # raises the MessageError
         if len(encoded) > self.max_content_bytes:
             encode_content(message.content, self.max_content_bytes)
@@ -324,7 +441,7 @@ class Dispatcher:
             content = {}
         try:
             encoded = _encode_content(content)
-        except (TypeError, msgspec.EncodeError):
+        except (TypeError, ValueError, msgspec.EncodeError):
             encoded = encode_content(content)  # raises the MessageError
         if len(encoded) > self.max_content_bytes:
             encode_content(content, self.max_content_bytes)

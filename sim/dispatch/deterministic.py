@@ -310,7 +310,7 @@ class DeterministicDispatcher(Dispatcher):
         endpoints = list(self._endpoints.values())
         return Statistics(
             mode=self.mode, now=self.clock.now, actors=len(endpoints),
-            delivered=sum(a.delivered for a in endpoints),
+            delivered=sum(a.delivered for a in [*endpoints, *self._retired]),
             queued=sum(a.pending for a in endpoints),
             dead_letters=dict(self._dead),
             behaviour_errors=self.behaviour_errors, pending_timers=pending_timers,

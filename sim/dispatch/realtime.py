@@ -301,7 +301,7 @@ class RealtimeDispatcher(Dispatcher):
         sends is offered first.) Zero is therefore never a false idle.
         """
         handled = 0
-        for actor in list(self._endpoints.values()):
+        for actor in [*self._endpoints.values(), *self._retired]:
             handled += actor.handled
         released = self._released_work.read()
         live = self._timers.live
@@ -355,7 +355,7 @@ class RealtimeDispatcher(Dispatcher):
         actors = list(self._endpoints.values())
         return Statistics(
             mode=self.mode, now=self.clock.now, actors=len(actors),
-            delivered=sum(a.delivered for a in actors),
+            delivered=sum(a.delivered for a in [*actors, *self._retired]),
             queued=sum(len(a.actor_inbox) for a in actors), dead_letters=dict(self._dead),
             behaviour_errors=self.behaviour_errors, pending_timers=self._timers.pending(),
             trace_records=len(self.trace),
@@ -370,6 +370,6 @@ class RealtimeDispatcher(Dispatcher):
         for name in list(self._endpoints):
             self.stop_actor(name)
         deadline = time.monotonic() + timeout
-        for actor in list(self._endpoints.values()):
+        for actor in [*self._endpoints.values(), *self._retired]:
             actor.actor_stopped.wait(max(0.0, deadline - time.monotonic()))  # type: ignore[attr-defined]
         self._timers.close(max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,253 @@
+"""Supervision: restart crashed agents with backoff, within limits, or give up and say so.
+
+A :class:`Supervisor` is an actor that owns a group of children (agents it
+started with :meth:`Supervisor.start_child`, or other supervisors made with
+:meth:`Supervisor.child_supervisor`). When a child crashes (a behaviour error
+it does not handle, an injected crash, or an agent the registry marks offline:
+all go through ``Dispatcher.crash``), its supervisor:
+
+1. counts the restart against its *intensity limit*: at most ``max_restarts``
+   in any ``within`` simulated seconds. One more, and it *escalates*: its own
+   supervisor restarts the whole group (counting that against its own limit),
+   and the top supervisor, with nobody to ask, reports (a ``supervisor_gave_up``
+   event) and stops the group for good;
+2. waits a *backoff*: ``base * factor ** n`` simulated seconds for the n-th
+   restart in the window, at most ``cap``, times a jitter in ``[1 - jitter,
+   1 + jitter]`` drawn from the supervisor's own seeded stream (so a run
+   replays);
+3. restarts, by its *strategy*: ``one_for_one`` builds a fresh child from the
+   arguments it was first started with; ``all_for_one`` first crashes the
+   rest of the group too, and restarts them all.
+
+A restarted agent has nothing of the old one: no mailbox, no memory, no
+subscriptions. Its ``incarnation`` is one more than before, so its behaviours
+know to resume from the world's state (``Agent.resuming``). The world meanwhile
+treats its work as lost: its tasks in progress go back to pending (with their
+claims released) so that it, or anyone, does them again; the task queue's state
+machine lets each be completed only once.
+
+Death watch is the dispatcher's (``Dispatcher.watch``): a child the group gives
+up on is stopped for good, and its watchers get their ``terminated`` notice.
+Every decision is a domain event on the ``supervision`` topic:
+``child_crashed``, ``child_restarted``, ``supervisor_escalated``,
+``supervisor_gave_up``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from actors.actor import A2AActor
+from sim.messages import Priority
+
+__all__ = ["ROOT", "Backoff", "Supervisor"]
+
+#: The name of the top supervisor a Simulation starts (``simu.supervisor``).
+ROOT: Final = "supervisor"
+
+#: The topic of the supervisors' events.
+TOPIC: Final = "supervision"
+
+Strategy = Literal["one_for_one", "all_for_one"]
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff with jitter: ``min(cap, base * factor ** n)`` times a draw
+    from ``U(1 - jitter, 1 + jitter)``."""
+
+    base: float = 0.5
+    factor: float = 2.0
+    cap: float = 30.0
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        if not (self.base > 0 and self.factor >= 1 and self.cap >= self.base
+                and 0 <= self.jitter < 1):
+            raise ValueError(f"backoff needs base > 0, factor >= 1, cap >= base and "
+                             f"0 <= jitter < 1; got {self}")
+
+    def delay(self, attempt: int, draw: float) -> float:
+        """The wait before restart number ``attempt`` (0, 1, ...); ``draw`` is uniform in [0, 1)."""
+        plain = min(self.cap, self.base * self.factor ** attempt)
+        return plain * (1 - self.jitter + 2 * self.jitter * draw)
+
+
+@dataclass(slots=True)
+class _Child:
+    cls: type[A2AActor] | None  # None: a supervisor of the group
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    incarnation: int = 0
+
+
+class Supervisor(A2AActor):
+    """Owns a group of children; restarts them as its strategy says (module docstring)."""
+
+    def __init__(self, *, strategy: Strategy = "one_for_one", max_restarts: int = 5,
+                 within: float = 60.0, backoff: Backoff | None = None,
+                 parent: str | None = None) -> None:
+        super().__init__(mailbox_capacity=100_000)
+        if strategy not in ("one_for_one", "all_for_one"):
+            raise ValueError(f"strategy must be one_for_one or all_for_one, got {strategy!r}")
+        if max_restarts < 0 or not within > 0:
+            raise ValueError("max_restarts must be >= 0 and within > 0")
+        self.strategy = strategy
+        self.max_restarts = max_restarts
+        self.within = within
+        self.backoff = backoff or Backoff()
+        self.parent = parent
+        self.children: dict[str, _Child] = {}
+        self.restarts: deque[float] = deque()  # times of the restarts in the window
+        #: Every backoff waited, in order: (child, attempt, seconds). For tests and reports.
+        self.delays: list[tuple[str, int, float]] = []
+        self.gave_up = False
+        self._owners: dict[str, Supervisor] = {}  # the tree's child -> supervisor (shared)
+        self._restarting: set[str] = set()
+
+    # -- building the tree --------------------------------------------------------------
+
+    def install(self) -> None:
+        """Make this the top supervisor: the dispatcher's crashes come here."""
+        self.dispatcher.crash_handler = self._crashed_anywhere
+
+    def start_child(self, cls: type[A2AActor], name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Spawn ``cls(*args, **kwargs)`` as ``name`` under this supervisor; return it."""
+        actor = self.dispatcher.spawn(cls, name, *args, **kwargs)
+        self.children[name] = _Child(cls, args, dict(kwargs))
+        self._owners[name] = self
+        return actor
+
+    def child_supervisor(self, name: str, **options: Any) -> Supervisor:
+        """A supervisor whose group is a child of this one (it escalates to this one)."""
+        sup: Supervisor = self.dispatcher.spawn(Supervisor, name, parent=self.name, **options)
+        sup._owners = self._owners
+        self.children[name] = _Child(None, ())
+        self._owners[name] = self
+        return sup
+
+    def supervises(self, name: str) -> bool:
+        """Is ``name`` a child somewhere in this supervisor's tree, not given up on?"""
+        owner = self._owners.get(name)
+        return owner is not None and not owner.gave_up
+
+    # -- crashes ---------------------------------------------------------------------------
+
+    def _crashed_anywhere(self, name: str) -> bool:
+        owner = self._owners.get(name)
+        if owner is None or owner.gave_up:
+            return False  # not supervised: it stays down, and its watchers are told
+        # Handled in the owner's own context (its thread, in realtime mode).
+        self.dispatcher.call_later(0.0, owner, owner._child_crashed, name)
+        return True
+
+    def _child_crashed(self, name: str) -> None:
+        if self.gave_up or name not in self.children:
+            return
+        self.emit(TOPIC, "child_crashed", {"supervisor": self.name, "child": name})
+        self._requeue_work(name)
+        if not self._within_limit():
+            self._escalate()
+            return
+        names = [name]
+        if self.strategy == "all_for_one":
+            for other in self.children:
+                if other != name and self.children[other].cls is not None:
+                    self.dispatcher.crash(other, "all_for_one", supervised=True)
+                    self._requeue_work(other)
+                    names.append(other)
+        attempt = len(self.restarts) - 1
+        wait = self.backoff.delay(attempt, float(self.rng.random()))
+        self.delays.append((name, attempt, wait))
+        for child in names:
+            self._restarting.add(child)
+        self.call_later(wait, lambda: self._restart(names))
+
+    def _within_limit(self) -> bool:
+        now = self.now
+        while self.restarts and now - self.restarts[0] > self.within:
+            self.restarts.popleft()
+        if len(self.restarts) >= self.max_restarts:
+            return False
+        self.restarts.append(now)
+        return True
+
+    def _restart(self, names: list[str]) -> None:
+        if self.gave_up:
+            return
+        d = self.dispatcher
+        for name in names:
+            self._restarting.discard(name)
+            spec = self.children[name]
+            if spec.cls is None or not d.actor(name).stopped:
+                continue
+            spec.incarnation += 1
+            actor = spec.cls(*spec.args, **spec.kwargs)
+            actor.incarnation = spec.incarnation
+            d.respawn(name, actor)
+            if d.injector is not None:
+                d.injector.restarts += 1
+            self.emit(TOPIC, "child_restarted", {"supervisor": self.name, "child": name,
+                                                 "incarnation": spec.incarnation})
+
+    def _requeue_work(self, name: str) -> None:
+        """The world forgets the crashed agent's work in progress (see the module docstring)."""
+        d = self.dispatcher
+        if "tasks" in d.actors:
+            # From the top supervisor, whose name the services trust (see SessionService).
+            d.send(d.message(ROOT, "tasks", "coordination_request",
+                             {"op": "_agent_crashed", "agent_id": name},
+                             priority=Priority.HIGH))
+
+    def _escalate(self) -> None:
+        self.emit(TOPIC, "supervisor_escalated", {"supervisor": self.name,
+                                                  "parent": self.parent})
+        parent = self._owners.get(self.name)
+        if parent is not None:
+            # To the parent, this whole group is one child that crashed.
+            for name, spec in self.children.items():
+                if spec.cls is not None:
+                    self.dispatcher.crash(name, "escalated", supervised=True)
+            self.restarts.clear()
+            self.dispatcher.call_later(0.0, parent, parent._group_failed, self.name)
+            return
+        self.give_up()
+
+    def _group_failed(self, name: str) -> None:
+        child = self._owners_group(name)
+        if child is None or self.gave_up:
+            return
+        if not self._within_limit():
+            child.give_up()
+            self._escalate()
+            return
+        attempt = len(self.restarts) - 1
+        wait = self.backoff.delay(attempt, float(self.rng.random()))
+        self.delays.append((name, attempt, wait))
+        self.dispatcher.call_later(wait, child, child._restart, list(child.children))
+
+    def _owners_group(self, name: str) -> Supervisor | None:
+        actor = self.dispatcher.actors.get(name)
+        return actor if isinstance(actor, Supervisor) else None
+
+    def give_up(self) -> None:
+        """Stop the group for good (its watchers are told) and report it."""
+        if self.gave_up:
+            return
+        self.gave_up = True
+        self.emit(TOPIC, "supervisor_gave_up", {"supervisor": self.name,
+                                                "children": sorted(self.children)})
+        d = self.dispatcher
+        for name, spec in self.children.items():
+            if spec.cls is None:
+                sub = self._owners_group(name)
+                if sub is not None:
+                    sub.give_up()
+                continue
+            actor = d.actor(name)
+            if not actor.stopped:
+                d.stop_actor(name, "supervisor_gave_up")
+            else:
+                d.announce_terminated(name, "supervisor_gave_up")
