@@ -73,6 +73,13 @@ class A2AActor(pykka.ThreadingActor):
     #: (``Dispatcher.crash``), for its supervisor to restart; False (the default)
     #: reports the error and keeps the actor going.
     crash_on_error: bool = False
+    # Class-level defaults that an instance overrides only when it changes them: an
+    # instance with more attributes than CPython's shared key table holds gets a dict
+    # of its own (about 800 bytes more an agent, and a slower spawn of 100,000 agents).
+    #: Set when the actor was crashed (``Dispatcher.crash``): it stopped without goodbyes.
+    crashed: bool = False
+    #: 0 in an actor's first life, n after its n-th restart by a supervisor.
+    incarnation: int = 0
     actor_inbox: PriorityMailbox
     use_daemon_thread = True  # a forgotten shutdown must not hang the interpreter
     _handlers: ClassVar[dict[str, Callable[[Any, Message], None]]] = {}
@@ -90,10 +97,6 @@ class A2AActor(pykka.ThreadingActor):
         self.name = ""
         self.dispatcher: Dispatcher = None  # type: ignore[assignment]  # set by a2a_bind
         self.stopped = False
-        #: Set when the actor was crashed (``Dispatcher.crash``): it stopped without goodbyes.
-        self.crashed = False
-        #: 0 in an actor's first life, n after its n-th restart by a supervisor.
-        self.incarnation = 0
         self.capacity = DEFAULT_CAPACITY
         self.pending = 0  # deterministic mode: letters queued in the dispatcher's heap
         self.delivered = 0

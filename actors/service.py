@@ -30,6 +30,7 @@ member's next call always finds itself known.
 from __future__ import annotations
 
 import inspect
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Final, overload
@@ -44,6 +45,8 @@ from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
 __all__ = ["DEFERRED", "Call", "Deferred", "Member", "SessionInfo", "SessionService"]
 
 _copy: Final = msgspec.to_builtins
+#: Calls whose answers a service keeps under a fault plan, to answer a repeat the same.
+ANSWERS_KEPT: Final = 100_000
 #: The top supervisor (``actors.supervisor.ROOT``): it may tell the services of a crash.
 SUPERVISOR: Final = "supervisor"
 
@@ -131,12 +134,14 @@ class SessionService(A2AActor):
         # answer given, or None while the call is being served. A request sent again
         # (a retry, or a duplicated letter) is answered with the answer it got,
         # never served twice. Without faults nothing is sent twice: no table.
-        self._answers: dict[tuple[str, str], dict[str, Any] | None] | None = None
+        # The last ANSWERS_KEPT calls are remembered: a retry comes within seconds, and
+        # a table of every call of a long run would only grow.
+        self._answers: OrderedDict[tuple[str, str], dict[str, Any] | None] | None = None
 
     def a2a_bind(self, dispatcher: Any, name: str) -> None:
         super().a2a_bind(dispatcher, name)
         if dispatcher.faults is not None:
-            self._answers = {}
+            self._answers = OrderedDict()
 
     # -- requests ---------------------------------------------------------------------
 
@@ -151,11 +156,13 @@ class SessionService(A2AActor):
             key = (message.from_agent, message.metadata.correlation_id)
             if key in answers:
                 answered = answers[key]
-                if answered is not None:  # served: the same answer again
-                    self.reply(message, "coordination_response", answered,
+                if answered is not None:  # served: the same answer again (a copy of it)
+                    self.reply(message, "coordination_response", _copy(answered),
                                priority=Priority.HIGH)
                 return  # still being served: its answer is on the way
             answers[key] = None
+            if len(answers) > ANSWERS_KEPT:
+                answers.popitem(last=False)
         try:
             call = self._admit(message)
             served = self._tool_handlers.get(call.tool)
@@ -225,6 +232,10 @@ class SessionService(A2AActor):
         correlation_id = request.metadata.correlation_id
         if correlation_id is None:
             return
+        if request.from_agent not in SERVICES:
+            # Acknowledged means durable: what the call changed is committed before its
+            # caller can hear the answer (a no-op without a store).
+            self.dispatcher.make_durable(request.from_agent)
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
             # got (a checkpoint's list, a member's capabilities) changes nothing here.

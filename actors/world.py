@@ -28,6 +28,7 @@ part built by the service that owns it, in that service's own context; see
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -52,6 +53,7 @@ from sim.dispatch import (
 )
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
+from sim.store import Store
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
 
@@ -225,6 +227,7 @@ class Simulation:
         trace: bool = True,
         limits: WorldLimits | None = None,
         faults: Faults | str | Mapping[str, Any] | None = None,
+        store: str | os.PathLike[str] | Store | None = None,
     ) -> None:
         """A session world on a ``mode`` dispatcher seeded with ``seed``.
 
@@ -239,6 +242,11 @@ class Simulation:
         ``time_scale`` and ``idle_timeout`` apply to realtime mode, ``latency`` to
         deterministic mode (see the dispatchers); giving one to the other mode is
         a ValueError. The rest go to the dispatcher as they are.
+
+        ``store``: keep the run durable in a SQLite store (:mod:`sim.store`): a path
+        for a new store (an existing store is refused, StoreError), or a
+        :class:`~sim.store.Store` the caller opened (the runner, for a resume).
+        In-memory only when None.
         """
         options: dict[str, Any] = {
             "mailbox_capacity": mailbox_capacity, "sign_messages": sign_messages,
@@ -273,6 +281,18 @@ class Simulation:
         self.closed = False
         #: Called with a fraction 0..1 when a scenario reports progress (CLI bar).
         self.progress: Callable[[float], None] | None = None
+        #: The durable store of the run (None: in memory only).
+        self.store: Store | None = None
+        self._owns_store = False
+        if store is not None:
+            if not isinstance(store, Store):
+                store = Store.create(store, seed=seed, mode=mode)
+                self._owns_store = True
+            self.store = store
+            store.attach(d.trace)
+            if mode == "deterministic":
+                store.snapshotter = self.world_state
+            d.durable = store.acknowledge
         #: Seats a scenario's sessions keep for agents from outside, beyond its own crew
         #: (``barnraise serve --scenario`` sets it, so that outsiders can join a live crew).
         self.guest_seats = 0
@@ -280,13 +300,21 @@ class Simulation:
     def __enter__(self) -> Simulation:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
+            # A run that raised is not finished: its store stays readable as interrupted.
+            self._owns_store = False
         self.close()
 
     def close(self) -> None:
         """Stop every actor. Clients still waiting for an answer are woken and get
         ``no_reply`` saying so (rather than waiting out their timeout); later calls too."""
         self.closed = True
+        store = self.store
+        if store is not None and not store.closed:
+            if self._owns_store:
+                store.finish({"virtual_time": self.now}, self.dispatcher.trace_digest)
+            store.close()
         self.dispatcher.shutdown()
         for client in list(self.clients):
             with client._actor.arrived:
@@ -305,6 +333,8 @@ class Simulation:
         """A new outside participant; ``name`` is its agent id (made up if omitted)."""
         agent_id = name or f"agent-{next(self._client_ids)}"
         actor = self.dispatcher.spawn(ClientActor, agent_id)
+        if self.store is not None:
+            self.store.outside.add(agent_id)
         client = Client(self, actor)
         self.clients.append(client)
         return client
@@ -381,6 +411,24 @@ class Simulation:
         coordination = self._in_context(self._coordination, self._coordination.view_of,
                                         session_id, timeout=timeout)
         return WorldView.assemble(at, session, regions, task_part, coordination)
+
+    def world_state(self) -> dict[str, Any]:
+        """Every open session's world as plain data (what a store's snapshot keeps):
+        canvas bytes, members, claims, task statuses and checkpoints, by session id."""
+        out: dict[str, Any] = {}
+        for sid in self.sessions():
+            view = self.view(sid, canvas=True)
+            canvas = view.canvas
+            out[sid] = {
+                "canvas": None if canvas is None else canvas.tobytes(),
+                "shape": None if canvas is None else list(canvas.shape),
+                "members": sorted([m.agent_id, m.name, m.role] for m in view.members),
+                "claims": sorted([c.claim_id, c.agent_id, c.region.to_dict(), c.expires_at]
+                                 for c in view.claims),
+                "tasks": {t.task_id: [t.status, t.assigned_to] for t in view.tasks},
+                "checkpoints": [c.checkpoint_id for c in view.checkpoints],
+            }
+        return out
 
     def _in_context(self, actor: A2AActor, method: Callable[..., T], *args: Any,
                     timeout: float | None = None, **kwargs: Any) -> T:

@@ -13,6 +13,10 @@ real type. Those layers stay importable; names not listed here may change.
     print(result.success, result.summary["completion_percent"])
     result.timeseries()          # per-step metrics, a pandas DataFrame
 
+    barnraise.run("kernel_build", seed=7, store="run.db")   # durable: docs/store.md
+    stored = barnraise.open_run("run.db")
+    stored.status, stored.events(type="task_completed"), stored.canvas()
+
     table = barnraise.sweep("conflict_storm", params={"agents": [2, 4, 8]}, seeds=range(20),
                             engine="processes", workers=2)
 
@@ -28,13 +32,14 @@ from actors.recording import Recorder
 from actors.registry import Registry
 from actors.world import Client, Simulation
 from barnraise.gateway.remote import RemoteClient, RemoteError, connect
-from barnraise.runner import RunResult, list_scenarios, run
+from barnraise.runner import RunResult, list_scenarios, open_run, replay, resume, run
 from barnraise.sweeps import SweepError, sweep
 from scenarios import ParamError, ScenarioError
 from sim.dispatch import Dispatcher, RunReport, make_dispatcher
 from sim.messages import Message, MessageError, Priority, Region
 from sim.metrics import Metrics
 from sim.policy import Policy
+from sim.store import StoredRun, StoreError
 from sim.tools import TOOLS
 from sim.trace import Trace
 from sim.views import WorldView
@@ -62,6 +67,8 @@ __all__ = [
     "RunResult",
     "ScenarioError",
     "Simulation",
+    "StoreError",
+    "StoredRun",
     "SweepError",
     "Trace",
     "WaitTimeout",
@@ -69,6 +76,9 @@ __all__ = [
     "connect",
     "list_scenarios",
     "make_dispatcher",
+    "open_run",
+    "replay",
+    "resume",
     "run",
     "sweep",
 ]

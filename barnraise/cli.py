@@ -2,9 +2,13 @@
 
 Bad input exits 2 without a traceback, before anything runs: an unknown command
 or option gets argparse's usage line and one ``error:`` line; a value the
-scenario refuses, a bad ``--out`` place or a bad sweep option gets one line
-naming it. A run exits 0 when its success check held, 1 when it did not; a sweep
-exits 0 when every run's check held, 1 when one did not.
+scenario refuses, a bad ``--out`` place, a bad sweep option or a path that is not
+a usable store gets one line naming it (and the file is left as it was). A run
+exits 0 when its success check held, 1 when it did not; a sweep exits 0 when
+every run's check held, 1 when one did not. ``resume`` exits like ``run``, and 1
+naming the first differing record when the re-execution does not reproduce the
+stored log; ``replay`` exits 0 when the stored run's trace is reproduced, 1
+naming the first record that differs.
 """
 
 from __future__ import annotations
@@ -18,12 +22,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from barnraise.runner import (
+    ResumeDivergence,
+    RunResult,
     ScenarioError,
+    StoreError,
     check_out_dir,
     check_request,
     describe,
     list_scenarios,
     load,
+    open_store,
+    replay,
+    resume,
     run_request,
 )
 
@@ -68,6 +78,21 @@ def _parser() -> argparse.ArgumentParser:
                      help="--view: the page's port on 127.0.0.1 (0 picks a free one)")
     run.add_argument("--paused", action="store_true",
                      help="--view, deterministic mode: wait for Start on the page")
+    run.add_argument("--store", metavar="PATH",
+                     help="keep the run durable in a SQLite store there (see docs/store.md)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="with --store: replace a store that already holds a run")
+
+    again = commands.add_parser(
+        "resume", help="continue an interrupted deterministic run kept with --store")
+    again.add_argument("store", metavar="PATH", help="the store of the interrupted run")
+    again.add_argument("--json", action="store_true", help="print one JSON object")
+    again.add_argument("--out", metavar="DIR", help="write the run's files there (as run)")
+
+    check = commands.add_parser(
+        "replay", help="re-execute a stored deterministic run and compare its trace")
+    check.add_argument("store", metavar="PATH", help="a store written with --store")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
 
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
@@ -116,13 +141,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _scenarios(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "resume":
+            return _resume(args)
+        if args.command == "replay":
+            return _replay(args)
         if args.command == "sweep":
             return _sweep(args)
         if args.command in ("serve", "mcp"):
             return _serve(args)
-    except ScenarioError as exc:
+    except (ScenarioError, StoreError) as exc:
         print(f"barnraise: error: {exc}", file=sys.stderr)
         return 2
+    except ResumeDivergence as exc:
+        print(f"barnraise: {exc}", file=sys.stderr)
+        return 1
     raise AssertionError(args.command)  # pragma: no cover - argparse requires a command
 
 
@@ -194,6 +226,8 @@ def _run(args: argparse.Namespace) -> int:
                             time_scale=args.time_scale, faults=args.faults, **params)
     if args.out:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
+    if args.overwrite and not args.store:
+        raise ScenarioError("--overwrite applies with --store only")
     if (args.port != 8765 or args.paused) and not args.view:
         raise ScenarioError("--port and --paused go with --view")
     if not 0 <= args.port <= 65535:
@@ -201,11 +235,12 @@ def _run(args: argparse.Namespace) -> int:
     viewer = _viewer(args) if args.view else None
     if args.view and viewer is None:
         return 2
+    store = open_store(request, args.store, args.overwrite) if args.store else None
     bar = _progress_bar() if sys.stderr.isatty() and not args.json else None
     try:
         result = run_request(request, progress=bar[0] if bar else None,
                              interval=args.interval,
-                             frame_size=OUT_FRAME_SIZE if args.out else 0,
+                             frame_size=OUT_FRAME_SIZE if args.out else 0, store=store,
                              watch=None if viewer is None else viewer.watch)
     except KeyboardInterrupt:
         if viewer is None:
@@ -220,19 +255,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar[1]()
-    summary = result.summary
-    if args.json:
-        print(json.dumps(summary, sort_keys=True))
-    else:
-        for line in summary_lines(summary, request.module):
-            print(line)
-    code = 0 if result.success else 1
-    if args.out:
-        try:
-            result.write(args.out)
-        except OSError as exc:
-            print(f"barnraise: error: writing {args.out}: {exc}", file=sys.stderr)
-            code = 2
+    code = _report(result, request.module, args)
     if viewer is not None:
         from barnraise.view.live import wait_for_signal
 
@@ -242,6 +265,47 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr, flush=True))
         finally:
             viewer.close()
+    return code
+
+
+def _resume(args: argparse.Namespace) -> int:
+    if args.out:
+        check_out_dir(args.out)
+    result = resume(args.store)
+    info = result.stored
+    assert info is not None and info.scenario is not None
+    return _report(result, load(info.scenario), args)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    digest, divergence = replay(args.store)
+    if args.json:
+        print(json.dumps({"store": args.store, "matches": divergence is None,
+                          "trace_digest": digest,
+                          "first_difference": None if divergence is None else
+                          divergence.describe()}, sort_keys=True))
+    elif divergence is None:
+        print(f"{args.store}: the re-execution reproduces the stored run (trace digest "
+              f"{digest})")
+    else:
+        print(f"{args.store}: the re-execution differs: {divergence.describe()}")
+    return 0 if divergence is None else 1
+
+
+def _report(result: RunResult, module: Any, args: argparse.Namespace) -> int:
+    summary = result.summary
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        for line in summary_lines(summary, module):
+            print(line)
+    code = 0 if result.success else 1
+    if args.out:
+        try:
+            result.write(args.out)
+        except OSError as exc:
+            print(f"barnraise: error: writing {args.out}: {exc}", file=sys.stderr)
+            code = 2
     return code
 
 

@@ -46,15 +46,21 @@ from actors.world import Simulation
 from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
 from sim.dispatch import Faults, FaultsError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
+from sim.store import Divergence, RunInfo, Store, StoredRun, StoreError, check_store
 from sim.trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "ParamError", "Request", "RunResult", "ScenarioError", "check_out_dir", "check_request",
-    "coerce_params", "describe", "list_scenarios", "load", "run", "run_request",
+    "ParamError", "Request", "RunResult", "ScenarioError", "StoreError", "check_out_dir",
+    "check_request", "coerce_params", "describe", "list_scenarios", "load", "open_run",
+    "replay", "resume", "run", "run_request",
 ]
+
+
+class ResumeDivergence(Exception):
+    """A resumed or replayed run did not reproduce its stored log (names the record)."""
 
 
 @dataclass
@@ -75,6 +81,8 @@ class RunResult:
     claims: list[dict[str, Any]] = field(default_factory=list)
     tasks: list[dict[str, Any]] = field(default_factory=list)
     metrics: Metrics | None = None
+    #: What the store of a resumed run said about it (None for other runs).
+    stored: RunInfo | None = None
 
     @property
     def success(self) -> bool:
@@ -330,6 +338,8 @@ def run(
     interval: float = DEFAULT_INTERVAL,
     frame_size: int = 0,
     check_metrics: bool = False,
+    store: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
     **params: Any,
 ) -> RunResult:
     """Run ``scenario`` (a shipped name or a file path) and summarise it.
@@ -348,13 +358,98 @@ def run(
     ``faults`` is a fault plan (``"drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"``,
     a dict or a :class:`sim.dispatch.Faults`; docs/reliability.md): drawn from the
     seed, recorded in the trace, and reported in the summary's ``faults``.
+
+    ``store``: keep the run durable in a SQLite file there (see docs/store.md);
+    an existing store is refused (StoreError) unless ``overwrite``.
     """
     request = check_request(scenario, seed, mode, time_scale=time_scale, faults=faults,
                             **params)
     if record:
         _check_recording(interval, frame_size)
+    opened = open_store(request, store, overwrite) if store is not None else None
     return run_request(request, progress=progress, record=record, interval=interval,
-                       frame_size=frame_size, check_metrics=check_metrics)
+                       frame_size=frame_size, check_metrics=check_metrics, store=opened)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("barnraise")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a checkout never installed
+        return "0+unknown"
+
+
+def open_store(request: Request, path: str | os.PathLike[str], overwrite: bool = False) -> Store:
+    """A new store for ``request``'s run (StoreError for a path that cannot be one)."""
+    options = dict(request.simulation)
+    if isinstance(options.get("faults"), Faults):  # kept as JSON; resume and replay parse it
+        options["faults"] = options["faults"].to_dict()
+    return Store.create(path, seed=request.seed, mode=request.mode, scenario=request.scenario,
+                        params=request.params, options=options,
+                        version=_version(), overwrite=overwrite)
+
+
+def open_run(path: str | os.PathLike[str]) -> StoredRun:
+    """A read-only view of a stored run (StoreError when ``path`` is not a store)."""
+    return StoredRun(path)
+
+
+def _stored_request(info: Any, path: str) -> Request:
+    if info.scenario is None:
+        raise StoreError(f"store {path!r} holds a run of no scenario (a Simulation driven by "
+                         "hand): it cannot be re-executed")
+    time_scale = info.options.get("time_scale") if info.mode == "realtime" else None
+    return check_request(info.scenario, info.seed, info.mode, time_scale=time_scale,
+                         faults=info.options.get("faults"), **info.params)
+
+
+def resume(path: str | os.PathLike[str], *, record: bool = True,
+           progress: Callable[[float], None] | None = None) -> RunResult:
+    """Continue the interrupted deterministic run stored at ``path`` to its end.
+
+    The run is re-executed from its seed and parameters; each record is checked
+    against the stored log (ResumeDivergence names the first that differs), and
+    the records past the stored end are appended to the same store, which is
+    marked finished at the end. StoreError for a path that is not a resumable store.
+    """
+    name = os.fspath(path)
+    # Everything that can refuse is checked read-only first: the file stays as it was.
+    info = check_store(name, writing=True)
+    assert info is not None
+    if info.status == "finished":
+        raise StoreError(f"store {name!r} holds a finished run: nothing to resume "
+                         "(barnraise replay checks it)")
+    if info.mode != "deterministic":
+        raise StoreError(f"store {name!r} holds a realtime run; only deterministic runs "
+                         "resume (by re-execution) so far")
+    request = _stored_request(info, name)
+    store, info = Store.resume(name)
+    result = run_request(request, progress=progress, record=record, store=store)
+    result.stored = info
+    return result
+
+
+def replay(path: str | os.PathLike[str]) -> tuple[str, Divergence | None]:
+    """Re-execute the deterministic run stored at ``path`` in memory and compare its trace
+    with the stored log: (the re-execution's digest, the first difference or None)."""
+    name = os.fspath(path)
+    stored = StoredRun(name)
+    info = stored.info
+    assert info is not None
+    if info.mode != "deterministic":
+        raise StoreError(f"store {name!r} holds a realtime run, which does not replay")
+    result = run_request(_stored_request(info, name), record=False)
+    records = list(result.trace.records())
+    count = 0
+    for old in stored.records():
+        got = records[old.seq] if old.seq < len(records) else None
+        if got != old:
+            return result.trace_digest, Divergence(old.seq, old, got)
+        count += 1
+    if info.status == "finished" and count < len(records):
+        return result.trace_digest, Divergence(count, None, records[count])
+    return result.trace_digest, None
 
 
 def _check_recording(interval: float, frame_size: int) -> None:
@@ -370,8 +465,10 @@ def _check_recording(interval: float, frame_size: int) -> None:
 def run_request(request: Request, *, progress: Callable[[float], None] | None = None,
                 record: bool = True, interval: float = DEFAULT_INTERVAL,
                 frame_size: int = 0, check_metrics: bool = False,
+                store: Store | None = None,
                 watch: Callable[[Simulation], Callable[[], None]] | None = None) -> RunResult:
-    """Run a request :func:`check_request` made (see :func:`run`).
+    """Run a request :func:`check_request` made (see :func:`run`); ``store`` keeps it
+    (a new store from :func:`open_store`, or a resumed one).
 
     ``watch`` (a live view, say) is called with the Simulation before the
     scenario starts; the function it returns is called once the run has ended,
@@ -380,7 +477,13 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
     module, mode, seed = request.module, request.mode, request.seed
     options = request.simulation
     started = time.perf_counter()
-    with Simulation(seed=seed, mode=mode, **options) as simu:
+    try:
+        simu = Simulation(seed=seed, mode=mode, store=store, **options)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    with simu:
         simu.progress = progress
         recorder = (Recorder(simu, interval=interval, frame_size=frame_size,
                              check=check_metrics) if record else None)
@@ -417,6 +520,15 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             "faults": _faults_summary(simu),
         }
         summary["success"] = bool(module.check(summary))
+        if store is not None:
+            store.commit()
+            if store.divergence is None and store.written < store.expected:
+                raise ResumeDivergence(f"the re-execution ended after {store.written} records; "
+                                       f"the stored log has {store.expected}")
+            if store.divergence is not None:
+                raise ResumeDivergence(f"the re-execution does not reproduce the stored log: "
+                                       f"{store.divergence.describe()}")
+            store.finish(summary, summary["trace_digest"], simu.world_state())
         # What shutting down records (unregistrations dropped as offline) is not
         # part of the run: the trace handed back is the one the digest covers.
         simu.dispatcher.trace.enabled = False

@@ -1,8 +1,8 @@
 """``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
 
-SECTION is runtime, world, scenarios, validation, sweep, faults, gateway or view
-(repeatable; all by default; gateway needs the gateway extra, view the view extra and
-Debian's chromium).
+SECTION is runtime, world, scenarios, validation, sweep, faults, store, gateway or
+view (repeatable; all by default; gateway needs the gateway extra, view the view
+extra and Debian's chromium).
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from benchmarks import (
     regions_bench,
     runtime,
     scenarios_bench,
+    store_bench,
     sweep_bench,
     tasks_bench,
     validation_bench,
 )
 
-SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "faults", "gateway",
-            "view")
+SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "faults", "store",
+            "gateway", "view")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -66,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["sweep"] = sweep_bench.run_section(args.quick)
     if "faults" in sections:
         result["faults"] = faults_bench.run(quick=args.quick)
+    if "store" in sections:
+        result["store"] = store_bench.run(quick=args.quick)
     if "gateway" in sections:
         from benchmarks import gateway_bench  # needs the gateway extra
 

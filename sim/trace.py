@@ -190,6 +190,12 @@ class Trace:
             if kind is None or raw[1] == kind:
                 yield TraceRecord(seq, *(raw if shown is None else shown(raw)))
 
+    def records_from(self, start: int, end: int) -> Iterator[TraceRecord]:
+        """Records ``start`` to ``end - 1`` as shown (redacted), for a store to keep."""
+        shown = self._shown if self._redactions else None
+        for seq, raw in enumerate(self._records[start:end], start):
+            yield TraceRecord(seq, *(raw if shown is None else shown(raw)))
+
     @property
     def digest(self) -> str:
         """SHA-256 (hex) over every record so far; incremental, so cheap to ask often."""

@@ -56,6 +56,14 @@ def test_the_validation_comparison_checks_every_side_gives_the_same_arguments() 
         assert tool["errors"]["msgspec"] == tool["errors"]["hand"]
 
 
+def test_the_store_benchmarks_produce_their_figures() -> None:
+    from benchmarks import store_bench
+
+    figures = store_bench.run(quick=True)
+    assert figures["kernel_build"]["ratio"] > 0 and figures["kernel_build"]["records"] > 0
+    assert figures["resume"]["records"] > 0 and figures["resume"]["bytes_per_1000_records"] > 0
+
+
 def test_the_view_benchmark_watches_a_run_to_its_end() -> None:
     import pytest
 

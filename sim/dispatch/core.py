@@ -115,6 +115,10 @@ class Dispatcher:
         self.secret = secret if secret is not None else secrets.token_bytes(32)
         self.max_content_bytes = max_content_bytes
         self.trace = Trace(enabled=trace)
+        #: Called with the caller's name before an agent's tool call is answered
+        #: (``make_durable``): a store's commit, so that acknowledged means durable
+        #: (None: nothing to do).
+        self.durable: Callable[[str], None] | None = None
         self.clock: VirtualClock | WallClock
         self._id_prefix = f"m{root.generate_state(1, np.uint32)[0]:08x}-"
         self._ids = itertools.count(1)
@@ -734,6 +738,13 @@ class Dispatcher:
 
     def statistics(self) -> Statistics:
         raise NotImplementedError
+
+    def make_durable(self, caller: str) -> None:
+        """About to answer ``caller``: commit what the run has recorded, when a store
+        keeps it and its policy says so (see sim.store)."""
+        durable = self.durable
+        if durable is not None:
+            durable(caller)
 
     @property
     def trace_digest(self) -> str:

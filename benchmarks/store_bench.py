@@ -1,0 +1,92 @@
+"""The durable store's cost (``python -m benchmarks --only store``).
+
+* :func:`bench_durable`: a scenario run with ``store=`` against the same run in memory,
+  in the same process, interleaved rounds, medians; the ratio is the cost of
+  durability (target <= 1.5). Each stored round writes a fresh file.
+* :func:`bench_resume`: a stored kernel_build of about 100,000 log records, marked
+  interrupted after its last commit (as a SIGKILL right after it leaves it), then
+  resumed: the wall time of the whole resume (re-execution checked record by record
+  against the log, then the finish), which bounds the time to reach live state
+  (target < 2 s); and the store's size per 1,000 records.
+
+Both return JSON-able dicts and print nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sqlite3
+import tempfile
+import time
+from typing import Any
+
+from barnraise.runner import resume
+from barnraise.runner import run as run_scenario
+from benchmarks.runtime import _summary, interleaved
+
+
+def bench_durable(scenario: str, params: dict[str, Any], repeats: int = 5) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
+        counter = iter(range(10**6))
+        records: list[int] = []
+
+        def memory() -> float:
+            start = time.perf_counter()
+            run_scenario(scenario, record=False, **params)
+            return time.perf_counter() - start
+
+        def stored() -> float:
+            path = pathlib.Path(folder) / f"run-{next(counter)}.db"
+            start = time.perf_counter()
+            result = run_scenario(scenario, record=False, store=path, **params)
+            elapsed = time.perf_counter() - start
+            records.append(len(result.trace))
+            return elapsed
+
+        runs = interleaved(repeats, memory=memory, store=stored)
+    medians = _summary(runs)
+    return {"scenario": scenario, "params": params, "records": records[0],
+            "memory_s": round(medians["memory"], 4), "store_s": round(medians["store"], 4),
+            "ratio": round(medians["store"] / medians["memory"], 3),
+            "runs": {k: [round(v, 4) for v in vs] for k, vs in runs.items()}}
+
+
+def bench_resume(grid_size: int = 840, block: int = 30) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
+        path = pathlib.Path(folder) / "big.db"
+        start = time.perf_counter()
+        result = run_scenario("kernel_build", record=False, store=path, grid_size=grid_size,
+                              block=block)
+        write_s = time.perf_counter() - start
+        records = len(result.trace)
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            snapshots = db.execute("SELECT count(*) FROM snapshots").fetchone()[0]
+            # As if killed right after its last commit: the log is whole, the run unfinished.
+            db.execute("UPDATE run SET status = 'running', summary = NULL")
+        db.close()
+        size = os.path.getsize(path)
+        start = time.perf_counter()
+        resumed = resume(path, record=False)
+        resume_s = time.perf_counter() - start
+        assert resumed.trace_digest == result.trace_digest
+    return {"records": records, "snapshots": snapshots, "store_bytes": size,
+            "bytes_per_1000_records": round(size / records * 1000),
+            "write_run_s": round(write_s, 3), "resume_s": round(resume_s, 3),
+            "resume_target_s": 2.0}
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    if quick:
+        return {
+            "kernel_build": bench_durable("kernel_build", {"grid_size": 40, "block": 20}, 1),
+            "resume": bench_resume(grid_size=60, block=20),
+        }
+    return {
+        "kernel_build": bench_durable("kernel_build", {}),
+        "kernel_build_large": bench_durable("kernel_build", {"grid_size": 480, "block": 30}, 3),
+        "grid_build": bench_durable("grid_build", {}),
+        "grid_build_1000": bench_durable("grid_build", {"grid": 1000, "builders": 100}, 3),
+        "resume": bench_resume(),
+    }

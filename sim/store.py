@@ -1,0 +1,600 @@
+"""The durable store of one run: a SQLite file holding its log, snapshots and delegations.
+
+One file per run, on the standard library's :mod:`sqlite3`, in WAL mode with
+``synchronous=NORMAL`` (see docs/store.md for what that promises). The schema's
+version is ``PRAGMA user_version``; :data:`MIGRATIONS` brings an older store up to
+:data:`SCHEMA_VERSION` and the ``migrations`` table says which steps ran. Tables:
+
+* ``run``: one row (scenario, params, seed, mode, barnraise version, status,
+  summary and trace digest once finished);
+* ``events``: the append-only log, one row per trace record, ``seq`` being the
+  record's place in the trace (deliveries with their content, so every tool call
+  and its answer, domain events, drops and errors);
+* ``snapshots``: every ``snapshot_every`` records (deterministic mode), a
+  zlib-compressed msgpack of the world (canvas bytes, members, claims, tasks);
+* ``delegations``: one row per task, kept from the task events (delegator,
+  delegatee, status, result, when the result was delivered).
+
+**Acknowledged means durable.** :meth:`Store.commit` writes every record not yet
+written in one transaction (a group commit). The services call it, through
+``Dispatcher.make_durable``, before they send the answer of an agent's tool
+call: the answer reaches its caller only once everything the call changed is
+committed.
+
+**Resume.** :meth:`Store.resume` opens an interrupted store for appending: a
+re-execution's first records are compared with the stored ones, record by
+record (:attr:`Store.divergence` names the first that differs), and records past
+the stored end are appended.
+
+**Crash tests.** The environment variable ``BARNRAISE_STORE_CRASH`` set to
+``record:N``, ``commit:N`` or ``snapshot:N`` makes the process kill itself
+(SIGKILL) in the middle of the commit that writes record N, of its Nth commit or
+of its Nth snapshot, after the rows are written and before the transaction
+commits: a seeded moment to crash at, for tests/test_store.py.
+``BARNRAISE_STORE_SNAPSHOT_EVERY=N`` takes a snapshot every N records instead of
+:data:`SNAPSHOT_EVERY`.
+
+**Bad input.** :func:`check_store` reads a path (with ``mode=ro``, nothing
+written) and raises :class:`StoreError` naming what is wrong: a directory, an
+empty file, a file that is not SQLite, a damaged or truncated database, one of
+a newer schema, a database that is not a barnraise store, a store another live
+process holds (an ``flock`` held for the writer's whole life, which the kernel
+drops when that process dies however it dies).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import msgspec
+import numpy as np
+
+from sim.trace import EVENT, Trace, TraceRecord
+
+__all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
+           "read_snapshot"]
+
+SCHEMA_VERSION: Final = 1
+#: Records between two snapshots (deterministic mode).
+SNAPSHOT_EVERY: Final = 10_000
+#: Group commit for answers to in-process agents: at most this many wall seconds or
+#: records between two commits (answers to outside participants commit at once).
+GROUP_SECONDS: Final = 0.005
+GROUP_RECORDS: Final = 2000
+#: A record content longer than this is kept zlib-compressed (``packed`` = 1).
+PACK_OVER: Final = 4096
+_HEADER: Final = b"SQLite format 3\x00"
+
+#: version -> (what it does, its statements), applied in order from user_version + 1.
+MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
+    1: ("the first schema: run, events, snapshots, delegations", (
+        "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, "
+        "description TEXT NOT NULL, applied_at REAL NOT NULL)",
+        "CREATE TABLE run (id INTEGER PRIMARY KEY CHECK (id = 1), scenario TEXT, "
+        "params TEXT NOT NULL, seed INTEGER NOT NULL, mode TEXT NOT NULL, "
+        "version TEXT NOT NULL, options TEXT NOT NULL, status TEXT NOT NULL, "
+        "summary TEXT, trace_digest TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL)",
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY, t REAL NOT NULL, kind TEXT NOT NULL, "
+        "sender TEXT NOT NULL, recipient TEXT NOT NULL, type TEXT NOT NULL, "
+        "content BLOB NOT NULL, packed INTEGER NOT NULL DEFAULT 0)",
+        "CREATE INDEX events_type ON events (type)",
+        "CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, t REAL NOT NULL, "
+        "data BLOB NOT NULL)",
+        "CREATE TABLE delegations (task_id TEXT PRIMARY KEY, session_id TEXT, "
+        "delegator TEXT, delegatee TEXT, type TEXT, status TEXT NOT NULL, result TEXT, "
+        "created_seq INTEGER NOT NULL, delivered_at REAL)",
+    )),
+}
+
+_TASK_EVENTS: Final = frozenset({"task_created", "task_accepted", "task_completed",
+                                 "task_failed", "task_cancelled", "task_reassigned"})
+
+
+class StoreError(Exception):
+    """A path that cannot be used as a store, and why (one line)."""
+
+
+class Divergence(msgspec.Struct, frozen=True):
+    """The first record where a re-execution differs from the stored log."""
+
+    seq: int
+    stored: TraceRecord | None
+    got: TraceRecord | None
+
+    def describe(self) -> str:
+        def show(r: TraceRecord | None) -> str:
+            if r is None:
+                return "nothing"
+            return (f"{r.kind} {r.type} {r.sender}->{r.recipient} at t={r.t:g} "
+                    f"{r.content[:120].decode(errors='replace')}")
+        return f"record {self.seq} differs: stored {show(self.stored)}; got {show(self.got)}"
+
+
+class RunInfo(msgspec.Struct, frozen=True):
+    scenario: str | None
+    params: dict[str, Any]
+    seed: int
+    mode: str
+    version: str
+    options: dict[str, Any]
+    status: str
+    summary: dict[str, Any] | None
+    trace_digest: str | None
+
+
+def _ro(path: str) -> sqlite3.Connection:
+    uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+    return sqlite3.connect(uri, uri=True, timeout=5.0)
+
+
+def _locked_by_other(path: str) -> bool:
+    """True when a live writer holds ``path`` (its flock); probes without writing."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def check_store(path: str | os.PathLike[str], *, must_exist: bool = True,
+                writing: bool = False) -> RunInfo | None:
+    """What the store at ``path`` holds (None when there is no file and ``must_exist`` is
+    false); StoreError names what is wrong. Reads only, with ``mode=ro``.
+
+    ``writing``: the caller means to write, so a store another live process
+    holds is an error (a reader may read one).
+    """
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise StoreError(f"store {name!r} is a directory, not a barnraise store file")
+    if not os.path.exists(name):
+        if must_exist:
+            raise StoreError(f"store {name!r}: no such file")
+        return None
+    try:
+        with open(name, "rb") as handle:
+            head = handle.read(len(_HEADER))
+    except OSError as exc:
+        raise StoreError(f"store {name!r}: cannot read it ({exc.strerror or exc})") from None
+    if not head:
+        raise StoreError(f"store {name!r} is an empty file, not a barnraise store")
+    if head != _HEADER:
+        raise StoreError(f"store {name!r} is not a barnraise store (not an SQLite database)")
+    if writing and _locked_by_other(name):
+        raise StoreError(f"store {name!r} is held by another live run")
+    try:
+        db = _ro(name)
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"store {name!r} has schema version {version}, newer than "
+                                 f"this barnraise reads ({SCHEMA_VERSION}); upgrade barnraise")
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise StoreError(f"store {name!r} is damaged ({check})")
+            tables = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if version < 1 or not {"run", "events"} <= tables:
+                raise StoreError(f"store {name!r} is an SQLite database but not a barnraise "
+                                 "store")
+            return _run_info(db, name)
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"store {name!r} is damaged or truncated ({exc})") from None
+
+
+def _run_info(db: sqlite3.Connection, name: str) -> RunInfo:
+    row = db.execute("SELECT scenario, params, seed, mode, version, options, status, summary, "
+                     "trace_digest FROM run WHERE id = 1").fetchone()
+    if row is None:
+        raise StoreError(f"store {name!r} holds no run")
+    return RunInfo(row[0], json.loads(row[1]), row[2], row[3], row[4], json.loads(row[5]),
+                   row[6], None if row[7] is None else json.loads(row[7]), row[8])
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        description, statements = MIGRATIONS[step]
+        with db:
+            for statement in statements:
+                db.execute(statement)
+            db.execute("INSERT INTO migrations VALUES (?, ?, ?)", (step, description, time.time()))
+            db.execute(f"PRAGMA user_version = {step}")
+
+
+def _row(r: TraceRecord) -> tuple[Any, ...]:
+    content = r.content
+    if len(content) > PACK_OVER:
+        return (*r[:6], zlib.compress(content, 1), 1)
+    return (*r, 0)
+
+
+def _record(row: Any) -> TraceRecord:
+    content = bytes(row[6])
+    return TraceRecord(row[0], row[1], row[2], row[3], row[4], row[5],
+                       zlib.decompress(content) if row[7] else content)
+
+
+_COLUMNS: Final = "seq, t, kind, sender, recipient, type, content, packed"
+
+
+def read_snapshot(blob: bytes) -> Any:
+    """A snapshot's world as it was given to the store."""
+    return msgspec.msgpack.decode(zlib.decompress(blob))
+
+
+class Store:
+    """The writer of one run's store (one per process; see the module docstring)."""
+
+    def __init__(self, path: str, db: sqlite3.Connection, lock_fd: int, written: int,
+                 expected: int) -> None:
+        self.path = path
+        self._db = db
+        self._lock_fd = lock_fd
+        self._lock = threading.Lock()
+        self._trace: Trace | None = None
+        #: Records of the trace already written (or checked against the stored log).
+        self.written = written
+        #: Stored records a resumed run must reproduce before it appends.
+        self.expected = expected
+        #: The first record where a resumed run differed from the log (then nothing more
+        #: is written).
+        self.divergence: Divergence | None = None
+        every = os.environ.get("BARNRAISE_STORE_SNAPSHOT_EVERY", "")
+        self.snapshot_every = int(every) if every.isdigit() and int(every) > 0 \
+            else SNAPSHOT_EVERY
+        self._since_snapshot = 0
+        self.snapshotter: Callable[[], Any] | None = None
+        self.commits = 0
+        self.snapshots = 0
+        #: Agents outside the process's crew (a Simulation's clients): an answer to one
+        #: waits for its commit; answers to in-process agents are group-committed.
+        self.outside: set[str] = set()
+        self.group_seconds = GROUP_SECONDS
+        self.group_records = GROUP_RECORDS
+        self._last_commit = time.perf_counter()
+        self.closed = False
+        where, _, count = os.environ.get("BARNRAISE_STORE_CRASH", "").partition(":")
+        self._crash = (where, int(count)) if count.isdigit() else None
+
+    def _crash_point(self, where: str, count: int) -> None:
+        if self._crash == (where, count):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # -- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], *, seed: int, mode: str,
+               scenario: str | None = None, params: dict[str, Any] | None = None,
+               options: dict[str, Any] | None = None, version: str = "",
+               overwrite: bool = False) -> Store:
+        """A new store at ``path`` for a run about to start.
+
+        An existing store is refused (StoreError) unless ``overwrite``: one that
+        holds a finished or interrupted run, or one a live run holds (always).
+        A file that is not a store is refused even with ``overwrite``.
+        """
+        name = os.fspath(path)
+        info = check_store(name, must_exist=False, writing=True)
+        if info is not None and not overwrite:
+            what = "a finished run" if info.status == "finished" else "an unfinished run " \
+                "(barnraise resume continues it)"
+            raise StoreError(f"store {name!r} already holds {what}; pass --overwrite "
+                             "(overwrite=True) to replace it")
+        store = cls._open(name, fresh=True)
+        db = store._db
+        with db:
+            if info is not None:
+                for table in ("run", "events", "snapshots", "delegations"):
+                    db.execute(f"DELETE FROM {table}")
+            now = time.time()
+            db.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, ?, ?)",
+                       (scenario, json.dumps(params or {}, sort_keys=True), seed, mode, version,
+                        json.dumps(options or {}, sort_keys=True), now, now))
+        return store
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike[str]) -> tuple[Store, RunInfo]:
+        """The store of an interrupted run, opened to be re-executed and continued."""
+        name = os.fspath(path)
+        info = check_store(name, writing=True)
+        assert info is not None
+        if info.status == "finished":
+            raise StoreError(f"store {name!r} holds a finished run: nothing to resume "
+                             "(barnraise replay checks it)")
+        store = cls._open(name, fresh=False)
+        count = store._db.execute("SELECT count(*) FROM events").fetchone()[0]
+        store.expected = count
+        return store, info
+
+    @classmethod
+    def _open(cls, name: str, fresh: bool) -> Store:
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"store {name!r}: cannot open it for writing "
+                             f"({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreError(f"store {name!r} is held by another live run") from None
+        try:
+            db = sqlite3.connect(name, check_same_thread=False, isolation_level=None,
+                                 timeout=5.0)
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            _migrate(db)
+        except sqlite3.DatabaseError as exc:
+            os.close(fd)
+            raise StoreError(f"store {name!r} cannot be opened for writing ({exc})") from None
+        db.isolation_level = "DEFERRED"
+        return cls(name, db, fd, 0, 0)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def attach(self, trace: Trace) -> None:
+        """Keep ``trace``'s records in the store from now on (from its first record)."""
+        self._trace = trace
+
+    def acknowledge(self, caller: str) -> None:
+        """About to answer ``caller``'s tool call: commit now if the caller is outside
+        (:attr:`outside`) or the group is due (``group_seconds`` since the last commit,
+        or ``group_records`` records waiting)."""
+        trace = self._trace
+        if trace is None:
+            return
+        if caller in self.outside or len(trace) - self.written >= self.group_records or \
+                time.perf_counter() - self._last_commit >= self.group_seconds:
+            self.commit()
+
+    def commit(self) -> None:
+        """Write every record the trace gained since the last commit, in one transaction.
+
+        In a resumed run the records the log already holds are compared instead.
+        A snapshot is taken (when a snapshotter is set) every ``snapshot_every``
+        records.
+        """
+        trace = self._trace
+        if trace is None or self.closed:
+            return
+        with self._lock:
+            start, end = self.written, len(trace)
+            if end <= start or self.divergence is not None:
+                return
+            records = list(trace.records_from(start, end))
+            if start < self.expected:
+                checked = min(end, self.expected) - start
+                self._check(records[:checked], start)
+                if self.divergence is not None:
+                    return
+                records = records[checked:]
+                start += checked
+            if records:
+                db = self._db
+                with db:
+                    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                   map(_row, records))
+                    self._delegations(db, records)
+                    self._crash_point("commit", self.commits + 1)
+                    if self._crash is not None and self._crash[0] == "record" and \
+                            start <= self._crash[1] < end:
+                        self._crash_point("record", self._crash[1])
+                    self._since_snapshot += len(records)
+                    if self.snapshotter is not None and \
+                            self._since_snapshot >= self.snapshot_every:
+                        self._snapshot(db, records[-1])
+                self.commits += 1
+            self.written = end
+            self._last_commit = time.perf_counter()
+
+    def _check(self, records: list[TraceRecord], start: int) -> None:
+        stored = self._db.execute(
+            f"SELECT {_COLUMNS} FROM events WHERE seq >= ? AND seq < ? ORDER BY seq",
+            (start, start + len(records))).fetchall()
+        for got, row in zip(records, stored, strict=False):
+            old = _record(row)
+            if old != got:
+                self.divergence = Divergence(got.seq, old, got)
+                return
+        self._since_snapshot += len(records)
+
+    def _snapshot(self, db: sqlite3.Connection, last: TraceRecord) -> None:
+        assert self.snapshotter is not None
+        world = self.snapshotter()
+        if world is None:
+            return
+        blob = zlib.compress(msgspec.msgpack.encode(world), 1)
+        db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
+                   (last.seq + 1, last.t, blob))
+        self.snapshots += 1
+        self._crash_point("snapshot", self.snapshots)
+        self._since_snapshot = 0
+
+    @staticmethod
+    def _delegations(db: sqlite3.Connection, records: list[TraceRecord]) -> None:
+        for r in records:
+            if r.kind != EVENT or r.type not in _TASK_EVENTS:
+                continue
+            body = json.loads(r.content)
+            task = body.get("task_id")
+            if r.type == "task_created":
+                db.execute("INSERT OR IGNORE INTO delegations VALUES (?, ?, ?, ?, ?, ?, NULL, ?, "
+                           "NULL)", (task, body.get("session_id"), body.get("delegated_by"),
+                                     body.get("assigned_to"), body.get("type"),
+                                     body.get("status", "pending"), r.seq))
+            elif r.type == "task_accepted":
+                db.execute("UPDATE delegations SET status = 'in_progress', delegatee = ? "
+                           "WHERE task_id = ?", (body.get("agent_id"), task))
+            else:
+                status = r.type.removeprefix("task_")
+                done = status in ("completed", "failed", "cancelled")
+                db.execute("UPDATE delegations SET status = ?, result = ?, delivered_at = ? "
+                           "WHERE task_id = ?",
+                           (status, json.dumps(body, sort_keys=True), r.t if done else None,
+                            task))
+
+    def snapshot_now(self) -> None:
+        """Commit, then take a snapshot of the world as it is now."""
+        self.commit()
+        if self.snapshotter is None or self._trace is None or self.divergence is not None:
+            return
+        with self._lock:
+            records = list(self._trace.records_from(max(0, self.written - 1), self.written))
+            last = records[-1] if records else TraceRecord(-1, 0.0, "", "", "", "", b"")
+            with self._db as db:
+                self._snapshot(db, last)
+
+    def finish(self, summary: dict[str, Any], trace_digest: str, world: Any = None) -> None:
+        """Mark the run finished, with its summary (after a last commit) and, when given,
+        a last snapshot of its ``world``."""
+        self.commit()
+        with self._lock, self._db as db:
+            if world is not None:
+                blob = zlib.compress(msgspec.msgpack.encode(world), 1)
+                t = summary.get("virtual_time", 0.0)
+                db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
+                           (self.written, t, blob))
+            db.execute("UPDATE run SET status = 'finished', summary = ?, trace_digest = ?, "
+                       "updated_at = ? WHERE id = 1",
+                       (json.dumps(summary, sort_keys=True), trace_digest, time.time()))
+
+    def close(self) -> None:
+        """Commit what is left and let go of the file (a run not finished stays
+        ``running`` in the file, which readers see as interrupted)."""
+        if self.closed:
+            return
+        self.commit()
+        with self._lock:
+            self.closed = True
+            self._db.close()
+            os.close(self._lock_fd)
+
+
+class StoredRun:
+    """A read-only view of a store (see ``barnraise.open_run``)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.info = check_store(self.path)
+        assert self.info is not None
+
+    def _db(self) -> sqlite3.Connection:
+        return _ro(self.path)
+
+    @property
+    def status(self) -> str:
+        """``finished``, ``running`` (a live process holds it) or ``interrupted``."""
+        info = check_store(self.path)
+        assert info is not None
+        if info.status == "finished":
+            return "finished"
+        return "running" if _locked_by_other(self.path) else "interrupted"
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        info = check_store(self.path)
+        assert info is not None
+        return info.summary if info.status == "finished" else None
+
+    def records(self, start: int = 0) -> Iterator[TraceRecord]:
+        db = self._db()
+        try:
+            for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq >= ? ORDER BY seq",
+                                  (start,)):
+                yield _record(row)
+        finally:
+            db.close()
+
+    def events(self, type: str | None = None) -> list[dict[str, Any]]:
+        """The log as dicts (seq, time, kind, sender, recipient, type, content)."""
+        out = []
+        for r in self.records():
+            if type is None or r.type == type:
+                out.append({"seq": r.seq, "time": r.t, "kind": r.kind, "sender": r.sender,
+                            "recipient": r.recipient, "type": r.type,
+                            "content": r.content_obj()})
+        return out
+
+    def snapshots(self) -> list[tuple[int, float]]:
+        """(seq, time) of every snapshot: the world after records 0..seq-1."""
+        db = self._db()
+        try:
+            return [(r[0], r[1]) for r in db.execute("SELECT seq, t FROM snapshots ORDER BY seq")]
+        finally:
+            db.close()
+
+    def snapshot(self, seq: int | None = None, at: float | None = None) -> Any:
+        """The world of the snapshot at record ``seq`` exactly, or the last one taken at or
+        before simulated time ``at``, or the last one; None when there is none."""
+        db = self._db()
+        try:
+            if seq is not None:
+                row = db.execute("SELECT data FROM snapshots WHERE seq = ?", (seq,)).fetchone()
+            elif at is not None:
+                row = db.execute("SELECT data FROM snapshots WHERE t <= ? ORDER BY seq DESC "
+                                 "LIMIT 1", (at,)).fetchone()
+            else:
+                row = db.execute("SELECT data FROM snapshots ORDER BY seq DESC LIMIT 1"
+                                 ).fetchone()
+        finally:
+            db.close()
+        return None if row is None else read_snapshot(bytes(row[0]))
+
+    def canvas(self, at: float | None = None, session_id: str | None = None
+               ) -> np.ndarray[Any, Any] | None:
+        """The canvas (``[y, x]`` tile codes) of ``session_id`` (default: the summary's
+        session, else the first) in the last snapshot taken at or before simulated
+        time ``at`` (default: the last snapshot; a finished run's last one is its end).
+        None when no snapshot holds that session's canvas."""
+        world = self.snapshot(at=at)
+        if not world:
+            return None
+        sid = session_id
+        if sid is None:
+            summary = self.summary
+            sid = summary.get("session_id") if summary else None
+            if sid not in world:
+                sid = next(iter(world))
+        part = world.get(sid)
+        if part is None or part.get("canvas") is None:
+            return None
+        return np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
+
+    def delegations(self) -> list[dict[str, Any]]:
+        """One dict per task the run delegated: task_id, session_id, delegator,
+        delegatee, type, status, result (the last task event's body), delivered_at."""
+        db = self._db()
+        try:
+            cursor = db.execute("SELECT task_id, session_id, delegator, delegatee, type, status, "
+                                "result, delivered_at FROM delegations ORDER BY created_seq")
+            names = [d[0] for d in cursor.description]
+            rows = [dict(zip(names, row, strict=True)) for row in cursor]
+        finally:
+            db.close()
+        for row in rows:
+            row["result"] = None if row["result"] is None else json.loads(row["result"])
+        return rows
+
+    def digest(self) -> str:
+        """The trace digest of the stored log (equal to the run's ``trace_digest``)."""
+        trace = Trace()
+        for r in self.records():
+            trace.add_record((r.t, r.kind, r.sender, r.recipient, r.type, r.content))
+        return trace.digest

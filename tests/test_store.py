@@ -1,0 +1,403 @@
+"""The durable store (sim/store.py): writing, reading back, replay, resume after SIGKILL,
+and bad paths that are refused with the file left as it was."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import pathlib
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import barnraise
+from actors.world import Simulation
+from barnraise.cli import main
+from barnraise.runner import list_scenarios, open_run, replay, resume, run
+from sim.store import SCHEMA_VERSION, Store, StoreError, check_store, read_snapshot
+
+SMALL_KERNEL = {"grid_size": 40, "block": 20}
+
+
+def _digest_of_file(path: pathlib.Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- writing and reading back ------------------------------------------------------------
+
+
+def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) -> None:
+    memory = run("kernel_build", seed=3, record=False, **SMALL_KERNEL)
+    path = tmp_path / "run.db"
+    stored = run("kernel_build", seed=3, record=False, store=path, **SMALL_KERNEL)
+    assert stored.trace_digest == memory.trace_digest
+    view = open_run(path)
+    assert view.status == "finished"
+    assert view.summary is not None and view.summary["trace_digest"] == memory.trace_digest
+    assert view.digest() == memory.trace_digest
+    events = view.events()
+    assert [e["seq"] for e in events] == list(range(len(memory.trace)))
+    assert {"seq", "time", "type"} <= set(events[0])
+    completed = view.events(type="task_completed")
+    assert len(completed) == sum(1 for r in memory.trace.records()
+                                 if r.kind == "event" and r.type == "task_completed")
+    assert all(e["type"] == "task_completed" for e in completed)
+    canvas = view.canvas()
+    assert canvas is not None and memory.canvas is not None
+    assert np.array_equal(canvas, memory.canvas)
+    delegations = view.delegations()
+    assert sorted(d["task_id"] for d in delegations) == sorted(t["task_id"]
+                                                               for t in memory.tasks)
+    final = {t["task_id"]: t["status"] for t in memory.tasks}
+    assert all(d["status"] == final[d["task_id"]] for d in delegations)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert [r[0] for r in db.execute("SELECT version FROM migrations")] == [1]
+
+
+def test_acknowledged_means_durable(tmp_path: pathlib.Path) -> None:
+    """When a call's answer is back, a reader of the file already sees the call and what
+    it changed (a separate connection, read-only)."""
+    path = tmp_path / "live.db"
+    with Simulation(seed=1, store=path) as simu:
+        client = simu.client("alice")
+        created = client.call("session_create", session_name="S", grid_size=20)
+        assert created["success"]
+        joined = client.call("session_join", agent_name="alice", role="architect")
+        assert joined["success"]
+        claimed = client.call("region_claim", region={"x": 0, "y": 0, "width": 4, "height": 4})
+        assert claimed["success"], claimed
+        placed = client.call("builder_place_tile", x=1, y=2, tile_type="code")
+        view = open_run(path)
+        assert view.status == "running"
+        requests = [e["content"]["tool"] for e in view.events(type="coordination_request")
+                    if e["sender"] == "alice"]
+        assert requests == ["session_create", "session_join", "region_claim",
+                            "builder_place_tile"]
+        assert any(e["content"]["event"] == "agent_joined"
+                   for e in view.events(type="agent_joined"))
+        assert placed["success"], placed
+    assert open_run(path).status == "finished"
+
+
+def test_a_finished_store_is_not_reopened_for_writing(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.db"
+    assert main(["run", "locks_barriers", "--store", str(path)]) == 0
+    before = _digest_of_file(path)
+    capsys.readouterr()
+    assert main(["run", "locks_barriers", "--store", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "finished run" in err and "--overwrite" in err
+    assert _digest_of_file(path) == before
+    with pytest.raises(StoreError, match="finished run"):
+        Simulation(store=path)
+    assert main(["run", "locks_barriers", "--seed", "4", "--store", str(path),
+                 "--overwrite"]) == 0
+    assert open_run(path).info.seed == 4  # type: ignore[union-attr]
+
+
+# -- replay --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", [name for name, _ in list_scenarios()])
+def test_every_shipped_scenario_replays_from_its_store(tmp_path: pathlib.Path,
+                                                       scenario: str) -> None:
+    params = SMALL_KERNEL if scenario == "kernel_build" else {}
+    path = tmp_path / "run.db"
+    result = run(scenario, seed=2, record=False, store=path, **params)
+    digest, divergence = replay(path)
+    assert divergence is None
+    assert digest == result.trace_digest == open_run(path).digest()
+
+
+def test_replay_names_the_first_record_that_differs(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.db"
+    run("locks_barriers", record=False, store=path)
+    assert main(["replay", str(path)]) == 0
+    with sqlite3.connect(path) as db:  # tamper with one record
+        db.execute("UPDATE events SET recipient = 'someone-else' WHERE seq = 7")
+    capsys.readouterr()
+    assert main(["replay", str(path), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert '"matches": false' in out and "record 7 differs" in out
+
+
+# -- crash and resume ------------------------------------------------------------------------
+
+
+def _run_killed(path: pathlib.Path, crash: str, *command: str) -> int:
+    env = dict(os.environ, BARNRAISE_STORE_CRASH=crash, BARNRAISE_STORE_SNAPSHOT_EVERY="500")
+    done = subprocess.run([sys.executable, "-m", "barnraise.cli", *command], env=env,
+                          capture_output=True, timeout=120, check=False)
+    return done.returncode
+
+
+def _check_resumed(path: pathlib.Path, prefix: list[Any], expected_digest: str) -> None:
+    result = resume(path, record=False)
+    assert result.success and result.summary["completion_percent"] == 100.0
+    assert result.trace_digest == expected_digest
+    view = open_run(path)
+    assert view.status == "finished"
+    after = list(view.records())
+    # Everything committed before the kill (every acknowledged tile among it) is still
+    # there, unchanged, in the same place.
+    assert after[:len(prefix)] == prefix
+    completed = collections.Counter(e["content"]["task_id"]
+                                    for e in view.events(type="task_completed"))
+    assert all(n == 1 for n in completed.values())
+    finished = {t["task_id"] for t in result.tasks if t["status"] == "completed"}
+    assert set(completed) == finished
+
+
+def test_sigkill_at_seeded_moments_then_resume(tmp_path: pathlib.Path) -> None:
+    expected = run("kernel_build", seed=5, record=False).trace_digest
+    rng = random.Random(8)
+    moments = [f"record:{n}" for n in sorted(rng.sample(range(1, 2600), 8))]
+    moments += ["snapshot:1", "snapshot:4", "commit:1"]
+    for moment in moments:
+        path = tmp_path / f"{moment.replace(':', '-')}.db"
+        code = _run_killed(path, moment, "run", "kernel_build", "--seed", "5", "--store",
+                           str(path))
+        assert code == -9, moment
+        view = open_run(path)
+        assert view.status == "interrupted"
+        prefix = list(view.records())
+        if moment.startswith("record:"):  # killed before the commit holding record N ended
+            assert len(prefix) <= int(moment.removeprefix("record:")), moment
+        if moment.startswith("snapshot:"):
+            assert len(view.snapshots()) == int(moment.removeprefix("snapshot:")) - 1
+        _check_resumed(path, prefix, expected)
+
+
+def test_kill_resume_kill_resume_on_one_store(tmp_path: pathlib.Path) -> None:
+    expected = run("kernel_build", seed=6, record=False).trace_digest
+    path = tmp_path / "run.db"
+    assert _run_killed(path, "record:700", "run", "kernel_build", "--seed", "6", "--store",
+                       str(path)) == -9
+    first = list(open_run(path).records())
+    assert _run_killed(path, "record:1500", "resume", str(path)) == -9
+    second = list(open_run(path).records())
+    assert len(second) > len(first) and second[:len(first)] == first
+    assert open_run(path).status == "interrupted"
+    _check_resumed(path, second, expected)
+
+
+def test_a_faulted_run_killed_and_resumed_ends_as_it_would_have(tmp_path: pathlib.Path) -> None:
+    """The fault plan is part of the stored run: resume and replay draw the same faults."""
+    plan = "drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"
+    expected = run("kernel_build", seed=3, faults=plan, record=False)
+    assert expected.success
+    path = tmp_path / "faulted.db"
+    assert _run_killed(path, "record:1800", "run", "kernel_build", "--seed", "3",
+                       "--faults", plan, "--store", str(path)) == -9
+    _check_resumed(path, list(open_run(path).records()), expected.trace_digest)
+    assert replay(path) == (expected.trace_digest, None)
+
+
+def test_resume_of_a_store_whose_log_differs_names_the_record(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.db"
+    assert _run_killed(path, "record:400", "run", "kernel_build", "--store", str(path)) == -9
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE events SET t = t + 1 WHERE seq = 12")
+    assert main(["resume", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "record 12 differs" in err
+    assert open_run(path).status == "interrupted"
+
+
+# -- the world rebuilt from the store ---------------------------------------------------------
+
+CALLS = st.lists(st.one_of(
+    st.tuples(st.just("place_tile"), st.integers(0, 9), st.integers(0, 9),
+              st.sampled_from(["code", "data", "system", "empty"])),
+    st.tuples(st.just("region_claim"), st.integers(0, 9), st.integers(0, 9),
+              st.integers(1, 4)),
+    st.tuples(st.just("task_create"), st.integers(0, 3), st.integers(0, 0), st.integers(0, 0)),
+    st.tuples(st.just("join"), st.integers(0, 3), st.integers(0, 0), st.integers(0, 0)),
+), min_size=1, max_size=12)
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=CALLS)
+def test_the_world_in_the_store_equals_the_world_in_memory(
+        tmp_path: pathlib.Path, calls: list[tuple[str, int, int, Any]]) -> None:
+    path = pathlib.Path(tempfile.mkdtemp(dir=tmp_path)) / "p.db"
+    seen: list[tuple[int, dict[str, Any]]] = []
+    with Simulation(seed=3, store=path) as simu:
+        assert simu.store is not None
+        simu.store.snapshot_every = 1
+        owner = simu.client("owner")
+        owner.call("session_create", session_name="P", grid_size=10)
+        owner.call("session_join", agent_name="owner", role="architect")
+        others: dict[int, Any] = {}
+        for name, a, b, c in calls:
+            if name == "place_tile":
+                owner.call("builder_place_tile", x=a, y=b, tile_type=c)
+            elif name == "region_claim":
+                owner.call("region_claim", region={"x": a, "y": b, "width": c, "height": c})
+            elif name == "task_create":
+                owner.call("task_delegate", task_type="build", description=f"t{a}")
+            elif a not in others:
+                other = others[a] = simu.client(f"guest-{a}")
+                other.call("session_join", session_id=owner.session_id,
+                           agent_name=f"guest-{a}", role="builder")
+            simu.store.commit()
+            seen.append((simu.store.written, simu.world_state()))
+        stored = open_run(path)
+        points = dict(stored.snapshots())
+        # Every call committed something, and with a snapshot every record the store
+        # holds the world exactly where each call left it.
+        for written, world in seen:
+            assert written in points
+            assert stored.snapshot(seq=written) == _plain(world)
+
+
+def _plain(world: dict[str, Any]) -> Any:
+    """What a snapshot decodes to (msgpack: tuples come back as lists)."""
+    import msgspec
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(world))
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def _good_store(tmp_path: pathlib.Path) -> pathlib.Path:
+    path = tmp_path / "good.db"
+    run("locks_barriers", record=False, store=path)
+    return path
+
+
+def _bad_inputs(tmp_path: pathlib.Path) -> dict[str, tuple[pathlib.Path, str]]:
+    good = _good_store(tmp_path)
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, not a database\n")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "truncated.db"
+    truncated.write_bytes(good.read_bytes()[:6000])
+    newer = tmp_path / "newer.db"
+    shutil.copy(good, newer)
+    with sqlite3.connect(newer) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    db.close()
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    return {"text": (text, "not an SQLite database"), "empty": (empty, "empty file"),
+            "truncated": (truncated, "damaged"), "newer": (newer, "newer than"),
+            "other": (other, "not a barnraise store"), "folder": (folder, "directory")}
+
+
+@pytest.mark.parametrize("command", ["replay", "resume", "run"])
+def test_bad_stores_exit_2_with_one_line_and_are_left_unchanged(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    for kind, (path, words) in _bad_inputs(tmp_path).items():
+        before = None if path.is_dir() else _digest_of_file(path)
+        argv = (["run", "locks_barriers", "--store", str(path), "--overwrite"]
+                if command == "run" else [command, str(path)])
+        capsys.readouterr()
+        assert main(argv) == 2, kind
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and words in err, (kind, err)
+        if before is not None:
+            assert _digest_of_file(path) == before, kind
+        with pytest.raises(StoreError):
+            barnraise.open_run(path)
+
+
+def test_a_store_a_live_run_holds_is_refused(tmp_path: pathlib.Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "live.db"
+    with Simulation(seed=1, store=path) as simu:
+        simu.client("a").call("session_create", session_name="S", grid_size=10)
+        before = _digest_of_file(path)
+        for argv in (["resume", str(path)],
+                     ["run", "locks_barriers", "--store", str(path), "--overwrite"]):
+            assert main(argv) == 2
+            assert "held by another live run" in capsys.readouterr().err
+        assert _digest_of_file(path) == before
+        assert open_run(path).status == "running"
+        with pytest.raises(StoreError, match="held by another live run"):
+            Store.create(path, seed=0, mode="deterministic", overwrite=True)
+    assert check_store(path) is not None and open_run(path).status == "finished"
+
+
+def test_snapshots_decode_to_the_world(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "run.db"
+    run("kernel_build", record=False, store=path, **SMALL_KERNEL)
+    with sqlite3.connect(path) as db:
+        blobs = [bytes(r[0]) for r in db.execute("SELECT data FROM snapshots")]
+    db.close()
+    assert blobs
+    for blob in blobs:
+        world = read_snapshot(blob)
+        (part,) = world.values()
+        assert len(part["canvas"]) == part["shape"][0] * part["shape"][1]
+
+
+def test_resume_and_replay_refuse_what_they_cannot_do(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    realtime = tmp_path / "rt.db"
+    run("locks_barriers", mode="realtime", time_scale=200.0, record=False, store=realtime)
+    with sqlite3.connect(realtime) as db:  # as if it had been killed
+        db.execute("UPDATE run SET status = 'running'")
+    db.close()
+    before = _digest_of_file(realtime)
+    for argv, words in ((["resume", str(realtime)], "only deterministic runs resume"),
+                        (["replay", str(realtime)], "realtime run"),
+                        (["run", "locks_barriers", "--store",
+                          str(tmp_path / "no" / "such" / "dir.db")], "cannot open it")):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and words in err, err
+    assert _digest_of_file(realtime) == before
+    assert open_run(realtime).status == "interrupted"
+    by_hand = tmp_path / "hand.db"
+    with Simulation(seed=2, store=by_hand) as simu:
+        simu.client("a").call("session_create", session_name="S", grid_size=10)
+    assert main(["replay", str(by_hand)]) == 2
+    assert "cannot be re-executed" in capsys.readouterr().err
+
+
+def test_resume_on_the_command_line_prints_json_and_writes_out(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.db"
+    assert _run_killed(path, "record:300", "run", "kernel_build", "--store", str(path)) == -9
+    capsys.readouterr()
+    assert main(["resume", str(path), "--json", "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["success"] and summary["completion_percent"] == 100.0
+    assert summary["trace_digest"] == run("kernel_build", record=False).trace_digest
+    assert (tmp_path / "out" / "trace.jsonl").is_file()
+    assert open_run(path).summary == summary
+
+
+def test_a_simulation_that_raised_leaves_its_store_interrupted(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "hand.db"
+    with pytest.raises(RuntimeError), Simulation(seed=2, store=path) as simu:
+        simu.client("a").call("session_create", session_name="S", grid_size=10)
+        raise RuntimeError("the driver failed")
+    view = open_run(path)
+    assert view.status == "interrupted" and view.summary is None
+    assert [e["content"]["tool"] for e in view.events(type="coordination_request")
+            if e["sender"] == "a"] == ["session_create"]
