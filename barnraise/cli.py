@@ -31,6 +31,7 @@ from barnraise.runner import (
     describe,
     list_scenarios,
     load,
+    open_run,
     open_store,
     replay,
     resume,
@@ -94,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("store", metavar="PATH", help="a store written with --store")
     check.add_argument("--json", action="store_true", help="print one JSON object")
 
+    scrub = commands.add_parser(
+        "view", help="scrub a stored run in the browser (a time slider over its snapshots)")
+    scrub.add_argument("store", metavar="PATH", help="a store written with run --store")
+    scrub.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
     sweep.add_argument("scenario", help="a name from `barnraise scenarios`, or a .py file")
@@ -147,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _replay(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "view":
+            return _view_stored(args)
         if args.command in ("serve", "mcp"):
             return _serve(args)
     except (ScenarioError, StoreError) as exc:
@@ -307,6 +315,24 @@ def _report(result: RunResult, module: Any, args: argparse.Namespace) -> int:
             print(f"barnraise: error: writing {args.out}: {exc}", file=sys.stderr)
             code = 2
     return code
+
+
+def _view_stored(args: argparse.Namespace) -> int:
+    """``barnraise view PATH``: serve the page over a stored run until Ctrl-C."""
+    if not 0 <= args.port <= 65535:
+        raise ScenarioError(f"--port must be from 0 to 65535, got {args.port}")
+    run = open_run(args.store)  # StoreError (exit 2) when it is not a store
+    try:
+        from barnraise.view.stored import serve_stored
+    except ImportError as exc:
+        print(f"barnraise: error: `barnraise view` needs the gateway extra "
+              f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
+        return 2
+    try:
+        return serve_stored(run, port=args.port)
+    except ValueError as exc:
+        print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
+        return 2
 
 
 def _viewer(args: argparse.Namespace) -> Any:

@@ -278,3 +278,60 @@ def test_a_refused_claim_flashes_red_over_its_region(
     page.wait_for_function("window.__view.state === 'finished'")
     assert page.errors == []  # type: ignore[attr-defined]
     page.close()
+
+
+@pytest.fixture
+def stored_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A finished kernel_build kept in a store, with a snapshot every 400 records."""
+    from barnraise.runner import open_store
+
+    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", "400")
+    path = tmp_path / "run.db"
+    request = check_request("kernel_build", seed=5, **PARAMS)
+    result = run_request(request, store=open_store(request, path))
+    assert result.success
+    return path
+
+
+def test_the_scrubber_shows_a_stored_run_at_a_chosen_time(
+        browser: Browser, stored_run: Path, shots: Path) -> None:
+    from barnraise import open_run
+    from barnraise.view.stored import StoredServer
+
+    run = open_run(stored_run)
+    times = [t for _, t in run.snapshots()]
+    assert len(times) >= 3, "the store should hold snapshots along the run"
+    served = StoredServer(run, port=0)
+    try:
+        url = served.server.start() + "/"
+        page = _open(browser, url)
+        assert page.evaluate("window.__view.scrub !== null")
+        end = page.evaluate("window.__view.scrub.end")
+        assert end == max(times[-1], end) and page.is_visible("#scrub")
+        # Move the slider to a time between two snapshots: the earlier one is shown.
+        chosen = round((times[1] + times[2]) / 2 if times[2] > times[1] else times[1], 2)
+        seq = _status(page)["seq"]
+        page.evaluate(f"(() => {{ const s = document.getElementById('scrub'); "
+                      f"s.value = '{chosen}'; s.dispatchEvent(new Event('change')); }})()")
+        page.wait_for_function(f"window.__view.seq > {seq} && window.__view.t === {chosen}")
+        expected = run.canvas(at=chosen)
+        assert expected is not None
+        pixels = np.array(page.evaluate("__view.pixels()"), dtype=np.uint8)
+        assert np.array_equal(pixels.reshape(_expected_pixels(expected).shape),
+                              _expected_pixels(expected))
+        shown = page.evaluate("window.__view.scrub.shown")
+        assert shown == max(t for t in times if t <= chosen)
+        page.screenshot(path=str(shots / "7-scrubbed.png"))
+        # At the end: the finished run's canvas.
+        seq = _status(page)["seq"]
+        page.evaluate(f"__view.control('seek', {end})")
+        page.wait_for_function(f"window.__view.seq > {seq}")
+        final = run.canvas()
+        assert final is not None
+        pixels = np.array(page.evaluate("__view.pixels()"), dtype=np.uint8)
+        assert np.array_equal(pixels.reshape(_expected_pixels(final).shape),
+                              _expected_pixels(final))
+        assert page.errors == []  # type: ignore[attr-defined]
+        page.close()
+    finally:
+        served.close()

@@ -375,3 +375,41 @@ def test_a_held_realtime_run_stands_still_and_then_ends_as_it_would() -> None:
     assert snap1.canvas is not None and np.array_equal(snap0.canvas, snap1.canvas)
     assert 0 < snap0.completion < 100
     assert result.success, result.summary
+
+
+def test_barnraise_view_serves_a_stored_run_and_refuses_what_is_not_one(tmp_path: Path) -> None:
+    from barnraise.runner import open_store
+
+    path = tmp_path / "run.db"
+    request = check_request("kernel_build", seed=3, **SMALL)
+    assert run_request(request, store=open_store(request, path)).success
+    not_a_store = tmp_path / "notes.txt"
+    not_a_store.write_text("hello")
+    for bad in (str(not_a_store), str(tmp_path / "missing.db")):
+        process = _cli("view", bad, "--port", "0")
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 2 and "barnraise: error" in err, err
+    process = _cli("view", str(path), "--port", "0")
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and "barnraise" in _get(url)[1]
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            frame = _next(ws, "view.frame")
+            assert frame["state"] == "stored" and frame["grid"] == [SMALL["grid_size"]] * 2
+            assert frame["scrub"]["at"] == frame["scrub"]["end"] > 0
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "view.control",
+                                "params": {"action": "seek", "value": "soon"}}))
+            answer = json.loads(ws.recv(timeout=10))
+            assert answer["result"]["error"] == "invalid_value"
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "view.control",
+                                "params": {"action": "seek", "value": 0}}))
+            again = _next(ws, "view.frame")
+            assert again["t"] == 0 and again["seq"] > frame["seq"]
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)

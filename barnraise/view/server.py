@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import pathlib
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 from starlette.requests import Request
@@ -83,10 +83,21 @@ class _Connection:
         self.queue.put_nowait(frame)
 
 
+class Source(Protocol):
+    """What the page is served from: a live run's :class:`Watcher`, or a stored run's
+    :class:`~barnraise.view.stored.StoredSource`."""
+
+    def frame(self) -> dict[str, Any]: ...
+
+    def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]: ...
+
+    def control(self, action: str, value: Any = None) -> dict[str, Any]: ...
+
+
 class ViewSurface:
     """The view's routes on a :class:`~barnraise.gateway.server.Gateway` (see the module doc)."""
 
-    def __init__(self, watcher: Watcher, gateway: Gateway) -> None:
+    def __init__(self, watcher: Watcher | Source, gateway: Gateway) -> None:
         self.watcher = watcher
         self.gateway = gateway
         self._connections: set[_Connection] = set()
@@ -203,4 +214,6 @@ class ViewSurface:
             return _encoder.encode({"jsonrpc": "2.0", "id": rid,
                                     "result": {"success": True, "frame": True}})
         result = self.watcher.control(params["action"], params.get("value"))
+        if result.pop("resync", False) and connection is not None:
+            connection.resync()  # a stored run moved in time: the whole picture again
         return _encoder.encode({"jsonrpc": "2.0", "id": rid, "result": result})

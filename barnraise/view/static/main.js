@@ -89,8 +89,23 @@ function onFrame(f) {
   view.progress = typeof f.progress === "number" ? f.progress : null;
   part("progress", () => showProgress($("progress"), $("progress-text"), f.progress, f.state));
   setStatus(f);
+  part("scrub", () => showScrub(f.scrub));
   view.seq = typeof f.seq === "number" ? f.seq : 0;
 }
+
+// A stored run: a time slider; moving it asks for the world at that time.
+function showScrub(scrub) {
+  const box = $("scrub-box");
+  if (!scrub || typeof scrub.end !== "number") { box.hidden = true; view.scrub = null; return; }
+  box.hidden = false;
+  view.scrub = scrub;
+  const input = $("scrub");
+  input.max = String(scrub.end);
+  if (document.activeElement !== input) input.value = String(scrub.at);
+  const shown = typeof scrub.shown === "number" ? `snapshot at ${scrub.shown.toFixed(2)} s` : "no snapshot yet";
+  $("scrub-text").textContent = `${Number(scrub.at).toFixed(2)} / ${scrub.end.toFixed(2)} s (${shown})`;
+}
+$("scrub").addEventListener("change", (e) => control("seek", Number(e.target.value)));
 
 let lastFrameAsk = -1e9;
 let frameAskPending = false;
