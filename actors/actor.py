@@ -50,7 +50,7 @@ from actors.effects import (
 )
 from actors.errors import WaitTimeout
 from sim.dispatch.core import Dispatcher
-from sim.dispatch.values import SendReport, SubscriptionFilter, Timer, Waiter
+from sim.dispatch.values import WAKE, SendReport, SubscriptionFilter, Timer, Waiter
 from sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
 from sim.messages import Message, Metadata, Priority, Region
 from sim.seeds import seed_for
@@ -161,14 +161,25 @@ class A2AActor(pykka.ThreadingActor):
         # (message, encoded) tuple or a Timer; a message goes through the
         # dispatcher's one delivery step, as in deterministic mode. Anything
         # else is a pykka envelope: a stop request, or a proxy call.
+        # While the run is held (dispatcher.holding, a viewer's pause) letters and
+        # timers are kept, in the order taken, and handled first once it resumes
+        # (WAKE in the mailbox wakes the thread for that); proxy calls, the read
+        # API's, are answered all the while.
         get = self.actor_inbox.get
         stopped = self.actor_stopped
         dispatcher = self.dispatcher
         clock = dispatcher.clock
         deliver = dispatcher.deliver
+        kept: deque[Any] = deque()
         while not stopped.is_set():
-            item = get()
+            item = kept.popleft() if kept and not dispatcher.holding else get()
             kind = type(item)
+            if kind is tuple or kind is Timer:
+                if dispatcher.holding:
+                    kept.append(item)
+                    continue
+            elif item is WAKE:
+                continue
             if kind is tuple:
                 message, encoded = item
                 try:

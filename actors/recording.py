@@ -111,12 +111,15 @@ class Recorder:
                                                 daemon=True)
 
     def _loop(self) -> None:
-        clock = self.simu.dispatcher.clock
-        wall = max(0.001, clock.to_wall(self.interval))
-        regions = self.simu.dispatcher.actor("regions")
-        while not self._stop.wait(wall):
+        dispatcher = self.simu.dispatcher
+        clock = dispatcher.clock
+        regions = dispatcher.actor("regions")
+        # The wall interval is read each time: a viewer may change the time scale.
+        while not self._stop.wait(max(0.001, clock.to_wall(self.interval))):
             if regions.stopped:
                 return  # the simulation was closed without finish(): nothing moves any more
+            if dispatcher.holding:
+                continue  # a held run's clock stands still: nothing new to sample
             self.sample()
 
     def sample(self, *, final: bool = False) -> Statistics | None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -510,11 +509,13 @@ class Simulation:
             return d.run_until(done, deadline)
         assert isinstance(d, RealtimeDispatcher)
         wall = REALTIME_CALL_TIMEOUT if timeout is None else d.clock.to_wall(timeout)
-        end = time.monotonic() + wall
+        # Counted on the dispatcher's active wall clock: time the run spends held
+        # (RealtimeDispatcher.pause) does not run a wait out.
+        end = d.active_wall() + wall
         with arrived:  # the client actor notifies it on every arrival, close() once more
             while not done():
-                left = end - time.monotonic()
+                left = end - d.active_wall()
                 if left <= 0 or self.closed:
                     return False
-                arrived.wait(left)
+                arrived.wait(min(left, 0.5) if d.holding else left)
         return True

@@ -31,6 +31,7 @@ from barnraise.runner import (
     describe,
     list_scenarios,
     load,
+    open_run,
     open_store,
     replay,
     resume,
@@ -70,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="DIR",
                      help="write summary.json, trace.jsonl, timeseries.csv, agents.csv, "
                      "events.csv and the run's plots there")
+    run.add_argument("--view", action="store_true",
+                     help="watch the run in the browser: serve a live page (its URL is "
+                     "printed) that stays up after the run until Ctrl-C; needs the "
+                     "gateway extra")
+    run.add_argument("--port", type=int, default=8765,
+                     help="--view: the page's port on 127.0.0.1 (0 picks a free one)")
+    run.add_argument("--paused", action="store_true",
+                     help="--view, deterministic mode: wait for Start on the page")
     run.add_argument("--store", metavar="PATH",
                      help="keep the run durable in a SQLite store there (see docs/store.md)")
     run.add_argument("--overwrite", action="store_true",
@@ -85,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
         "replay", help="re-execute a stored deterministic run and compare its trace")
     check.add_argument("store", metavar="PATH", help="a store written with --store")
     check.add_argument("--json", action="store_true", help="print one JSON object")
+
+    scrub = commands.add_parser(
+        "view", help="scrub a stored run in the browser (a time slider over its snapshots)")
+    scrub.add_argument("store", metavar="PATH", help="a store written with run --store")
+    scrub.add_argument("--port", type=int, default=8765, help="0 picks a free port")
 
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
@@ -143,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _replay(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "view":
+            return _view_stored(args)
         if args.command in ("serve", "mcp"):
             return _serve(args)
     except (ScenarioError, StoreError) as exc:
@@ -225,16 +241,44 @@ def _run(args: argparse.Namespace) -> int:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
     if args.overwrite and not args.store:
         raise ScenarioError("--overwrite applies with --store only")
+    if (args.port != 8765 or args.paused) and not args.view:
+        raise ScenarioError("--port and --paused go with --view")
+    if not 0 <= args.port <= 65535:
+        raise ScenarioError(f"--port must be from 0 to 65535, got {args.port}")
+    viewer = _viewer(args) if args.view else None
+    if args.view and viewer is None:
+        return 2
     store = open_store(request, args.store, args.overwrite) if args.store else None
     bar = _progress_bar() if sys.stderr.isatty() and not args.json else None
     try:
         result = run_request(request, progress=bar[0] if bar else None,
                              interval=args.interval,
-                             frame_size=OUT_FRAME_SIZE if args.out else 0, store=store)
+                             frame_size=OUT_FRAME_SIZE if args.out else 0, store=store,
+                             watch=None if viewer is None else viewer.watch)
+    except KeyboardInterrupt:
+        if viewer is None:
+            raise
+        viewer.close()  # Ctrl-C on a watched run (held, say): stop serving, say so
+        print("barnraise: interrupted before the run ended", file=sys.stderr)
+        return 130
+    except BaseException:
+        if viewer is not None:
+            viewer.close()
+        raise
     finally:
         if bar is not None:
             bar[1]()
-    return _report(result, request.module, args)
+    code = _report(result, request.module, args)
+    if viewer is not None:
+        from barnraise.view.live import wait_for_signal
+
+        try:
+            wait_for_signal(ready=lambda: print(
+                f"the run has ended; its page stays up at {viewer.url}/ until Ctrl-C",
+                file=sys.stderr, flush=True))
+        finally:
+            viewer.close()
+    return code
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -268,13 +312,44 @@ def _report(result: RunResult, module: Any, args: argparse.Namespace) -> int:
     else:
         for line in summary_lines(summary, module):
             print(line)
+    code = 0 if result.success else 1
     if args.out:
         try:
             result.write(args.out)
         except OSError as exc:
             print(f"barnraise: error: writing {args.out}: {exc}", file=sys.stderr)
-            return 2
-    return 0 if result.success else 1
+            code = 2
+    return code
+
+
+def _view_stored(args: argparse.Namespace) -> int:
+    """``barnraise view PATH``: serve the page over a stored run until Ctrl-C."""
+    if not 0 <= args.port <= 65535:
+        raise ScenarioError(f"--port must be from 0 to 65535, got {args.port}")
+    run = open_run(args.store)  # StoreError (exit 2) when it is not a store
+    try:
+        from barnraise.view.stored import serve_stored
+    except ImportError as exc:
+        print(f"barnraise: error: `barnraise view` needs the gateway extra "
+              f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
+        return 2
+    try:
+        return serve_stored(run, port=args.port)
+    except ValueError as exc:
+        print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _viewer(args: argparse.Namespace) -> Any:
+    """The LiveView for ``run --view`` (None, said why, without the gateway extra)."""
+    try:
+        from barnraise.view.live import LiveView
+    except ImportError as exc:
+        print(f"barnraise: error: --view needs the gateway extra "
+              f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
+        return None
+    return LiveView(port=args.port, paused=args.paused, scenario=args.scenario,
+                    announce=lambda url: print(url, flush=True))
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -466,9 +466,15 @@ def _check_recording(interval: float, frame_size: int) -> None:
 def run_request(request: Request, *, progress: Callable[[float], None] | None = None,
                 record: bool = True, interval: float = DEFAULT_INTERVAL,
                 frame_size: int = 0, check_metrics: bool = False,
-                store: Store | None = None) -> RunResult:
+                store: Store | None = None,
+                watch: Callable[[Simulation], Callable[[], None]] | None = None) -> RunResult:
     """Run a request :func:`check_request` made (see :func:`run`); ``store`` keeps it
-    (a new store from :func:`open_store`, or a resumed one)."""
+    (a new store from :func:`open_store`, or a resumed one).
+
+    ``watch`` (a live view, say) is called with the Simulation before the
+    scenario starts; the function it returns is called once the run has ended,
+    while the world is still up, even when the scenario raised.
+    """
     module, mode, seed = request.module, request.mode, request.seed
     options = request.simulation
     started = time.perf_counter()
@@ -482,8 +488,13 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
         simu.progress = progress
         recorder = (Recorder(simu, interval=interval, frame_size=frame_size,
                              check=check_metrics) if record else None)
-        metrics = dict(module.run(simu, **request.params))
-        ending = simu.dispatcher.run()  # let what the scenario set going finish
+        ended = watch(simu) if watch is not None else None
+        try:
+            metrics = dict(module.run(simu, **request.params))
+            ending = simu.dispatcher.run()  # let what the scenario set going finish
+        finally:
+            if ended is not None:
+                ended()
         recorded = recorder.finish() if recorder is not None else None
         world = _world(simu, metrics.pop("session_id", None))
         stats = simu.dispatcher.statistics()

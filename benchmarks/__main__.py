@@ -1,7 +1,8 @@
 """``python -m benchmarks [--quick] [--only SECTION]...``: print one JSON object.
 
-SECTION is runtime, world, scenarios, validation, sweep, faults, store or gateway
-(repeatable; all by default; gateway needs the gateway extra).
+SECTION is runtime, world, scenarios, validation, sweep, faults, store, gateway or
+view (repeatable; all by default; gateway needs the gateway extra, view the view
+extra and Debian's chromium).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from benchmarks import (
 )
 
 SECTIONS = ("runtime", "world", "scenarios", "validation", "sweep", "faults", "store",
-            "gateway")
+            "gateway", "view")
 
 
 def world(quick: bool) -> dict[str, Any]:
@@ -72,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from benchmarks import gateway_bench  # needs the gateway extra
 
         result["gateway"] = gateway_bench.run(quick=args.quick)
+    if "view" in sections:
+        from benchmarks import view_bench  # needs the view extra and a chromium
+
+        result["view"] = view_bench.run(quick=args.quick)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

@@ -36,19 +36,52 @@ class VirtualClock:
 
 
 class WallClock:
-    """Wall time scaled by ``time_scale``: 10.0 runs simulated durations 10x faster."""
+    """Wall time scaled by ``time_scale``: 10.0 runs simulated durations 10x faster.
 
-    __slots__ = ("_origin", "time_scale")
+    :meth:`freeze` stops it (``now`` stays where it was) and :meth:`thaw` lets it go
+    on from there; :meth:`set_scale` changes the scale without a jump in ``now``.
+    """
+
+    __slots__ = ("_frozen", "_origin", "time_scale")
 
     def __init__(self, time_scale: float = 1.0) -> None:
         if not time_scale > 0:
             raise ValueError(f"time_scale must be positive, got {time_scale!r}")
         self.time_scale = float(time_scale)
         self._origin = time.monotonic()
+        self._frozen: float | None = None
 
     @property
     def now(self) -> float:
+        frozen = self._frozen
+        if frozen is not None:
+            return frozen
         return (time.monotonic() - self._origin) * self.time_scale
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen is not None
+
+    def freeze(self) -> None:
+        """Stop the clock at the current time (again: nothing)."""
+        if self._frozen is None:
+            self._frozen = self.now
+
+    def thaw(self) -> None:
+        """Let a frozen clock go on from where it stopped (not frozen: nothing)."""
+        frozen = self._frozen
+        if frozen is not None:
+            self._origin = time.monotonic() - frozen / self.time_scale
+            self._frozen = None
+
+    def set_scale(self, time_scale: float) -> None:
+        """Run at ``time_scale`` from now on; ``now`` does not jump."""
+        if not time_scale > 0 or time_scale == float("inf"):
+            raise ValueError(f"time_scale must be a finite number > 0, got {time_scale!r}")
+        at = self.now
+        self.time_scale = float(time_scale)
+        if self._frozen is None:
+            self._origin = time.monotonic() - at / self.time_scale
 
     def to_wall(self, sim_seconds: float) -> float:
         return max(0.0, sim_seconds) / self.time_scale

@@ -62,3 +62,20 @@ def test_the_store_benchmarks_produce_their_figures() -> None:
     figures = store_bench.run(quick=True)
     assert figures["kernel_build"]["ratio"] > 0 and figures["kernel_build"]["records"] > 0
     assert figures["resume"]["records"] > 0 and figures["resume"]["bytes_per_1000_records"] > 0
+
+
+def test_the_view_benchmark_watches_a_run_to_its_end() -> None:
+    import pytest
+
+    from barnraise.view import headless
+
+    reason = headless.missing()
+    if reason is not None:
+        pytest.skip(f"no headless browser: {reason}")
+    from benchmarks import view_bench
+
+    figures = view_bench.bench_view(agents=20, grid=96, block=16, repeats=1)
+    assert figures["same_digest"] is True  # watching changed nothing in the run
+    assert figures["page_progress"] == [100] and figures["page_bad"] == 0
+    assert figures["fps"] > 0 and figures["ratio"] > 0
+    assert figures["page_deltas_per_run"][0] >= 1

@@ -5,7 +5,10 @@
 ``HostedWorld(scenario="kernel_build", params={...})`` runs that scenario's
 script on a background thread instead: its agents work in the world while
 outside agents join their session. Either way the world stays up after the
-script returns, until :meth:`close`. A bad scenario name or parameter raises
+script returns, until :meth:`close`. ``HostedWorld(simulation=simu)`` hosts a
+Simulation someone else drives (``barnraise run --view`` puts its run on the
+gateway this way): no session is made, no script started, and :meth:`close`
+leaves it to its owner. A bad scenario name or parameter raises
 :class:`scenarios.ScenarioError` before anything starts.
 """
 
@@ -34,7 +37,23 @@ class HostedWorld:
                  grid_size: int = 1000, max_agents: int = 1000,
                  granted_roles: tuple[str, ...] = ("architect",),
                  guest_seats: int = 100, store: str | os.PathLike[str] | None = None,
-                 overwrite: bool = False) -> None:
+                 overwrite: bool = False, simulation: Simulation | None = None) -> None:
+        self.scenario = scenario
+        self.default_session: str | None = None
+        #: The default session's role tokens, one per granted role: the operator hands
+        #: them to the outside agents that may join in those roles.
+        self.role_tokens: dict[str, str] = {}
+        self.scenario_result: dict[str, Any] | None = None
+        self.scenario_error: str | None = None
+        self._thread: threading.Thread | None = None
+        #: The served run's durable store (``serve --store``), finished on close.
+        self.store: Store | None = None
+        self._owned = simulation is None
+        if simulation is not None:
+            if store is not None:
+                raise ValueError("store: give it to the Simulation, not to its host")
+            self.simulation = simulation
+            return
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
         options: dict[str, Any] = {}
@@ -47,22 +66,12 @@ class HostedWorld:
         elif params:
             raise ValueError("params need a scenario")
         options["time_scale"] = float(time_scale)
-        #: The served run's durable store (``serve --store``), finished on close.
-        self.store: Store | None = None
         if store is not None:  # checked before anything starts: StoreError, file untouched
             self.store = Store.create(store, seed=seed, mode="realtime", scenario=scenario,
                                       params=values, options={"time_scale": float(time_scale)},
                                       version=package_version(), overwrite=overwrite)
         self.simulation = Simulation(seed=seed, mode="realtime", store=self.store, **options)
         self.simulation.guest_seats = guest_seats
-        self.scenario = scenario
-        self.default_session: str | None = None
-        #: The default session's role tokens, one per granted role: the operator hands
-        #: them to the outside agents that may join in those roles.
-        self.role_tokens: dict[str, str] = {}
-        self.scenario_result: dict[str, Any] | None = None
-        self.scenario_error: str | None = None
-        self._thread: threading.Thread | None = None
         if module is not None:
             self._thread = threading.Thread(target=self._run_scenario, args=(module, values),
                                             name=f"scenario-{scenario}", daemon=True)
@@ -103,7 +112,10 @@ class HostedWorld:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop every actor (the scenario thread, a daemon, ends with its world); a store
-        gets every record made so far and is marked finished."""
+        gets every record made so far and is marked finished. A Simulation given to the
+        constructor is its owner's to close."""
+        if not self._owned:
+            return
         if self.store is not None and not self.store.closed:
             simulation = self.simulation
             simulation.dispatcher.shutdown()  # no record after the store's last

@@ -150,11 +150,15 @@ class Hub:
     """Remote agents on one Simulation, served from one asyncio loop (see the module doc)."""
 
     def __init__(self, simulation: Simulation, *, limits: Limits | None = None,
-                 counters: Counters | None = None, name_prefix: str = "remote") -> None:
-        if simulation.mode != "realtime":
+                 counters: Counters | None = None, name_prefix: str = "remote",
+                 agents: bool = True) -> None:
+        if agents and simulation.mode != "realtime":
             raise ValueError("a hub serves a realtime Simulation (the network runs on the "
                              f"wall clock), not a {simulation.mode} one")
         self.simulation = simulation
+        #: False: a hub that takes no agents (a view of a deterministic run, whose one
+        #: thread drives the world): every join is refused ``no_agents``.
+        self.agents = agents
         self.limits = limits or Limits()
         self.counters = counters or Counters()
         self.time_scale = float(getattr(simulation.dispatcher.clock, "time_scale", 1.0))
@@ -194,6 +198,9 @@ class Hub:
 
     def new_slot(self, name: str | None = None) -> AgentSlot:
         """A new remote agent with its own Client (not yet a member of anything)."""
+        if not self.agents:
+            raise Refused("no_agents", "this server shows a deterministic run, which one "
+                          "thread drives; agents join realtime worlds (barnraise serve)")
         if len(self._slots) >= self.limits.agents:
             raise Refused("too_many_agents", f"this server holds at most {self.limits.agents} "
                           "remote agents")

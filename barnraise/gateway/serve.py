@@ -26,15 +26,22 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
     With ``store``, the served run is kept in that SQLite file as it goes (the
     log of every call and event) and marked finished when the server stops.
     """
+    from barnraise.view.server import ViewSurface  # the live page at / (barnraise.view)
+    from barnraise.view.watch import Watcher
+
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
                         store=store, overwrite=overwrite)
     for role, token in world.role_tokens.items():  # for the operator, not on stdout
         print(f"barnraise serve: join as {role} with role_token={token}", file=sys.stderr,
               flush=True)
+    watcher = Watcher(world.simulation, lazy=True)
     try:
-        server = GatewayServer(Gateway(world, allowed_origins=allowed_origins), host, port)
+        gateway = Gateway(world, allowed_origins=allowed_origins)
+        ViewSurface(watcher, gateway)
+        server = GatewayServer(gateway, host, port)
         server.run(on_ready=lambda url: print(url, flush=True))
     finally:
+        watcher.close()
         world.close()
     return 0
 

@@ -60,9 +60,11 @@ class Gateway:
     """The ASGI app of every surface over one hosted world (see the module doc)."""
 
     def __init__(self, world: HostedWorld, *, limits: Limits | None = None,
-                 allowed_origins: Sequence[str] = ()) -> None:
+                 allowed_origins: Sequence[str] = (), agents: bool = True) -> None:
+        """``agents=False``: serve the routes, but refuse every join (``no_agents``):
+        for a view of a deterministic run, which one thread drives."""
         self.world = world
-        self.hub = Hub(world.simulation, limits=limits)
+        self.hub = Hub(world.simulation, limits=limits, agents=agents)
         self.counters = self.hub.counters
         self.watch = TaskWatch(self.hub)
         self.a2a = A2ABinding(self.hub, self.watch)

@@ -15,7 +15,9 @@ concern:
 * ``sim.dispatch.faults``: :class:`Faults`, a seeded fault plan, and the
   injector that a dispatcher given one routes every agent's letters through;
 * ``sim.dispatch.realtime``: :class:`RealtimeDispatcher`, every actor a pykka
-  ``ThreadingActor``, one timer thread, wall time times ``time_scale``.
+  ``ThreadingActor``, one timer thread, wall time times ``time_scale``;
+* ``sim.dispatch.gate``: :class:`Gate`, which a viewer puts in front of the
+  deterministic loop to pause, step and pace it.
 
 A run ends in one of the reasons of :class:`RunReport`. When nothing is left to
 do but some behaviour still waits for something that no pending work can
@@ -27,6 +29,7 @@ from typing import Any
 from sim.dispatch.core import Dispatcher
 from sim.dispatch.deterministic import DeterministicDispatcher
 from sim.dispatch.faults import FAULT_KINDS, Faults, FaultsError
+from sim.dispatch.gate import Gate, GateClosed
 from sim.dispatch.realtime import RealtimeDispatcher
 from sim.dispatch.values import (
     DELIVERED,
@@ -52,6 +55,8 @@ __all__ = [
     "Endpoint",
     "Faults",
     "FaultsError",
+    "Gate",
+    "GateClosed",
     "RealtimeDispatcher",
     "RunReport",
     "SendReport",

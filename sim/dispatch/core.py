@@ -156,6 +156,10 @@ class Dispatcher:
         self._dead: Counter[str] = Counter()
         self.dead_letters: deque[tuple[str, Message]] = deque(maxlen=dead_letter_log)
         self.behaviour_errors = 0
+        #: True while a realtime run is held (``RealtimeDispatcher.pause``): actors keep
+        #: the letters they take instead of handling them. Never set in deterministic
+        #: mode, whose loop a ``Gate`` holds instead.
+        self.holding = False
         #: The fault plan in force (None: no faults, and routing is the plain one).
         plan = Faults.parse(faults)
         if plan is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from sim.clock import VirtualClock
 from sim.dispatch.core import SYSTEM, Dispatcher
+from sim.dispatch.gate import Gate
 from sim.dispatch.values import (
     DELIVERED,
     DROPPED,
@@ -63,6 +64,24 @@ class DeterministicDispatcher(Dispatcher):
         # what actors count through add_live_work (unanswered requests).
         self._live = 0
         self._steps = 0
+        #: The run gate a viewer pauses, steps and paces the loop with (None: none).
+        self.gate: Gate | None = None
+
+    def attach_gate(self, gate: Gate) -> Callable[[], None]:
+        """Put ``gate`` in front of every entry (see :mod:`sim.dispatch.gate`); returns
+        the function that takes it away again (and opens it)."""
+        if self.gate is not None:
+            raise RuntimeError("this dispatcher already has a gate")
+        self.gate = gate
+        stop_listening = self.trace.listen(gate.on_event)
+
+        def detach() -> None:
+            stop_listening()
+            if self.gate is gate:
+                self.gate = None
+            gate.close()
+
+        return detach
 
     @property
     def now(self) -> float:
@@ -198,6 +217,7 @@ class DeterministicDispatcher(Dispatcher):
         deliver = self.deliver
         limit = max_steps if max_steps is not None else -1
         steps = 0
+        gate = self.gate
         # The hot loop: one iteration per entry.
         while keys:
             key = keys[0]
@@ -215,6 +235,8 @@ class DeterministicDispatcher(Dispatcher):
             if steps == limit:
                 self._steps += steps
                 return RunReport("max_steps", clock.now, steps)
+            if gate is not None and not gate.open:
+                gate.wait(t)  # held, paced or asked to run a read; the entry stays put
             target, item, encoded = bucket.popleft()
             steps += 1
             if encoded is None:

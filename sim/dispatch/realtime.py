@@ -13,12 +13,21 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 from sim.clock import WallClock
 from sim.dispatch.core import SYSTEM, Dispatcher
-from sim.dispatch.values import DELIVERED, DROPPED, OFFLINE, Endpoint, RunReport, Statistics, Timer
+from sim.dispatch.values import (
+    DELIVERED,
+    DROPPED,
+    OFFLINE,
+    WAKE,
+    Endpoint,
+    RunReport,
+    Statistics,
+    Timer,
+)
 from sim.messages import Message
 
 __all__ = ["RealtimeDispatcher"]
@@ -55,6 +64,7 @@ class _TimerThread:
         self._seq = itertools.count()
         self._cond = threading.Condition(threading.Lock())
         self._closed = False
+        self._held = False  # hold(): fire nothing until release()
         self.live = 0  # non-daemon timers scheduled and not yet fired or cancelled
         self._thread = threading.Thread(target=self._loop, name="barnraise-timers", daemon=True)
         self._thread.start()
@@ -79,6 +89,21 @@ class _TimerThread:
             if not timer.cancelled and not timer.daemon:
                 self.live -= 1
 
+    def hold(self) -> None:
+        """Fire no timer until :meth:`release` (the clock is frozen meanwhile)."""
+        with self._cond:
+            self._held = True
+
+    def release(self, clock: WallClock) -> None:
+        """Fire again, each timer at its simulated due time on ``clock`` as it now runs
+        (after a hold, or a change of scale)."""
+        with self._cond:
+            self._held = False
+            wall, now = time.monotonic(), clock.now
+            self._heap = [(wall + clock.to_wall(t.due - now), seq, t) for _, seq, t in self._heap]
+            heapify(self._heap)
+            self._cond.notify()
+
     def pending(self) -> int:
         with self._cond:
             return sum(1 for _, _, t in self._heap if not t.cancelled)
@@ -87,7 +112,7 @@ class _TimerThread:
         while True:
             with self._cond:
                 while not self._closed and (
-                    not self._heap or self._heap[0][0] > time.monotonic()
+                    self._held or not self._heap or self._heap[0][0] > time.monotonic()
                 ):
                     wait = self._heap[0][0] - time.monotonic() if self._heap else 1.0
                     self._cond.wait(timeout=max(0.0, min(wait, 1.0)))
@@ -133,6 +158,10 @@ class RealtimeDispatcher(Dispatcher):
         self._held: list[Endpoint] | None = None
         self._held_by: int | None = None
         self._held_lock = threading.Lock()
+        # pause(): wall time spent held so far, and since when it is held now.
+        self._hold_lock = threading.Lock()
+        self._held_total = 0.0
+        self._held_since: float | None = None
 
     @property
     def now(self) -> float:
@@ -171,6 +200,51 @@ class RealtimeDispatcher(Dispatcher):
                     self._start(actor)
                 else:  # stopped while held: it never runs, so it is stopped now
                     actor.actor_stopped.set()  # type: ignore[attr-defined]
+
+    # -- holding the whole run (a viewer's pause) --------------------------------------
+
+    def pause(self) -> None:
+        """Hold the run: the clock stops, no timer fires, and every actor keeps the
+        letters it takes out of its mailbox (in order) instead of handling them. Calls
+        on an actor's own thread (``Simulation.view``) are still answered. A handler
+        already running finishes; what it sends waits too."""
+        with self._hold_lock:
+            if self.holding:
+                return
+            self.clock.freeze()
+            self._timers.hold()
+            self.holding = True
+            self._held_since = time.monotonic()
+
+    def resume(self) -> None:
+        """Let a held run go on from where it stopped."""
+        with self._hold_lock:
+            if not self.holding:
+                return
+            self.clock.thaw()
+            self._timers.release(self.clock)
+            self.holding = False
+            if self._held_since is not None:
+                self._held_total += time.monotonic() - self._held_since
+                self._held_since = None
+            for actor in list(self._endpoints.values()):  # wake those waiting on a mailbox
+                if not actor.stopped:
+                    actor.actor_inbox.offer(WAKE, 10, bounded=False)
+
+    def set_time_scale(self, time_scale: float) -> None:
+        """Run at ``time_scale`` simulated seconds per wall second from now on; pending
+        timers keep their simulated due times."""
+        with self._hold_lock:
+            self.clock.set_scale(time_scale)
+            if not self.holding:
+                self._timers.release(self.clock)
+
+    def active_wall(self) -> float:
+        """Wall seconds (``time.monotonic`` scale) with the time spent held left out:
+        what a wall-clock timeout should count, so a pause does not run one out."""
+        now = time.monotonic()
+        since = self._held_since
+        return now - self._held_total - (now - since if since is not None else 0.0)
 
     def _stop(self, actor: Endpoint) -> None:
         with self._held_lock:
@@ -291,6 +365,7 @@ class RealtimeDispatcher(Dispatcher):
         """Stop every actor (after its queued mail) and the timer thread; bounded wait."""
         if self._closed:
             return
+        self.resume()  # a held run is let go first: the letters its actors kept are handled
         self._closed = True
         for name in list(self._endpoints):
             self.stop_actor(name)

@@ -25,6 +25,7 @@ __all__ = [
     "DELIVERED",
     "DROPPED",
     "OFFLINE",
+    "WAKE",
     "DeadReason",
     "Endpoint",
     "RunReport",
@@ -38,6 +39,20 @@ __all__ = [
 DELIVERED: Final = "delivered"
 OFFLINE: Final = "offline"
 DROPPED: Final = "dropped"
+
+
+class _Wake:
+    """The type of :data:`WAKE`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "WAKE"
+
+
+#: Put in a realtime actor's mailbox when a held run resumes: it wakes the actor's
+#: thread to handle the letters it kept while held; it is nothing else.
+WAKE: Final = _Wake()
 
 DeadReason = Literal[
     "mailbox_full", "expired", "unknown_recipient", "bad_signature", "invalid", "offline",

@@ -1,0 +1,219 @@
+"""The live view on the gateway: the page's files and its WebSocket, on the gateway's server.
+
+=========================== ===========================================================
+``GET /``                   the page (``static/index.html``)
+``GET /view/static/...``    its CSS and JavaScript modules (no build step, no framework)
+``WS /view/ws``             frames, deltas and controls (JSON-RPC 2.0, see below)
+=========================== ===========================================================
+
+Frames from the server are UTF-8 JSON in binary WebSocket messages (encoded once,
+sent as they are); answers to a page's requests are text. On connecting, a page
+gets one ``view.frame`` notification (the whole picture:
+canvas, claims, agents, task board, the event backlog, the time series), then a
+``view.delta`` notification per read of the world (:mod:`barnraise.view.watch`):
+changed canvas rectangles, claims added and removed, changed agent rows, the
+board when a task moved, the new events, one point of the series. Each delta is
+encoded once and queued to every connection; a connection's queue holds
+:data:`QUEUE` deltas, and one that falls behind has its queue emptied and gets a
+fresh frame instead (so memory stays bounded and nothing is lost on the page). A
+delta arrives at most ``rate`` times a second (the watcher's reads).
+
+The page drives the run with requests ``{"jsonrpc": "2.0", "id": N, "method":
+"view.control", "params": {"action": A, "value": V}}`` (actions in
+:meth:`barnraise.view.watch.Watcher.control`); the result is the control's result
+dict; the action ``frame`` asks for the whole picture again (a page that
+lost track of its deltas). A frame that is not such a request gets a JSON-RPC error and the
+connection goes on. Browser connections from a foreign ``Origin`` are refused as
+on ``/a2a``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import pathlib
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from barnraise.gateway.server import Gateway
+from barnraise.view.watch import Watcher
+
+__all__ = ["QUEUE", "STATIC", "WS_PATH", "ViewSurface"]
+
+STATIC: Final = pathlib.Path(__file__).with_name("static")
+WS_PATH: Final = "/view/ws"
+#: Deltas one connection may have waiting; past that it gets a fresh frame instead.
+QUEUE: Final = 16
+#: The largest control frame read (bytes).
+MAX_CONTROL: Final = 4096
+_RESYNC: Final = b""
+_encoder: Final = msgspec.json.Encoder(enc_hook=str)
+
+
+def _notification(method: str, params: dict[str, Any]) -> bytes:
+    return _encoder.encode({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+class _Connection:
+    __slots__ = ("queue", "resyncs")
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=QUEUE + 1)
+        self.resyncs = 0
+
+    def resync(self) -> None:
+        """Drop what waits and send the whole picture next (on the loop)."""
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.resyncs += 1
+        self.queue.put_nowait(_RESYNC)
+
+    def offer(self, frame: bytes) -> None:
+        """Queue a delta; when full, drop the backlog for one fresh frame (on the loop)."""
+        if self.queue.qsize() >= QUEUE:
+            self.resync()
+            return
+        self.queue.put_nowait(frame)
+
+
+class Source(Protocol):
+    """What the page is served from: a live run's :class:`Watcher`, or a stored run's
+    :class:`~barnraise.view.stored.StoredSource`."""
+
+    def frame(self) -> dict[str, Any]: ...
+
+    def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]: ...
+
+    def control(self, action: str, value: Any = None) -> dict[str, Any]: ...
+
+
+class ViewSurface:
+    """The view's routes on a :class:`~barnraise.gateway.server.Gateway` (see the module doc)."""
+
+    def __init__(self, watcher: Watcher | Source, gateway: Gateway) -> None:
+        self.watcher = watcher
+        self.gateway = gateway
+        self._connections: set[_Connection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self.frames_sent = 0
+        self.deltas_sent = 0
+        for route in (Route("/", self._index, methods=["GET"]),
+                      Route("/favicon.ico", self._no_icon, methods=["GET"]),
+                      Mount("/view/static", app=StaticFiles(directory=STATIC)),
+                      WebSocketRoute(WS_PATH, self._websocket)):
+            gateway.add_route(route)
+
+    async def _index(self, request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", media_type="text/html",
+                            headers={"cache-control": "no-cache"})
+
+    async def _no_icon(self, request: Request) -> Response:
+        return Response(status_code=204)
+
+    # -- fan-out ---------------------------------------------------------------------------
+
+    def _on_delta(self, delta: dict[str, Any]) -> None:
+        # On the watcher's pump thread: encode once, hand to the loop.
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        frame = _notification("view.delta", delta)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._fan_out, frame)
+
+    def _fan_out(self, frame: bytes) -> None:
+        for connection in list(self._connections):
+            connection.offer(frame)
+
+    def _frame(self) -> bytes:
+        return _notification("view.frame", self.watcher.frame())
+
+    # -- one page --------------------------------------------------------------------------
+
+    async def _websocket(self, websocket: WebSocket) -> None:
+        if not self.gateway.origin_allowed(websocket.headers.get("origin")):
+            self.gateway.counters.add("foreign_origin")
+            await websocket.close(code=1008)
+            return
+        await websocket.accept()
+        self._loop = asyncio.get_running_loop()
+        connection = _Connection()
+        connection.queue.put_nowait(_RESYNC)  # the first thing a page gets: the whole picture
+        self._connections.add(connection)
+        if self._unsubscribe is None:
+            self._unsubscribe = self.watcher.subscribe(self._on_delta)
+        sender = asyncio.create_task(self._send(websocket, connection))
+        try:
+            await self._receive(websocket, connection)
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
+            self._connections.discard(connection)
+            if not self._connections and self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+
+    async def _send(self, websocket: WebSocket, connection: _Connection) -> None:
+        try:
+            while True:
+                frame = await connection.queue.get()
+                if frame is _RESYNC or not frame:
+                    frame = await asyncio.to_thread(self._frame)
+                    self.frames_sent += 1
+                else:
+                    self.deltas_sent += 1
+                await websocket.send_bytes(frame)  # UTF-8 JSON as it was encoded: no copy
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            with contextlib.suppress(Exception):
+                await websocket.close()
+
+    async def _receive(self, websocket: WebSocket, connection: _Connection) -> None:
+        while True:
+            try:
+                text = await websocket.receive_text()
+            except (WebSocketDisconnect, RuntimeError, KeyError):
+                return
+            reply = self._answer(text, connection)
+            with contextlib.suppress(Exception):
+                await websocket.send_text(reply.decode("utf-8"))
+
+    def _answer(self, text: str, connection: _Connection | None = None) -> bytes:
+        """The JSON-RPC answer to one frame from a page; never raises."""
+        if len(text) > MAX_CONTROL:
+            return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": f"frame over {MAX_CONTROL} bytes"}})
+        try:
+            request = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32700, "message": "the frame is not JSON"}})
+        rid = request.get("id") if isinstance(request, dict) else None
+        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
+            return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "not a JSON-RPC 2.0 request object"}})
+        if request.get("method") != "view.control":
+            return _encoder.encode({"jsonrpc": "2.0", "id": rid, "error": {
+                "code": -32601, "message": f"unknown method {request.get('method')!r}; "
+                                           "the view answers view.control"}})
+        params = request.get("params")
+        if not isinstance(params, dict) or not isinstance(params.get("action"), str):
+            return _encoder.encode({"jsonrpc": "2.0", "id": rid, "error": {
+                "code": -32602, "message": "params must be {\"action\": NAME, \"value\": V}"}})
+        if params["action"] == "frame":  # this page wants the whole picture again
+            if connection is not None:
+                connection.resync()
+            return _encoder.encode({"jsonrpc": "2.0", "id": rid,
+                                    "result": {"success": True, "frame": True}})
+        result = self.watcher.control(params["action"], params.get("value"))
+        if result.pop("resync", False) and connection is not None:
+            connection.resync()  # a stored run moved in time: the whole picture again
+        return _encoder.encode({"jsonrpc": "2.0", "id": rid, "result": result})

@@ -1,0 +1,125 @@
+// The tile canvas: one canvas pixel per cell (scaled by CSS, pixelated), and an overlay
+// for claims (outlined in their agent's colour) and conflicts (flashing).
+
+const UNKNOWN_TILE = 0xff00ff; // a tile code outside the palette shows magenta
+
+function rgb(hex) {
+  const m = /^#?([0-9a-f]{6})$/i.exec(String(hex || ""));
+  return m ? parseInt(m[1], 16) : UNKNOWN_TILE;
+}
+
+export class TileView {
+  constructor(tiles, overlay) {
+    this.tiles = tiles;
+    this.overlay = overlay;
+    this.ctx = tiles.getContext("2d", { willReadFrequently: true });
+    this.octx = overlay.getContext("2d");
+    this.width = 0;
+    this.height = 0;
+    this.lut = new Uint32Array(256);
+    this.setPalette(["#FFFFFF"]);
+    this.claims = new Map();
+    this.flashes = [];
+    this.overlayDirty = true;
+    this.unknownTiles = 0;
+  }
+
+  setPalette(colours) {
+    // ImageData is RGBA in memory; a little-endian Uint32 view reads it as ABGR.
+    for (let i = 0; i < 256; i++) {
+      const c = i < colours.length ? rgb(colours[i]) : UNKNOWN_TILE;
+      this.lut[i] = (0xff << 24) | ((c & 0xff) << 16) | (c & 0xff00) | ((c >> 16) & 0xff);
+    }
+    this.paletteSize = colours.length;
+  }
+
+  resize(height, width) {
+    if (width === this.width && height === this.height) return;
+    this.width = width;
+    this.height = height;
+    this.tiles.width = width;
+    this.tiles.height = height;
+    this.ctx.fillStyle = "#FFFFFF";
+    this.ctx.fillRect(0, 0, width, height);
+    this.overlayDirty = true;
+  }
+
+  // One rectangle of tile codes: {x, y, w, h, data: base64 of w*h bytes}.
+  putRect(rect) {
+    const { x, y, w, h } = rect;
+    if (![x, y, w, h].every(Number.isInteger) || w <= 0 || h <= 0 ||
+        x < 0 || y < 0 || x + w > this.width || y + h > this.height) {
+      throw new Error(`rectangle outside the canvas: ${JSON.stringify({ x, y, w, h })}`);
+    }
+    const raw = atob(rect.data);
+    if (raw.length !== w * h) throw new Error(`rectangle data has ${raw.length} bytes, not ${w * h}`);
+    const image = this.ctx.createImageData(w, h);
+    const out = new Uint32Array(image.data.buffer);
+    const lut = this.lut;
+    const top = this.paletteSize;
+    for (let i = 0; i < out.length; i++) {
+      const code = raw.charCodeAt(i);
+      if (code >= top) this.unknownTiles++;
+      out[i] = lut[code];
+    }
+    this.ctx.putImageData(image, x, y);
+  }
+
+  setClaims(list) {
+    this.claims.clear();
+    for (const c of list) this.claims.set(c.id, c);
+    this.overlayDirty = true;
+  }
+
+  updateClaims(added, removed) {
+    for (const id of removed || []) this.claims.delete(id);
+    for (const c of added || []) this.claims.set(c.id, c);
+    if ((added && added.length) || (removed && removed.length)) this.overlayDirty = true;
+  }
+
+  flash(region, now) {
+    if (!region) return;
+    this.flashes.push({ region, until: now + 1200 });
+    if (this.flashes.length > 200) this.flashes.splice(0, this.flashes.length - 200);
+  }
+
+  // Called on every animation frame; redraws the overlay only when something moved.
+  draw(now) {
+    const o = this.overlay;
+    const rect = o.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    const pw = Math.max(1, Math.round(rect.width * dpr));
+    const ph = Math.max(1, Math.round(rect.height * dpr));
+    if (o.width !== pw || o.height !== ph) {
+      o.width = pw;
+      o.height = ph;
+      this.overlayDirty = true;
+    }
+    this.flashes = this.flashes.filter((f) => f.until > now);
+    if (!this.overlayDirty && this.flashes.length === 0) return;
+    const ctx = this.octx;
+    ctx.clearRect(0, 0, pw, ph);
+    if (this.width && this.height) {
+      const sx = pw / this.width;
+      const sy = ph / this.height;
+      ctx.lineWidth = Math.max(1, Math.min(3, sx * 0.6));
+      for (const c of this.claims.values()) {
+        ctx.strokeStyle = c.color || "#FF0000";
+        ctx.strokeRect(c.x * sx + 0.5, c.y * sy + 0.5, c.w * sx - 1, c.h * sy - 1);
+      }
+      for (const f of this.flashes) {
+        const r = f.region;
+        const phase = Math.floor((f.until - now) / 150) % 2 === 0;
+        ctx.fillStyle = phase ? "rgba(229,57,53,0.55)" : "rgba(229,57,53,0.15)";
+        ctx.fillRect(r.x * sx, r.y * sy, r.width * sx, r.height * sy);
+      }
+    }
+    this.overlayDirty = false;
+  }
+
+  // The tile layer's pixels (for a test or a screenshot): RGBA bytes, row by row.
+  pixels() {
+    if (!this.width || !this.height) return new Uint8ClampedArray(0);
+    return this.ctx.getImageData(0, 0, this.width, this.height).data;
+  }
+}

@@ -1,0 +1,252 @@
+// The live view: one WebSocket (/view/ws) brings a frame, then deltas; an animation
+// loop draws. Nothing a server sends can break the page: a message that cannot be
+// applied is counted and shown in the log as bad.
+
+import { TileView } from "./canvas.js";
+import { Chart } from "./chart.js";
+import { Agents, Board, Log, showProgress } from "./panels.js";
+
+const $ = (id) => document.getElementById(id);
+
+const view = {
+  seq: -1, stale: 0, frames: 0, deltas: 0, frameMessages: 0, bad: 0, progress: null, state: "offline",
+  t: 0, grid: null, session: null, controls: false, lastError: null, connected: false,
+};
+window.__view = view; // what tests and curious people may read
+
+const tiles = new TileView($("tiles"), $("overlay"));
+const chart = new Chart($("chart"), $("chart-legend"));
+const agents = new Agents($("agents"), $("agent-count"), $("agents-more"), $("agent-filter"));
+let board = new Board($("board-counts"), $("frontier"), $("frontier-size"), {});
+const log = new Log($("log"), $("event-count"), $("log-filter"), $("log-follow"), $("log-odd"));
+let socket = null;
+let requestId = 0;
+let retry = 250;
+
+function noteBad(what, error, raw) {
+  view.bad++;
+  view.lastError = `${what}: ${error && error.message ? error.message : error}`;
+  log.add([{ bad: true, what, error: String(error && error.message ? error.message : error),
+    raw: typeof raw === "string" ? raw.slice(0, 200) : raw }], 0);
+}
+
+// Each part of a message is applied on its own, so one bad part spoils only itself.
+function part(what, fn) {
+  try { fn(); } catch (error) { noteBad(what, error); }
+}
+
+function setStatus(msg) {
+  if (typeof msg.state === "string") view.state = msg.state;
+  if (typeof msg.t === "number") view.t = msg.t;
+  view.controls = Boolean(msg.controls);
+  const status = $("status");
+  status.textContent = view.state + (msg.mode ? ` · ${msg.mode}` : "");
+  status.className = `status ${view.state}`;
+  $("clock").textContent = `t = ${view.t.toFixed(2)} s`;
+  for (const id of ["btn-start", "btn-pause", "speed"]) $(id).disabled = !view.controls;
+  for (const id of ["btn-step-event", "btn-step-time"]) {
+    $(id).disabled = !(view.controls && msg.steps);
+    $(id).title = msg.steps ? "" : "steps drive deterministic runs";
+  }
+  if (msg.speed !== undefined && document.activeElement !== $("speed")) {
+    $("speed").value = msg.speed === null ? "" : String(msg.speed);
+  }
+}
+
+function applyCanvas(rects) {
+  for (const r of rects || []) part("canvas rectangle", () => tiles.putRect(r));
+}
+
+function flashConflicts(entries) {
+  const now = performance.now();
+  for (const e of entries) {
+    if (e.type === "conflict_detected" && e.body && e.body.region) tiles.flash(e.body.region, now);
+  }
+}
+
+function onFrame(f) {
+  view.frameMessages++;
+  part("palette", () => {
+    if (Array.isArray(f.palette)) {
+      tiles.setPalette(f.palette);
+      $("legend").innerHTML = f.palette.slice(1).map((c, i) =>
+        `<span><i style="background:${c}"></i>${(f.tile_names || [])[i + 1] || i + 1}</span>`).join("");
+    }
+    if (f.status_colours) board = new Board($("board-counts"), $("frontier"), $("frontier-size"), f.status_colours);
+  });
+  part("grid", () => {
+    view.grid = Array.isArray(f.grid) ? f.grid : null;
+    if (view.grid) tiles.resize(view.grid[0], view.grid[1]);
+  });
+  applyCanvas(f.canvas);
+  part("claims", () => tiles.setClaims(Array.isArray(f.claims) ? f.claims : []));
+  part("agents", () => agents.reset(f.agents));
+  part("board", () => board.show(f.board));
+  part("events", () => log.reset(f.events || []));
+  part("series", () => chart.reset(f.series));
+  view.session = f.session_id ?? null;
+  $("run-title").textContent = view.session ? `session ${view.session}` : "waiting for a session";
+  view.progress = typeof f.progress === "number" ? f.progress : null;
+  part("progress", () => showProgress($("progress"), $("progress-text"), f.progress, f.state));
+  setStatus(f);
+  part("scrub", () => showScrub(f.scrub));
+  view.seq = typeof f.seq === "number" ? f.seq : 0;
+}
+
+// A stored run: a time slider; moving it asks for the world at that time.
+function showScrub(scrub) {
+  const box = $("scrub-box");
+  if (!scrub || typeof scrub.end !== "number") { box.hidden = true; view.scrub = null; return; }
+  box.hidden = false;
+  view.scrub = scrub;
+  const input = $("scrub");
+  input.max = String(scrub.end);
+  if (document.activeElement !== input) input.value = String(scrub.at);
+  const shown = typeof scrub.shown === "number" ? `snapshot at ${scrub.shown.toFixed(2)} s` : "no snapshot yet";
+  $("scrub-text").textContent = `${Number(scrub.at).toFixed(2)} / ${scrub.end.toFixed(2)} s (${shown})`;
+}
+$("scrub").addEventListener("change", (e) => control("seek", Number(e.target.value)));
+
+let lastFrameAsk = -1e9;
+let frameAskPending = false;
+function askForFrame() { // at most once a second; a later ask waits its turn
+  if (frameAskPending) return;
+  const wait = Math.max(0, lastFrameAsk + 1000 - performance.now());
+  frameAskPending = true;
+  setTimeout(() => {
+    frameAskPending = false;
+    lastFrameAsk = performance.now();
+    control("frame");
+  }, wait);
+}
+
+function onDelta(d) {
+  if (typeof d.seq !== "number") { noteBad("delta without a seq", "ignored", d); return; }
+  if (d.seq <= view.seq) { // older than what is drawn: normal just after a frame
+    if (++view.stale > 20) askForFrame(); // many in a row: our seq is wrong, start afresh
+    return;
+  }
+  view.stale = 0;
+  // A gap (base null is a delta from nothing: complete in itself): draw it, and ask
+  // for the whole picture.
+  if (d.base !== null && d.base !== view.seq) askForFrame();
+  view.deltas++;
+  part("grid", () => {
+    if (Array.isArray(d.grid) && (!view.grid || d.grid[0] !== view.grid[0] || d.grid[1] !== view.grid[1])) {
+      view.grid = d.grid;
+      tiles.resize(d.grid[0], d.grid[1]);
+    }
+  });
+  applyCanvas(d.canvas);
+  part("claims", () => tiles.updateClaims(d.claims_added, d.claims_removed));
+  part("agents", () => agents.update(d.agents, d.agents_removed));
+  if ("board" in d) part("board", () => board.show(d.board));
+  part("events", () => flashConflicts(log.add(d.events || [], d.events_skipped || 0)));
+  part("series", () => chart.add(d.point));
+  if (d.session_id && d.session_id !== view.session) {
+    view.session = d.session_id;
+    $("run-title").textContent = `session ${view.session}`;
+  }
+  view.progress = typeof d.progress === "number" ? d.progress : view.progress;
+  part("progress", () => showProgress($("progress"), $("progress-text"), view.progress, d.state));
+  setStatus(d);
+  view.seq = d.seq;
+}
+
+const utf8 = new TextDecoder();
+
+function onMessage(event) {
+  let msg;
+  let text = event.data;
+  try {
+    if (typeof text !== "string") text = utf8.decode(text); // frames come as binary UTF-8
+    msg = JSON.parse(text);
+  } catch (error) { noteBad("not JSON", error, text); return; }
+  if (!msg || typeof msg !== "object") { noteBad("not an object", "message", event.data); return; }
+  if (msg.method === "view.frame" && msg.params && typeof msg.params === "object") onFrame(msg.params);
+  else if (msg.method === "view.delta" && msg.params && typeof msg.params === "object") onDelta(msg.params);
+  else if ("id" in msg) onAnswer(msg);
+  else noteBad("unknown message", msg.method ?? "no method", text);
+}
+
+function onAnswer(msg) {
+  const result = msg.result;
+  if (result && result.frame) return; // a fresh frame is on its way
+  if (msg.error || !result || result.success === false) {
+    const why = msg.error ? msg.error.message : (result ? result.message : "no result");
+    $("status").title = why;
+    log.add([{ n: null, type: "control refused", from: "view", body: why }], 0);
+    return;
+  }
+  setStatus(result);
+}
+
+function control(action, value) {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return;
+  socket.send(JSON.stringify({ jsonrpc: "2.0", id: ++requestId, method: "view.control",
+    params: { action, value } }));
+}
+view.control = control;
+// Conflicts flashing now, and the overlay's pixel at a cell (tests).
+view.flashes = () => tiles.flashes.filter((f) => f.until > performance.now()).length;
+view.overlayAt = (x, y) => {
+  const o = tiles.overlay;
+  const px = Math.floor(((x + 0.5) / tiles.width) * o.width);
+  const py = Math.floor(((y + 0.5) / tiles.height) * o.height);
+  return Array.from(tiles.octx.getImageData(px, py, 1, 1).data);
+};
+// The tile layer's pixels, for tests: RGBA bytes as a plain array, and a cheap hash.
+view.pixels = () => Array.from(tiles.pixels());
+view.hash = () => {
+  const d = tiles.pixels();
+  let h = 0;
+  for (let i = 0; i < d.length; i++) h = (Math.imul(h, 31) + d[i]) | 0;
+  return h;
+};
+
+function connect() {
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/view/ws`;
+  socket = new WebSocket(url);
+  socket.binaryType = "arraybuffer";
+  socket.addEventListener("open", () => { view.connected = true; retry = 250; });
+  socket.addEventListener("message", onMessage);
+  socket.addEventListener("close", () => {
+    view.connected = false;
+    view.state = "offline";
+    $("status").textContent = "offline: reconnecting";
+    $("status").className = "status offline";
+    view.seq = -1;
+    setTimeout(connect, retry);
+    retry = Math.min(5000, retry * 2);
+  });
+}
+
+$("btn-start").addEventListener("click", () => control("start"));
+$("btn-pause").addEventListener("click", () => control("pause"));
+$("btn-step-event").addEventListener("click", () => control("step_event", 1));
+$("btn-step-time").addEventListener("click", () => control("step_time", 1));
+$("speed").addEventListener("change", (e) => {
+  const v = e.target.value;
+  control("speed", v === "" ? null : Number(v));
+});
+
+let lastPanels = 0;
+function animate(now) {
+  view.frames++;
+  try {
+    tiles.draw(now);
+    if (now - lastPanels > 400) { // the panels redraw at most two and a half times a second
+      lastPanels = now;
+      agents.render();
+      log.render();
+      chart.draw();
+    }
+  } catch (error) {
+    noteBad("drawing", error);
+  }
+  requestAnimationFrame(animate);
+}
+
+setStatus({ state: "offline", controls: false });
+requestAnimationFrame(animate);
+connect();

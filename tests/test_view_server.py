@@ -1,0 +1,415 @@
+"""The live view's server side, without a browser: deltas, controls, the WebSocket, the CLI."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from actors.world import Simulation
+from barnraise.runner import check_request, run_request
+from barnraise.view import Watcher, changed_rectangles
+from barnraise.view.live import LiveView
+from barnraise.view.server import QUEUE, _Connection
+from sim.plots import TILE_COLOURS
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}
+
+
+def test_changed_rectangles_cover_every_change_and_nothing_else() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        old = rng.integers(0, 8, size=(40, 30), dtype=np.uint8)
+        new = old.copy()
+        for _ in range(int(rng.integers(0, 6))):
+            y, x = int(rng.integers(0, 40)), int(rng.integers(0, 30))
+            new[y:y + int(rng.integers(1, 5)), x:x + int(rng.integers(1, 5))] = rng.integers(0, 8)
+        rects = changed_rectangles(old, new, tile=8)
+        patched = old.copy()
+        covered = np.zeros(new.shape, dtype=bool)
+        for x, y, w, h in rects:
+            patched[y:y + h, x:x + w] = new[y:y + h, x:x + w]
+            covered[y:y + h, x:x + w] = True
+        assert np.array_equal(patched, new)
+        diff = old != new
+        for x, y, w, h in rects:  # tight: each edge of a rectangle holds a change
+            part = diff[y:y + h, x:x + w]
+            assert part[0].any() and part[-1].any() and part[:, 0].any() and part[:, -1].any()
+        # no band of 8 rows without a change is sent
+        for band in range(0, 40, 8):
+            if not diff[band:band + 8].any():
+                assert not covered[band:band + 8].any()
+        assert sum(w * h for _, _, w, h in rects) <= diff.size
+    same = np.ones((5, 5), dtype=np.uint8)
+    assert changed_rectangles(same, same.copy()) == []
+    assert changed_rectangles(None, same) == [(0, 0, 5, 5)]
+    assert changed_rectangles(np.zeros((4, 4), np.uint8), same) == [(0, 0, 5, 5)]
+
+
+def test_controls_refuse_what_they_cannot_do_with_reasons() -> None:
+    with Simulation(seed=1, mode="realtime", time_scale=50.0) as simu:
+        watcher = Watcher(simu)
+        try:
+            for action in ("step_event", "step_time"):
+                refused = watcher.control(action, 1)
+                assert refused["success"] is False and refused["error"] == "not_deterministic"
+            for bad in (None, 0, -3, "x", True):
+                assert watcher.control("speed", bad)["error"] == "invalid_value"
+            assert watcher.control("pause")["state"] == "paused"
+            assert watcher.control("speed", 10)["speed"] == 10.0
+            assert watcher.control("start")["state"] == "running"
+        finally:
+            watcher.close()
+    with Simulation(seed=1) as simu:
+        watcher = Watcher(simu, paused=True)
+        try:
+            assert watcher.control("fly")["error"] == "unknown_action"
+            for action, value in (("step_event", 0), ("step_event", "3"), ("step_time", -1),
+                                  ("speed", 0), ("speed", "fast")):
+                answer = watcher.control(action, value)
+                assert answer["success"] is False and answer["error"] == "invalid_value", answer
+            assert watcher.gate is not None and watcher.gate.paused  # nothing changed
+            ok = watcher.control("speed", 25)
+            assert ok["success"] and ok["speed"] == 25.0 and ok["state"] == "paused"
+            assert watcher.control("start")["state"] == "running"
+            watcher.ended()
+            assert watcher.control("pause")["error"] == "finished"
+        finally:
+            watcher.close()
+
+
+def test_a_slow_page_gets_a_fresh_frame_instead_of_a_growing_queue() -> None:
+    connection = _Connection()
+    for i in range(QUEUE * 3):
+        connection.offer(f"delta {i}".encode())
+    assert connection.queue.qsize() <= QUEUE
+    assert connection.resyncs >= 1
+
+
+@pytest.fixture
+def live_run() -> Iterator[LiveView]:
+    """A paused deterministic kernel_build on a LiveView; the run is let go at the end."""
+    ready = threading.Event()
+    live = LiveView(port=0, paused=True, announce=lambda _url: ready.set())
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = run_request(check_request("kernel_build", seed=2, **SMALL),
+                                            watch=live.watch)
+        except BaseException as exc:
+            outcome["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert ready.wait(20) and live.url is not None, outcome.get("error")
+    try:
+        yield live
+    finally:
+        if live.watcher is not None and live.watcher.gate is not None:
+            live.watcher.gate.close()
+        thread.join(60)
+        live.close()
+    assert "error" not in outcome and outcome["result"].success
+
+
+def _get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read().decode()
+
+
+def _ws_url(live: LiveView) -> str:
+    assert live.url is not None
+    return live.url.replace("http://", "ws://") + "/view/ws"
+
+
+def _next(ws: Any, method: str) -> dict[str, Any]:
+    for _ in range(1000):
+        message = json.loads(ws.recv(timeout=10))
+        if message.get("method") == method:
+            params: dict[str, Any] = message["params"]
+            return params
+    raise AssertionError(f"no {method} came")
+
+
+def test_the_websocket_sends_a_frame_then_deltas_and_takes_controls(live_run: LiveView) -> None:
+    assert live_run.url is not None
+    status, page = _get(live_run.url + "/")
+    assert status == 200
+    assert "<canvas id=\"tiles\"" in page and "/view/static/main.js" in page
+    assert _get(live_run.url + "/view/static/main.js")[0] == 200
+    with pytest.raises(InvalidStatus):  # a browser page from elsewhere is refused
+        connect(_ws_url(live_run), origin="http://evil.example", open_timeout=10)  # type: ignore[arg-type]
+    with connect(_ws_url(live_run), open_timeout=10) as ws:
+        frame = _next(ws, "view.frame")
+        assert frame["state"] == "paused" and frame["palette"] == list(TILE_COLOURS)
+        for text, code in (("not json", -32700), ("[1]", -32600),
+                           ('{"jsonrpc": "2.0", "id": 1, "method": "session_join"}', -32601),
+                           ('{"jsonrpc": "2.0", "id": 2, "method": "view.control",'
+                            ' "params": {"value": 1}}', -32602),
+                           ("x" * 5000, -32600)):
+            ws.send(text)
+            answer = json.loads(ws.recv(timeout=10))
+            while "method" in answer:  # a delta on its way; the answer follows
+                answer = json.loads(ws.recv(timeout=10))
+            assert answer["error"]["code"] == code
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "view.control",
+                            "params": {"action": "start"}}))
+        deltas: list[dict[str, Any]] = []
+        answered = None
+        while True:
+            message = json.loads(ws.recv(timeout=20))
+            if message.get("id") == 7:
+                answered = message["result"]
+            elif message.get("method") == "view.delta":
+                deltas.append(message["params"])
+                if message["params"]["state"] == "finished":
+                    break
+        assert answered is not None and answered["success"] and answered["state"] == "running"
+        seqs = [d["seq"] for d in deltas]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        canvas = np.zeros((SMALL["grid_size"],) * 2, dtype=np.uint8)
+        for delta in deltas:
+            for rect in delta["canvas"]:
+                block = np.frombuffer(base64.b64decode(rect["data"]), dtype=np.uint8)
+                canvas[rect["y"]:rect["y"] + rect["h"], rect["x"]:rect["x"] + rect["w"]] = \
+                    block.reshape(rect["h"], rect["w"])
+            # never the whole canvas once the first picture is there
+            if delta["base"] is not None:
+                assert sum(r["w"] * r["h"] for r in delta["canvas"]) <= canvas.size
+        assert deltas[-1]["progress"] == 100
+        watcher = live_run.watcher
+        assert watcher is not None
+        final = watcher.frame()
+        assert final["state"] == "finished"
+        assert watcher._current is not None and watcher._current.canvas is not None
+        assert np.array_equal(canvas, watcher._current.canvas)
+
+
+def test_a_deterministic_runs_gateway_takes_no_agents(live_run: LiveView) -> None:
+    assert live_run.url is not None
+    with connect(live_run.url.replace("http://", "ws://") + "/a2a", open_timeout=10) as ws:
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session_join",
+                            "params": {"session_id": "x", "agent_name": "B1"}}))
+        answer = json.loads(ws.recv(timeout=10))
+    assert answer["error"]["data"]["reason"] == "no_agents"
+    assert "deterministic run" in answer["error"]["message"]
+    watcher = live_run.watcher
+    assert watcher is not None
+    watcher.control("start")
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "barnraise.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_run_view_prints_the_url_serves_the_page_and_stops_on_sigint() -> None:
+    process = _cli("run", "kernel_build", "--view", "--port", "0",
+                   *(f"--param={k}={v}" for k, v in SMALL.items()))
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        html = _get(url)[1]
+        assert "barnraise" in html
+        for line in process.stderr:  # the run ends; the page stays up
+            if "stays up" in line:
+                break
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            frame = _next(ws, "view.frame")
+            assert frame["state"] == "finished" and frame["progress"] == 100
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=30)
+        assert process.returncode == 0
+        assert "100" in out
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
+def test_a_paused_realtime_run_waits_for_start_from_its_page() -> None:
+    process = _cli("run", "kernel_build", "--view", "--port", "0", "--paused",
+                   "--mode", "realtime", "--time-scale", "20",
+                   *(f"--param={k}={v}" for k, v in SMALL.items()))
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        url = process.stdout.readline().strip()
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            frame = _next(ws, "view.frame")
+            assert frame["state"] == "paused" and frame["mode"] == "realtime"
+            assert frame["controls"] is True and frame["steps"] is False
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "view.control",
+                                "params": {"action": "start"}}))
+            for _ in range(2000):
+                message = json.loads(ws.recv(timeout=30))
+                if message.get("method") == "view.delta" \
+                        and message["params"]["state"] == "finished":
+                    break
+            assert message["params"]["progress"] == 100
+        for line in process.stderr:
+            if "stays up" in line:
+                break
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, out
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
+def test_ctrl_c_on_a_held_run_stops_it_and_says_so() -> None:
+    process = _cli("run", "kernel_build", "--view", "--port", "0", "--paused")
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            assert _next(ws, "view.frame")["state"] == "paused"
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 130
+        assert "interrupted before the run ended" in err and "Traceback" not in err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
+def test_view_options_are_checked_before_the_run() -> None:
+    for args, words in ((("--port", "0"), "--port and --paused go with --view"),
+                        (("--view", "--port", "70000"), "--port must be")):
+        process = _cli("run", "kernel_build", *args)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 2, err
+        assert words in err
+
+
+def test_serve_shows_the_page_of_its_realtime_world() -> None:
+    process = _cli("serve", "--port", "0", "--scenario", "kernel_build", "--time-scale", "20",
+                   *(f"--param={k}={v}" for k, v in SMALL.items()))
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        assert "barnraise" in _get(url + "/")[1]
+        with connect(url.replace("http://", "ws://") + "/view/ws", open_timeout=10) as ws:
+            _next(ws, "view.frame")
+            for _ in range(500):  # the realtime world builds; deltas bring its canvas
+                delta = _next(ws, "view.delta")
+                if delta["grid"] is not None and delta["progress"]:
+                    break
+            assert delta["grid"] == [SMALL["grid_size"]] * 2 and delta["mode"] == "realtime"
+            assert delta["controls"] is True and delta["steps"] is False
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
+
+def test_a_held_realtime_run_stands_still_and_then_ends_as_it_would() -> None:
+    """Pause a realtime kernel_build half way: clock, canvas and trace stand still while
+    the view reads on; after a resume (and a change of speed) the run succeeds."""
+    seen: dict[str, Any] = {}
+
+    def watch(simu: Simulation) -> Any:
+        watcher = Watcher(simu, rate=20)
+
+        def drive() -> None:
+            try:
+                for _ in range(400):  # until some tiles are down
+                    watcher.wait_reads(watcher.reads + 1, timeout=10)
+                    current = watcher._current
+                    if current is not None and current.canvas is not None \
+                            and current.canvas.any():
+                        break
+                assert watcher.control("pause")["state"] == "paused"
+                assert watcher.wait_reads(watcher.reads + 2, timeout=10)
+                before = (simu.now, len(simu.dispatcher.trace), watcher._current)
+                assert watcher.wait_reads(watcher.reads + 4, timeout=10)
+                after = (simu.now, len(simu.dispatcher.trace), watcher._current)
+                seen["held"] = (before, after)
+                watcher.control("speed", 40)
+                watcher.control("start")
+            except BaseException as exc:
+                seen["error"] = exc
+                watcher.control("start")
+
+        thread = threading.Thread(target=drive, daemon=True)
+        thread.start()
+
+        def ended() -> None:
+            thread.join(60)
+            watcher.ended()
+            watcher.close()
+
+        return ended
+
+    result = run_request(check_request("kernel_build", seed=4, mode="realtime",
+                                       time_scale=20.0, **SMALL), watch=watch)
+    assert "error" not in seen, seen.get("error")
+    (t0, n0, snap0), (t1, n1, snap1) = seen["held"]
+    assert t0 == t1 and n0 == n1
+    assert snap0 is not None and snap1 is not None and snap0.canvas is not None
+    assert snap1.canvas is not None and np.array_equal(snap0.canvas, snap1.canvas)
+    assert 0 < snap0.completion < 100
+    assert result.success, result.summary
+
+
+def test_barnraise_view_serves_a_stored_run_and_refuses_what_is_not_one(tmp_path: Path) -> None:
+    from barnraise.runner import open_store
+
+    path = tmp_path / "run.db"
+    request = check_request("kernel_build", seed=3, **SMALL)
+    assert run_request(request, store=open_store(request, path)).success
+    not_a_store = tmp_path / "notes.txt"
+    not_a_store.write_text("hello")
+    for bad in (str(not_a_store), str(tmp_path / "missing.db")):
+        process = _cli("view", bad, "--port", "0")
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 2 and "barnraise: error" in err, err
+    process = _cli("view", str(path), "--port", "0")
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and "barnraise" in _get(url)[1]
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            frame = _next(ws, "view.frame")
+            assert frame["state"] == "stored" and frame["grid"] == [SMALL["grid_size"]] * 2
+            assert frame["scrub"]["at"] == frame["scrub"]["end"] > 0
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "view.control",
+                                "params": {"action": "seek", "value": "soon"}}))
+            answer = json.loads(ws.recv(timeout=10))
+            assert answer["result"]["error"] == "invalid_value"
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "view.control",
+                                "params": {"action": "seek", "value": 0}}))
+            again = _next(ws, "view.frame")
+            assert again["t"] == 0 and again["seq"] > frame["seq"]
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
