@@ -366,8 +366,10 @@ def summary_lines(summary: dict[str, Any], module: Any = None) -> list[str]:
         f"  {_count(summary['agents'], 'agent')}, {summary['virtual_time']:g} simulated "
         f"seconds ({summary['wall_seconds']:g} s wall), "
         f"{_count(summary['messages_delivered'], 'message')} delivered"
-        + (f", {dropped} dropped {_reasons(summary['dead_letters'])}" if dropped else
-           ", none dropped"))
+        + (f", {dropped} dead letters {_reasons(summary['dead_letters'])}" if dropped else
+           ", no dead letters")
+        # (a fault plan's injected drops are its own line, below)
+    )
     world = []
     if summary["tiles_placed"]:
         world.append(f"{_count(summary['tiles_placed'], 'tile')} placed")
