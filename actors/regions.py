@@ -273,10 +273,8 @@ def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.u
     if arr.shape != shape:
         raise _invalid(name, f"expected shape {shape}, got {arr.shape}")
     if arr.dtype.kind in "iu":
-        # numpy reads True as 1 beside integers; a tile is never a bool (each row's
-        # set of element types is built in C, as numpy's own pass over the rows is).
-        if any(bool in set(map(type, row)) for row in value):
-            raise _invalid(name, "tile types are names or integer codes, not true/false")
+        # numpy would read True as 1 beside integers: the tool's schema refuses a bool in
+        # a row before this (sim.tools._ROW), so the hot path pays no scan for it.
         if arr.size == 0 or (int(arr.min()) >= 0 and int(arr.max()) <= _MAX_TILE):
             # The common case, codes all valid: one range check and one cast,
             # where np.unique would sort every row (a fifth of a row write).

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
@@ -160,6 +161,9 @@ _REGION = _obj({
 }, ("x", "y", "width", "height"))
 _TILE = {"type": ["string", "integer"], "description": "A tile type name (system, code, data, "
          "shader, cartridge, network, storage, empty) or its number"}
+#: One row of tiles: names or codes (never true/false: the schema says so, so msgspec
+#: refuses a bool in C while it validates, instead of a scan of every cell in Python).
+_ROW = {"type": "array", "items": {"type": ["string", "integer"]}}
 _PRIORITY = {"type": "string", "enum": ["low", "medium", "high", "critical"], "default": "medium"}
 _ROLES = ["architect", "builder", "tester", "observer"]
 #: Roles a session grants rather than opens, unless session_create says otherwise.
@@ -181,7 +185,8 @@ _TOOL_LIST: Final = [
         "grid_size": _count(1, 1000, maximum=MAX_CELLS),
         "coordination_mode": {"type": "string", "enum": ["free", "coordinated", "sequential"],
                               "default": "coordinated"},
-        "blueprint": {"type": "array", "description": "Target tiles: rows of tile types"},
+        "blueprint": {"type": "array", "items": _ROW,
+                      "description": "Target tiles: rows of tile types"},
         "granted_roles": {"type": "array", "items": {"type": "string", "enum": _ROLES},
                           "default": list(_GRANTED_BY_DEFAULT),
                           "description": "Roles that take the owner's grant (session_grant) "
@@ -235,7 +240,7 @@ _TOOL_LIST: Final = [
     }, ("tile_type", "x", "y")),
     _tool("builder_place_tiles", "regions", "Place a block of tiles: a 2-D array or a fill.", {
         "region": _REGION,
-        "tiles": {"type": ["array", "string", "integer"],
+        "tiles": {"type": ["array", "string", "integer"], "items": _ROW,
                   "description": "Rows of tile types, or one tile type to fill with"},
     }, ("region", "tiles")),
     _tool("builder_load_shader", "regions", "Load a shader into a region.", {
@@ -245,7 +250,7 @@ _TOOL_LIST: Final = [
         "region": _REGION, "name": {"type": "string", "minLength": 1},
     }, ("region", "name")),
     _tool("blueprint_set", "regions", "Set the session's target tiles.", {
-        "blueprint": {"type": "array", "description": "Rows of tile types"},
+        "blueprint": {"type": "array", "items": _ROW, "description": "Rows of tile types"},
     }, ("blueprint",)),
     _tool("build_test", "regions", "Compare a region with the blueprint.", {
         "region": _REGION,
@@ -629,8 +634,8 @@ def _struct_type(name: str, schema: Mapping[str, Any]) -> Any:
     kinds = schema.get("type")
     if isinstance(kinds, list):
         union: Any = None
-        for kind in kinds:
-            member = _struct_type(name, {"type": kind})
+        for kind in kinds:  # each member keeps what applies to it (an array its items)
+            member = _struct_type(name, {**schema, "type": kind})
             union = member if union is None else union | member
         return union
     if kinds == "object":
@@ -649,7 +654,12 @@ def _struct_type(name: str, schema: Mapping[str, Any]) -> Any:
     if not meta:
         return base
     if base is _SCALARS["number"]:
-        return Annotated[int, msgspec.Meta(**meta)] | Annotated[float, msgspec.Meta(**meta)]
+        # msgspec wants an int's bounds as ints (a float bound made every call of such a
+        # tool fall back to the slow checker): the same bounds, rounded inwards.
+        int_meta = {key: (math.ceil(value) if key == "ge" else math.floor(value))
+                    if key in ("ge", "le") else value for key, value in meta.items()}
+        return (Annotated[int, msgspec.Meta(**int_meta)]
+                | Annotated[float, msgspec.Meta(**meta)])
     return Annotated[base, msgspec.Meta(**meta)]
 
 

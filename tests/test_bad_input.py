@@ -43,7 +43,9 @@ def test_a_bool_is_never_a_tile(simu: Simulation) -> None:
     assert c.a.region_claim(region=box(0, 0, 2))["success"]
     for tiles in ([[True, 1], [1, 1]], [[1, 1], [1, False]], [[True, True], [True, True]]):
         placed = c.a.builder_place_tiles(region=box(0, 0, 2), tiles=tiles)
-        assert (placed["error"], placed["field"]) == ("invalid_argument", "tiles"), placed
+        assert placed["error"] == "invalid_argument", placed
+        assert placed["field"].startswith("tiles["), placed
+        assert "True" in placed["message"] or "False" in placed["message"], placed
     assert c.a.builder_place_tiles(region=box(0, 0, 2), tiles=[[1, 1], [1, 1]])["success"]
     made = c.arch.call("session_create", session_name="bp", grid_size=2,
                        blueprint=[[True, 1], [1, 1]])

@@ -142,3 +142,23 @@ def test_canvas_sizes_are_limited_by_the_host() -> None:
     with Simulation(seed=1) as simu:  # the default host allows 4,096 a side
         refused = simu.client().call("session_create", session_name="huge", grid_size=10_000)
         assert refused["error"] == "invalid_argument" and "4096" in refused["message"]
+
+
+def test_every_tools_fast_validator_can_be_used() -> None:
+    """msgspec wants an int's bounds as ints: a float bound (1e9) made the fast path
+    raise TypeError on every call of such a tool, and each fell back to the hand
+    checker (for a blueprint, a Python pass over every cell)."""
+    import msgspec
+
+    from sim.tools import _struct
+
+    for name, tool in TOOLS.items():
+        struct = _struct("Args", tool.input_schema)
+        with pytest.raises(msgspec.ValidationError):  # a missing field, never a TypeError
+            msgspec.convert({"no_such_argument": 1, **{k: None for k in
+                                                       tool.input_schema.get("required", ())}},
+                            struct)
+        assert name
+    created = msgspec.convert({"session_name": "s", "config": {"checkpoint_interval": 5}},
+                              _struct("Args", TOOLS["session_create"].input_schema))
+    assert created.config.checkpoint_interval == 5  # type: ignore[attr-defined]

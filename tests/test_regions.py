@@ -279,7 +279,8 @@ def test_bad_tiles_are_refused_naming_the_field(simu: Simulation) -> None:
                   [["code", "lava"], ["code", "code"]], [[1.5, 1], [1, 1]], [[1, 1], "xy"]):
         bad = failed(c.a.builder_place_tiles(region=box(0, 0, 2), tiles=tiles),
                      "invalid_argument")
-        assert bad["field"] == "tiles", tiles
+        # the schema names the cell when the cell is not a tile type at all
+        assert bad["field"] == "tiles" or bad["field"].startswith("tiles["), tiles
     short = failed(c.a.builder_place_tiles(region=box(0, 0, 2), tiles=[["code"], ["code"]]),
                    "invalid_argument")
     assert "row 0" in short["message"]
