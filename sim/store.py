@@ -522,6 +522,16 @@ class StoredRun:
         finally:
             db.close()
 
+    def last(self) -> TraceRecord | None:
+        """The log's last record (None: an empty log)."""
+        db = self._db()
+        try:
+            row = db.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq DESC LIMIT 1"
+                             ).fetchone()
+        finally:
+            db.close()
+        return None if row is None else _record(row)
+
     def events(self, type: str | None = None) -> list[dict[str, Any]]:
         """The log as dicts (seq, time, kind, sender, recipient, type, content)."""
         out = []

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from actors.base import A2AActor, Agent
 from actors.world import Client, Simulation
+from sim.canvas import parse_tile
 from sim.messages import Message
 
 
@@ -83,3 +86,24 @@ def session_crew(simu: Simulation, grid: int = 100, mode: str = "coordinated", *
 def box(x: int, y: int, w: int, h: int | None = None) -> dict[str, int]:
     """A region dict: a w x w square, or w x h."""
     return {"x": x, "y": y, "width": w, "height": w if h is None else h}
+
+
+def canvas_from_log(run: Any, at: float, size: int) -> np.ndarray[Any, Any]:
+    """The canvas at simulated time ``at`` worked out from the log alone: every tile write
+    delivered to the regions service by then (a run whose writes all succeeded)."""
+    canvas = np.zeros((size, size), dtype=np.uint8)
+    for record in run.records():
+        if record.t > at:
+            break
+        if record.recipient != "regions" or record.kind != "deliver":
+            continue
+        call = record.content_obj()
+        args = call.get("args", {})
+        if call.get("tool") == "builder_place_tile":
+            canvas[args["y"], args["x"]] = int(parse_tile(args["tile_type"]))
+        elif call.get("tool") == "builder_place_tiles":
+            r = args["region"]
+            tiles = args["tiles"]
+            canvas[r["y"]:r["y"] + r["height"], r["x"]:r["x"] + r["width"]] = (
+                int(parse_tile(tiles)) if isinstance(tiles, (int, str)) else np.array(tiles))
+    return canvas

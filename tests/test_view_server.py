@@ -25,6 +25,7 @@ from barnraise.view import Watcher, changed_rectangles
 from barnraise.view.live import LiveView
 from barnraise.view.server import QUEUE, _Connection
 from sim.plots import TILE_COLOURS
+from tests.helpers import canvas_from_log
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}
@@ -413,3 +414,94 @@ def test_barnraise_view_serves_a_stored_run_and_refuses_what_is_not_one(tmp_path
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=10)
+
+
+def _stored(path: Path, every: int, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from barnraise.runner import open_store
+
+    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", str(every))
+    request = check_request("kernel_build", seed=7, **SMALL)
+    assert run_request(request, store=open_store(request, path)).success
+    return path
+
+
+def _canvas(frame: dict[str, Any]) -> np.ndarray[Any, Any]:
+    height, width = frame["grid"]
+    canvas = np.zeros((height, width), dtype=np.uint8)
+    for part in frame["canvas"]:
+        block = np.frombuffer(base64.b64decode(part["data"]), dtype=np.uint8)
+        canvas[part["y"]:part["y"] + part["h"], part["x"]:part["x"] + part["w"]] = \
+            block.reshape(part["h"], part["w"])
+    return canvas
+
+
+def test_the_scrubber_re_executes_a_stored_run_to_any_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from barnraise import open_run
+    from barnraise.view.stored import ReplaySource, open_source
+
+    run = open_run(_stored(tmp_path / "a.db", 500, monkeypatch))
+    answers = [r.content_obj() for r in run.records()
+               if r.sender == "regions" and r.type == "coordination_response"]
+    assert answers and all(a["success"] for a in answers)  # so the log says what was written
+    snapshots = [t for _, t in run.snapshots()]
+    times = sorted({r.t for r in run.records()})
+    end = max(times[-1], snapshots[-1])
+    # times between snapshots, where no snapshot can show the world
+    chosen = [t for t in times[len(times) // 8::len(times) // 6] if t not in snapshots][:5]
+    assert len(chosen) >= 4
+    source = open_source(run)
+    assert isinstance(source, ReplaySource)
+    size = SMALL["grid_size"]
+    try:
+        first = source.frame()  # the end: the finished run
+        final = run.canvas()
+        assert final is not None and np.array_equal(_canvas(first), final)
+        assert first["progress"] == 100 and first["scrub"]["exact"]
+        assert first["scrub"]["end"] == end
+        seqs = [first["seq"]]
+        # backwards from the end (a fresh re-execution), forwards, back again, to the end
+        for t in [chosen[1], *chosen[2:], chosen[0], end]:
+            assert source.control("seek", t)["success"]
+            frame = source.frame()
+            assert source.problem is None, source.problem
+            assert frame["t"] == t and frame["scrub"]["shown"] == t
+            assert np.array_equal(_canvas(frame), canvas_from_log(run, t, size)), t
+            assert frame["board"]["total"] > 0 and frame["agents"]
+            assert all(e["t"] <= round(t, 6) for e in frame["events"])  # times are rounded
+            assert len([e for e in frame["events"]]) == min(
+                2000, len([e for e in run.events() if e["kind"] == "event" and e["time"] <= t]))
+            seqs.append(frame["seq"])
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        # mid-run the page sees agents at work and an open board, which no snapshot keeps
+        done = sorted(e["time"] for e in run.events("task_completed"))
+        source.control("seek", done[len(done) // 2])
+        frame = source.frame()
+        assert any(a["status"] == "working" for a in frame["agents"])
+        assert 0 < frame["board"]["counts"].get("completed", 0) < frame["board"]["total"]
+    finally:
+        source.close()
+    assert not [t for t in threading.enumerate() if t.name == "barnraise-scrub"]
+
+
+def test_the_scrubber_shows_snapshots_when_the_log_is_not_what_the_run_makes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from barnraise import open_run
+    from barnraise.view.stored import open_source
+
+    path = _stored(tmp_path / "a.db", 300, monkeypatch)
+    with sqlite3.connect(path) as db:  # a record the re-execution will not make
+        db.execute("UPDATE events SET content = ? WHERE seq = 40", (b'{"forged": true}',))
+    db.close()
+    run = open_run(path)
+    source = open_source(run)
+    try:
+        frame = source.frame()
+        assert source.problem is not None and "record 40" in source.problem
+        assert frame["scrub"]["problem"] == source.problem and not frame["scrub"].get("exact")
+        final = run.canvas()
+        assert final is not None and np.array_equal(_canvas(frame), final)
+    finally:
+        source.close()

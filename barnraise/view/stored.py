@@ -1,14 +1,22 @@
 """Scrubbing a stored run: the live view's page over a durable store (``barnraise view PATH``).
 
-:class:`StoredSource` answers the page as a :class:`~barnraise.view.watch.Watcher`
-does (``frame``, ``subscribe``, ``control``), from a store opened read-only with
-:func:`barnraise.open_run`: a frame shows the world of the store's last snapshot
-taken at or before the chosen simulated time (canvas, claims, members, task
-statuses) and the domain events logged up to that time. The page's time slider
-sends ``{"action": "seek", "value": T}``; the answer makes the server send a fresh
-frame. What it shows is as fine as the store's snapshots (every 10,000 records in
-deterministic mode, and the end of a finished run): the frame says which snapshot
-(``scrub.shown``) it is.
+Two sources answer the page as a :class:`~barnraise.view.watch.Watcher` does
+(``frame``, ``subscribe``, ``control``); the page's time slider sends ``{"action":
+"seek", "value": T}`` and the answer makes the server send a fresh frame.
+
+* :class:`ReplaySource`, for a deterministic run of a scenario: the run is
+  re-executed from its seed and parameters under a run gate held at its first
+  step, and a seek lets it go to simulated time T (every entry at or before T)
+  and holds it there; the frame is then a Watcher's read of that world, exact at
+  any time: canvas, claims, agents with their status and current task, the task
+  board and its frontier, the events up to T. Seeking back starts a fresh
+  re-execution (a seek costs at most what the run cost). The re-execution is
+  checked against the stored log record by record as it goes; a difference is
+  shown on the page, and the scrubber falls back to the snapshots.
+* :class:`StoredSource`, for the rest (a realtime run, a run driven by hand): the
+  world of the store's last snapshot taken at or before T (canvas, claims,
+  members, task statuses) and the domain events logged up to T, as fine as the
+  snapshots are (``scrub.shown`` says which one).
 """
 
 from __future__ import annotations
@@ -17,14 +25,22 @@ import itertools
 import math
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from sim.dispatch import GateAborted
 from sim.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
-from sim.store import StoredRun
+from sim.store import StoredRun, StoreError
 
-__all__ = ["StoredServer", "StoredSource", "serve_stored"]
+if TYPE_CHECKING:
+    from actors.world import Simulation
+    from barnraise.view.watch import Watcher
+
+__all__ = ["ReplaySource", "StoredServer", "StoredSource", "open_source", "serve_stored"]
+
+#: Wall seconds a seek may take to re-execute the run up to its time.
+SEEK_TIMEOUT: Final = 300.0
 
 #: Events sent with a frame (the last ones up to the chosen time).
 LOG_SIZE = 2000
@@ -57,13 +73,9 @@ class StoredSource:
 
     def control(self, action: str, value: Any = None) -> dict[str, Any]:
         """``seek`` to simulated time ``value`` (the page then gets a fresh frame)."""
-        if action != "seek":
-            return {"success": False, "error": "unknown_action",
-                    "message": f"a stored run answers seek only, not {action!r}"}
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
-            return {"success": False, "error": "invalid_value",
-                    "message": f"seek needs a simulated time, got {value!r}"}
+        refused = _refuse_seek(action, value)
+        if refused is not None:
+            return refused
         with self._lock:
             self.at = min(max(0.0, float(value)), self.end)
         return {"success": True, "frame": True, "resync": True, "at": self.at}
@@ -124,6 +136,204 @@ class StoredSource:
         }
 
 
+def _refuse_seek(action: str, value: Any) -> dict[str, Any] | None:
+    """The refusal of a control a stored run does not take (None: a good seek)."""
+    if action != "seek":
+        return {"success": False, "error": "unknown_action",
+                "message": f"a stored run answers seek only, not {action!r}"}
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        return {"success": False, "error": "invalid_value",
+                "message": f"seek needs a simulated time, got {value!r}"}
+    return None
+
+
+class _Replay:
+    """One re-execution of a stored deterministic run, held at its gate by a Watcher."""
+
+    def __init__(self, run: StoredRun) -> None:
+        from barnraise.runner import _stored_request, run_request
+        from barnraise.view.watch import Watcher
+
+        request = _stored_request(run.info, run.path)
+        self.simu: Simulation | None = None
+        self.watcher: Watcher | None = None
+        self.ready = threading.Event()
+        self.done = threading.Event()
+        self.error: str | None = None
+
+        def watch(simu: Simulation) -> Callable[[], None]:
+            self.simu = simu
+            self.watcher = Watcher(simu, paused=True, rate=1.0, lazy=True)
+            self.ready.set()
+            return self.watcher.ended
+
+        def go() -> None:
+            try:
+                run_request(request, record=False, watch=watch)
+            except GateAborted:
+                pass
+            except Exception as exc:  # shown on the page; the server goes on
+                self.error = f"the re-execution failed: {type(exc).__name__}: {exc}"
+            finally:
+                self.ready.set()
+                self.done.set()
+
+        self.thread = threading.Thread(target=go, name="barnraise-scrub", daemon=True)
+        self.thread.start()
+
+    @property
+    def at(self) -> float:
+        """The simulated time the re-execution stands at."""
+        watcher = self.watcher
+        if watcher is None or watcher.gate is None:
+            return 0.0
+        return watcher.gate.at
+
+    def go_to(self, t: float, timeout: float) -> None:
+        """Let the run go through every entry at or before ``t``, then hold it there."""
+        if not self.ready.wait(timeout):
+            raise TimeoutError(f"the re-execution did not start within {timeout:g} s")
+        watcher = self.watcher
+        if self.done.is_set() or watcher is None or watcher.gate is None:
+            return
+        gate = watcher.gate
+        if not gate.wait_held(timeout):
+            raise TimeoutError(f"the re-execution did not reach its gate within {timeout:g} s")
+        if t > gate.at:
+            gate.step_time(t - gate.at)
+            if not gate.wait_held(timeout) and not self.done.is_set():
+                raise TimeoutError(f"re-executing to t={t:g} took longer than {timeout:g} s")
+
+    def stop(self) -> None:
+        watcher = self.watcher
+        if watcher is not None and watcher.gate is not None:
+            watcher.gate.abort()
+        self.thread.join(10.0)
+        if watcher is not None:
+            watcher.close()
+
+
+class ReplaySource:
+    """A stored deterministic run, scrubbed by re-executing it (see the module doc)."""
+
+    mode = "stored"
+
+    def __init__(self, run: StoredRun, *, timeout: float = SEEK_TIMEOUT) -> None:
+        if run.info is None or run.info.mode != "deterministic" or run.info.scenario is None:
+            raise StoreError(f"store {run.path!r} does not hold a deterministic run of a "
+                             "scenario: it cannot be re-executed")
+        self.run = run
+        self.timeout = timeout
+        self.snapshots = run.snapshots()
+        self._stored = StoredSource(run) if self.snapshots else None
+        last = run.last()
+        # The last record's time, or the last snapshot's (a finished run's is its summary's
+        # virtual_time, rounded), whichever is later: the slider reaches both.
+        self.end = max([last.t if last is not None else 0.0]
+                       + [t for _, t in self.snapshots])
+        self.records = last.seq + 1 if last is not None else 0
+        self.at = self.end
+        self._lock = threading.Lock()
+        self._replay: _Replay | None = None
+        self._checked = 0
+        self._seq = itertools.count(1)  # frame numbers, rising across re-executions
+        #: Why the re-execution is not shown (it differs from the log, it failed), or None.
+        self.problem: str | None = None
+
+    def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        """A stored run sends no deltas: a page gets frames only."""
+        return lambda: None
+
+    def control(self, action: str, value: Any = None) -> dict[str, Any]:
+        """``seek`` to simulated time ``value`` (the page then gets a fresh frame)."""
+        refused = _refuse_seek(action, value)
+        if refused is not None:
+            return refused
+        with self._lock:
+            self.at = min(max(0.0, float(value)), self.end)
+            at = self.at
+        return {"success": True, "frame": True, "resync": True, "at": at}
+
+    def frame(self) -> dict[str, Any]:
+        """The whole picture at the chosen time (re-executing up to it when needed)."""
+        with self._lock:
+            at = self.at
+            if self.problem is None:
+                try:
+                    picture = self._replayed(at)
+                except (TimeoutError, StoreError) as exc:
+                    self.problem = str(exc)
+                else:
+                    if picture is not None:
+                        return picture
+        if self._stored is None:
+            raise StoreError(f"{self.problem}; and the store holds no snapshot to show")
+        self._stored.at = at
+        picture = self._stored.frame()
+        picture["seq"] = next(self._seq)
+        picture["scrub"]["problem"] = self.problem
+        return picture
+
+    def _replayed(self, at: float) -> dict[str, Any] | None:
+        replay = self._replay
+        if replay is None or at < replay.at or (replay.done.is_set() and at < self.end):
+            if replay is not None:
+                replay.stop()
+            replay = self._replay = _Replay(self.run)
+            self._checked = 0
+        replay.go_to(at, self.timeout)
+        if replay.error is not None:
+            self.problem = replay.error
+            return None
+        watcher, simu = replay.watcher, replay.simu
+        if watcher is None or simu is None:
+            self.problem = "the re-execution ended before its first step"
+            return None
+        self._check(simu)
+        if self.problem is not None:
+            return None
+        watcher.read_now()
+        picture = watcher.frame()
+        picture.update({
+            "seq": next(self._seq), "t": at, "state": "stored", "mode": "stored",
+            "speed": None, "controls": False, "steps": False,
+            "scrub": {"start": 0.0, "end": self.end, "at": at, "shown": at,
+                      "exact": True, "snapshots": [t for _, t in self.snapshots]}})
+        return picture
+
+    def _check(self, simu: Simulation) -> None:
+        """Compare the records the re-execution made since the last check with the log."""
+        trace = simu.dispatcher.trace
+        end = min(len(trace), self.records)
+        if end <= self._checked:
+            return
+        stored = self.run.records(self._checked)
+        try:
+            for got, old in zip(trace.records_from(self._checked, end), stored, strict=False):
+                if got != old:
+                    self.problem = (f"the re-execution differs from the stored log at record "
+                                    f"{old.seq} ({old.type} at t={old.t:g}): showing snapshots")
+                    return
+        finally:
+            stored.close()  # type: ignore[attr-defined]
+        self._checked = end
+
+    def close(self) -> None:
+        with self._lock:
+            if self._replay is not None:
+                self._replay.stop()
+                self._replay = None
+
+
+def open_source(run: StoredRun) -> ReplaySource | StoredSource:
+    """The scrubber for ``run``: by re-execution when it can be re-executed, else by snapshots."""
+    info = run.info
+    if info is not None and info.mode == "deterministic" and info.scenario is not None:
+        return ReplaySource(run)
+    return StoredSource(run)
+
+
 class StoredServer:
     """A stored run's page on a gateway server (an empty world: it takes no agents)."""
 
@@ -133,7 +343,7 @@ class StoredServer:
         from barnraise.gateway.server import Gateway, GatewayServer
         from barnraise.view.server import ViewSurface
 
-        self.source = StoredSource(run)
+        self.source = open_source(run)
         self._simulation = Simulation(seed=0)
         try:
             gateway = Gateway(HostedWorld(simulation=self._simulation), agents=False)
@@ -145,6 +355,8 @@ class StoredServer:
 
     def close(self) -> None:
         self.server.stop()
+        if isinstance(self.source, ReplaySource):
+            self.source.close()
         self._simulation.close()
 
 
@@ -154,5 +366,7 @@ def serve_stored(run: StoredRun, *, host: str = "127.0.0.1", port: int = 8765) -
     try:
         served.server.run(on_ready=lambda url: print(f"{url}/", flush=True))
     finally:
+        if isinstance(served.source, ReplaySource):
+            served.source.close()
         served._simulation.close()
     return 0

@@ -176,7 +176,9 @@ class Watcher:
             if paused:
                 dispatcher.pause()
         self._events: deque[tuple[float, str, str, Any]] = deque()
-        self._log: deque[dict[str, Any]] = deque(maxlen=LOG_SIZE)
+        # (number, event) as heard; made into the page's entries only when sent (a big run
+        # records thousands of events a second, and a delta carries the last few hundred)
+        self._log: deque[tuple[int, tuple[float, str, str, Any]]] = deque(maxlen=LOG_SIZE)
         self._series: deque[dict[str, Any]] = deque(maxlen=SERIES_SIZE)
         self._event_count = 0
         self._tasks_moved = True
@@ -234,13 +236,16 @@ class Watcher:
             self.errors.append(error)
         log.debug("view: %s", error)
 
-    def _read(self, session_id: str, tasks: bool) -> WorldView:
+    def _read(self, session_id: str, tasks: bool) -> tuple[WorldView, tuple[int, int]]:
         simu = self.simu
 
-        def read() -> WorldView:
+        def read() -> tuple[WorldView, tuple[int, int]]:
             started = time.thread_time()
             try:
-                return simu.view(session_id, canvas=True, completion=True, tasks=tasks)
+                # the message counts with the world, at the same step (and on the run's
+                # thread in deterministic mode: its actor table is not read while it moves)
+                return (simu.view(session_id, canvas=True, completion=True, tasks=tasks),
+                        simu.dispatcher.message_counts())
             finally:
                 self._read_cost += time.thread_time() - started
 
@@ -265,17 +270,23 @@ class Watcher:
         with self._ticking:
             return self._tick()
 
-    def _tick(self) -> dict[str, Any] | None:
+    def read_now(self) -> None:
+        """Read the world now, every task included, even when ``lazy`` with nobody
+        listening (a scrubber that wants the picture at the time it stepped to)."""
+        with self._ticking:
+            self._tasks_moved = True
+            self._tasks_read_at = -TASK_READ_PERIOD
+            self._tick(force=True)
+
+    def _tick(self, force: bool = False) -> dict[str, Any] | None:
         # "finished" is told only by a read that began after the run ended.
         final = self.finished
         events = []
         while self._events:
             events.append(self._events.popleft())
-        if any(e[2] in _TASK_EVENTS for e in events):
-            self._tasks_moved = True
-        entries = [self._entry(e) for e in events]
+        entries = self._number(events)
         session_id = None
-        if not (self.lazy and not self._listeners) or self.finished:
+        if force or not (self.lazy and not self._listeners) or self.finished:
             session_id = self._session()
         if session_id is None:  # nothing to read yet: the events and the status only
             with self._lock:
@@ -284,7 +295,7 @@ class Watcher:
             bare = {"seq": next(self._seq), "base": None, "t": self.simu.now,
                     "session_id": None, **self._status(final), "grid": None, "canvas": [],
                     "claims_added": [], "claims_removed": [], "agents": [],
-                    "agents_removed": [], "events": entries[skipped:],
+                    "agents_removed": [], "events": _entries(entries[skipped:]),
                     "events_skipped": skipped, "progress": None, "point": None}
             status = (bare["state"], bare["speed"], bare["controls"])
             if entries or status != self._told:
@@ -295,7 +306,7 @@ class Watcher:
         want_tasks = self._tasks_moved and (wall - self._tasks_read_at >= TASK_READ_PERIOD
                                             or self.finished)
         try:
-            view = self._read(session_id, want_tasks)
+            view, counts = self._read(session_id, want_tasks)
         except LookupError:
             return None
         with self._read_done:
@@ -304,7 +315,7 @@ class Watcher:
         if want_tasks:
             self._tasks_moved = False
             self._tasks_read_at = wall
-        snapshot = self._snapshot(view, want_tasks)
+        snapshot = self._snapshot(view, want_tasks, counts)
         with self._lock:
             before = self._current
             self._log.extend(entries)
@@ -327,19 +338,22 @@ class Watcher:
             except Exception as exc:
                 self._note(f"listener: {type(exc).__name__}: {exc}")
 
-    def _entry(self, event: tuple[float, str, str, Any]) -> dict[str, Any]:
-        t, sender, event_type, body = event
-        self._event_count += 1
-        if event_type in ("agent_left", "agent_offline") and isinstance(body, dict):
-            self._gone.add(str(body.get("agent_id")))
-        elif event_type == "agent_joined" and isinstance(body, dict):
-            self._gone.discard(str(body.get("agent_id")))
-        if isinstance(body, dict):
-            body = {k: v for k, v in body.items() if k not in ("session_id", "event")}
-        return {"n": self._event_count, "t": round(t, 6), "type": event_type, "from": sender,
-                "body": body}
+    def _number(self, events: list[tuple[float, str, str, Any]]
+                ) -> list[tuple[int, tuple[float, str, str, Any]]]:
+        """Number the events heard and note what they change (agents gone, tasks moved)."""
+        first = self._event_count + 1
+        self._event_count += len(events)
+        for _t, _sender, event_type, body in events:
+            if event_type in _TASK_EVENTS:
+                self._tasks_moved = True
+            elif event_type in ("agent_left", "agent_offline") and isinstance(body, dict):
+                self._gone.add(str(body.get("agent_id")))
+            elif event_type == "agent_joined" and isinstance(body, dict):
+                self._gone.discard(str(body.get("agent_id")))
+        return list(zip(range(first, first + len(events)), events, strict=True))
 
-    def _snapshot(self, view: WorldView, tasks_read: bool) -> _Snapshot:
+    def _snapshot(self, view: WorldView, tasks_read: bool,
+                  message_counts: tuple[int, int]) -> _Snapshot:
         members = {m.agent_id: m for m in view.members}
         claims = {c.claim_id: {
             "id": c.claim_id, "agent": c.agent_id,
@@ -359,15 +373,14 @@ class Watcher:
                                   "color": m.color, "status": status, "task": task,
                                   "mailbox": _mailbox(actors.get(m.agent_id), self.mode)}
         counts = (self._board or {}).get("counts", {})
-        stats = self.simu.dispatcher.statistics()
         progress = view.progress
         point = {"t": round(view.at, 6), "completion": progress.completion_percent,
                  "tiles_placed": progress.tiles_placed, "conflicts": progress.conflicts,
                  "lost_work": progress.lost_work, "claims": len(claims),
                  "tasks_completed": counts.get("completed", 0),
                  "tasks_failed": counts.get("failed", 0),
-                 "messages_delivered": stats.delivered,
-                 "messages_dropped": sum(stats.dead_letters.values())}
+                 "messages_delivered": message_counts[0],
+                 "messages_dropped": message_counts[1]}
         canvas = None if view.canvas is None else np.asarray(view.canvas, dtype=np.uint8)
         completion = progress.completion_percent if view.has_blueprint else None
         return _Snapshot(next(self._seq), view.at, view.session_id, canvas, claims, agents,
@@ -387,7 +400,8 @@ class Watcher:
                 "events_seen": self._event_count}
 
     def _delta(self, before: _Snapshot | None, now: _Snapshot,
-               entries: list[dict[str, Any]], final: bool) -> dict[str, Any]:
+               entries: list[tuple[int, tuple[float, str, str, Any]]], final: bool
+               ) -> dict[str, Any]:
         canvas_parts: list[dict[str, Any]] = []
         if now.canvas is not None:
             old = None if before is None else before.canvas
@@ -405,7 +419,7 @@ class Watcher:
             "claims_removed": [k for k in old_claims if k not in now.claims],
             "agents": [a for k, a in now.agents.items() if old_agents.get(k) != a],
             "agents_removed": [k for k in old_agents if k not in now.agents],
-            "events": entries[skipped:], "events_skipped": skipped,
+            "events": _entries(entries[skipped:]), "events_skipped": skipped,
             "progress": now.completion, "point": now.point,
         }
         if before is None or now.board is not before.board:
@@ -418,7 +432,7 @@ class Watcher:
         """The whole picture as of the last read: what a page draws on connecting."""
         with self._lock:
             now = self._current
-            log_entries = list(self._log)
+            log_entries = _entries(list(self._log))
             series = list(self._series)
         base: dict[str, Any] = {
             "palette": list(TILE_COLOURS), "tile_names": list(TILE_NAMES),
@@ -535,6 +549,17 @@ class Watcher:
             self._detach = None
         if self._realtime is not None:
             self._realtime.resume()  # a viewer that goes away leaves no run held
+
+
+def _entries(numbered: list[tuple[int, tuple[float, str, str, Any]]]) -> list[dict[str, Any]]:
+    """The page's log entries of numbered events (their body without the session id)."""
+    out = []
+    for n, (t, sender, event_type, body) in numbered:
+        if isinstance(body, dict):
+            body = {k: v for k, v in body.items() if k not in ("session_id", "event")}
+        out.append({"n": n, "t": round(t, 6), "type": event_type, "from": sender,
+                    "body": body})
+    return out
 
 
 def _quiet(delta: dict[str, Any], before: _Snapshot) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 from sim.dispatch.core import Dispatcher
 from sim.dispatch.deterministic import DeterministicDispatcher
 from sim.dispatch.faults import FAULT_KINDS, Faults, FaultsError
-from sim.dispatch.gate import Gate, GateClosed
+from sim.dispatch.gate import Gate, GateAborted, GateClosed
 from sim.dispatch.realtime import RealtimeDispatcher
 from sim.dispatch.values import (
     DELIVERED,
@@ -56,6 +56,7 @@ __all__ = [
     "Faults",
     "FaultsError",
     "Gate",
+    "GateAborted",
     "GateClosed",
     "RealtimeDispatcher",
     "RunReport",

@@ -756,6 +756,12 @@ class Dispatcher:
     def statistics(self) -> Statistics:
         raise NotImplementedError
 
+    def message_counts(self) -> tuple[int, int]:
+        """(messages delivered, dead letters) so far: the two figures of
+        :meth:`statistics` a frequent reader wants, without its walk over timers."""
+        delivered = sum(a.delivered for a in [*self._endpoints.values(), *self._lives.retired])
+        return delivered, sum(self._dead.values())
+
     def make_durable(self, caller: str) -> None:
         """About to answer ``caller``: commit what the run has recorded, when a store
         keeps it and its policy says so (see sim.store)."""

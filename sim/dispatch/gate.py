@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-__all__ = ["POLL", "Gate", "GateClosed"]
+__all__ = ["POLL", "Gate", "GateAborted", "GateClosed"]
 
 #: Wall seconds a waiting loop sleeps at most before it looks again.
 POLL: Final = 0.05
@@ -41,6 +41,11 @@ T = TypeVar("T")
 
 class GateClosed(RuntimeError):
     """The gate was closed while a call waited for the loop."""
+
+
+class GateAborted(RuntimeError):
+    """Raised in the run's thread by a gate that was told to end the run
+    (:meth:`Gate.abort`): the run stops where it stands."""
 
 
 class _Job:
@@ -72,6 +77,8 @@ class Gate:
         self._cond = threading.Condition(threading.Lock())
         self._paused = paused
         self._closed = False
+        self._aborted = False
+        self._holding = False
         self._speed: float | None = None
         self._anchor: tuple[float, float] | None = None  # (virtual t, wall) pacing starts at
         self._step_until: float | None = None
@@ -171,6 +178,21 @@ class Gate:
             raise job.error
         return job.result  # type: ignore[no-any-return]
 
+    def wait_held(self, timeout: float) -> bool:
+        """Wait until the loop stands held at the gate (paused, no step under way) or the
+        gate closes; False when ``timeout`` wall seconds pass first (a step still running,
+        or no loop at the gate)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._holding or self._closed, timeout)
+
+    def abort(self) -> None:
+        """End the run: the loop raises :class:`GateAborted` at its next entry (a re-execution
+        nobody wants any more stops rather than running to its end)."""
+        with self._cond:
+            self._aborted = True
+            self.open = False
+            self._cond.notify_all()
+
     def close(self) -> None:
         """Open the gate for good (the viewer left): the run goes on unpaced."""
         with self._cond:
@@ -197,9 +219,11 @@ class Gate:
     # -- the loop's side -------------------------------------------------------------------
 
     def _reopen(self) -> None:
-        """Recompute the fast-path flag (holding the lock) and wake a waiting loop."""
+        """Recompute the fast-path flag (holding the lock) and wake a waiting loop, which
+        says again whether it holds (so :meth:`wait_held` never sees a stale hold)."""
+        self._holding = False
         self.open = self._closed or (not self._paused and self._speed is None
-                                     and not self._jobs)
+                                     and not self._jobs and not self._aborted)
         self._cond.notify_all()
 
     def wait(self, t: float) -> None:
@@ -209,6 +233,9 @@ class Gate:
         with cond:
             self.at = max(self.at, t) if self._step_until is None else self.at
             while True:
+                if self._aborted and not self._closed:
+                    self._holding = False
+                    raise GateAborted("the run was ended at its gate")
                 while self._jobs:
                     job = self._jobs.popleft()
                     cond.release()
@@ -217,6 +244,7 @@ class Gate:
                     finally:
                         cond.acquire()
                 if self._closed:
+                    self._holding = False
                     self._reopen()
                     return
                 if self._paused:
@@ -227,6 +255,9 @@ class Gate:
                             break
                         self.at = self._step_until
                         self._step_until = None
+                    if not self._holding:
+                        self._holding = True
+                        cond.notify_all()  # for wait_held
                     cond.wait(POLL)
                     continue
                 if self._speed is not None:
@@ -238,5 +269,6 @@ class Gate:
                         cond.wait(min(POLL, due - wall))
                         continue
                 break
+            self._holding = False
             self.at = max(self.at, t)
             self._reopen()

@@ -102,7 +102,9 @@ function showScrub(scrub) {
   const input = $("scrub");
   input.max = String(scrub.end);
   if (document.activeElement !== input) input.value = String(scrub.at);
-  const shown = typeof scrub.shown === "number" ? `snapshot at ${scrub.shown.toFixed(2)} s` : "no snapshot yet";
+  let shown = typeof scrub.shown === "number" ? `snapshot at ${scrub.shown.toFixed(2)} s` : "no snapshot yet";
+  if (scrub.exact) shown = "re-executed";
+  if (scrub.problem) shown += `; ${scrub.problem}`;
   $("scrub-text").textContent = `${Number(scrub.at).toFixed(2)} / ${scrub.end.toFixed(2)} s (${shown})`;
 }
 $("scrub").addEventListener("change", (e) => control("seek", Number(e.target.value)));
