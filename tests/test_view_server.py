@@ -65,9 +65,11 @@ def test_controls_refuse_what_they_cannot_do_with_reasons() -> None:
     with Simulation(seed=1, mode="realtime", time_scale=50.0) as simu:
         watcher = Watcher(simu)
         try:
-            for action in ("step_event", "step_time"):
-                refused = watcher.control(action, 1)
-                assert refused["success"] is False and refused["error"] == "not_deterministic"
+            for action, bad in (("step_event", 0), ("step_event", 1.5), ("step_event", True),
+                                ("step_time", 0), ("step_time", -1), ("step_time", "x"),
+                                ("step_time", float("inf"))):
+                refused = watcher.control(action, bad)
+                assert refused["success"] is False and refused["error"] == "invalid_value"
             for bad in (None, 0, -3, "x", True):
                 assert watcher.control("speed", bad)["error"] == "invalid_value"
             assert watcher.control("pause")["state"] == "paused"
@@ -256,7 +258,7 @@ def test_a_paused_realtime_run_waits_for_start_from_its_page() -> None:
         with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
             frame = _next(ws, "view.frame")
             assert frame["state"] == "paused" and frame["mode"] == "realtime"
-            assert frame["controls"] is True and frame["steps"] is False
+            assert frame["controls"] is True and frame["steps"] is True
             ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "view.control",
                                 "params": {"action": "start"}}))
             for _ in range(2000):
@@ -318,7 +320,7 @@ def test_serve_shows_the_page_of_its_realtime_world() -> None:
                 if delta["grid"] is not None and delta["progress"]:
                     break
             assert delta["grid"] == [SMALL["grid_size"]] * 2 and delta["mode"] == "realtime"
-            assert delta["controls"] is True and delta["steps"] is False
+            assert delta["controls"] is True and delta["steps"] is True
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
         assert process.returncode == 0
@@ -505,3 +507,63 @@ def test_the_scrubber_shows_snapshots_when_the_log_is_not_what_the_run_makes(
         assert final is not None and np.array_equal(_canvas(frame), final)
     finally:
         source.close()
+
+
+def test_a_realtime_run_steps_by_simulated_seconds_and_by_events() -> None:
+    """A held realtime kernel_build is stepped: by simulated time (the clock moves by about
+    the step and stands again), by events (at least that many more are heard), then let
+    go to its end, which it reaches as it would."""
+    seen: dict[str, Any] = {}
+
+    def watch(simu: Simulation) -> Any:
+        watcher = Watcher(simu, rate=20, paused=True)
+        realtime = simu.dispatcher
+
+        def held(timeout: float = 20.0) -> bool:
+            for _ in range(int(timeout / 0.01)):
+                if realtime.holding and watcher._step is None:
+                    return True
+                watcher.wait_reads(watcher.reads + 1, timeout=0.01)
+            return False
+
+        def drive() -> None:
+            try:
+                assert held()
+                for _ in range(3):
+                    start = simu.now
+                    answer = watcher.control("step_time", 0.5)
+                    assert answer["success"] and answer["state"] == "running"
+                    assert held()
+                    moved = simu.now - start
+                    seen.setdefault("moved", []).append(moved)
+                    frozen = simu.now
+                    assert watcher.wait_reads(watcher.reads + 2, timeout=10)
+                    assert simu.now == frozen  # held again: the clock stands
+                for _ in range(3):
+                    heard = watcher._event_count + len(watcher._events)
+                    assert watcher.control("step_event", 2)["success"]
+                    assert held()
+                    seen.setdefault("events", []).append(
+                        watcher._event_count + len(watcher._events) - heard)
+                assert watcher.control("start")["state"] == "running"
+            except BaseException as exc:
+                seen["error"] = exc
+                watcher.control("start")
+
+        thread = threading.Thread(target=drive, daemon=True)
+        thread.start()
+
+        def ended() -> None:
+            thread.join(60)
+            watcher.ended()
+            watcher.close()
+
+        return ended
+
+    result = run_request(check_request("kernel_build", seed=4, mode="realtime",
+                                       time_scale=5.0, **SMALL), watch=watch)
+    assert "error" not in seen, seen.get("error")
+    # let go at now, held once now passed now + 0.5 (polled within 50 ms of wall time)
+    assert all(0.5 <= moved < 0.5 + 0.5 for moved in seen["moved"]), seen["moved"]
+    assert all(n >= 2 for n in seen["events"]), seen["events"]
+    assert result.success, result.summary

@@ -21,8 +21,9 @@ A :class:`Watcher` follows one session of a :class:`~actors.world.Simulation`
 In deterministic mode it also holds the run's :class:`~sim.dispatch.Gate`, so
 the page's controls pause, step (by domain event or simulated second) and pace
 the run (:meth:`Watcher.control`). In realtime mode they pause and resume the
-run (``RealtimeDispatcher.pause``: the clock stops, timers and letters wait) and
-change its time scale; steps are refused there.
+run (``RealtimeDispatcher.pause``: the clock stops, timers and letters wait),
+change its time scale, and step it: let go, then held again once the clock has
+moved by the step or the n-th event is heard (within a few milliseconds).
 
 Listeners (:meth:`Watcher.subscribe`) get each delta as a dict on the pump
 thread; the server encodes it once and queues it per connection.
@@ -64,7 +65,9 @@ FRONTIER_SIZE: Final = 40
 TILE: Final = 32
 #: The share of the wall clock the view's own reading may take: after a read that cost
 #: C seconds of CPU, the next waits at least C / BUDGET (a big world is read less often).
-BUDGET: Final = 0.05
+BUDGET: Final = 0.025
+#: Wall seconds a realtime step by events waits for them before it holds the run anyway.
+STEP_TIMEOUT: Final = 60.0
 #: Wall seconds between two reads of every task (they move the board only).
 TASK_READ_PERIOD: Final = 1.0
 _DONE: Final = frozenset({"completed", "failed", "cancelled"})
@@ -204,6 +207,7 @@ class Watcher:
         self._wake = threading.Event()
         self._read_cost = 0.0
         self._ticking = threading.Lock()
+        self._step: threading.Event | None = None  # a realtime step under way
         self._thread = threading.Thread(target=self._pump, name="barnraise-view", daemon=True)
         self._thread.start()
 
@@ -396,7 +400,7 @@ class Watcher:
         return {"state": "finished" if finished else "paused" if paused else "running",
                 "mode": self.mode, "speed": speed,
                 "controls": (gate is not None or realtime is not None) and not finished,
-                "steps": gate is not None and not finished,
+                "steps": (gate is not None or realtime is not None) and not finished,
                 "events_seen": self._event_count}
 
     def _delta(self, before: _Snapshot | None, now: _Snapshot,
@@ -504,13 +508,24 @@ class Watcher:
             return {"success": False, "error": "no_controls",
                     "message": f"this {self.mode} run has no controls"}
         if action in ("start", "resume"):
+            self._cancel_step()
             realtime.resume()
         elif action == "pause":
+            self._cancel_step()
             realtime.pause()
-        elif action in ("step_event", "step_time"):
-            return {"success": False, "error": "not_deterministic",
-                    "message": "steps drive deterministic runs; a realtime run pauses, "
-                               "resumes and changes speed"}
+        elif action == "step_event":
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                return {"success": False, "error": "invalid_value",
+                        "message": f"step_event needs a whole number >= 1, got {value!r}"}
+            self._realtime_step(events=1 if value is None else value)
+        elif action == "step_time":
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, (int, float))
+                                      or not 0 < value < float("inf")):
+                return {"success": False, "error": "invalid_value",
+                        "message": f"step_time needs a number of seconds > 0, got {value!r}"}
+            self._realtime_step(seconds=1.0 if value is None else float(value))
         elif action == "speed":
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not 0 < value < float("inf"):
@@ -525,11 +540,60 @@ class Watcher:
         self._wake.set()
         return {"success": True, **self._status()}
 
+    def _cancel_step(self) -> None:
+        step = self._step
+        if step is not None:
+            step.set()
+            self._step = None
+
+    def _realtime_step(self, *, seconds: float | None = None, events: int | None = None) -> None:
+        """Let a realtime run go for ``seconds`` of simulated time or until ``events`` more
+        domain events are recorded, then hold it (a thread of its own does the holding).
+
+        A realtime run has no single next step: every actor goes on its own thread. So
+        the hold comes when the clock reaches its mark (the run is let go at ``now``
+        and held again when ``now`` passes ``now + seconds``, within a few
+        milliseconds of wall time) or when the n-th event is heard (polled every
+        5 ms, so a busy run may record a few more), and handlers already running
+        finish, as for any pause. The step waits at most
+        :data:`STEP_TIMEOUT` wall seconds for its events, then holds the run anyway.
+        """
+        realtime = self._realtime
+        assert realtime is not None
+        self._cancel_step()
+        cancel = self._step = threading.Event()
+        goal = self._event_count + len(self._events) + (events or 0)
+        mark = realtime.clock.now + (seconds or 0.0)
+
+        def counted() -> bool:
+            return self._event_count + len(self._events) >= goal
+
+        def hold() -> None:
+            if events is not None:
+                deadline = time.monotonic() + STEP_TIMEOUT
+                while not counted() and time.monotonic() < deadline:
+                    if cancel.wait(0.005):
+                        break
+            else:
+                while not cancel.is_set():
+                    left = (mark - realtime.clock.now) / realtime.clock.time_scale
+                    if left <= 0:
+                        break
+                    cancel.wait(min(left, 0.05))
+            if not cancel.is_set() and self._step is cancel:
+                realtime.pause()
+                self._step = None
+                self._wake.set()
+
+        realtime.resume()
+        threading.Thread(target=hold, name="barnraise-view-step", daemon=True).start()
+
     # -- the end ---------------------------------------------------------------------------
 
     def ended(self) -> None:
         """The run is over: take the last read (the final canvas), keep serving it."""
         self.finished = True
+        self._cancel_step()
         if self.gate is not None:
             self.gate.close()
         if self._realtime is not None:
@@ -540,6 +604,7 @@ class Watcher:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the pump and the listener; open the gate for good."""
+        self._cancel_step()
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout)

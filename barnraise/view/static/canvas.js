@@ -22,6 +22,20 @@ export class TileView {
     this.flashes = [];
     this.overlayDirty = true;
     this.unknownTiles = 0;
+    // The overlay's size in device pixels, kept by a ResizeObserver: asking the layout
+    // for it every frame (getBoundingClientRect) forced a style and layout pass each
+    // time the panels had changed the page.
+    this.overlaySize = null;
+    if (typeof ResizeObserver === "function") {
+      new ResizeObserver((entries) => {
+        const box = entries[entries.length - 1].contentRect;
+        const dpr = window.devicePixelRatio || 1;
+        this.overlaySize = [Math.max(1, Math.round(box.width * dpr)),
+          Math.max(1, Math.round(box.height * dpr))];
+        this.overlayDirty = true;
+        if (this.onResize) this.onResize();
+      }).observe(overlay);
+    }
   }
 
   setPalette(colours) {
@@ -83,19 +97,29 @@ export class TileView {
     if (this.flashes.length > 200) this.flashes.splice(0, this.flashes.length - 200);
   }
 
+  // True while the overlay has something to draw in a later frame (a flash going on).
+  busy(now) {
+    return this.overlayDirty || this.flashes.some((f) => f.until > now);
+  }
+
   // Called on every animation frame; redraws the overlay only when something moved.
   draw(now) {
     const o = this.overlay;
-    const rect = o.getBoundingClientRect();
-    const dpr = window.devicePixelRatio || 1;
-    const pw = Math.max(1, Math.round(rect.width * dpr));
-    const ph = Math.max(1, Math.round(rect.height * dpr));
+    let size = this.overlaySize;
+    if (size === null) { // no ResizeObserver: ask the layout
+      const rect = o.getBoundingClientRect();
+      const dpr = window.devicePixelRatio || 1;
+      size = [Math.max(1, Math.round(rect.width * dpr)), Math.max(1, Math.round(rect.height * dpr))];
+    }
+    const [pw, ph] = size;
     if (o.width !== pw || o.height !== ph) {
       o.width = pw;
       o.height = ph;
       this.overlayDirty = true;
     }
+    const flashing = this.flashes.length;
     this.flashes = this.flashes.filter((f) => f.until > now);
+    if (this.flashes.length < flashing) this.overlayDirty = true; // one ended: wipe it
     if (!this.overlayDirty && this.flashes.length === 0) return;
     const ctx = this.octx;
     ctx.clearRect(0, 0, pw, ph);

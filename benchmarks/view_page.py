@@ -1,0 +1,102 @@
+"""The page side of the view benchmark, in a process of its own.
+
+``python -m benchmarks.view_page URL`` opens the live view's page at URL in headless
+Chromium (Debian's, through Playwright), prints one JSON line once the page has drawn
+its first frame (``{"ready": true}``), waits until the page shows the run finished,
+then prints one JSON line with what the page counted over that span: the frames it
+drew per second (it draws on demand), its animation frames and tasks over 50 ms and
+the longest (Chromium's long-animation-frame and longtask entries), the deltas it
+applied, the bad messages it showed and its progress. Errors are one JSON line
+``{"error": ...}`` and exit 1.
+
+``python -m benchmarks.view_page --socket WS_URL`` is the page without a browser: a
+plain WebSocket client that reads every frame and delta (ready after the first)
+until one says the run is finished, then prints the bytes it read.
+
+It runs apart from the benchmark's process because Playwright's Python client is a
+harness, not part of a viewer: in the benchmark's process its event loop and the
+protocol traffic it parses would take the interpreter's lock from the run being
+measured, as no browser on a user's machine does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _socket(url: str) -> int:
+    from websockets.sync.client import connect
+
+    received = 0
+    with connect(url, max_size=None, open_timeout=30) as ws:
+        while True:
+            message = ws.recv(timeout=600)
+            data = message if isinstance(message, bytes) else message.encode()
+            if not received:
+                print(json.dumps({"ready": True}), flush=True)
+            received += len(data)
+            if b'"state":"finished"' in data:
+                break
+    print(json.dumps({"bytes": received}), flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    from playwright.sync_api import sync_playwright
+
+    from barnraise.view import headless
+
+    if len(argv) == 2 and argv[0] == "--socket":
+        try:
+            return _socket(argv[1])
+        except Exception as exc:
+            print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+            return 1
+    if len(argv) != 1:
+        print(json.dumps({"error": "usage: python -m benchmarks.view_page [--socket] URL"}),
+              flush=True)
+        return 1
+    try:
+        with sync_playwright() as playwright:
+            browser = headless.launch(playwright)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.set_default_timeout(600_000)
+                page.goto(argv[0])
+                page.wait_for_function("window.__view && window.__view.frameMessages > 0")
+                before = page.evaluate("({frames: __view.frames, at: performance.now(), "
+                                       "long: __view.longFrames, "
+                                       "longTime: __view.longFrameTime})")
+                print(json.dumps({"ready": True}), flush=True)
+                # Polled five times a second, not every animation frame: the harness's
+                # own checking should not be counted as the page's work.
+                page.wait_for_function("window.__view.state === 'finished'", polling=200)
+                after = page.evaluate("({frames: __view.frames, at: performance.now(), "
+                                      "deltas: __view.deltas, bad: __view.bad, "
+                                      "progress: __view.progress, long: __view.longFrames, "
+                                      "longTime: __view.longFrameTime, "
+                                      "worst: __view.worstFrame, watch: __view.frameWatch})")
+                seconds = (after["at"] - before["at"]) / 1000
+                # Said before the browser closes: the benchmark reads its CPU then.
+                print(json.dumps({
+                    "frames_drawn_per_s": (after["frames"] - before["frames"]) / seconds
+                    if seconds > 0 else 0.0,
+                    "long_frames": after["long"] - before["long"],
+                    # the share of the span spent in frames over 50 ms (under 20 fps);
+                    # LongTasks and frames can overlap, so this is an upper bound
+                    "long_frame_share": (after["longTime"] - before["longTime"])
+                    / (after["at"] - before["at"]) if after["at"] > before["at"] else 0.0,
+                    "worst_frame_ms": after["worst"], "frame_watch": after["watch"],
+                    "page_deltas": after["deltas"], "page_bad": after["bad"],
+                    "page_progress": after["progress"]}), flush=True)
+            finally:
+                browser.close()
+    except Exception as exc:  # reported to the benchmark, which raises it
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
