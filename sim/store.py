@@ -52,7 +52,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any, Final
 
 import msgspec
@@ -513,7 +513,7 @@ class StoredRun:
         assert info is not None
         return info.summary if info.status == "finished" else None
 
-    def records(self, start: int = 0) -> Iterator[TraceRecord]:
+    def records(self, start: int = 0) -> Generator[TraceRecord, None, None]:
         db = self._db()
         try:
             for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq >= ? ORDER BY seq",
@@ -567,13 +567,22 @@ class StoredRun:
             db.close()
         return None if row is None else read_snapshot(bytes(row[0]))
 
+    def world(self, at: float | None = None) -> dict[str, Any]:
+        """Every session's world after each record at or before simulated time ``at``
+        (default: the end), folded from the last snapshot before it and the log
+        (:func:`sim.rebuild.world_at`): canvas bytes and shape, members, claims, task
+        statuses, checkpoints and the members' colours, by session id."""
+        from sim.rebuild import world_at
+
+        return world_at(self, at).state()
+
     def canvas(self, at: float | None = None, session_id: str | None = None
                ) -> np.ndarray[Any, Any] | None:
         """The canvas (``[y, x]`` tile codes) of ``session_id`` (default: the summary's
-        session, else the first) in the last snapshot taken at or before simulated
-        time ``at`` (default: the last snapshot; a finished run's last one is its end).
-        None when no snapshot holds that session's canvas."""
-        world = self.snapshot(at=at)
+        session, else the first) after every record at or before simulated time ``at``
+        (default: the end), folded from the snapshots and the log. None when that
+        session has no canvas then."""
+        world = self.world(at)
         if not world:
             return None
         sid = session_id

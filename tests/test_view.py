@@ -317,8 +317,10 @@ def test_the_scrubber_shows_a_stored_run_at_a_chosen_time(
                       f"s.value = '{chosen}'; s.dispatchEvent(new Event('change')); }})()")
         page.wait_for_function(f"window.__view.seq > {seq} && window.__view.t === {chosen}")
         expected = canvas_from_log(run, chosen, PARAMS["grid_size"])
-        before = run.canvas(at=chosen)
-        assert before is not None and not np.array_equal(expected, before), \
+        snapshot = run.snapshot(at=chosen)  # the last one taken before the chosen time
+        (part,) = snapshot.values()
+        before = np.frombuffer(part["canvas"], np.uint8).reshape(part["shape"])
+        assert not np.array_equal(expected, before), \
             "tiles should be written between the snapshot before and the chosen time"
         pixels = np.array(page.evaluate("__view.pixels()"), dtype=np.uint8)
         assert np.array_equal(pixels.reshape(_expected_pixels(expected).shape),

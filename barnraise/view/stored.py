@@ -31,7 +31,9 @@ import numpy as np
 
 from sim.dispatch import GateAborted
 from sim.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
+from sim.rebuild import pair_writes, world_at
 from sim.store import StoredRun, StoreError
+from sim.trace import EVENT
 
 if TYPE_CHECKING:
     from actors.world import Simulation
@@ -44,25 +46,23 @@ SEEK_TIMEOUT: Final = 300.0
 
 #: Events sent with a frame (the last ones up to the chosen time).
 LOG_SIZE = 2000
-#: Outlines for claims: a stored snapshot keeps no member colours, so members are
-#: coloured by their place in the snapshot (not the run's own colours).
-_OUTLINES = ("#E53935", "#1E88E5", "#43A047", "#FB8C00", "#8E24AA", "#00ACC1", "#6D4C41",
-             "#FDD835")
 
 
 class StoredSource:
-    """What the view's page shows of a stored run at a chosen simulated time."""
+    """What the view's page shows of a stored run at a chosen simulated time, folded
+    from its snapshots and log (:func:`sim.rebuild.world_at`)."""
 
     mode = "stored"
 
     def __init__(self, run: StoredRun) -> None:
         self.run = run
         self.snapshots = run.snapshots()
-        if not self.snapshots:
-            raise ValueError("the store holds no snapshot of the world: nothing to show")
-        self.events = run.events()
+        # one pass over the log: which tile writes succeeded (every fold needs it)
+        self.pairing = pair_writes(run.records())
+        self.events = [e for e in run.events() if e["kind"] == EVENT]
+        last = run.last()
         self.end = max([t for _, t in self.snapshots]
-                       + [float(e["time"]) for e in self.events] + [0.0])
+                       + [last.t if last is not None else 0.0])
         self.at = self.end
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
@@ -84,8 +84,8 @@ class StoredSource:
         """The whole picture at the chosen time."""
         with self._lock:
             at = self.at
-        world = self.run.snapshot(at=at) or {}
-        shown = max([t for _, t in self.snapshots if t <= at], default=None)
+        folded = world_at(self.run, at, pairing=self.pairing)
+        world = folded.state()
         summary = self.run.summary or {}
         sid = summary.get("session_id")
         if sid not in world:
@@ -96,16 +96,17 @@ class StoredSource:
         claims: list[dict[str, Any]] = []
         agents: list[dict[str, Any]] = []
         board = None
+        progress = None
         if part is not None:
-            colour = {m[0]: _OUTLINES[i % len(_OUTLINES)]
-                      for i, m in enumerate(part.get("members", []))}
-            agents = [{"id": m[0], "name": m[1], "role": m[2], "color": colour[m[0]],
-                       "status": "stored", "task": None, "mailbox": None}
-                      for m in part.get("members", [])]
+            colour = part.get("colours", {})
             tasks = part.get("tasks", {})
-            working = {v[1]: k for k, v in tasks.items() if v[0] == "in_progress"}
-            for agent in agents:
-                agent["task"] = working.get(agent["id"])
+            working = {v[1]: k for k, v in tasks.items()
+                       if v[0] in ("in_progress", "awaiting_approval")}
+            agents = [{"id": m[0], "name": m[1], "role": m[2],
+                       "color": colour.get(m[0], "#888888"),
+                       "status": "working" if m[0] in working else "idle",
+                       "task": working.get(m[0]), "mailbox": None}
+                      for m in part.get("members", [])]
             claims = [{"id": c[0], "agent": c[1], "color": colour.get(c[1], "#FF0000"),
                        "x": c[2]["x"], "y": c[2]["y"], "w": c[2]["width"],
                        "h": c[2]["height"], "exclusive": True} for c in part.get("claims", [])]
@@ -120,18 +121,23 @@ class StoredSource:
                 from barnraise.view.watch import _rect_payload
 
                 canvas_parts = [_rect_payload(tiles, (0, 0, grid[1], grid[0]))]
+            if summary.get("has_blueprint") and at >= self.end:
+                progress = summary.get("completion_percent")
         events = [{"n": i + 1, "t": float(e["time"]), "type": e["type"], "from": e["sender"],
                    "body": e["content"]} for i, e in enumerate(self.events)
                   if float(e["time"]) <= at][-LOG_SIZE:]
         return {
             "seq": next(self._seq), "t": at, "session_id": sid, "grid": grid,
             "canvas": canvas_parts, "claims": claims, "agents": agents, "board": board,
-            "progress": None, "events": events, "series": [],
+            "progress": progress, "events": events, "series": [],
             "palette": list(TILE_COLOURS), "tile_names": list(TILE_NAMES),
             "status_colours": STATUS_COLOURS, "rate": 0, "state": "stored",
             "mode": "stored", "speed": None, "controls": False, "steps": False,
             "events_seen": len(self.events),
-            "scrub": {"start": 0.0, "end": self.end, "at": at, "shown": shown,
+            "scrub": {"start": 0.0, "end": self.end, "at": at, "shown": at,
+                      "folded": "from the start" if folded.start is None
+                      else f"from the snapshot at {folded.start[1]:.2f} s",
+                      "notes": folded.notes,
                       "snapshots": [t for _, t in self.snapshots]},
         }
 
@@ -226,7 +232,7 @@ class ReplaySource:
         self.run = run
         self.timeout = timeout
         self.snapshots = run.snapshots()
-        self._stored = StoredSource(run) if self.snapshots else None
+        self._stored: StoredSource | None = None  # made when first needed (a fallback)
         last = run.last()
         # The last record's time, or the last snapshot's (a finished run's is its summary's
         # virtual_time, rounded), whichever is later: the slider reaches both.
@@ -268,7 +274,7 @@ class ReplaySource:
                     if picture is not None:
                         return picture
         if self._stored is None:
-            raise StoreError(f"{self.problem}; and the store holds no snapshot to show")
+            self._stored = StoredSource(self.run)
         self._stored.at = at
         picture = self._stored.frame()
         picture["seq"] = next(self._seq)
@@ -316,7 +322,7 @@ class ReplaySource:
                                     f"{old.seq} ({old.type} at t={old.t:g}): showing snapshots")
                     return
         finally:
-            stored.close()  # type: ignore[attr-defined]
+            stored.close()
         self._checked = end
 
     def close(self) -> None:

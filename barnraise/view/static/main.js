@@ -106,6 +106,8 @@ function showScrub(scrub) {
   if (document.activeElement !== input) input.value = String(scrub.at);
   let shown = typeof scrub.shown === "number" ? `snapshot at ${scrub.shown.toFixed(2)} s` : "no snapshot yet";
   if (scrub.exact) shown = "re-executed";
+  else if (typeof scrub.folded === "string") shown = `folded ${scrub.folded}`;
+  if (Array.isArray(scrub.notes) && scrub.notes.length) shown += `; ${scrub.notes.join("; ")}`;
   if (scrub.problem) shown += `; ${scrub.problem}`;
   $("scrub-text").textContent = `${Number(scrub.at).toFixed(2)} / ${scrub.end.toFixed(2)} s (${shown})`;
 }

@@ -1,0 +1,315 @@
+"""The world of a stored run at any simulated time, folded from its log.
+
+A store keeps snapshots now and then (every 10,000 records in deterministic mode,
+once at the end of a realtime run) and the whole trace in between. :func:`world_at`
+starts from the last snapshot at or before the chosen time (or from nothing) and
+folds the records after it, in order, up to that time:
+
+* **the canvas**: every tile write an agent sent the ``regions`` service
+  (``builder_place_tile``, ``builder_place_tiles``) that succeeded, applied when
+  the service handled it; a write succeeded when its answer says so. Answers
+  carry no request id in the log, but the service answers one agent's calls in
+  the order it takes them (its tools are all synchronous), so the n-th answer
+  ``regions`` gave an agent is the answer to the n-th call it took from it: a
+  first pass over the log pairs them. A checkpoint of the tiles (the
+  coordinator's ``_checkpoint`` to ``regions``) keeps a copy; a rollback to it
+  (``_rollback``) puts it back;
+* **members, claims, tasks**: from the domain events (``agent_joined`` and
+  ``agent_left``; ``region_claimed`` and ``region_released``; the task events and
+  approvals), with each member's colour given as the coordinator gives it (by the
+  order of joining).
+
+The result has the shape of ``Simulation.world_state()`` (what a snapshot keeps),
+plus the members' colours. What the fold cannot know is said in
+:attr:`World.notes` rather than guessed: a rollback to a checkpoint taken before
+the snapshot it started from, a run under a fault plan (a dropped or doubled
+letter breaks the pairing of calls and answers). The live view's scrubber uses it
+for stores it cannot re-execute (realtime runs), and the tests check it against
+the stores' own snapshots and against a re-execution.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sim.canvas import parse_tile
+from sim.tools import SERVICES
+from sim.trace import DELIVER, EVENT, TraceRecord
+
+if TYPE_CHECKING:
+    from sim.store import StoredRun
+
+__all__ = ["Pairing", "World", "pair_writes", "world_at"]
+
+_WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
+_AWAITING: Final = "awaiting_approval"
+_DONE_EVENTS: Final = {"task_completed": "completed", "task_failed": "failed",
+                       "task_cancelled": "cancelled", "task_requeued": "pending",
+                       "task_blocked": "blocked", "task_unblocked": "pending"}
+
+
+def _colour(index: int) -> str:
+    from actors.coordinator import color_for  # the coordinator's own palette
+
+    return color_for(index)
+
+
+@dataclass
+class _Session:
+    grid: int | None = None
+    canvas: NDArray[np.uint8] | None = None
+    members: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # name, role, colour
+    joined: int = 0
+    claims: dict[str, tuple[str, dict[str, int], float | None]] = field(default_factory=dict)
+    tasks: dict[str, list[Any]] = field(default_factory=dict)  # [status, assigned, awaiting]
+    checkpoints: dict[str, NDArray[np.uint8] | None] = field(default_factory=dict)
+
+
+@dataclass
+class World:
+    """The world folded up to :attr:`at` (see the module doc)."""
+
+    at: float
+    #: Records folded: the world is the one after records ``0 .. seq - 1``.
+    seq: int
+    #: (seq, time) of the snapshot the fold started from, or None (from nothing).
+    start: tuple[int, float] | None
+    sessions: dict[str, _Session]
+    notes: list[str] = field(default_factory=list)
+
+    def state(self) -> dict[str, Any]:
+        """By session id: what a snapshot keeps (``Simulation.world_state()``'s shape),
+        with ``colours`` (agent id -> colour) besides."""
+        out: dict[str, Any] = {}
+        for sid, s in self.sessions.items():
+            canvas = s.canvas
+            out[sid] = {
+                "canvas": None if canvas is None else canvas.tobytes(),
+                "shape": None if canvas is None else list(canvas.shape),
+                "members": sorted([aid, m[0], m[1]] for aid, m in s.members.items()),
+                "claims": sorted([cid, c[0], dict(c[1]), c[2]] for cid, c in s.claims.items()),
+                "tasks": {tid: [_AWAITING if t[2] else t[0], t[1]]
+                          for tid, t in s.tasks.items()},
+                "checkpoints": sorted(s.checkpoints),
+                "colours": {aid: m[2] for aid, m in s.members.items()},
+            }
+        return out
+
+
+@dataclass
+class Pairing:
+    """Which tile writes succeeded: the seq of every write request to ``regions`` whose
+    answer said ``success``, from one pass over the whole log (:func:`pair_writes`)."""
+
+    succeeded: set[int]
+    unanswered: int
+    #: By session: (seq, agent id) of every agent_joined, in order. The coordinator colours
+    #: the n-th join with the n-th colour; a snapshot keeps no colours, so a fold that
+    #: starts from one looks them up here.
+    joins: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+
+
+def pair_writes(records: Iterable[TraceRecord]) -> Pairing:
+    """Pair each agent's calls to ``regions`` with the answers it got, in order."""
+    waiting: dict[str, deque[tuple[int, bool]]] = {}
+    succeeded: set[int] = set()
+    joins: dict[str, list[tuple[int, str]]] = {}
+    for r in records:
+        if r.kind == EVENT and r.type == "agent_joined":
+            body = r.content_obj()
+            if isinstance(body, dict):
+                joins.setdefault(str(body.get("session_id")), []).append(
+                    (r.seq, str(body.get("agent_id"))))
+            continue
+        if r.kind != DELIVER:
+            continue
+        if r.recipient == "regions" and r.type == "coordination_request" \
+                and r.sender not in SERVICES:
+            is_write = b'"builder_place_tile' in r.content
+            waiting.setdefault(r.sender, deque()).append((r.seq, is_write))
+        elif r.sender == "regions" and r.type == "coordination_response" \
+                and r.recipient not in SERVICES:
+            queue = waiting.get(r.recipient)
+            if queue:
+                seq, is_write = queue.popleft()
+                if is_write and b'"success":true' in r.content:
+                    succeeded.add(seq)
+    return Pairing(succeeded, sum(len(q) for q in waiting.values()), joins)
+
+
+def _from_snapshot(world: dict[str, Any], seq: int, pairing: Pairing) -> dict[str, _Session]:
+    sessions: dict[str, _Session] = {}
+    for sid, part in world.items():
+        s = sessions[sid] = _Session()
+        if part.get("canvas") is not None:
+            s.canvas = np.frombuffer(part["canvas"], dtype=np.uint8).reshape(
+                part["shape"]).copy()
+            s.grid = int(part["shape"][0])
+        joined = [agent for at, agent in pairing.joins.get(sid, ()) if at < seq]
+        index = {agent: i for i, agent in enumerate(joined)}  # the last join of each
+        for aid, name, role in part.get("members", []):
+            s.members[aid] = (name, role, _colour(index.get(aid, len(joined))))
+        s.joined = len(joined)
+        for claim in part.get("claims", []):
+            s.claims[claim[0]] = (claim[1], claim[2], claim[3] if len(claim) > 3 else None)
+        for tid, (status, assigned) in part.get("tasks", {}).items():
+            awaiting = status == _AWAITING
+            s.tasks[tid] = ["pending" if awaiting else status, assigned, awaiting]
+        for cid in part.get("checkpoints", []):
+            s.checkpoints[cid] = None  # taken before the snapshot: its tiles are not known
+    return sessions
+
+
+class _Fold:
+    def __init__(self, sessions: dict[str, _Session], pairing: Pairing) -> None:
+        self.sessions = sessions
+        self.pairing = pairing
+        self.notes: list[str] = []
+
+    def session(self, sid: Any) -> _Session | None:
+        return self.sessions.get(sid) if isinstance(sid, str) else None
+
+    def apply(self, r: TraceRecord) -> None:
+        if r.kind == EVENT:
+            self.event(r)
+        elif r.kind == DELIVER and r.recipient == "regions" \
+                and r.type == "coordination_request":
+            self.to_regions(r)
+
+    def to_regions(self, r: TraceRecord) -> None:
+        content = r.content_obj()
+        if not isinstance(content, dict):
+            return
+        op, tool = content.get("op"), content.get("tool")
+        if op == "_session" and isinstance(content.get("session"), dict):
+            info = content["session"]
+            grid = int(info.get("grid_size", 0))
+            made = self.sessions.setdefault(info["session_id"], _Session())
+            made.grid = grid
+            if made.canvas is None:
+                made.canvas = np.zeros((grid, grid), dtype=np.uint8)
+        elif op == "_session_closed":
+            self.sessions.pop(content.get("session_id"), None)  # type: ignore[arg-type]
+        elif op == "_checkpoint":
+            s = self.session(content.get("session_id"))
+            if s is not None and s.canvas is not None:
+                tiles = "tiles" in (content.get("include") or ())
+                s.checkpoints[str(content.get("checkpoint_id"))] = \
+                    s.canvas.copy() if tiles else None
+        elif op == "_rollback":
+            s = self.session(content.get("session_id"))
+            cid = str(content.get("checkpoint_id"))
+            if s is not None and cid in s.checkpoints:
+                kept = s.checkpoints[cid]
+                if kept is not None:
+                    s.canvas = kept.copy()
+                else:
+                    self.notes.append(f"a rollback to {cid} at t={r.t:g}: its tiles were "
+                                      "kept before the snapshot this started from, or not "
+                                      "kept; the canvas is shown as it was before it")
+        elif tool in _WRITES and r.seq in self.pairing.succeeded:
+            args = content.get("args") or {}
+            s = self.session(args.get("session_id"))
+            if s is None or s.canvas is None:
+                return
+            if tool == "builder_place_tile":
+                s.canvas[args["y"], args["x"]] = int(parse_tile(args["tile_type"]))
+            else:
+                box = args["region"]
+                y, x, h, w = box["y"], box["x"], box["height"], box["width"]
+                tiles = args["tiles"]
+                if isinstance(tiles, (int, str)):
+                    s.canvas[y:y + h, x:x + w] = int(parse_tile(tiles))
+                else:
+                    s.canvas[y:y + h, x:x + w] = _rows(tiles)
+
+    def event(self, r: TraceRecord) -> None:
+        body = r.content_obj()
+        if not isinstance(body, dict):
+            return
+        s = self.session(body.get("session_id"))
+        if s is None:
+            return
+        kind = r.type
+        if kind == "agent_joined":
+            s.members[str(body["agent_id"])] = (str(body.get("name")), str(body.get("role")),
+                                                _colour(s.joined))
+            s.joined += 1
+        elif kind == "agent_left":
+            s.members.pop(str(body.get("agent_id")), None)
+        elif kind == "region_claimed":
+            s.claims[str(body["claim_id"])] = (str(body["agent_id"]), dict(body["region"]),
+                                               body.get("expires_at"))
+        elif kind == "region_released":
+            s.claims.pop(str(body.get("claim_id")), None)
+        elif kind == "task_created":
+            s.tasks[str(body["task_id"])] = [str(body.get("status", "pending")),
+                                             body.get("assigned_to"), False]
+        elif kind in ("task_accepted", "approval_requested", "approval_resolved") \
+                or kind in _DONE_EVENTS:
+            task = s.tasks.get(str(body.get("task_id")))
+            if task is None:
+                return
+            if kind == "task_accepted":
+                task[0] = "in_progress"
+                if task[1] == "any":
+                    task[1] = body.get("agent_id")
+            elif kind == "approval_requested":
+                task[2] = True
+            elif kind == "approval_resolved":
+                task[2] = False
+            else:
+                task[0] = _DONE_EVENTS[kind]
+
+
+def _rows(tiles: list[list[Any]]) -> NDArray[np.uint8]:
+    """Tile rows as codes (the service checked them: numbers, or names to look up)."""
+    if all(type(v) is int for row in tiles for v in row):
+        return np.array(tiles, dtype=np.uint8)
+    return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
+
+
+def world_at(run: StoredRun, at: float | None = None, *,
+             pairing: Pairing | None = None) -> World:
+    """The world of ``run`` after every record at or before simulated time ``at`` (None:
+    the end). ``pairing``: :func:`pair_writes` of the run's whole log, when the caller
+    folds the same run many times (a scrubber)."""
+    if pairing is None:
+        pairing = pair_writes(run.records())
+    start = None
+    sessions: dict[str, _Session] = {}
+    for seq, t in reversed(run.snapshots()):
+        if at is None or t <= at:
+            world = run.snapshot(seq=seq)
+            if world:
+                start = (seq, t)
+                sessions = _from_snapshot(world, seq, pairing)
+            break
+    fold = _Fold(sessions, pairing)
+    if run.info is not None and run.info.options.get("faults"):
+        fold.notes.append("the run had a fault plan: a dropped or doubled letter can pair "
+                          "a tile write with another call's answer")
+    seq = start[0] if start is not None else 0
+    records = run.records(seq)
+    try:
+        for r in records:
+            if at is not None and r.t > at:
+                break
+            fold.apply(r)
+            seq = r.seq + 1
+    finally:
+        records.close()  # its connection to the file
+    return World(at if at is not None else _last_time(run), seq, start, fold.sessions,
+                 fold.notes)
+
+
+def _last_time(run: StoredRun) -> float:
+    last = run.last()
+    return 0.0 if last is None else last.t
+

@@ -1,0 +1,137 @@
+"""The world of a stored run at any time, folded from its snapshots and log (sim/rebuild.py),
+checked against what the run itself kept: its final snapshot, its mid-run snapshots, and a
+re-execution held at the same time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from barnraise import open_run
+from barnraise.runner import check_request, list_scenarios, open_store, run_request
+from sim.rebuild import pair_writes, world_at
+from sim.store import StoredRun
+from tests.helpers import canvas_from_log
+
+SMALL = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}
+PARTS = ("canvas", "shape", "members", "claims", "tasks", "checkpoints")
+
+
+class _FromNothing:
+    """A stored run seen without its snapshots: the fold starts from an empty world."""
+
+    def __init__(self, run: StoredRun) -> None:
+        self.run, self.info = run, run.info
+
+    def snapshots(self) -> list[tuple[int, float]]:
+        return []
+
+    def records(self, start: int = 0) -> Any:
+        return self.run.records(start)
+
+    def last(self) -> Any:
+        return self.run.last()
+
+
+def _store(path: Path, scenario: str, **options: Any) -> StoredRun:
+    request = check_request(scenario, **options)
+    result = run_request(request, store=open_store(request, path), record=False)
+    assert result.success, result.summary
+    return open_run(path)
+
+
+def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert set(got) == set(want)
+    for sid, part in want.items():
+        for key in PARTS:
+            assert got[sid][key] == part[key], (sid, key)
+
+
+@pytest.mark.parametrize("scenario", [name for name, _ in list_scenarios()])
+def test_folding_the_whole_log_gives_the_final_snapshot(tmp_path: Path, scenario: str) -> None:
+    run = _store(tmp_path / "run.db", scenario, seed=0)
+    world = world_at(_FromNothing(run))  # type: ignore[arg-type]
+    assert world.start is None and world.notes == []
+    _same(world.state(), run.snapshot())
+
+
+@pytest.mark.parametrize("scenario", ["kernel_build", "checkpoint_rollback", "conflict_storm"])
+def test_a_realtime_run_folds_to_its_final_snapshot(tmp_path: Path, scenario: str) -> None:
+    params = SMALL if scenario == "kernel_build" else {}
+    run = _store(tmp_path / "run.db", scenario, seed=2, mode="realtime", time_scale=50.0,
+                 **params)
+    assert len(run.snapshots()) == 1  # a realtime run keeps one, at its end
+    _same(world_at(_FromNothing(run)).state(), run.snapshot())  # type: ignore[arg-type]
+    if scenario == "kernel_build":  # mid-run: the tile writes the log holds by then
+        times = sorted({r.t for r in run.records()})
+        pairing = pair_writes(run.records())
+        for t in times[len(times) // 5::len(times) // 5]:
+            world = world_at(run, t, pairing=pairing).state()
+            (part,) = world.values()
+            canvas = np.frombuffer(part["canvas"], np.uint8).reshape(part["shape"])
+            assert np.array_equal(canvas, canvas_from_log(run, t, SMALL["grid_size"])), t
+
+
+def test_folding_from_a_snapshot_agrees_with_folding_from_the_start_and_a_re_execution(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from barnraise.view.stored import ReplaySource
+
+    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", "200")
+    bigger = {"grid_size": 120, "block": 20, "builders": 4, "testers": 2}
+    run = _store(tmp_path / "run.db", "kernel_build", seed=7, **bigger)
+    snapshots = run.snapshots()
+    assert len(snapshots) >= 3  # snapshots come with commits: a few ms of wall time apart
+    pairing = pair_writes(run.records())
+    times = sorted({r.t for r in run.records()})
+    chosen = [t for t in times[len(times) // 7::len(times) // 7]][:6]
+    replay = ReplaySource(run)
+    try:
+        for t in chosen:
+            folded = world_at(run, t, pairing=pairing)
+            assert folded.start is not None or t < snapshots[0][1]
+            plain = world_at(_FromNothing(run), t, pairing=pairing)  # type: ignore[arg-type]
+            _same(folded.state(), plain.state())
+            # the re-execution held at t: canvas, claims, members and tasks alike
+            replay.control("seek", t)
+            frame = replay.frame()
+            assert replay.problem is None, replay.problem
+            (part,) = folded.state().values()
+            canvas = np.frombuffer(part["canvas"], np.uint8).reshape(part["shape"])
+            assert np.array_equal(canvas, canvas_from_log(run, t, bigger["grid_size"]))
+            assert sorted(c["id"] for c in frame["claims"]) == [c[0] for c in part["claims"]]
+            assert sorted(a["id"] for a in frame["agents"]) == [m[0] for m in part["members"]]
+            counts: dict[str, int] = {}
+            for status, _ in part["tasks"].values():
+                counts[status] = counts.get(status, 0) + 1
+            assert frame["board"]["counts"] == counts, t
+            colours = {a["id"]: a["color"] for a in frame["agents"]}
+            assert colours == part["colours"]
+    finally:
+        replay.close()
+
+
+def test_the_scrubber_of_a_realtime_store_shows_the_folded_world(tmp_path: Path) -> None:
+    from barnraise.view.stored import StoredSource, open_source
+
+    run = _store(tmp_path / "run.db", "kernel_build", seed=3, mode="realtime",
+                 time_scale=50.0, **SMALL)
+    source = open_source(run)
+    assert isinstance(source, StoredSource)
+    times = sorted({r.t for r in run.records()})
+    for t in (times[len(times) // 3], times[2 * len(times) // 3], source.end):
+        assert source.control("seek", t)["success"]
+        frame = source.frame()
+        height, width = frame["grid"]
+        import base64
+
+        (rect,) = frame["canvas"]
+        canvas = np.frombuffer(base64.b64decode(rect["data"]), np.uint8).reshape(height, width)
+        assert np.array_equal(canvas, canvas_from_log(run, t, SMALL["grid_size"])), t
+        assert frame["scrub"]["shown"] == t and frame["scrub"]["notes"] == []
+        assert all(e["t"] <= t for e in frame["events"])
+        assert frame["agents"] and all(a["color"].startswith("#") for a in frame["agents"])
+    final = run.canvas()
+    assert final is not None and np.array_equal(canvas, final)
