@@ -563,7 +563,8 @@ def test_a_realtime_run_steps_by_simulated_seconds_and_by_events() -> None:
     result = run_request(check_request("kernel_build", seed=4, mode="realtime",
                                        time_scale=5.0, **SMALL), watch=watch)
     assert "error" not in seen, seen.get("error")
-    # let go at now, held once now passed now + 0.5 (polled within 50 ms of wall time)
-    assert all(0.5 <= moved < 0.5 + 0.5 for moved in seen["moved"]), seen["moved"]
+    # let go at now, held once now passed now + 0.5 (polled every 50 ms of wall time; a
+    # loaded machine may be late by a few hundred ms: 2 simulated s is 0.4 wall s here)
+    assert all(0.5 <= moved < 0.5 + 2.0 for moved in seen["moved"]), seen["moved"]
     assert all(n >= 2 for n in seen["events"]), seen["events"]
     assert result.success, result.summary

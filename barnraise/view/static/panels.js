@@ -10,7 +10,7 @@ const KNOWN_EVENTS = new Set([
 ]);
 const MAX_LOG_ROWS = 1000; // entries kept for filtering
 const DOM_ROWS = 60; // rows drawn (a scroll back of a few screens)
-const MAX_AGENT_ROWS = 100;
+const MAX_AGENT_ROWS = 40; // a panel's worth and some: 100 rows cost frames of 50-110 ms to lay out
 const STATUS_ORDER = { working: 0, idle: 1, left: 2 };
 // One collator for every comparison: localeCompare with options makes a new one per
 // call, which sorting a thousand agents paid ten thousand times a redraw.
