@@ -52,6 +52,8 @@ _AWAITING: Final = "awaiting_approval"
 _DONE_EVENTS: Final = {"task_completed": "completed", "task_failed": "failed",
                        "task_cancelled": "cancelled", "task_requeued": "pending",
                        "task_blocked": "blocked", "task_unblocked": "pending"}
+#: What a requeue takes back to pending (a pending or blocked task keeps its status).
+_REQUEUED_FROM: Final = frozenset({"in_progress", "failed"})
 
 
 def _colour(index: int) -> str:
@@ -68,7 +70,13 @@ class _Session:
     joined: int = 0
     claims: dict[str, tuple[str, dict[str, int], float | None]] = field(default_factory=dict)
     tasks: dict[str, list[Any]] = field(default_factory=dict)  # [status, assigned, awaiting]
+    #: By checkpoint id: the tiles it kept (None: it kept no tiles).
     checkpoints: dict[str, NDArray[np.uint8] | None] = field(default_factory=dict)
+    #: Checkpoints taken before the snapshot the fold started from: what they kept is
+    #: not known.
+    unknown: set[str] = field(default_factory=set)
+    #: The tasks as each checkpoint of the session state kept them (None: not known).
+    task_checkpoints: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,7 +104,7 @@ class World:
                 "claims": sorted([cid, c[0], dict(c[1]), c[2]] for cid, c in s.claims.items()),
                 "tasks": {tid: [_AWAITING if t[2] else t[0], t[1]]
                           for tid, t in s.tasks.items()},
-                "checkpoints": sorted(s.checkpoints),
+                "checkpoints": list(s.checkpoints),  # in the order they were taken
                 "colours": {aid: m[2] for aid, m in s.members.items()},
             }
         return out
@@ -162,7 +170,8 @@ def _from_snapshot(world: dict[str, Any], seq: int, pairing: Pairing) -> dict[st
             awaiting = status == _AWAITING
             s.tasks[tid] = ["pending" if awaiting else status, assigned, awaiting]
         for cid in part.get("checkpoints", []):
-            s.checkpoints[cid] = None  # taken before the snapshot: its tiles are not known
+            s.checkpoints[cid] = None
+            s.unknown.add(cid)  # taken before the snapshot: what it kept is not known
     return sessions
 
 
@@ -178,9 +187,31 @@ class _Fold:
     def apply(self, r: TraceRecord) -> None:
         if r.kind == EVENT:
             self.event(r)
-        elif r.kind == DELIVER and r.recipient == "regions" \
-                and r.type == "coordination_request":
-            self.to_regions(r)
+        elif r.kind == DELIVER and r.type == "coordination_request":
+            if r.recipient == "regions":
+                self.to_regions(r)
+            elif r.recipient == "tasks" and r.sender in SERVICES:
+                self.to_tasks(r)
+
+    def to_tasks(self, r: TraceRecord) -> None:
+        """The session state's checkpoints and rollbacks: the task service keeps and puts
+        back every record at once, with no event per task."""
+        content = r.content_obj()
+        if not isinstance(content, dict) or content.get("op") not in ("_checkpoint",
+                                                                      "_rollback"):
+            return
+        s = self.session(content.get("session_id"))
+        cid = str(content.get("checkpoint_id"))
+        if s is None:
+            return
+        if content["op"] == "_checkpoint":
+            s.task_checkpoints[cid] = {tid: list(t) for tid, t in s.tasks.items()}
+        elif cid in s.task_checkpoints:
+            s.tasks = {tid: list(t) for tid, t in s.task_checkpoints[cid].items()}
+        elif cid in s.unknown:
+            self.notes.append(f"a rollback of the tasks to {cid} at t={r.t:g}: the "
+                              "checkpoint was taken before the snapshot this fold started "
+                              "from; the tasks are shown as they were before the rollback")
 
     def to_regions(self, r: TraceRecord) -> None:
         content = r.content_obj()
@@ -205,14 +236,12 @@ class _Fold:
         elif op == "_rollback":
             s = self.session(content.get("session_id"))
             cid = str(content.get("checkpoint_id"))
-            if s is not None and cid in s.checkpoints:
-                kept = s.checkpoints[cid]
-                if kept is not None:
-                    s.canvas = kept.copy()
-                else:
-                    self.notes.append(f"a rollback to {cid} at t={r.t:g}: its tiles were "
-                                      "kept before the snapshot this started from, or not "
-                                      "kept; the canvas is shown as it was before it")
+            if s is not None and cid in s.unknown:
+                self.notes.append(f"a rollback to {cid} at t={r.t:g}: the checkpoint was "
+                                  "taken before the snapshot this fold started from; the "
+                                  "canvas is shown as it was before the rollback")
+            elif s is not None and s.checkpoints.get(cid) is not None:
+                s.canvas = s.checkpoints[cid].copy()  # type: ignore[union-attr]
         elif tool in _WRITES and r.seq in self.pairing.succeeded:
             args = content.get("args") or {}
             s = self.session(args.get("session_id"))
@@ -264,6 +293,11 @@ class _Fold:
                 task[2] = True
             elif kind == "approval_resolved":
                 task[2] = False
+            elif kind == "task_requeued":
+                if task[0] in _REQUEUED_FROM:
+                    task[0] = "pending"
+                if body.get("reason") == "agent_left":
+                    task[1] = "any"  # its member left: anyone may take it
             else:
                 task[0] = _DONE_EVENTS[kind]
 
@@ -275,17 +309,19 @@ def _rows(tiles: list[list[Any]]) -> NDArray[np.uint8]:
     return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
 
 
-def world_at(run: StoredRun, at: float | None = None, *,
+def world_at(run: StoredRun, at: float | None = None, *, upto: int | None = None,
              pairing: Pairing | None = None) -> World:
     """The world of ``run`` after every record at or before simulated time ``at`` (None:
-    the end). ``pairing``: :func:`pair_writes` of the run's whole log, when the caller
+    the end), and before record ``upto`` when given (the world after records
+    ``0 .. upto - 1``: a prefix of the log, which a time cannot name when many records
+    share it). ``pairing``: :func:`pair_writes` of the run's whole log, when the caller
     folds the same run many times (a scrubber)."""
     if pairing is None:
         pairing = pair_writes(run.records())
     start = None
     sessions: dict[str, _Session] = {}
     for seq, t in reversed(run.snapshots()):
-        if at is None or t <= at:
+        if (at is None or t <= at) and (upto is None or seq <= upto):
             world = run.snapshot(seq=seq)
             if world:
                 start = (seq, t)
@@ -299,7 +335,7 @@ def world_at(run: StoredRun, at: float | None = None, *,
     records = run.records(seq)
     try:
         for r in records:
-            if at is not None and r.t > at:
+            if (at is not None and r.t > at) or (upto is not None and r.seq >= upto):
                 break
             fold.apply(r)
             seq = r.seq + 1

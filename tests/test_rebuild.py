@@ -135,3 +135,106 @@ def test_the_scrubber_of_a_realtime_store_shows_the_folded_world(tmp_path: Path)
         assert frame["agents"] and all(a["color"].startswith("#") for a in frame["agents"])
     final = run.canvas()
     assert final is not None and np.array_equal(canvas, final)
+
+
+# -- any prefix of a hand-driven session ------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_TILE = st.sampled_from(["code", "data", "system", "empty", 3])
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("place_tile"), st.integers(0, 9), st.integers(0, 9), _TILE),
+    st.tuples(st.just("place_tiles"), st.integers(0, 8), st.integers(0, 8), _TILE),
+    st.tuples(st.just("claim"), st.integers(0, 9), st.integers(0, 9), st.integers(1, 4)),
+    st.tuples(st.just("release"), st.integers(0, 3), st.just(0), st.just(0)),
+    st.tuples(st.just("delegate"), st.integers(0, 3), st.just(0), st.just(0)),
+    st.tuples(st.just("accept"), st.integers(0, 3), st.integers(0, 3), st.just(0)),
+    st.tuples(st.just("report"), st.integers(0, 3), st.integers(0, 3),
+              st.sampled_from(["completed", "failed", "blocked", "cancelled"])),
+    st.tuples(st.just("checkpoint"), st.integers(0, 2), st.just(0), st.just(0)),
+    st.tuples(st.just("rollback"), st.integers(0, 3), st.just(0), st.just(0)),
+    st.tuples(st.just("join"), st.integers(0, 2), st.just(0), st.just(0)),
+    st.tuples(st.just("leave"), st.integers(0, 2), st.just(0), st.just(0)),
+), min_size=1, max_size=16)
+
+
+@settings(deadline=None,  # 100 examples; --hypothesis-profile=long: 2,000
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+def test_the_world_folded_from_the_log_equals_the_world_in_memory_at_every_prefix(
+        tmp_path: Path, steps: list[tuple[str, int, int, Any]]) -> None:
+    """Random tool calls (good and refused) by an owner and guests; after each, the world
+    in memory is kept with the length of the log, and the fold of the log up to there
+    (from nothing, no snapshots) must be the same world."""
+    import tempfile
+
+    from actors.world import Simulation
+
+    path = Path(tempfile.mkdtemp(dir=tmp_path)) / "p.db"
+    seen: list[tuple[int, dict[str, Any]]] = []
+    with Simulation(seed=3, store=path) as simu:
+        store = simu.store
+        assert store is not None
+        store.snapshot_every = 10**9  # one at the end at most: the fold does the rest
+        owner = simu.client("owner")
+        owner.call("session_create", session_name="P", grid_size=10)
+        owner.call("session_join", agent_name="owner", role="architect")
+        guests: dict[int, Any] = {}  # in the session now
+        clients: dict[int, Any] = {}  # made once each: an actor name is never reused
+        claims: list[str] = []
+        tasks: list[str] = []
+        checkpoints: list[str] = []
+        for name, a, b, c in steps:
+            who = guests.get(b, owner) if name in ("accept", "report") else owner
+            if name == "place_tile":
+                owner.call("builder_place_tile", x=a, y=b, tile_type=c)
+            elif name == "place_tiles":
+                owner.call("builder_place_tiles", region={"x": a, "y": b, "width": 2,
+                                                          "height": 2}, tiles=c)
+            elif name == "claim":
+                got = owner.call("region_claim", region={"x": a, "y": b, "width": c,
+                                                         "height": c})
+                if got.get("success"):
+                    claims.append(got["claim_id"])
+            elif name == "release" and claims:
+                owner.call("region_release", claim_id=claims[a % len(claims)])
+            elif name == "delegate":
+                got = owner.call("task_delegate", task_type="build", description=f"t{a}")
+                if got.get("success"):
+                    tasks.append(got["task_id"])
+            elif name == "accept" and tasks:
+                who.call("task_accept", task_id=tasks[a % len(tasks)])
+            elif name == "report" and tasks:
+                who.call("task_report", task_id=tasks[a % len(tasks)], status=c)
+            elif name == "checkpoint":
+                include = [["tiles"], ["tiles", "session_state"], ["session_state"]][a]
+                got = owner.call("build_checkpoint", include=include)
+                if got.get("success"):
+                    checkpoints.append(got["checkpoint_id"])
+            elif name == "rollback" and checkpoints:
+                owner.call("build_rollback", checkpoint_id=checkpoints[a % len(checkpoints)])
+            elif name == "join" and a not in guests:
+                if a not in clients:
+                    clients[a] = simu.client(f"guest-{a}")
+                guests[a] = clients[a]
+                guests[a].call("session_join", session_id=owner.session_id,
+                               agent_name=f"guest-{a}", role="builder")
+            elif name == "leave" and a in guests:
+                guests.pop(a).call("session_leave")
+            store.commit()
+            seen.append((store.written, simu.world_state()))
+        run = open_run(path)
+        pairing = pair_writes(run.records())
+        assert pairing.unanswered == 0
+        for written, world in seen:
+            folded = world_at(run, upto=written, pairing=pairing)
+            assert folded.notes == []
+            _same(folded.state(), _plain(world))
+
+
+def _plain(world: dict[str, Any]) -> Any:
+    """The world as a store keeps it (msgpack: tuples come back as lists)."""
+    import msgspec
+
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(world))
