@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -331,48 +331,60 @@ def test_serve_shows_the_page_of_its_realtime_world() -> None:
 
 
 
-def test_a_held_realtime_run_stands_still_and_then_ends_as_it_would() -> None:
-    """Pause a realtime kernel_build half way: clock, canvas and trace stand still while
-    the view reads on; after a resume (and a change of speed) the run succeeds."""
+def _watched_realtime(drive: Callable[[Simulation, Watcher], None], *, time_scale: float,
+                      **watcher: Any) -> tuple[Any, dict[str, Any]]:
+    """A realtime kernel_build with a Watcher, and ``drive(simu, watcher)`` on a thread of
+    its own; (the run's result, what went wrong). An exception in ``drive`` is kept and
+    the run let go, so the run ends either way."""
     seen: dict[str, Any] = {}
 
     def watch(simu: Simulation) -> Any:
-        watcher = Watcher(simu, rate=20)
+        w = Watcher(simu, **watcher)
 
-        def drive() -> None:
+        def go() -> None:
             try:
-                for _ in range(400):  # until some tiles are down
-                    watcher.wait_reads(watcher.reads + 1, timeout=10)
-                    current = watcher._current
-                    if current is not None and current.canvas is not None \
-                            and current.canvas.any():
-                        break
-                assert watcher.control("pause")["state"] == "paused"
-                assert watcher.wait_reads(watcher.reads + 2, timeout=10)
-                before = (simu.now, len(simu.dispatcher.trace), watcher._current)
-                assert watcher.wait_reads(watcher.reads + 4, timeout=10)
-                after = (simu.now, len(simu.dispatcher.trace), watcher._current)
-                seen["held"] = (before, after)
-                watcher.control("speed", 40)
-                watcher.control("start")
+                drive(simu, w)
             except BaseException as exc:
                 seen["error"] = exc
-                watcher.control("start")
+                w.control("start")
 
-        thread = threading.Thread(target=drive, daemon=True)
+        thread = threading.Thread(target=go, daemon=True)
         thread.start()
 
         def ended() -> None:
             thread.join(60)
-            watcher.ended()
-            watcher.close()
+            w.ended()
+            w.close()
 
         return ended
 
     result = run_request(check_request("kernel_build", seed=4, mode="realtime",
-                                       time_scale=20.0, **SMALL), watch=watch)
+                                       time_scale=time_scale, **SMALL), watch=watch)
+    return result, seen
+
+
+def test_a_held_realtime_run_stands_still_and_then_ends_as_it_would() -> None:
+    """Pause a realtime kernel_build half way: clock, canvas and trace stand still while
+    the view reads on; after a resume (and a change of speed) the run succeeds."""
+    held: list[Any] = []
+
+    def drive(simu: Simulation, watcher: Watcher) -> None:
+        for _ in range(400):  # until some tiles are down
+            watcher.wait_reads(watcher.reads + 1, timeout=10)
+            current = watcher._current
+            if current is not None and current.canvas is not None and current.canvas.any():
+                break
+        assert watcher.control("pause")["state"] == "paused"
+        assert watcher.wait_reads(watcher.reads + 2, timeout=10)
+        held.append((simu.now, len(simu.dispatcher.trace), watcher._current))
+        assert watcher.wait_reads(watcher.reads + 4, timeout=10)
+        held.append((simu.now, len(simu.dispatcher.trace), watcher._current))
+        watcher.control("speed", 40)
+        watcher.control("start")
+
+    result, seen = _watched_realtime(drive, time_scale=20.0, rate=20)
     assert "error" not in seen, seen.get("error")
-    (t0, n0, snap0), (t1, n1, snap1) = seen["held"]
+    (t0, n0, snap0), (t1, n1, snap1) = held
     assert t0 == t1 and n0 == n1
     assert snap0 is not None and snap1 is not None and snap0.canvas is not None
     assert snap1.canvas is not None and np.array_equal(snap0.canvas, snap1.canvas)
@@ -513,10 +525,10 @@ def test_a_realtime_run_steps_by_simulated_seconds_and_by_events() -> None:
     """A held realtime kernel_build is stepped: by simulated time (the clock moves by about
     the step and stands again), by events (at least that many more are heard), then let
     go to its end, which it reaches as it would."""
-    seen: dict[str, Any] = {}
+    moved: list[float] = []
+    heard: list[int] = []
 
-    def watch(simu: Simulation) -> Any:
-        watcher = Watcher(simu, rate=20, paused=True)
+    def drive(simu: Simulation, watcher: Watcher) -> None:
         realtime = simu.dispatcher
 
         def held(timeout: float = 20.0) -> bool:
@@ -526,45 +538,27 @@ def test_a_realtime_run_steps_by_simulated_seconds_and_by_events() -> None:
                 watcher.wait_reads(watcher.reads + 1, timeout=0.01)
             return False
 
-        def drive() -> None:
-            try:
-                assert held()
-                for _ in range(3):
-                    start = simu.now
-                    answer = watcher.control("step_time", 0.5)
-                    assert answer["success"] and answer["state"] == "running"
-                    assert held()
-                    moved = simu.now - start
-                    seen.setdefault("moved", []).append(moved)
-                    frozen = simu.now
-                    assert watcher.wait_reads(watcher.reads + 2, timeout=10)
-                    assert simu.now == frozen  # held again: the clock stands
-                for _ in range(3):
-                    heard = watcher._event_count + len(watcher._events)
-                    assert watcher.control("step_event", 2)["success"]
-                    assert held()
-                    seen.setdefault("events", []).append(
-                        watcher._event_count + len(watcher._events) - heard)
-                assert watcher.control("start")["state"] == "running"
-            except BaseException as exc:
-                seen["error"] = exc
-                watcher.control("start")
+        assert held()
+        for _ in range(3):
+            start = simu.now
+            answer = watcher.control("step_time", 0.5)
+            assert answer["success"] and answer["state"] == "running"
+            assert held()
+            moved.append(simu.now - start)
+            frozen = simu.now
+            assert watcher.wait_reads(watcher.reads + 2, timeout=10)
+            assert simu.now == frozen  # held again: the clock stands
+        for _ in range(3):
+            before = watcher._event_count + len(watcher._events)
+            assert watcher.control("step_event", 2)["success"]
+            assert held()
+            heard.append(watcher._event_count + len(watcher._events) - before)
+        assert watcher.control("start")["state"] == "running"
 
-        thread = threading.Thread(target=drive, daemon=True)
-        thread.start()
-
-        def ended() -> None:
-            thread.join(60)
-            watcher.ended()
-            watcher.close()
-
-        return ended
-
-    result = run_request(check_request("kernel_build", seed=4, mode="realtime",
-                                       time_scale=5.0, **SMALL), watch=watch)
+    result, seen = _watched_realtime(drive, time_scale=5.0, rate=20, paused=True)
     assert "error" not in seen, seen.get("error")
     # let go at now, held once now passed now + 0.5 (polled every 50 ms of wall time; a
     # loaded machine may be late by a few hundred ms: 2 simulated s is 0.4 wall s here)
-    assert all(0.5 <= moved < 0.5 + 2.0 for moved in seen["moved"]), seen["moved"]
-    assert all(n >= 2 for n in seen["events"]), seen["events"]
+    assert len(moved) == 3 and all(0.5 <= m < 0.5 + 2.0 for m in moved), moved
+    assert len(heard) == 3 and all(n >= 2 for n in heard), heard
     assert result.success, result.summary

@@ -48,11 +48,33 @@ SEEK_TIMEOUT: Final = 300.0
 LOG_SIZE = 2000
 
 
-class StoredSource:
-    """What the view's page shows of a stored run at a chosen simulated time, folded
-    from its snapshots and log (:func:`sim.rebuild.world_at`)."""
+class _Scrubber:
+    """What both sources share: a chosen time (``at``, within 0 .. ``end``) that the
+    page's ``seek`` sets, and no deltas (a page of a stored run gets frames only)."""
 
     mode = "stored"
+    at: float
+    end: float
+    _lock: threading.Lock
+
+    def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        """A stored run sends no deltas: a page gets frames only."""
+        return lambda: None
+
+    def control(self, action: str, value: Any = None) -> dict[str, Any]:
+        """``seek`` to simulated time ``value`` (the page then gets a fresh frame)."""
+        refused = _refuse_seek(action, value)
+        if refused is not None:
+            return refused
+        with self._lock:
+            self.at = min(max(0.0, float(value)), self.end)
+            at = self.at
+        return {"success": True, "frame": True, "resync": True, "at": at}
+
+
+class StoredSource(_Scrubber):
+    """What the view's page shows of a stored run at a chosen simulated time, folded
+    from its snapshots and log (:func:`sim.rebuild.world_at`)."""
 
     def __init__(self, run: StoredRun) -> None:
         self.run = run
@@ -66,19 +88,6 @@ class StoredSource:
         self.at = self.end
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
-
-    def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
-        """A stored run sends no deltas: a page gets frames only."""
-        return lambda: None
-
-    def control(self, action: str, value: Any = None) -> dict[str, Any]:
-        """``seek`` to simulated time ``value`` (the page then gets a fresh frame)."""
-        refused = _refuse_seek(action, value)
-        if refused is not None:
-            return refused
-        with self._lock:
-            self.at = min(max(0.0, float(value)), self.end)
-        return {"success": True, "frame": True, "resync": True, "at": self.at}
 
     def frame(self) -> dict[str, Any]:
         """The whole picture at the chosen time."""
@@ -220,10 +229,8 @@ class _Replay:
             watcher.close()
 
 
-class ReplaySource:
+class ReplaySource(_Scrubber):
     """A stored deterministic run, scrubbed by re-executing it (see the module doc)."""
-
-    mode = "stored"
 
     def __init__(self, run: StoredRun, *, timeout: float = SEEK_TIMEOUT) -> None:
         if run.info is None or run.info.mode != "deterministic" or run.info.scenario is None:
@@ -246,20 +253,6 @@ class ReplaySource:
         self._seq = itertools.count(1)  # frame numbers, rising across re-executions
         #: Why the re-execution is not shown (it differs from the log, it failed), or None.
         self.problem: str | None = None
-
-    def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
-        """A stored run sends no deltas: a page gets frames only."""
-        return lambda: None
-
-    def control(self, action: str, value: Any = None) -> dict[str, Any]:
-        """``seek`` to simulated time ``value`` (the page then gets a fresh frame)."""
-        refused = _refuse_seek(action, value)
-        if refused is not None:
-            return refused
-        with self._lock:
-            self.at = min(max(0.0, float(value)), self.end)
-            at = self.at
-        return {"success": True, "frame": True, "resync": True, "at": at}
 
     def frame(self) -> dict[str, Any]:
         """The whole picture at the chosen time (re-executing up to it when needed)."""
