@@ -15,7 +15,6 @@ contents, size). Times are simulation seconds.
 
 from __future__ import annotations
 
-import colorsys
 import secrets
 from collections import deque
 from collections.abc import Callable
@@ -25,24 +24,20 @@ from typing import Any, Final
 from actors.service import Call, Member, SessionInfo, SessionService
 from sim.messages import MESSAGE_TYPES, Message
 from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
-from sim.views import CheckpointView, MemberView, SessionPart, SessionView, json_copy
+from sim.views import (
+    CheckpointView,
+    MemberView,
+    SessionPart,
+    SessionView,
+    json_copy,
+    member_colour,
+)
 
 __all__ = ["RECENT_EVENTS", "Coordinator"]
 
 #: The events of a session that ``session_get_state(include=["events"])`` returns: its last.
 RECENT_EVENTS: Final = 100
 
-_PALETTE: Final = ("#4CAF50", "#2196F3", "#FF9800", "#9C27B0", "#F44336", "#00BCD4",
-                   "#FFEB3B", "#795548", "#E91E63", "#3F51B5", "#8BC34A", "#607D8B")
-
-
-def color_for(index: int) -> str:
-    """A colour for the ``index``-th member: the palette, then golden-ratio hues."""
-    if index < len(_PALETTE):
-        return _PALETTE[index]
-    hue = (index * 0.618033988749895) % 1.0
-    r, g, b = colorsys.hsv_to_rgb(hue, 0.65, 0.9)
-    return f"#{int(r * 255):02X}{int(g * 255):02X}{int(b * 255):02X}"
 
 
 @dataclass(slots=True)
@@ -225,7 +220,7 @@ class Coordinator(SessionService):
             raise ToolError("session_full", f"the session has its {session.info.max_agents} "
                             "agents")
         member = Member(call.caller, args["agent_name"], args["role"],
-                        list(args["capabilities"]), color_for(session.joined), self.now)
+                        list(args["capabilities"]), member_colour(session.joined), self.now)
         session.joined += 1
         self._tell_services("_member_joined", session_id=call.session_id,
                             member=member.to_dict())

@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 from sim.canvas import parse_tile
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
+from sim.views import member_colour
 
 if TYPE_CHECKING:
     from sim.store import StoredRun
@@ -54,12 +55,6 @@ _DONE_EVENTS: Final = {"task_completed": "completed", "task_failed": "failed",
                        "task_blocked": "blocked", "task_unblocked": "pending"}
 #: What a requeue takes back to pending (a pending or blocked task keeps its status).
 _REQUEUED_FROM: Final = frozenset({"in_progress", "failed"})
-
-
-def _colour(index: int) -> str:
-    from actors.coordinator import color_for  # the coordinator's own palette
-
-    return color_for(index)
 
 
 @dataclass
@@ -162,7 +157,7 @@ def _from_snapshot(world: dict[str, Any], seq: int, pairing: Pairing) -> dict[st
         joined = [agent for at, agent in pairing.joins.get(sid, ()) if at < seq]
         index = {agent: i for i, agent in enumerate(joined)}  # the last join of each
         for aid, name, role in part.get("members", []):
-            s.members[aid] = (name, role, _colour(index.get(aid, len(joined))))
+            s.members[aid] = (name, role, member_colour(index.get(aid, len(joined))))
         s.joined = len(joined)
         for claim in part.get("claims", []):
             s.claims[claim[0]] = (claim[1], claim[2], claim[3] if len(claim) > 3 else None)
@@ -268,7 +263,7 @@ class _Fold:
         kind = r.type
         if kind == "agent_joined":
             s.members[str(body["agent_id"])] = (str(body.get("name")), str(body.get("role")),
-                                                _colour(s.joined))
+                                                member_colour(s.joined))
             s.joined += 1
         elif kind == "agent_left":
             s.members.pop(str(body.get("agent_id")), None)

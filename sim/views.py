@@ -35,8 +35,9 @@ arrays, which a caller turns into lists or bytes as it needs.
 
 from __future__ import annotations
 
+import colorsys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import numpy as np
@@ -63,7 +64,22 @@ __all__ = [
     "WorldView",
     "frozen_copy",
     "json_copy",
+    "member_colour",
 ]
+
+#: Members' colours, in the order they join a session; then golden-ratio hues.
+_PALETTE: Final = ("#4CAF50", "#2196F3", "#FF9800", "#9C27B0", "#F44336", "#00BCD4",
+                   "#FFEB3B", "#795548", "#E91E63", "#3F51B5", "#8BC34A", "#607D8B")
+
+
+def member_colour(index: int) -> str:
+    """The colour of a session's ``index``-th member to join (the coordinator gives it;
+    a stored run's fold gives it again from the order of the joins)."""
+    if index < len(_PALETTE):
+        return _PALETTE[index]
+    hue = (index * 0.618033988749895) % 1.0
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.65, 0.9)
+    return f"#{int(r * 255):02X}{int(g * 255):02X}{int(b * 255):02X}"
 
 
 def frozen_copy(array: NDArray[Any]) -> NDArray[Any]:
