@@ -311,8 +311,9 @@ class ReplaySource(_Scrubber):
         try:
             for got, old in zip(trace.records_from(self._checked, end), stored, strict=False):
                 if got != old:
-                    self.problem = (f"the re-execution differs from the stored log at record "
-                                    f"{old.seq} ({old.type} at t={old.t:g}): showing snapshots")
+                    self.problem = (f"the re-execution differs from the stored log at "
+                                    f"record {old.seq} ({old.type} at t={old.t:g}): "
+                                    "showing the fold of the log")
                     return
         finally:
             stored.close()
@@ -326,7 +327,8 @@ class ReplaySource(_Scrubber):
 
 
 def open_source(run: StoredRun) -> ReplaySource | StoredSource:
-    """The scrubber for ``run``: by re-execution when it can be re-executed, else by snapshots."""
+    """The scrubber for ``run``: by re-execution when it can be re-executed, else by folding
+    its log."""
     info = run.info
     if info is not None and info.mode == "deterministic" and info.scenario is not None:
         return ReplaySource(run)
