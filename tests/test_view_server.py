@@ -202,6 +202,18 @@ def test_the_websocket_sends_a_frame_then_deltas_and_takes_controls(live_run: Li
         assert final["state"] == "finished"
         assert watcher._current is not None and watcher._current.canvas is not None
         assert np.array_equal(canvas, watcher._current.canvas)
+        # the agent rows, rebuilt from the frame and the deltas (rows that changed, and
+        # the mailbox depths sent apart), are the final frame's
+        rows = {a["id"]: dict(a) for a in frame["agents"]}
+        for delta in deltas:
+            for row in delta["agents"]:
+                rows[row["id"]] = dict(row)
+            for gone in delta["agents_removed"]:
+                rows.pop(gone, None)
+            for agent_id, depth in delta["mailboxes"].items():
+                assert set(delta["mailboxes"]).isdisjoint(r["id"] for r in delta["agents"])
+                rows[agent_id]["mailbox"] = depth
+        assert rows == {a["id"]: a for a in final["agents"]}
 
 
 def test_a_deterministic_runs_gateway_takes_no_agents(live_run: LiveView) -> None:

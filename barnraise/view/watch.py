@@ -421,8 +421,13 @@ class Watcher:
             "canvas": canvas_parts,
             "claims_added": [c for k, c in now.claims.items() if old_claims.get(k) != c],
             "claims_removed": [k for k in old_claims if k not in now.claims],
-            "agents": [a for k, a in now.agents.items() if old_agents.get(k) != a],
+            "agents": [a for k, a in now.agents.items() if _row_changed(old_agents.get(k), a)],
             "agents_removed": [k for k in old_agents if k not in now.agents],
+            # Mailbox depths move at every read for a busy crew: sent apart as {id: depth}
+            # for the agents whose depth alone changed, not as a thousand whole rows.
+            "mailboxes": {k: a["mailbox"] for k, a in now.agents.items()
+                          if k in old_agents and old_agents[k]["mailbox"] != a["mailbox"]
+                          and not _row_changed(old_agents[k], a)},
             "events": _entries(entries[skipped:]), "events_skipped": skipped,
             "progress": now.completion, "point": now.point,
         }
@@ -627,10 +632,17 @@ def _entries(numbered: list[tuple[int, tuple[float, str, str, Any]]]) -> list[di
     return out
 
 
+def _row_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """True when an agent's row changed in more than its mailbox depth (or is new)."""
+    if old is None:
+        return True
+    return any(old.get(key) != value for key, value in new.items() if key != "mailbox")
+
+
 def _quiet(delta: dict[str, Any], before: _Snapshot) -> bool:
     return (not delta["canvas"] and not delta["claims_added"] and not delta["claims_removed"]
             and not delta["agents"] and not delta["agents_removed"] and not delta["events"]
-            and "board" not in delta and delta["t"] == before.t)
+            and not delta["mailboxes"] and "board" not in delta and delta["t"] == before.t)
 
 
 def _mailbox(actor: Any, mode: str) -> int:

@@ -146,6 +146,7 @@ function onDelta(d) {
   applyCanvas(d.canvas);
   part("claims", () => tiles.updateClaims(d.claims_added, d.claims_removed));
   part("agents", () => agents.update(d.agents, d.agents_removed));
+  if ("mailboxes" in d) part("mailboxes", () => agents.mail(d.mailboxes));
   if ("board" in d) part("board", () => board.show(d.board));
   part("events", () => flashConflicts(log.add(d.events || [], d.events_skipped || 0)));
   part("series", () => chart.add(d.point));

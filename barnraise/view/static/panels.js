@@ -48,6 +48,16 @@ export class Agents {
     this.dirty = true;
   }
 
+  // Mailbox depths by agent id, sent apart from the rows (they move at every read).
+  mail(depths) {
+    if (!depths || typeof depths !== "object") return;
+    for (const [id, depth] of Object.entries(depths)) {
+      const row = this.rows.get(id);
+      if (row) row.mailbox = depth;
+    }
+    this.dirty = true;
+  }
+
   render() {
     if (!this.dirty) return;
     this.dirty = false;
