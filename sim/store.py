@@ -44,7 +44,9 @@ drops when that process dies however it dies).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import itertools
 import json
 import os
 import signal
@@ -98,6 +100,8 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
             "DROP INDEX IF EXISTS events_type",
         )),
 }
+
+_decode_body: Final = msgspec.json.Decoder(dict[str, Any]).decode
 
 _TASK_EVENTS: Final = frozenset({"task_created", "task_accepted", "task_completed",
                                  "task_failed", "task_cancelled", "task_reassigned"})
@@ -290,10 +294,8 @@ def _write_image(name: str, fd: int, image: bytes) -> None:
         os.close(fd)
         if isinstance(exc, StoreError):
             raise
-        try:  # the file was new and is not a store: leave nothing behind
+        with contextlib.suppress(OSError):  # the file was new, and is no store: remove it
             os.unlink(name)
-        except OSError:
-            pass
         if isinstance(exc, OSError):
             raise StoreError(f"store {name!r}: cannot write it ({exc.strerror or exc})"
                              ) from None
@@ -448,14 +450,13 @@ class Store:
             start, end = self.written, len(trace)
             if end <= start or self.divergence is not None:
                 return
-            records = list(trace.records_from(start, end))
             if start < self.expected:
-                checked = min(end, self.expected) - start
-                self._check(records[:checked], start)
+                checked = min(end, self.expected)
+                self._check(trace, start, checked)
                 if self.divergence is not None:
                     return
-                records = records[checked:]
-                start += checked
+                start = checked
+            records = list(trace.records_from(start, end)) if start < end else []
             if records:
                 db = self._db
                 with db:
@@ -474,16 +475,30 @@ class Store:
             self.written = end
             self._last_commit = time.perf_counter()
 
-    def _check(self, records: list[TraceRecord], start: int) -> None:
-        stored = self._db.execute(
-            f"SELECT {_COLUMNS} FROM events WHERE seq >= ? AND seq < ? ORDER BY seq",
-            (start, start + len(records))).fetchall()
-        for got, row in zip(records, stored, strict=False):
-            old = _record(row)
-            if old != got:
-                self.divergence = Divergence(got.seq, old, got)
-                return
-        self._since_snapshot += len(records)
+    def _check(self, trace: Trace, start: int, end: int) -> None:
+        """Compare the trace's records ``start`` to ``end - 1`` with the stored ones; the
+        first that differs becomes :attr:`divergence`.
+
+        The rows come back as the trace keeps its records (plain tuples, the few packed
+        contents unpacked), so that the two lists compare in C; only a difference is
+        looked for record by record.
+        """
+        db = self._db
+        stored = db.execute("SELECT t, kind, sender, recipient, type, content FROM events "
+                            "WHERE seq >= ? AND seq < ? ORDER BY seq", (start, end)).fetchall()
+        for (seq,) in db.execute("SELECT seq FROM events WHERE seq >= ? AND seq < ? AND packed",
+                                 (start, end)):
+            row = stored[seq - start]
+            stored[seq - start] = (*row[:5], zlib.decompress(row[5]))
+        got = trace.shown_from(start, end)
+        if stored != got:
+            for seq, (old, new) in enumerate(itertools.zip_longest(stored, got), start):
+                if old != new:
+                    self.divergence = Divergence(
+                        seq, None if old is None else TraceRecord(seq, *old),
+                        None if new is None else TraceRecord(seq, *new))
+                    return
+        self._since_snapshot += end - start
 
     def _snapshot(self, db: sqlite3.Connection, last: TraceRecord) -> None:
         assert self.snapshotter is not None
@@ -502,7 +517,7 @@ class Store:
         for r in records:
             if r.kind != EVENT or r.type not in _TASK_EVENTS:
                 continue
-            body = json.loads(r.content)
+            body = _decode_body(r.content)
             task = body.get("task_id")
             if r.type == "task_created":
                 db.execute("INSERT OR IGNORE INTO delegations VALUES (?, ?, ?, ?, ?, ?, NULL, ?, "
