@@ -258,13 +258,6 @@ def _fresh_image(run: tuple[Any, ...]) -> bytes:
     return bytes(image)
 
 
-def _row(r: TraceRecord) -> tuple[Any, ...]:
-    content = r.content
-    if len(content) > PACK_OVER:
-        return (*r[:6], zlib.compress(content, 1), 1)
-    return (*r, 0)
-
-
 def _record(row: Any) -> TraceRecord:
     content = bytes(row[6])
     return TraceRecord(row[0], row[1], row[2], row[3], row[4], row[5],
@@ -456,21 +449,27 @@ class Store:
                 if self.divergence is not None:
                     return
                 start = checked
-            records = list(trace.records_from(start, end)) if start < end else []
-            if records:
+            if start < end:
+                raws = trace.shown_from(start, end)
                 db = self._db
                 with db:
-                    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                   map(_row, records))
-                    self._delegations(db, records)
+                    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+                        (seq, t, kind, sender, recipient, type_, content, 0)
+                        if len(content) <= PACK_OVER else
+                        (seq, t, kind, sender, recipient, type_, zlib.compress(content, 1), 1)
+                        for seq, (t, kind, sender, recipient, type_, content)
+                        in enumerate(raws, start)])
+                    self._delegations(db, [
+                        TraceRecord(seq, *raw) for seq, raw in enumerate(raws, start)
+                        if raw[1] == EVENT and raw[4] in _TASK_EVENTS])
                     self._crash_point("commit", self.commits + 1)
                     if self._crash is not None and self._crash[0] == "record" and \
                             start <= self._crash[1] < end:
                         self._crash_point("record", self._crash[1])
-                    self._since_snapshot += len(records)
+                    self._since_snapshot += end - start
                     if self.snapshotter is not None and \
                             self._since_snapshot >= self.snapshot_every:
-                        self._snapshot(db, records[-1])
+                        self._snapshot(db, end, raws[-1][0])
                 self.commits += 1
             self.written = end
             self._last_commit = time.perf_counter()
@@ -500,23 +499,22 @@ class Store:
                     return
         self._since_snapshot += end - start
 
-    def _snapshot(self, db: sqlite3.Connection, last: TraceRecord) -> None:
+    def _snapshot(self, db: sqlite3.Connection, seq: int, t: float) -> None:
+        """Keep the world as it is after record ``seq - 1`` (recorded at time ``t``)."""
         assert self.snapshotter is not None
         world = self.snapshotter()
         if world is None:
             return
         blob = zlib.compress(msgspec.msgpack.encode(world), 1)
-        db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
-                   (last.seq + 1, last.t, blob))
+        db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (seq, t, blob))
         self.snapshots += 1
         self._crash_point("snapshot", self.snapshots)
         self._since_snapshot = 0
 
     @staticmethod
     def _delegations(db: sqlite3.Connection, records: list[TraceRecord]) -> None:
+        """Keep the delegations table up to date with ``records`` (task events only)."""
         for r in records:
-            if r.kind != EVENT or r.type not in _TASK_EVENTS:
-                continue
             body = _decode_body(r.content)
             task = body.get("task_id")
             if r.type == "task_created":
@@ -541,10 +539,9 @@ class Store:
         if self.snapshotter is None or self._trace is None or self.divergence is not None:
             return
         with self._lock:
-            records = list(self._trace.records_from(max(0, self.written - 1), self.written))
-            last = records[-1] if records else TraceRecord(-1, 0.0, "", "", "", "", b"")
+            last = self._trace.shown_from(max(0, self.written - 1), self.written)
             with self._db as db:
-                self._snapshot(db, last)
+                self._snapshot(db, self.written, last[-1][0] if last else 0.0)
 
     def finish(self, summary: dict[str, Any], trace_digest: str, world: Any = None) -> None:
         """Mark the run finished, with its summary (after a last commit) and, when given,
