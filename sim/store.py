@@ -267,6 +267,31 @@ def _record(row: Any) -> TraceRecord:
 _COLUMNS: Final = "seq, t, kind, sender, recipient, type, content, packed"
 
 
+def _first_difference(db: sqlite3.Connection, trace: Trace, start: int, end: int
+                      ) -> Divergence | None:
+    """The first of the stored records ``start`` to ``end - 1`` that the trace does not
+    have as it is (a record the trace lacks counts), or None.
+
+    The rows come back as the trace keeps its records (plain tuples, the few packed
+    contents unpacked), so that the two lists compare in C; only a difference is
+    looked for record by record.
+    """
+    stored = db.execute("SELECT t, kind, sender, recipient, type, content FROM events "
+                        "WHERE seq >= ? AND seq < ? ORDER BY seq", (start, end)).fetchall()
+    for (seq,) in db.execute("SELECT seq FROM events WHERE seq >= ? AND seq < ? AND packed",
+                             (start, end)):
+        row = stored[seq - start]
+        stored[seq - start] = (*row[:5], zlib.decompress(row[5]))
+    got = trace.shown_from(start, start + len(stored))
+    if stored == got:
+        return None
+    for seq, (old, new) in enumerate(itertools.zip_longest(stored, got), start):
+        if old != new:
+            return Divergence(seq, None if old is None else TraceRecord(seq, *old),
+                              None if new is None else TraceRecord(seq, *new))
+    return None  # pragma: no cover - the lists differ, so some pair does
+
+
 def read_snapshot(blob: bytes) -> Any:
     """A snapshot's world as it was given to the store."""
     return msgspec.msgpack.decode(zlib.decompress(blob))
@@ -476,28 +501,10 @@ class Store:
 
     def _check(self, trace: Trace, start: int, end: int) -> None:
         """Compare the trace's records ``start`` to ``end - 1`` with the stored ones; the
-        first that differs becomes :attr:`divergence`.
-
-        The rows come back as the trace keeps its records (plain tuples, the few packed
-        contents unpacked), so that the two lists compare in C; only a difference is
-        looked for record by record.
-        """
-        db = self._db
-        stored = db.execute("SELECT t, kind, sender, recipient, type, content FROM events "
-                            "WHERE seq >= ? AND seq < ? ORDER BY seq", (start, end)).fetchall()
-        for (seq,) in db.execute("SELECT seq FROM events WHERE seq >= ? AND seq < ? AND packed",
-                                 (start, end)):
-            row = stored[seq - start]
-            stored[seq - start] = (*row[:5], zlib.decompress(row[5]))
-        got = trace.shown_from(start, end)
-        if stored != got:
-            for seq, (old, new) in enumerate(itertools.zip_longest(stored, got), start):
-                if old != new:
-                    self.divergence = Divergence(
-                        seq, None if old is None else TraceRecord(seq, *old),
-                        None if new is None else TraceRecord(seq, *new))
-                    return
-        self._since_snapshot += end - start
+        first that differs becomes :attr:`divergence`."""
+        self.divergence = _first_difference(self._db, trace, start, end)
+        if self.divergence is None:
+            self._since_snapshot += end - start
 
     def _snapshot(self, db: sqlite3.Connection, seq: int, t: float) -> None:
         """Keep the world as it is after record ``seq - 1`` (recorded at time ``t``)."""
@@ -683,6 +690,21 @@ class StoredRun:
         for row in rows:
             row["result"] = None if row["result"] is None else json.loads(row["result"])
         return rows
+
+    def compare(self, trace: Trace) -> Divergence | None:
+        """The first record where ``trace`` differs from the stored log (None: it
+        reproduces it); for a finished run, a trace longer than the log differs too."""
+        db = self._db()
+        try:
+            count = db.execute("SELECT count(*) FROM events").fetchone()[0]
+            divergence = _first_difference(db, trace, 0, count)
+        finally:
+            db.close()
+        if divergence is None and self.info is not None and \
+                self.info.status == "finished" and len(trace) > count:
+            divergence = Divergence(count, None, TraceRecord(count, *trace.shown_from(
+                count, count + 1)[0]))
+        return divergence
 
     def digest(self) -> str:
         """The trace digest of the stored log (equal to the run's ``trace_digest``)."""
