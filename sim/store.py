@@ -276,12 +276,10 @@ def _first_difference(db: sqlite3.Connection, trace: Trace, start: int, end: int
     contents unpacked), so that the two lists compare in C; only a difference is
     looked for record by record.
     """
-    stored = db.execute("SELECT t, kind, sender, recipient, type, content FROM events "
-                        "WHERE seq >= ? AND seq < ? ORDER BY seq", (start, end)).fetchall()
-    for (seq,) in db.execute("SELECT seq FROM events WHERE seq >= ? AND seq < ? AND packed",
-                             (start, end)):
-        row = stored[seq - start]
-        stored[seq - start] = (*row[:5], zlib.decompress(row[5]))
+    unpack = zlib.decompress
+    stored = [row[:6] if not row[6] else (*row[:5], unpack(row[5])) for row in db.execute(
+        "SELECT t, kind, sender, recipient, type, content, packed FROM events "
+        "WHERE seq >= ? AND seq < ? ORDER BY seq", (start, end))]
     got = trace.shown_from(start, start + len(stored))
     if stored == got:
         return None
@@ -446,12 +444,19 @@ class Store:
     def acknowledge(self, caller: str) -> None:
         """About to answer ``caller``'s tool call: commit now if the caller is outside
         (:attr:`outside`) or the group is due (``group_seconds`` since the last commit,
-        or ``group_records`` records waiting)."""
+        or ``group_records`` records waiting; while a resumed run is still checked
+        against the stored log, ``group_records`` only)."""
         trace = self._trace
         if trace is None:
             return
-        if caller in self.outside or len(trace) - self.written >= self.group_records or \
-                time.perf_counter() - self._last_commit >= self.group_seconds:
+        if caller in self.outside or len(trace) - self.written >= self.group_records:
+            self.commit()
+        elif len(trace) <= self.expected:
+            # A resumed run still reproducing the stored log: everything its crew has
+            # heard is already committed (to be checked), so the check waits for a
+            # bigger group.
+            return
+        elif time.perf_counter() - self._last_commit >= self.group_seconds:
             self.commit()
 
     def commit(self) -> None:
