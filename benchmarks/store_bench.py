@@ -10,6 +10,8 @@
   bounds the time to reach live state (target < 2 s), against the same run in
   memory, interleaved rounds, medians (a resume re-executes the run, so the
   in-memory run is its floor); and the store's size per 1,000 records.
+* :func:`bench_sync`: one ``fsync`` of a new small file, the unit of a store's fixed
+  cost (a run pays about five).
 
 Both return JSON-able dicts and print nothing.
 """
@@ -20,6 +22,7 @@ import os
 import pathlib
 import shutil
 import sqlite3
+import statistics
 import tempfile
 import time
 from typing import Any
@@ -99,11 +102,30 @@ def bench_resume(grid_size: int = 840, block: int = 30, repeats: int = 3) -> dic
             "runs": {k: [round(v, 4) for v in vs] for k, vs in runs.items()}}
 
 
+def bench_sync(repeats: int = 15) -> dict[str, Any]:
+    """What one ``fsync`` of a new 32 KB file costs here (median, ms): a run with a store
+    pays about five (docs/store.md), which a short run feels whatever its length."""
+    times = []
+    with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
+        for n in range(repeats):
+            fd = os.open(os.path.join(folder, f"sync-{n}"), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, bytes(32768))
+                start = time.perf_counter()
+                os.fsync(fd)
+                times.append(time.perf_counter() - start)
+            finally:
+                os.close(fd)
+    return {"fsync_new_file_ms": round(statistics.median(times) * 1000, 3),
+            "runs_ms": [round(t * 1000, 3) for t in times]}
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     if quick:
         return {
             "kernel_build": bench_durable("kernel_build", {"grid_size": 40, "block": 20}, 1),
             "resume": bench_resume(grid_size=60, block=20, repeats=1),
+            "sync": bench_sync(3),
         }
     return {
         "kernel_build": bench_durable("kernel_build", {}),
@@ -111,4 +133,5 @@ def run(quick: bool = False) -> dict[str, Any]:
         "grid_build": bench_durable("grid_build", {}),
         "grid_build_1000": bench_durable("grid_build", {"grid": 1000, "builders": 100}, 3),
         "resume": bench_resume(),
+        "sync": bench_sync(),
     }
