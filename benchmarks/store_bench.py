@@ -2,7 +2,9 @@
 
 * :func:`bench_durable`: a scenario run with ``store=`` against the same run in memory,
   in the same process, interleaved rounds, medians; the ratio is the cost of
-  durability (target <= 1.5). Each stored round writes a fresh file.
+  durability (target <= 1.5). Each stored round writes a fresh file. The same
+  rounds' CPU time (``process_time``) gives ``cpu_ratio``: the wall ratio without
+  the waits (syncs, other processes).
 * :func:`bench_resume`: a stored kernel_build of about 100,000 log records, marked
   interrupted after its last commit (as a SIGKILL right after it leaves it), then
   resumed (each round a fresh copy of that file): the wall time of the whole resume
@@ -36,25 +38,34 @@ def bench_durable(scenario: str, params: dict[str, Any], repeats: int = 5) -> di
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
         counter = iter(range(10**6))
         records: list[int] = []
+        cpu: dict[str, list[float]] = {"memory": [], "store": []}
 
         def memory() -> float:
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.process_time()
             run_scenario(scenario, record=False, **params)
+            cpu["memory"].append(time.process_time() - used)
             return time.perf_counter() - start
 
         def stored() -> float:
             path = pathlib.Path(folder) / f"run-{next(counter)}.db"
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.process_time()
             result = run_scenario(scenario, record=False, store=path, **params)
+            cpu["store"].append(time.process_time() - used)
             elapsed = time.perf_counter() - start
             records.append(len(result.trace))
             return elapsed
 
         runs = interleaved(repeats, memory=memory, store=stored)
     medians = _summary(runs)
+    cpu_medians = _summary(cpu)
     return {"scenario": scenario, "params": params, "records": records[0],
             "memory_s": round(medians["memory"], 4), "store_s": round(medians["store"], 4),
             "ratio": round(medians["store"] / medians["memory"], 3),
+            # The process's CPU time (every thread, user and system) of the same rounds:
+            # what the wall ratio would be without waits (syncs, a busy machine).
+            "memory_cpu_s": round(cpu_medians["memory"], 4),
+            "store_cpu_s": round(cpu_medians["store"], 4),
+            "cpu_ratio": round(cpu_medians["store"] / cpu_medians["memory"], 3),
             "runs": {k: [round(v, 4) for v in vs] for k, vs in runs.items()}}
 
 
