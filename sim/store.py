@@ -3,7 +3,9 @@
 One file per run, on the standard library's :mod:`sqlite3`, in WAL mode with
 ``synchronous=NORMAL`` (see docs/store.md for what that promises). The schema's
 version is ``PRAGMA user_version``; :data:`MIGRATIONS` brings an older store up to
-:data:`SCHEMA_VERSION` and the ``migrations`` table says which steps ran. Tables:
+:data:`SCHEMA_VERSION` (in one transaction) and the ``migrations`` table says which
+steps ran. A new store is written as one image (:func:`_fresh_image`: schema and run
+row, already in WAL mode) and synced once. Tables:
 
 * ``run``: one row (scenario, params, seed, mode, barnraise version, status,
   summary and trace digest once finished);
@@ -22,9 +24,9 @@ call: the answer reaches its caller only once everything the call changed is
 committed.
 
 **Resume.** :meth:`Store.resume` opens an interrupted store for appending: a
-re-execution's first records are compared with the stored ones, record by
-record (:attr:`Store.divergence` names the first that differs), and records past
-the stored end are appended.
+re-execution's first records are compared with the stored ones, every record, a
+group at a time and in bulk (:attr:`Store.divergence` names the first that
+differs), and records past the stored end are appended.
 
 **Crash tests.** The environment variable ``BARNRAISE_STORE_CRASH`` set to
 ``record:N``, ``commit:N`` or ``snapshot:N`` makes the process kill itself

@@ -73,6 +73,35 @@ def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) 
                           "sql IS NOT NULL").fetchall() == []
 
 
+def test_a_new_store_is_whole_before_its_first_commit(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "new.db"
+    store = Store.create(path, seed=7, mode="deterministic", scenario="grid_build",
+                         params={"grid": 40})
+    try:
+        info = check_store(path)  # another connection, read-only: the file alone
+        assert info is not None and info.status == "running" and info.seed == 7
+        assert info.scenario == "grid_build" and info.params == {"grid": 40}
+        assert open_run(path).status == "running"
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        db.close()
+    finally:
+        store.close()
+    assert open_run(path).status == "interrupted"
+
+
+def test_a_new_store_that_cannot_be_written_leaves_nothing(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int, data: Any) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    path = tmp_path / "full.db"
+    with pytest.raises(StoreError, match=r"cannot write it \(No space left on device"):
+        Store.create(path, seed=0, mode="deterministic")
+    assert not path.exists()
+
+
 def test_acknowledged_means_durable(tmp_path: pathlib.Path) -> None:
     """When a call's answer is back, a reader of the file already sees the call and what
     it changed (a separate connection, read-only)."""
