@@ -441,16 +441,7 @@ def replay(path: str | os.PathLike[str]) -> tuple[str, Divergence | None]:
     if info.mode != "deterministic":
         raise StoreError(f"store {name!r} holds a realtime run, which does not replay")
     result = run_request(_stored_request(info, name), record=False)
-    records = list(result.trace.records())
-    count = 0
-    for old in stored.records():
-        got = records[old.seq] if old.seq < len(records) else None
-        if got != old:
-            return result.trace_digest, Divergence(old.seq, old, got)
-        count += 1
-    if info.status == "finished" and count < len(records):
-        return result.trace_digest, Divergence(count, None, records[count])
-    return result.trace_digest, None
+    return result.trace_digest, stored.compare(result.trace)
 
 
 def _check_recording(interval: float, frame_size: int) -> None:

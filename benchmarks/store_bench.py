@@ -2,12 +2,18 @@
 
 * :func:`bench_durable`: a scenario run with ``store=`` against the same run in memory,
   in the same process, interleaved rounds, medians; the ratio is the cost of
-  durability (target <= 1.5). Each stored round writes a fresh file.
+  durability (target <= 1.5). Each stored round writes a fresh file. The same
+  rounds' CPU time (``process_time``) gives ``cpu_ratio``: the wall ratio without
+  the waits (syncs, other processes).
 * :func:`bench_resume`: a stored kernel_build of about 100,000 log records, marked
   interrupted after its last commit (as a SIGKILL right after it leaves it), then
-  resumed: the wall time of the whole resume (re-execution checked record by record
-  against the log, then the finish), which bounds the time to reach live state
-  (target < 2 s); and the store's size per 1,000 records.
+  resumed (each round a fresh copy of that file): the wall time of the whole resume
+  (re-execution checked record by record against the log, then the finish), which
+  bounds the time to reach live state (target < 2 s), against the same run in
+  memory, interleaved rounds, medians (a resume re-executes the run, so the
+  in-memory run is its floor); and the store's size per 1,000 records.
+* :func:`bench_sync`: one ``fsync`` of a new small file, the unit of a store's fixed
+  cost (a run pays about five).
 
 Both return JSON-able dicts and print nothing.
 """
@@ -16,7 +22,9 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import sqlite3
+import statistics
 import tempfile
 import time
 from typing import Any
@@ -30,34 +38,43 @@ def bench_durable(scenario: str, params: dict[str, Any], repeats: int = 5) -> di
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
         counter = iter(range(10**6))
         records: list[int] = []
+        cpu: dict[str, list[float]] = {"memory": [], "store": []}
 
         def memory() -> float:
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.process_time()
             run_scenario(scenario, record=False, **params)
+            cpu["memory"].append(time.process_time() - used)
             return time.perf_counter() - start
 
         def stored() -> float:
             path = pathlib.Path(folder) / f"run-{next(counter)}.db"
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.process_time()
             result = run_scenario(scenario, record=False, store=path, **params)
+            cpu["store"].append(time.process_time() - used)
             elapsed = time.perf_counter() - start
             records.append(len(result.trace))
             return elapsed
 
         runs = interleaved(repeats, memory=memory, store=stored)
     medians = _summary(runs)
+    cpu_medians = _summary(cpu)
     return {"scenario": scenario, "params": params, "records": records[0],
             "memory_s": round(medians["memory"], 4), "store_s": round(medians["store"], 4),
             "ratio": round(medians["store"] / medians["memory"], 3),
+            # The process's CPU time (every thread, user and system) of the same rounds:
+            # what the wall ratio would be without waits (syncs, a busy machine).
+            "memory_cpu_s": round(cpu_medians["memory"], 4),
+            "store_cpu_s": round(cpu_medians["store"], 4),
+            "cpu_ratio": round(cpu_medians["store"] / cpu_medians["memory"], 3),
             "runs": {k: [round(v, 4) for v in vs] for k, vs in runs.items()}}
 
 
-def bench_resume(grid_size: int = 840, block: int = 30) -> dict[str, Any]:
+def bench_resume(grid_size: int = 840, block: int = 30, repeats: int = 3) -> dict[str, Any]:
+    params = {"grid_size": grid_size, "block": block}
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
         path = pathlib.Path(folder) / "big.db"
         start = time.perf_counter()
-        result = run_scenario("kernel_build", record=False, store=path, grid_size=grid_size,
-                              block=block)
+        result = run_scenario("kernel_build", record=False, store=path, **params)
         write_s = time.perf_counter() - start
         records = len(result.trace)
         with sqlite3.connect(path) as db:
@@ -67,21 +84,59 @@ def bench_resume(grid_size: int = 840, block: int = 30) -> dict[str, Any]:
             db.execute("UPDATE run SET status = 'running', summary = NULL")
         db.close()
         size = os.path.getsize(path)
-        start = time.perf_counter()
-        resumed = resume(path, record=False)
-        resume_s = time.perf_counter() - start
-        assert resumed.trace_digest == result.trace_digest
+        counter = iter(range(10**6))
+
+        def memory() -> float:
+            # The same run in memory: what the re-execution inside a resume costs at least.
+            begin = time.perf_counter()
+            run_scenario("kernel_build", record=False, **params)
+            return time.perf_counter() - begin
+
+        def resumed() -> float:
+            copy = pathlib.Path(folder) / f"resume-{next(counter)}.db"
+            shutil.copyfile(path, copy)
+            begin = time.perf_counter()
+            done = resume(copy, record=False)
+            elapsed = time.perf_counter() - begin
+            assert done.trace_digest == result.trace_digest
+            copy.unlink()
+            return elapsed
+
+        runs = interleaved(repeats, memory=memory, resume=resumed)
+    medians = _summary(runs)
     return {"records": records, "snapshots": snapshots, "store_bytes": size,
             "bytes_per_1000_records": round(size / records * 1000),
-            "write_run_s": round(write_s, 3), "resume_s": round(resume_s, 3),
-            "resume_target_s": 2.0}
+            "write_run_s": round(write_s, 3), "resume_s": round(medians["resume"], 3),
+            "memory_s": round(medians["memory"], 3),
+            "resume_over_memory": round(medians["resume"] / medians["memory"], 3),
+            "resume_target_s": 2.0,
+            "runs": {k: [round(v, 4) for v in vs] for k, vs in runs.items()}}
+
+
+def bench_sync(repeats: int = 15) -> dict[str, Any]:
+    """What one ``fsync`` of a new 32 KB file costs here (median, ms): a run with a store
+    pays about five (docs/store.md), which a short run feels whatever its length."""
+    times = []
+    with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
+        for n in range(repeats):
+            fd = os.open(os.path.join(folder, f"sync-{n}"), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, bytes(32768))
+                start = time.perf_counter()
+                os.fsync(fd)
+                times.append(time.perf_counter() - start)
+            finally:
+                os.close(fd)
+    return {"fsync_new_file_ms": round(statistics.median(times) * 1000, 3),
+            "runs_ms": [round(t * 1000, 3) for t in times]}
 
 
 def run(quick: bool = False) -> dict[str, Any]:
     if quick:
         return {
             "kernel_build": bench_durable("kernel_build", {"grid_size": 40, "block": 20}, 1),
-            "resume": bench_resume(grid_size=60, block=20),
+            "resume": bench_resume(grid_size=60, block=20, repeats=1),
+            "sync": bench_sync(3),
         }
     return {
         "kernel_build": bench_durable("kernel_build", {}),
@@ -89,4 +144,5 @@ def run(quick: bool = False) -> dict[str, Any]:
         "grid_build": bench_durable("grid_build", {}),
         "grid_build_1000": bench_durable("grid_build", {"grid": 1000, "builders": 100}, 3),
         "resume": bench_resume(),
+        "sync": bench_sync(),
     }

@@ -3,7 +3,9 @@
 One file per run, on the standard library's :mod:`sqlite3`, in WAL mode with
 ``synchronous=NORMAL`` (see docs/store.md for what that promises). The schema's
 version is ``PRAGMA user_version``; :data:`MIGRATIONS` brings an older store up to
-:data:`SCHEMA_VERSION` and the ``migrations`` table says which steps ran. Tables:
+:data:`SCHEMA_VERSION` (in one transaction) and the ``migrations`` table says which
+steps ran. A new store is written as one image (:func:`_fresh_image`: schema and run
+row, already in WAL mode) and synced once. Tables:
 
 * ``run``: one row (scenario, params, seed, mode, barnraise version, status,
   summary and trace digest once finished);
@@ -22,9 +24,9 @@ call: the answer reaches its caller only once everything the call changed is
 committed.
 
 **Resume.** :meth:`Store.resume` opens an interrupted store for appending: a
-re-execution's first records are compared with the stored ones, record by
-record (:attr:`Store.divergence` names the first that differs), and records past
-the stored end are appended.
+re-execution's first records are compared with the stored ones, every record, a
+group at a time and in bulk (:attr:`Store.divergence` names the first that
+differs), and records past the stored end are appended.
 
 **Crash tests.** The environment variable ``BARNRAISE_STORE_CRASH`` set to
 ``record:N``, ``commit:N`` or ``snapshot:N`` makes the process kill itself
@@ -44,7 +46,9 @@ drops when that process dies however it dies).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import itertools
 import json
 import os
 import signal
@@ -63,7 +67,7 @@ from sim.trace import EVENT, Trace, TraceRecord
 __all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
            "read_snapshot"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 #: Records between two snapshots (deterministic mode).
 SNAPSHOT_EVERY: Final = 10_000
 #: Group commit for answers to in-process agents: at most this many wall seconds or
@@ -93,7 +97,13 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
         "delegator TEXT, delegatee TEXT, type TEXT, status TEXT NOT NULL, result TEXT, "
         "created_seq INTEGER NOT NULL, delivered_at REAL)",
     )),
+    2: ("no index on events(type): nothing reads the log through it, and every record "
+        "paid an insert into it", (
+            "DROP INDEX IF EXISTS events_type",
+        )),
 }
+
+_decode_body: Final = msgspec.json.Decoder(dict[str, Any]).decode
 
 _TASK_EVENTS: Final = frozenset({"task_created", "task_accepted", "task_completed",
                                  "task_failed", "task_cancelled", "task_reassigned"})
@@ -208,21 +218,46 @@ def _run_info(db: sqlite3.Connection, name: str) -> RunInfo:
 
 
 def _migrate(db: sqlite3.Connection) -> None:
+    """Bring ``db`` (in autocommit mode) up to :data:`SCHEMA_VERSION`, every step of it in
+    one transaction: a crash leaves the old version or the new one, never half of it."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
-    for step in range(version + 1, SCHEMA_VERSION + 1):
-        description, statements = MIGRATIONS[step]
-        with db:
+    if version >= SCHEMA_VERSION:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            description, statements = MIGRATIONS[step]
             for statement in statements:
                 db.execute(statement)
             db.execute("INSERT INTO migrations VALUES (?, ?, ?)", (step, description, time.time()))
-            db.execute(f"PRAGMA user_version = {step}")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
-def _row(r: TraceRecord) -> tuple[Any, ...]:
-    content = r.content
-    if len(content) > PACK_OVER:
-        return (*r[:6], zlib.compress(content, 1), 1)
-    return (*r, 0)
+def _fresh_image(run: tuple[Any, ...]) -> bytes:
+    """The bytes of a new store holding ``run`` (the run row's values after its id): the
+    schema, every migration and the row, built in memory and marked as a WAL database.
+
+    Written to the new file in one go (and one fsync), it spares the file the
+    rollback-journal transaction that switching a new database to WAL costs (four
+    syncs) and one transaction per table: creating a store was a third of the cost
+    of storing a short run.
+    """
+    mem = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        _migrate(mem)
+        mem.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, ?, ?)",
+                    run)
+        image = bytearray(mem.serialize())
+    finally:
+        mem.close()
+    # The file format's read and write versions (bytes 18 and 19): 2 is a WAL database,
+    # which is what PRAGMA journal_mode = WAL would write there.
+    image[18:20] = b"\x02\x02"
+    return bytes(image)
 
 
 def _record(row: Any) -> TraceRecord:
@@ -234,9 +269,55 @@ def _record(row: Any) -> TraceRecord:
 _COLUMNS: Final = "seq, t, kind, sender, recipient, type, content, packed"
 
 
+def _first_difference(db: sqlite3.Connection, trace: Trace, start: int, end: int
+                      ) -> Divergence | None:
+    """The first of the stored records ``start`` to ``end - 1`` that the trace does not
+    have as it is (a record the trace lacks counts), or None.
+
+    The rows come back as the trace keeps its records (plain tuples, the few packed
+    contents unpacked), so that the two lists compare in C; only a difference is
+    looked for record by record.
+    """
+    unpack = zlib.decompress
+    stored = [row[:6] if not row[6] else (*row[:5], unpack(row[5])) for row in db.execute(
+        "SELECT t, kind, sender, recipient, type, content, packed FROM events "
+        "WHERE seq >= ? AND seq < ? ORDER BY seq", (start, end))]
+    got = trace.shown_from(start, start + len(stored))
+    if stored == got:
+        return None
+    for seq, (old, new) in enumerate(itertools.zip_longest(stored, got), start):
+        if old != new:
+            return Divergence(seq, None if old is None else TraceRecord(seq, *old),
+                              None if new is None else TraceRecord(seq, *new))
+    return None  # pragma: no cover - the lists differ, so some pair does
+
+
 def read_snapshot(blob: bytes) -> Any:
     """A snapshot's world as it was given to the store."""
     return msgspec.msgpack.decode(zlib.decompress(blob))
+
+
+def _write_image(name: str, fd: int, image: bytes) -> None:
+    """Put a new store's first bytes in the file ``fd`` (just created, locked) and sync
+    them: from here on the file is a whole store, a power cut included."""
+    try:
+        if os.fstat(fd).st_size:
+            raise StoreError(f"store {name!r} appeared while this run was creating it; "
+                             "run again (with --overwrite to replace it)")
+        view = memoryview(image)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, StoreError):
+            raise
+        with contextlib.suppress(OSError):  # the file was new, and is no store: remove it
+            os.unlink(name)
+        if isinstance(exc, OSError):
+            raise StoreError(f"store {name!r}: cannot write it ({exc.strerror or exc})"
+                             ) from None
+        raise
 
 
 class Store:
@@ -297,16 +378,17 @@ class Store:
                 "(barnraise resume continues it)"
             raise StoreError(f"store {name!r} already holds {what}; pass --overwrite "
                              "(overwrite=True) to replace it")
-        store = cls._open(name, fresh=True)
-        db = store._db
-        with db:
-            if info is not None:
-                for table in ("run", "events", "snapshots", "delegations"):
-                    db.execute(f"DELETE FROM {table}")
-            now = time.time()
+        now = time.time()
+        row = (scenario, json.dumps(params or {}, sort_keys=True), seed, mode, version,
+               json.dumps(options or {}, sort_keys=True), now, now)
+        if info is None:
+            return cls._open(name, image=_fresh_image(row))
+        store = cls._open(name)
+        with store._db as db:
+            for table in ("run", "events", "snapshots", "delegations"):
+                db.execute(f"DELETE FROM {table}")
             db.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, ?, ?)",
-                       (scenario, json.dumps(params or {}, sort_keys=True), seed, mode, version,
-                        json.dumps(options or {}, sort_keys=True), now, now))
+                       row)
         return store
 
     @classmethod
@@ -318,13 +400,15 @@ class Store:
         if info.status == "finished":
             raise StoreError(f"store {name!r} holds a finished run: nothing to resume "
                              "(barnraise replay checks it)")
-        store = cls._open(name, fresh=False)
+        store = cls._open(name)
         count = store._db.execute("SELECT count(*) FROM events").fetchone()[0]
         store.expected = count
         return store, info
 
     @classmethod
-    def _open(cls, name: str, fresh: bool) -> Store:
+    def _open(cls, name: str, image: bytes | None = None) -> Store:
+        """Open ``name`` for writing and hold its lock; ``image``: the file is new (there
+        was none), and these are its first bytes (:func:`_fresh_image`)."""
         try:
             fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
@@ -335,12 +419,18 @@ class Store:
         except BlockingIOError:
             os.close(fd)
             raise StoreError(f"store {name!r} is held by another live run") from None
+        if image is not None:
+            _write_image(name, fd, image)
         try:
             db = sqlite3.connect(name, check_same_thread=False, isolation_level=None,
                                  timeout=5.0)
-            db.execute("PRAGMA journal_mode = WAL")
+            if image is None:
+                db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
-            _migrate(db)
+            if image is None:
+                _migrate(db)
+            elif db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                raise sqlite3.DatabaseError("the new store did not open in WAL mode")
         except sqlite3.DatabaseError as exc:
             os.close(fd)
             raise StoreError(f"store {name!r} cannot be opened for writing ({exc})") from None
@@ -356,12 +446,19 @@ class Store:
     def acknowledge(self, caller: str) -> None:
         """About to answer ``caller``'s tool call: commit now if the caller is outside
         (:attr:`outside`) or the group is due (``group_seconds`` since the last commit,
-        or ``group_records`` records waiting)."""
+        or ``group_records`` records waiting; while a resumed run is still checked
+        against the stored log, ``group_records`` only)."""
         trace = self._trace
         if trace is None:
             return
-        if caller in self.outside or len(trace) - self.written >= self.group_records or \
-                time.perf_counter() - self._last_commit >= self.group_seconds:
+        if caller in self.outside or len(trace) - self.written >= self.group_records:
+            self.commit()
+        elif len(trace) <= self.expected:
+            # A resumed run still reproducing the stored log: everything its crew has
+            # heard is already committed (to be checked), so the check waits for a
+            # bigger group.
+            return
+        elif time.perf_counter() - self._last_commit >= self.group_seconds:
             self.commit()
 
     def commit(self) -> None:
@@ -378,61 +475,61 @@ class Store:
             start, end = self.written, len(trace)
             if end <= start or self.divergence is not None:
                 return
-            records = list(trace.records_from(start, end))
             if start < self.expected:
-                checked = min(end, self.expected) - start
-                self._check(records[:checked], start)
+                checked = min(end, self.expected)
+                self._check(trace, start, checked)
                 if self.divergence is not None:
                     return
-                records = records[checked:]
-                start += checked
-            if records:
+                start = checked
+            if start < end:
+                raws = trace.shown_from(start, end)
                 db = self._db
                 with db:
-                    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                   map(_row, records))
-                    self._delegations(db, records)
+                    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+                        (seq, t, kind, sender, recipient, type_, content, 0)
+                        if len(content) <= PACK_OVER else
+                        (seq, t, kind, sender, recipient, type_, zlib.compress(content, 1), 1)
+                        for seq, (t, kind, sender, recipient, type_, content)
+                        in enumerate(raws, start)])
+                    self._delegations(db, [
+                        TraceRecord(seq, *raw) for seq, raw in enumerate(raws, start)
+                        if raw[1] == EVENT and raw[4] in _TASK_EVENTS])
                     self._crash_point("commit", self.commits + 1)
                     if self._crash is not None and self._crash[0] == "record" and \
                             start <= self._crash[1] < end:
                         self._crash_point("record", self._crash[1])
-                    self._since_snapshot += len(records)
+                    self._since_snapshot += end - start
                     if self.snapshotter is not None and \
                             self._since_snapshot >= self.snapshot_every:
-                        self._snapshot(db, records[-1])
+                        self._snapshot(db, end, raws[-1][0])
                 self.commits += 1
             self.written = end
             self._last_commit = time.perf_counter()
 
-    def _check(self, records: list[TraceRecord], start: int) -> None:
-        stored = self._db.execute(
-            f"SELECT {_COLUMNS} FROM events WHERE seq >= ? AND seq < ? ORDER BY seq",
-            (start, start + len(records))).fetchall()
-        for got, row in zip(records, stored, strict=False):
-            old = _record(row)
-            if old != got:
-                self.divergence = Divergence(got.seq, old, got)
-                return
-        self._since_snapshot += len(records)
+    def _check(self, trace: Trace, start: int, end: int) -> None:
+        """Compare the trace's records ``start`` to ``end - 1`` with the stored ones; the
+        first that differs becomes :attr:`divergence`."""
+        self.divergence = _first_difference(self._db, trace, start, end)
+        if self.divergence is None:
+            self._since_snapshot += end - start
 
-    def _snapshot(self, db: sqlite3.Connection, last: TraceRecord) -> None:
+    def _snapshot(self, db: sqlite3.Connection, seq: int, t: float) -> None:
+        """Keep the world as it is after record ``seq - 1`` (recorded at time ``t``)."""
         assert self.snapshotter is not None
         world = self.snapshotter()
         if world is None:
             return
         blob = zlib.compress(msgspec.msgpack.encode(world), 1)
-        db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
-                   (last.seq + 1, last.t, blob))
+        db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (seq, t, blob))
         self.snapshots += 1
         self._crash_point("snapshot", self.snapshots)
         self._since_snapshot = 0
 
     @staticmethod
     def _delegations(db: sqlite3.Connection, records: list[TraceRecord]) -> None:
+        """Keep the delegations table up to date with ``records`` (task events only)."""
         for r in records:
-            if r.kind != EVENT or r.type not in _TASK_EVENTS:
-                continue
-            body = json.loads(r.content)
+            body = _decode_body(r.content)
             task = body.get("task_id")
             if r.type == "task_created":
                 db.execute("INSERT OR IGNORE INTO delegations VALUES (?, ?, ?, ?, ?, ?, NULL, ?, "
@@ -456,10 +553,9 @@ class Store:
         if self.snapshotter is None or self._trace is None or self.divergence is not None:
             return
         with self._lock:
-            records = list(self._trace.records_from(max(0, self.written - 1), self.written))
-            last = records[-1] if records else TraceRecord(-1, 0.0, "", "", "", "", b"")
+            last = self._trace.shown_from(max(0, self.written - 1), self.written)
             with self._db as db:
-                self._snapshot(db, last)
+                self._snapshot(db, self.written, last[-1][0] if last else 0.0)
 
     def finish(self, summary: dict[str, Any], trace_digest: str, world: Any = None) -> None:
         """Mark the run finished, with its summary (after a last commit) and, when given,
@@ -610,6 +706,21 @@ class StoredRun:
         for row in rows:
             row["result"] = None if row["result"] is None else json.loads(row["result"])
         return rows
+
+    def compare(self, trace: Trace) -> Divergence | None:
+        """The first record where ``trace`` differs from the stored log (None: it
+        reproduces it); for a finished run, a trace longer than the log differs too."""
+        db = self._db()
+        try:
+            count = db.execute("SELECT count(*) FROM events").fetchone()[0]
+            divergence = _first_difference(db, trace, 0, count)
+        finally:
+            db.close()
+        if divergence is None and self.info is not None and \
+                self.info.status == "finished" and len(trace) > count:
+            divergence = Divergence(count, None, TraceRecord(count, *trace.shown_from(
+                count, count + 1)[0]))
+        return divergence
 
     def digest(self) -> str:
         """The trace digest of the stored log (equal to the run's ``trace_digest``)."""

@@ -20,7 +20,6 @@ the trace.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 from collections.abc import Callable, Iterator
 from typing import Any, Final, NamedTuple
@@ -39,6 +38,9 @@ FAULT: Final = "fault"
 _encoder: Final = msgspec.json.Encoder(order="sorted")
 _line_decoder: Final = msgspec.json.Decoder(
     tuple[int, float, str, str, str, str, msgspec.Raw])
+
+#: Records encoded per call when the digest catches up (bounds the bytes held at once).
+_DIGEST_BLOCK: Final = 4096
 
 #: Called with ``(t, sender, topic, event_type, body)`` for every domain event.
 EventListener = Callable[[float, str, str, str, Any], None]
@@ -116,14 +118,6 @@ class Trace:
             raise ValueError("redact: secret and stand_in must be non-empty")
         self._redactions = (*self._redactions, (secret.encode(), stand_in.encode()))
 
-    def _shown(self, raw: tuple[float, str, str, str, str, bytes]
-               ) -> tuple[float, str, str, str, str, bytes]:
-        content = raw[5]
-        for secret, stand_in in self._redactions:
-            if secret in content:
-                content = content.replace(secret, stand_in)
-        return raw if content is raw[5] else (*raw[:5], content)
-
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Trace:
         """The trace a ``trace.jsonl`` file holds (one :meth:`TraceRecord.to_json` line
@@ -185,28 +179,42 @@ class Trace:
         return len(self._records)
 
     def records(self, kind: str | None = None) -> Iterator[TraceRecord]:
-        shown = self._shown if self._redactions else None
-        for seq, raw in enumerate(list(self._records)):
+        for seq, raw in enumerate(self.shown_from(0, len(self._records))):
             if kind is None or raw[1] == kind:
-                yield TraceRecord(seq, *(raw if shown is None else shown(raw)))
+                yield TraceRecord(seq, *raw)
+
+    def shown_from(self, start: int, end: int) -> list[tuple[float, str, str, str, str, bytes]]:
+        """Records ``start`` to ``end - 1`` as shown (redacted), as plain tuples
+        ``(t, kind, sender, recipient, type, content)``: a new list, built in C but for
+        the few records that carry a secret."""
+        raws = self._records[start:end]
+        for secret, stand_in in self._redactions:
+            for i in [i for i, raw in enumerate(raws) if secret in raw[5]]:
+                raw = raws[i]
+                raws[i] = (*raw[:5], raw[5].replace(secret, stand_in))
+        return raws
 
     def records_from(self, start: int, end: int) -> Iterator[TraceRecord]:
         """Records ``start`` to ``end - 1`` as shown (redacted), for a store to keep."""
-        shown = self._shown if self._redactions else None
-        for seq, raw in enumerate(self._records[start:end], start):
-            yield TraceRecord(seq, *(raw if shown is None else shown(raw)))
+        for seq, raw in enumerate(self.shown_from(start, end), start):
+            yield TraceRecord(seq, *raw)
 
     @property
     def digest(self) -> str:
-        """SHA-256 (hex) over every record so far; incremental, so cheap to ask often."""
-        records = self._records
-        end = len(records)
+        """SHA-256 (hex) over every record so far; incremental, so cheap to ask often.
+
+        The lines are encoded a block at a time (``encode_lines``: the same bytes as
+        :meth:`TraceRecord.to_json` and a newline for each record, one call per block).
+        """
+        end = len(self._records)
         update = self._digest.update
-        shown = self._shown if self._redactions else None
-        for seq, raw in enumerate(itertools.islice(records, self._digested, end),
-                                  self._digested):
-            update(TraceRecord(seq, *(raw if shown is None else shown(raw))).to_json())
-            update(b"\n")
+        raw_content = msgspec.Raw
+        for block in range(self._digested, end, _DIGEST_BLOCK):
+            stop = min(block + _DIGEST_BLOCK, end)
+            update(_encoder.encode_lines([
+                (seq, t, kind, sender, recipient, type_, raw_content(content))
+                for seq, (t, kind, sender, recipient, type_, content)
+                in enumerate(self.shown_from(block, stop), block)]))
         self._digested = end
         return self._digest.hexdigest()
 

@@ -45,3 +45,37 @@ def test_the_seed_0_digest_of_each_scenario_is_unchanged(name: str) -> None:
     result = barnraise.run(name, seed=0)
     assert result.success, result.summary
     assert result.trace_digest == DIGESTS_SEED_0[name]
+
+
+def test_a_redacted_trace_shows_the_stand_in_everywhere_and_digests_line_by_line() -> None:
+    """The digest (encoded a block at a time) is the SHA-256 of every record's own JSON
+    line, as shown; a secret is replaced in every way out, in every record that has it,
+    and the records in memory keep what was delivered."""
+    import hashlib
+
+    from sim.trace import Trace
+
+    trace = Trace()
+    trace.redact("s3cret", "tok-1")
+    trace.redact("other", "tok-2")
+    contents = [b'{"a":"s3cret"}', b'{"b":1}', b'["other","s3cret","s3cret"]', b'"plain"']
+    for n in range(5000):  # more than one block of the digest
+        trace.append(n * 0.5, "deliver", "x", "y", "t", contents[n % len(contents)])
+    shown = list(trace.records())
+    assert shown[0].content == b'{"a":"tok-1"}'
+    assert shown[2].content == b'["tok-2","tok-1","tok-1"]'
+    assert all(b"s3cret" not in r.content and b"other" not in r.content for r in shown)
+    assert list(trace.records_from(4, 8)) == shown[4:8]
+    assert trace.shown_from(4, 8) == [tuple(r)[1:] for r in shown[4:8]]
+    assert trace._records[2][5] == contents[2]  # what was delivered is kept
+    expected = hashlib.sha256(b"".join(r.to_json() + b"\n" for r in shown)).hexdigest()
+    half = hashlib.sha256(b"".join(r.to_json() + b"\n" for r in shown[:4100])).hexdigest()
+    partial = Trace()
+    partial.redact("s3cret", "tok-1")
+    partial.redact("other", "tok-2")
+    for r in list(trace._records)[:4100]:
+        partial.add_record(r)
+    assert partial.digest == half  # asked part way, then caught up
+    for r in list(trace._records)[4100:]:
+        partial.add_record(r)
+    assert partial.digest == trace.digest == expected

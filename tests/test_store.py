@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,41 @@ def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) 
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert [r[0] for r in db.execute("SELECT version FROM migrations")] == [1]
+        assert [r[0] for r in db.execute("SELECT version FROM migrations")] == \
+            list(range(1, SCHEMA_VERSION + 1))
+        # Every table was made in the store's first bytes (one write, one sync): no
+        # index beyond the primary keys, and the run row is there.
+        assert db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND "
+                          "sql IS NOT NULL").fetchall() == []
+
+
+def test_a_new_store_is_whole_before_its_first_commit(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "new.db"
+    store = Store.create(path, seed=7, mode="deterministic", scenario="grid_build",
+                         params={"grid": 40})
+    try:
+        info = check_store(path)  # another connection, read-only: the file alone
+        assert info is not None and info.status == "running" and info.seed == 7
+        assert info.scenario == "grid_build" and info.params == {"grid": 40}
+        assert open_run(path).status == "running"
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        db.close()
+    finally:
+        store.close()
+    assert open_run(path).status == "interrupted"
+
+
+def test_a_new_store_that_cannot_be_written_leaves_nothing(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int, data: Any) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    path = tmp_path / "full.db"
+    with pytest.raises(StoreError, match=r"cannot write it \(No space left on device"):
+        Store.create(path, seed=0, mode="deterministic")
+    assert not path.exists()
 
 
 def test_acknowledged_means_durable(tmp_path: pathlib.Path) -> None:
@@ -126,8 +161,38 @@ def test_every_shipped_scenario_replays_from_its_store(tmp_path: pathlib.Path,
 def test_replay_names_the_first_record_that_differs(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "run.db"
-    run("locks_barriers", record=False, store=path)
+    run("grid_build", record=False, store=path)
     assert main(["replay", str(path)]) == 0
+    with sqlite3.connect(path) as db:
+        (packed,) = db.execute("SELECT min(seq) FROM events WHERE packed").fetchone()
+        assert packed is not None  # a record over 4 KB, kept compressed
+    db.close()
+    # A packed record that differs (recompressed from other bytes) is named...
+    tampered = tmp_path / "packed.db"
+    shutil.copy(path, tampered)
+    with sqlite3.connect(tampered) as db:
+        (blob,) = db.execute("SELECT content FROM events WHERE seq = ?", (packed,)).fetchone()
+        changed = zlib.compress(zlib.decompress(blob).replace(b"]", b" ]", 1))
+        db.execute("UPDATE events SET content = ? WHERE seq = ?", (changed, packed))
+    db.close()
+    capsys.readouterr()
+    assert main(["replay", str(tampered)]) == 1
+    assert f"record {packed} differs" in capsys.readouterr().out
+    # ... and so is a later plain one, the records before it being equal.
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE events SET sender = 'someone-else' WHERE seq = 500")
+    db.close()
+    digest, divergence = replay(path)
+    assert divergence is not None and divergence.seq == 500
+    assert divergence.stored is not None and divergence.stored.sender == "someone-else"
+    assert divergence.got is not None and divergence.got.sender != "someone-else"
+    assert digest == open_run(path).summary["trace_digest"]  # type: ignore[index]
+    # A finished log that ends early: the first record it lacks is named.
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM events WHERE seq >= 400")
+    db.close()
+    digest, divergence = replay(path)
+    assert divergence is not None and divergence.seq == 400 and divergence.stored is None
     with sqlite3.connect(path) as db:  # tamper with one record
         db.execute("UPDATE events SET recipient = 'someone-else' WHERE seq = 7")
     capsys.readouterr()
@@ -218,6 +283,29 @@ def test_resume_of_a_store_whose_log_differs_names_the_record(
     err = capsys.readouterr().err
     assert "record 12 differs" in err
     assert open_run(path).status == "interrupted"
+
+
+def test_a_store_of_schema_1_is_migrated_when_resumed(tmp_path: pathlib.Path) -> None:
+    """Schema 1 had an index on events(type); a resume brings the file up to the current
+    schema in one transaction (the index goes, the migrations table says so)."""
+    expected = run("kernel_build", seed=5, record=False).trace_digest
+    path = tmp_path / "old.db"
+    assert _run_killed(path, "record:900", "run", "kernel_build", "--seed", "5", "--store",
+                       str(path)) == -9
+    with sqlite3.connect(path) as db:  # as barnraise with schema 1 would have left it
+        db.execute("CREATE INDEX events_type ON events (type)")
+        db.execute("DELETE FROM migrations WHERE version > 1")
+        db.execute("PRAGMA user_version = 1")
+    db.close()
+    prefix = list(open_run(path).records())
+    _check_resumed(path, prefix, expected)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert [r[0] for r in db.execute("SELECT version FROM migrations")] == \
+            list(range(1, SCHEMA_VERSION + 1))
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'events_type'"
+                          ).fetchone()[0] == 0
+    db.close()
 
 
 # -- the world rebuilt from the store ---------------------------------------------------------
