@@ -299,7 +299,8 @@ class Watcher:
             bare = {"seq": next(self._seq), "base": None, "t": self.simu.now,
                     "session_id": None, **self._status(final), "grid": None, "canvas": [],
                     "claims_added": [], "claims_removed": [], "agents": [],
-                    "agents_removed": [], "events": _entries(entries[skipped:]),
+                    "agents_removed": [], "mailboxes": {},
+                    "events": _entries(entries[skipped:]),
                     "events_skipped": skipped, "progress": None, "point": None}
             status = (bare["state"], bare["speed"], bare["controls"])
             if entries or status != self._told:
