@@ -223,8 +223,14 @@ def test_scenario_benchmarks_produce_their_figures() -> None:
 @pytest.mark.parametrize("name", ["conflict_storm", "mode_comparison", "parallel_speedup",
                                   "grid_build"])
 def test_the_figures_hold_in_realtime_too(name: str) -> None:
-    """Another seed than tests/test_scenarios.py's: timing jitter must not break a check."""
-    result = run(name, seed=11, mode="realtime")
+    """Another seed than tests/test_scenarios.py's: timing jitter must not break a check.
+
+    parallel_speedup runs at a time scale of 10 rather than the runner's 50: on a machine
+    whose two cores are busy with other work, a stall of a tenth of a wall second was 5
+    simulated seconds of its half-second parallel build at 50, and a CI run measured
+    2.748 against the 2.8 its check asks; at 10 the same stall is a fifth of that."""
+    options = {"time_scale": 10.0} if name == "parallel_speedup" else {}
+    result = run(name, seed=11, mode="realtime", **options)
     s, m = result.summary, result.summary["metrics"]
     assert result.success, {k: s[k] for k in ("metrics", "run_end", "behaviour_errors")}
     if name == "conflict_storm":
