@@ -16,16 +16,20 @@ folds the records after it, in order, up to that time:
   (``_rollback``) puts it back;
 * **members, claims, tasks**: from the domain events (``agent_joined`` and
   ``agent_left``; ``region_claimed`` and ``region_released``; the task events and
-  approvals), with each member's colour given as the coordinator gives it (by the
-  order of joining).
+  approvals: a task requeued because its member left is anyone's again), with each
+  member's colour given as the coordinator gives it (by the order of joining); a
+  checkpoint of the session state (the coordinator's ``_checkpoint`` to ``tasks``)
+  keeps the tasks, and its rollback puts every one of them back (the task service
+  does so with no event per task).
 
 The result has the shape of ``Simulation.world_state()`` (what a snapshot keeps),
 plus the members' colours. What the fold cannot know is said in
 :attr:`World.notes` rather than guessed: a rollback to a checkpoint taken before
 the snapshot it started from, a run under a fault plan (a dropped or doubled
 letter breaks the pairing of calls and answers). The live view's scrubber uses it
-for stores it cannot re-execute (realtime runs), and the tests check it against
-the stores' own snapshots and against a re-execution.
+for stores it cannot re-execute (realtime runs), and ``tests/test_rebuild.py``
+checks it against the stores' own snapshots, against a re-execution, and against
+the world in memory after every call of random sessions.
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ class _Session:
     #: Checkpoints taken before the snapshot the fold started from: what they kept is
     #: not known.
     unknown: set[str] = field(default_factory=set)
-    #: The tasks as each checkpoint of the session state kept them (None: not known).
+    #: The tasks as each checkpoint of the session state kept them.
     task_checkpoints: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
