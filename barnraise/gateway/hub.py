@@ -26,8 +26,11 @@ The hub adds only what a network needs:
 * **Counters** of every refusal, by reason (:class:`Counters`).
 
 Threading: every method runs on the hub's loop thread, except the arrival
-listener, which the Client calls on its actor's thread and which only
-schedules :meth:`Hub._wake` on the loop.
+listener, which runs on whichever thread delivers to the agent's Client (its
+Clients are inline ones: a service's answer is recorded on the service's own
+thread, with no hop through a Client thread) and which only queues the agent
+for the loop: one ``call_soon_threadsafe`` wakes the loop for every agent heard
+from until it drains them (:meth:`Hub._drain`), not one per answer.
 """
 
 from __future__ import annotations
@@ -167,6 +170,10 @@ class Hub:
         self._slots: dict[str, AgentSlot] = {}
         self._by_token: dict[str, AgentSlot] = {}
         self._seen: dict[str, float] = {}  # message_id -> expires_at, for replay refusal
+        # Agents heard from, for the loop to serve (appended from any thread), and
+        # whether a drain is already scheduled on the loop.
+        self._woken: deque[AgentSlot] = deque()
+        self._drain_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -210,7 +217,7 @@ class Hub:
             while name in self.simulation.dispatcher.actors:
                 self._numbers += 1
                 name = f"{self._prefix}-{self._numbers}"
-        slot = AgentSlot(self.simulation.client(name))
+        slot = AgentSlot(self.simulation.client(name, inline=True))
         self._slots[slot.agent_id] = slot
         slot.client.on_arrival(self._listener(slot))
         return slot
@@ -324,8 +331,9 @@ class Hub:
                 args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         pending = slot.client.submit(tool, **args)
-        if pending.answered():
-            future.set_result(self._finish(slot, tool, pending.result(0.0)))
+        result = pending.poll()
+        if result is not None:
+            future.set_result(self._finish(slot, tool, result))
         else:
             slot.pending.append((pending, future, tool))
         return future
@@ -361,28 +369,44 @@ class Hub:
     # -- mail ---------------------------------------------------------------------------
 
     def _listener(self, slot: AgentSlot) -> Callable[[], None]:
+        woken = self._woken
+
         def heard() -> None:
-            # On the Client's actor thread: hand over to the loop, once per burst.
-            # The loop clears the flag before it drains, so nothing is missed.
+            # On the delivering thread (any service's): queue the agent for the loop,
+            # once per burst, and wake the loop once for all the agents queued. The
+            # loop clears each flag before it looks, so nothing is missed; two threads
+            # racing past a flag only queue or schedule twice, which is harmless.
             if slot.wake_scheduled or self._closed:
                 return
             slot.wake_scheduled = True
+            woken.append(slot)
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
             try:
-                self.loop.call_soon_threadsafe(self._wake, slot)
+                self.loop.call_soon_threadsafe(self._drain)
             except RuntimeError:  # the loop closed under us: the server is stopping
-                slot.wake_scheduled = False
+                self._drain_scheduled = False
 
         return heard
+
+    def _drain(self) -> None:
+        """On the loop: serve every agent heard from since the last drain."""
+        self._drain_scheduled = False
+        woken = self._woken
+        while woken:
+            self._wake(woken.popleft())
 
     def _wake(self, slot: AgentSlot) -> None:
         slot.wake_scheduled = False
         if slot.pending:
             waiting = []
             for pending, future, tool in slot.pending:
-                if not pending.answered():
+                result = pending.poll()
+                if result is None:
                     waiting.append((pending, future, tool))
                 elif not future.done():
-                    future.set_result(self._finish(slot, tool, pending.result(0.0)))
+                    future.set_result(self._finish(slot, tool, result))
             slot.pending = waiting
         arrived = slot.client.messages()
         if not arrived:
