@@ -135,6 +135,8 @@ class Client:
         """
         self._simulation.settle()
         actor = self._actor
+        if not actor.inbox:  # nothing yet (one look, no lock: what arrives next is next)
+            return []
         with actor.arrived:
             out = list(actor.inbox)
             actor.inbox.clear()
@@ -176,6 +178,12 @@ class PendingCall:
         pending = cls(None, None, "")
         pending._result = result
         return pending
+
+    @property
+    def known(self) -> dict[str, Any] | None:
+        """The result if it is already here without a look at the mailbox (a call refused
+        before it was sent, or one already read); None otherwise. Takes no lock."""
+        return self._result
 
     def poll(self) -> dict[str, Any] | None:
         """The answer if it is here, else None; never waits (one look under the lock)."""

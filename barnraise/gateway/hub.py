@@ -331,7 +331,9 @@ class Hub:
                 args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         pending = slot.client.submit(tool, **args)
-        result = pending.poll()
+        # Refused before it was sent, or already answered. An answer that is in the
+        # mailbox already has woken the loop, which drains after this: not looked for.
+        result = pending.known
         if result is not None:
             future.set_result(self._finish(slot, tool, result))
         else:
