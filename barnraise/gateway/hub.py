@@ -54,6 +54,9 @@ __all__ = ["AgentSlot", "Counters", "Hub", "Limits", "Refused"]
 
 #: Wall seconds a call may take on top of any wait its own arguments ask for.
 CALL_TIMEOUT: Final = 30.0
+#: Wall seconds between two looks for calls that have waited too long: a call is
+#: answered ``no_reply`` within this much after its wait has run out.
+SWEEP: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -83,11 +86,6 @@ def _fingerprint(tool: str, args: Mapping[str, Any]) -> bytes:
         return tool.encode() + b"\0" + _fingerprint_encoder.encode(args)
     except (TypeError, ValueError, msgspec.EncodeError):
         return tool.encode() + b"\0" + repr(sorted(args.items())).encode()
-
-
-def _expire(future: asyncio.Future[dict[str, Any]], tool: str, wait: float) -> None:
-    if not future.done():
-        future.set_result(fail("no_reply", f"no answer to {tool} within {wait:g} s"))
 
 
 class Counters:
@@ -131,7 +129,10 @@ class AgentSlot:
         # retry key -> (the call's fingerprint, its answer or the future of it)
         self.results: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()
         self.inflight: dict[str, tuple[bytes, asyncio.Future[dict[str, Any]]]] = {}
-        self.pending: list[tuple[PendingCall, asyncio.Future[dict[str, Any]], str]] = []
+        #: Calls under way: (the call, its future, the tool, the loop time by which it
+        #: is answered ``no_reply``, the wait that makes that time).
+        self.pending: list[tuple[PendingCall, asyncio.Future[dict[str, Any]], str, float,
+                                 float]] = []
         #: The attached connection's writer, and how to close that connection.
         self.sink: Callable[[int, Message], None] | None = None
         self.closer: Callable[[str], None] | None = None
@@ -174,6 +175,9 @@ class Hub:
         # whether a drain is already scheduled on the loop.
         self._woken: deque[AgentSlot] = deque()
         self._drain_scheduled = False
+        # Agents with calls under way, and the one timer that looks at their waits.
+        self._waiting: set[AgentSlot] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -192,9 +196,12 @@ class Hub:
     def close(self) -> None:
         """Detach every Client's listener and fail every waiting call (the world stays)."""
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for slot in self._slots.values():
             slot.client.on_arrival(None)
-            for _, future, _ in slot.pending:
+            for _, future, *_ in slot.pending:
                 if not future.done():
                     future.set_result(fail("no_reply", "the gateway is shutting down"))
             slot.pending.clear()
@@ -288,8 +295,10 @@ class Hub:
         """Start a call (or find the one it repeats); a future of its result dict.
 
         The future always gets a result: the answer, or ``no_reply`` once the
-        call has taken longer than the wait allowed for it. For a caller on the
-        loop that answers from a callback (no task per call: the WebSocket path).
+        call has taken longer than the wait allowed for it (:data:`CALL_TIMEOUT`
+        plus any wait its arguments ask for; noticed within :data:`SWEEP`). For a
+        caller on the loop that answers from a callback (no task per call: the
+        WebSocket path).
         """
         fingerprint = b""
         if call_id is not None:
@@ -305,10 +314,6 @@ class Hub:
                 self.counters.add("calls_answered_again")
                 return running[1]
         future = self._submit(slot, tool, dict(args))
-        if not future.done():
-            wait = CALL_TIMEOUT + self._tool_wait(args)
-            timer = self.loop.call_later(wait, _expire, future, tool, wait)
-            future.add_done_callback(lambda _f: timer.cancel())
         if call_id is not None:
             if future.done():
                 self._remember(slot, call_id, fingerprint, future)
@@ -337,8 +342,30 @@ class Hub:
         if result is not None:
             future.set_result(self._finish(slot, tool, result))
         else:
-            slot.pending.append((pending, future, tool))
+            # No timer per call (one cost as much as the rest of the hub's part of it):
+            # one sweep looks at every waiting agent's calls (see _sweep).
+            wait = CALL_TIMEOUT + self._tool_wait(args)
+            slot.pending.append((pending, future, tool, self.loop.time() + wait, wait))
+            self._waiting.add(slot)
+            if self._sweeper is None:
+                self._sweeper = self.loop.call_later(SWEEP, self._sweep)
         return future
+
+    def _sweep(self) -> None:
+        """Answer ``no_reply`` to the calls whose wait has run out. Such a call stays in
+        its agent's list, so that an answer that comes after all is still taken from
+        the Client's mailbox (and dropped)."""
+        self._sweeper = None
+        now = self.loop.time()
+        for slot in list(self._waiting):
+            if not slot.pending:
+                self._waiting.discard(slot)
+                continue
+            for _, future, tool, deadline, wait in slot.pending:
+                if now >= deadline and not future.done():
+                    future.set_result(fail("no_reply", f"no answer to {tool} within {wait:g} s"))
+        if self._waiting and not self._closed:
+            self._sweeper = self.loop.call_later(SWEEP, self._sweep)
 
     def _remember(self, slot: AgentSlot, call_id: str, fingerprint: bytes,
                   future: asyncio.Future[dict[str, Any]]) -> None:
@@ -403,10 +430,11 @@ class Hub:
         slot.wake_scheduled = False
         if slot.pending:
             waiting = []
-            for pending, future, tool in slot.pending:
+            for entry in slot.pending:
+                pending, future, tool = entry[0], entry[1], entry[2]
                 result = pending.poll()
                 if result is None:
-                    waiting.append((pending, future, tool))
+                    waiting.append(entry)
                 elif not future.done():
                     future.set_result(self._finish(slot, tool, result))
             slot.pending = waiting
