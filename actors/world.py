@@ -357,9 +357,10 @@ class Simulation:
 
         ``inline``: what reaches the client is recorded on the thread that sends it
         (realtime mode; :class:`actors.client.InlineClientActor`) rather than on the
-        client actor's own thread: for a driver that hears of arrivals through
-        :meth:`Client.on_arrival` (the gateway's event loop), one thread hop less
-        a call. A thread blocked in :meth:`Client.call` gains nothing from it.
+        client actor's own thread: one thread hop less a call, for a driver that
+        hears of arrivals through :meth:`Client.on_arrival` (the gateway's event
+        loop) or waits in :meth:`Client.call` alike. Off by default: the sender
+        then runs the client's listener, so that must stay short.
         """
         agent_id = name or f"agent-{next(self._client_ids)}"
         actor = self.dispatcher.spawn(InlineClientActor if inline else ClientActor, agent_id)
