@@ -119,6 +119,10 @@ class InlineMailbox(PriorityMailbox):
             return True
         return super().offer(payload, priority, bounded=bounded)
 
+    def __len__(self) -> int:
+        """Letters waiting: those kept while the run is held, and pykka's envelopes."""
+        return super().__len__() + len(self._kept)
+
     @staticmethod
     def _handle(owner: InlineClientActor, item: tuple[Message, bytes] | Timer) -> None:
         if isinstance(item, Timer):

@@ -52,9 +52,11 @@ def test_a_held_run_keeps_an_inline_clients_letters_in_order_until_it_resumes() 
                                                         {"n": n}))
             assert report.statuses == {"remote-1": DELIVERED}
         assert client.messages() == []  # held: kept, not recorded
+        assert len(client._actor.actor_inbox) == 3  # and shown as waiting
         assert dispatcher.in_flight() == 3  # and a held run never looks idle
         dispatcher.resume()  # the WAKE that resume offers hands them over
         assert [m.content["n"] for m in client.messages()] == [0, 1, 2]
+        assert len(client._actor.actor_inbox) == 0
         assert dispatcher.wait_idle(timeout=WAIT, settle=0.05)
         # Kept while held, then the next letter after a resume goes after them.
         dispatcher.pause()
