@@ -4,6 +4,13 @@ It is an ordinary actor, so replies, events and direct messages reach it like
 any agent; what arrives is kept for the thread that drives the client
 (``actors.world.Client``): replies by correlation id, everything else in
 arrival order. Both collections are safe to read from another thread.
+
+:class:`InlineClientActor` is the same mailbox for a driver that is not a waiting
+thread (the gateway's event loop, told by ``listener``): its letters are
+recorded on the thread that sends them (:class:`InlineMailbox`), so a service's
+answer reaches the listener without a hop through the actor's own thread and
+the scheduling that costs. The actor's thread still serves pykka's envelopes
+(a stop, a read).
 """
 
 from __future__ import annotations
@@ -11,11 +18,14 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from actors.base import A2AActor
+from sim.dispatch.values import WAKE, Timer
+from sim.mailbox import PriorityMailbox
 from sim.messages import Message
 
-__all__ = ["ClientActor"]
+__all__ = ["ClientActor", "InlineClientActor", "InlineMailbox"]
 
 
 class ClientActor(A2AActor):
@@ -59,3 +69,84 @@ class ClientActor(A2AActor):
     def take_reply(self, correlation_id: str) -> Message | None:
         with self.arrived:
             return self.replies.pop(correlation_id, None)
+
+
+class InlineMailbox(PriorityMailbox):
+    """A mailbox whose letters are handled by the thread that sends them.
+
+    The realtime dispatcher counts a letter offered, then calls :meth:`accept`
+    (``inline`` is True), which runs the dispatcher's one delivery step for it
+    right there, as the actor's own loop would: the trace record, the dead
+    letter for a stopped actor, ``delivered`` and ``handled``. One lock (a
+    reentrant one: a fault's timer may route a letter to the same actor)
+    serialises the senders, so letters are recorded one at a time, each
+    sender's in its order. While the run is held (``dispatcher.holding``)
+    letters are kept in order and handled first by the next letter after it
+    resumes, or by the ``WAKE`` that ``resume`` offers every actor. pykka's own
+    envelopes (stop, proxy calls) still go to the actor's thread.
+    """
+
+    __slots__ = ("_kept", "_lock", "owner")
+
+    inline = True
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self._kept: deque[Any] = deque()
+        self._lock = threading.RLock()
+        self.owner: InlineClientActor | None = None
+
+    def accept(self, item: tuple[Message, bytes] | Timer) -> None:
+        """Handle ``item`` (a letter or a timer) now, on this thread (or keep it, held)."""
+        owner = self.owner
+        assert owner is not None, "an InlineMailbox belongs to an InlineClientActor"
+        with self._lock:
+            if owner.dispatcher.holding:
+                self._kept.append(item)
+                return
+            kept = self._kept
+            while kept:
+                self._handle(owner, kept.popleft())
+            self._handle(owner, item)
+
+    def offer(self, payload: Any, priority: int, *, bounded: bool = True) -> bool:
+        if payload is WAKE:  # the run resumed: what was kept meanwhile goes now
+            owner = self.owner
+            if owner is not None:
+                with self._lock:
+                    while self._kept and not owner.dispatcher.holding:
+                        self._handle(owner, self._kept.popleft())
+            return True
+        return super().offer(payload, priority, bounded=bounded)
+
+    def __len__(self) -> int:
+        """Letters waiting: those kept while the run is held, and pykka's envelopes."""
+        return super().__len__() + len(self._kept)
+
+    @staticmethod
+    def _handle(owner: InlineClientActor, item: tuple[Message, bytes] | Timer) -> None:
+        if isinstance(item, Timer):
+            owner._timer_letter(item)  # counts itself handled
+            return
+        message, encoded = item
+        dispatcher = owner.dispatcher
+        try:
+            dispatcher.deliver(owner, message, encoded, dispatcher.clock.now)
+        except Exception as exc:  # a bug in the step itself must not reach the sender
+            dispatcher.report_error(owner.name, message.message_type, exc)
+        finally:
+            owner.handled += 1
+
+
+class InlineClientActor(ClientActor):
+    """A :class:`ClientActor` whose letters are recorded on the sending thread."""
+
+    actor_inbox: InlineMailbox
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.actor_inbox.owner = self
+
+    @staticmethod
+    def _create_actor_inbox() -> InlineMailbox:
+        return InlineMailbox(100_000)

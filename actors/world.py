@@ -37,7 +37,7 @@ import pykka
 from pykka.messages import ProxyCall
 
 from actors.base import A2AActor
-from actors.client import ClientActor
+from actors.client import ClientActor, InlineClientActor
 from actors.coordination import CoordinationService
 from actors.coordinator import Coordinator
 from actors.regions import RegionManager
@@ -135,6 +135,8 @@ class Client:
         """
         self._simulation.settle()
         actor = self._actor
+        if not actor.inbox:  # nothing yet (one look, no lock: what arrives next is next)
+            return []
         with actor.arrived:
             out = list(actor.inbox)
             actor.inbox.clear()
@@ -176,6 +178,25 @@ class PendingCall:
         pending = cls(None, None, "")
         pending._result = result
         return pending
+
+    @property
+    def known(self) -> dict[str, Any] | None:
+        """The result if it is already here without a look at the mailbox (a call refused
+        before it was sent, or one already read); None otherwise. Takes no lock."""
+        return self._result
+
+    def poll(self) -> dict[str, Any] | None:
+        """The answer if it is here, else None; never waits (one look under the lock)."""
+        if self._result is not None:
+            return self._result
+        assert self._client is not None and self._tool is not None
+        reply = self._client._actor.take_reply(self._correlation_id)
+        if reply is None:
+            return None
+        self._result = dict(reply.content)
+        client = self._client
+        client.session_id = bound_session_after(self._tool.name, self._result, client.session_id)
+        return self._result
 
     def answered(self) -> bool:
         """True once the answer is here, so :meth:`result` returns without waiting."""
@@ -331,10 +352,18 @@ class Simulation:
         """Every tool with its JSON input schema."""
         return [tool.to_dict() for tool in TOOLS.values()]
 
-    def client(self, name: str | None = None) -> Client:
-        """A new outside participant; ``name`` is its agent id (made up if omitted)."""
+    def client(self, name: str | None = None, *, inline: bool = False) -> Client:
+        """A new outside participant; ``name`` is its agent id (made up if omitted).
+
+        ``inline``: what reaches the client is recorded on the thread that sends it
+        (realtime mode; :class:`actors.client.InlineClientActor`) rather than on the
+        client actor's own thread: one thread hop less a call, for a driver that
+        hears of arrivals through :meth:`Client.on_arrival` (the gateway's event
+        loop) or waits in :meth:`Client.call` alike. Off by default: the sender
+        then runs the client's listener, so that must stay short.
+        """
         agent_id = name or f"agent-{next(self._client_ids)}"
-        actor = self.dispatcher.spawn(ClientActor, agent_id)
+        actor = self.dispatcher.spawn(InlineClientActor if inline else ClientActor, agent_id)
         if self.store is not None:
             self.store.outside.add(agent_id)
         client = Client(self, actor)

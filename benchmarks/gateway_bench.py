@@ -17,12 +17,16 @@
 Servers run on threads of this process; the load generator
 (:mod:`benchmarks.gateway_load`) runs as a separate process, so its framing
 and JSON do not share a GIL with the server. Medians of ``repeats`` runs.
+barnraise's server runs as ``barnraise serve`` runs it, its heap frozen as it
+starts (``GatewayServer(freeze_heap=True)``); the echo server and ``world_only``
+run with the heap frozen the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import pathlib
 import subprocess
@@ -48,6 +52,18 @@ def _load(*args: str) -> dict[str, Any]:
     # per call, setup (joins, claims) included: an upper bound, close for long runs
     result["server_cpu_us_per_call"] = round(1e6 * cpu / max(1, result["calls"]), 1)
     return result
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """The heap as ``GatewayServer(freeze_heap=True)`` (barnraise serve) leaves it, for the
+    baselines: what exists is out of the collector's full walks while they run."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def bench_world_only(clients: int = 100, calls: int = 200) -> dict[str, Any]:
@@ -82,12 +98,13 @@ def bench_world_only(clients: int = 100, calls: int = 200) -> dict[str, Any]:
                 latencies.extend(mine)
 
         threads = [threading.Thread(target=work, args=a) for a in agents]
-        cpu, wall = time.process_time(), time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(600)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        with _frozen_heap():
+            cpu, wall = time.process_time(), time.perf_counter()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(600)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     ordered = sorted(latencies)
     return {"calls": len(ordered), "calls_per_s": round(len(ordered) / wall, 1),
             "p50_ms": round(1000 * ordered[len(ordered) // 2], 3),
@@ -108,7 +125,8 @@ def _barnraise(time_scale: float = 1.0) -> Iterator[Any]:
     from barnraise.gateway.server import Gateway, GatewayServer
 
     world = HostedWorld(time_scale=time_scale, max_agents=10_000)
-    server = GatewayServer(Gateway(world), "127.0.0.1", 0)
+    # As barnraise serve runs it: the heap frozen as it starts (GatewayServer's freeze_heap).
+    server = GatewayServer(Gateway(world), "127.0.0.1", 0, freeze_heap=True)
     server.start()
     try:
         yield server
@@ -142,7 +160,8 @@ def _echo_server() -> Iterator[int]:
     thread.start()
     ready.wait(10)
     try:
-        yield port[0]
+        with _frozen_heap():
+            yield port[0]
     finally:
         loop.call_soon_threadsafe(stop[0].set_result, None)
         thread.join(10)

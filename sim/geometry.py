@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -477,7 +478,9 @@ def free_rectangles(occupied: ArrayLike, origin: tuple[int, int] = (0, 0)) -> li
     pairwise disjoint and their union is exactly the free cells. They come from
     merging each row's free runs with identical runs directly below, so a
     region carved by a few rectangular claims yields a few rectangles. Ordered
-    by ``(y, x)``. Fully vectorised; Python work is one step per output rectangle.
+    by ``(y, x)``. A small mask (at most :data:`SMALL_MASK` cells: a region query's)
+    is scanned row by row (:func:`_free_rectangles_scan`); a larger one is fully
+    vectorised (:func:`_free_rectangles_numpy`). Both give the same list.
     """
     mask = _as_mask(occupied, "occupied")
     ox, oy = _as_point(origin, "origin")
@@ -486,6 +489,46 @@ def free_rectangles(occupied: ArrayLike, origin: tuple[int, int] = (0, 0)) -> li
     rows, cols = mask.shape
     if rows == 0 or cols == 0:
         return []
+    if rows * cols <= SMALL_MASK:
+        return _free_rectangles_scan(mask, ox, oy)
+    return _free_rectangles_numpy(mask, ox, oy)
+
+
+#: Cells up to which :func:`free_rectangles` scans rows in Python: for a region query's
+#: mask (16 x 16 with one claim in it: about 20 us against 40-60) the dozen array
+#: operations of the vectorised form cost more than a regular-expression pass over
+#: each row; the two meet near 48 x 48.
+SMALL_MASK = 1024
+_FREE_RUN = re.compile(rb"\x00+")
+
+
+def _free_rectangles_scan(mask: NDArray[np.bool_], ox: int, oy: int) -> list[Rect]:
+    """:func:`free_rectangles` by rows: a run of free cells that repeats, same start
+    and end, on the row below extends its rectangle; any other run starts one."""
+    rows, cols = mask.shape
+    cells = np.ascontiguousarray(mask).tobytes()  # one byte a cell, 0 when free
+    runs = _FREE_RUN.finditer
+    found: list[tuple[int, int, int, int]] = []  # (y, x, width, height)
+    growing: dict[tuple[int, int], int] = {}  # (start, end) of a run -> its first row
+    for row in range(rows):
+        base = row * cols
+        here: dict[tuple[int, int], int] = {}
+        for run in runs(cells, base, base + cols):
+            start, end = run.span()
+            key = (start - base, end - base)
+            here[key] = growing.pop(key, row)
+        for (start, end), top in growing.items():  # runs that stopped on the row above
+            found.append((top, start, end - start, row - top))
+        growing = here
+    for (start, end), top in growing.items():
+        found.append((top, start, end - start, rows - top))
+    found.sort()
+    return [Rect(ox + x, oy + y, w, h) for y, x, w, h in found]
+
+
+def _free_rectangles_numpy(mask: NDArray[np.bool_], ox: int, oy: int) -> list[Rect]:
+    """:func:`free_rectangles`, fully vectorised: Python work is one step per rectangle."""
+    rows, cols = mask.shape
     padded = np.zeros((rows, cols + 2), dtype=np.int8)
     padded[:, 1:-1] = ~mask
     edges = np.diff(padded, axis=1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from queue import SimpleQueue
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 __all__ = ["DEFAULT_CAPACITY", "PriorityMailbox"]
 
@@ -34,6 +34,10 @@ class PriorityMailbox:
     """Thread-safe for many senders and one reader; bounded (approximately, see offer)."""
 
     __slots__ = ("_levels", "_tokens", "capacity")
+
+    #: True for a mailbox whose letters the sending thread hands over through
+    #: ``accept`` (``actors.client.InlineMailbox``): the realtime dispatcher asks.
+    inline: ClassVar[bool] = False
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity

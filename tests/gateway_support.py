@@ -18,11 +18,12 @@ from barnraise.gateway.server import Gateway, GatewayServer
 
 @contextlib.contextmanager
 def served(*, time_scale: float = 20.0, limits: Limits | None = None,
-           **world: Any) -> Iterator[GatewayServer]:
+           freeze_heap: bool = False, **world: Any) -> Iterator[GatewayServer]:
     """A hosted world behind a gateway on 127.0.0.1 and a free port; all stopped after."""
     hosted = HostedWorld(time_scale=time_scale, **world)
     try:
-        server = GatewayServer(Gateway(hosted, limits=limits), "127.0.0.1", 0)
+        server = GatewayServer(Gateway(hosted, limits=limits), "127.0.0.1", 0,
+                               freeze_heap=freeze_heap)
         server.start()
         try:
             yield server

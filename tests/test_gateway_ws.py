@@ -423,3 +423,26 @@ def test_connections_that_never_join_leave_no_agent_behind() -> None:
         run(scenario())
         assert counters(server)["guests_released"] == 4
         assert [slot.session_id for slot in hub.slots.values()] == [session]
+
+
+def test_a_frozen_heap_serves_as_before_and_is_given_back_on_stop() -> None:
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    with served(freeze_heap=True) as server:
+        # Everything that existed when it started is out of the collector's walk.
+        assert gc.get_freeze_count() > 10_000
+        hub = server.gateway.hub
+
+        async def scenario() -> None:
+            peer, result = await joined(server, "Frozen")
+            assert result["token"]
+            region = {"x": 0, "y": 0, "width": 4, "height": 4}
+            answer = await peer.ask("region_query", {"region": region})
+            assert answer["result"]["success"], answer
+            await peer.ws.close()
+
+        run(scenario())
+        # The agent it served is kept for its return, as without the freeze.
+        assert [slot.token is not None for slot in hub.slots.values()] == [True]
+    assert gc.get_freeze_count() == 0  # stop() unfroze it

@@ -411,6 +411,25 @@ def test_free_rectangles_trivial_cases() -> None:
     assert free_rectangles([[0, 1, 0]]) == [Rect(0, 0, 1, 1), Rect(2, 0, 1, 1)]
 
 
+@settings(max_examples=300, deadline=None)
+@given(hnp.arrays(np.bool_, st.tuples(st.integers(1, 20), st.integers(1, 20))),
+       st.integers(0, 50), st.integers(0, 50), st.booleans())
+def test_free_rectangles_by_rows_and_vectorised_agree(mask: np.ndarray, ox: int, oy: int,
+                                                     strided: bool) -> None:
+    from sim.geometry import _free_rectangles_numpy, _free_rectangles_scan
+
+    if strided:  # a region of a larger grid is a view, not a contiguous array
+        grid = np.ones((mask.shape[0] + 2, 2 * mask.shape[1] + 3), dtype=bool)
+        grid[1:-1, 3::2] = mask
+        mask = grid[1:-1, 3::2]
+    scanned = _free_rectangles_scan(mask, ox, oy)
+    assert scanned == _free_rectangles_numpy(mask, ox, oy)
+    covered = np.zeros(mask.shape, dtype=int)
+    for r in scanned:
+        covered[r.y - oy:r.y - oy + r.height, r.x - ox:r.x - ox + r.width] += 1
+    assert (covered == ~mask).all()  # disjoint, and exactly the free cells
+
+
 def test_free_rectangles_errors() -> None:
     with pytest.raises(ValueError, match="occupied must be a 2-D array"):
         free_rectangles(np.zeros(5))

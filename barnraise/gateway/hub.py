@@ -26,8 +26,11 @@ The hub adds only what a network needs:
 * **Counters** of every refusal, by reason (:class:`Counters`).
 
 Threading: every method runs on the hub's loop thread, except the arrival
-listener, which the Client calls on its actor's thread and which only
-schedules :meth:`Hub._wake` on the loop.
+listener, which runs on whichever thread delivers to the agent's Client (its
+Clients are inline ones: a service's answer is recorded on the service's own
+thread, with no hop through a Client thread) and which only queues the agent
+for the loop: one ``call_soon_threadsafe`` wakes the loop for every agent heard
+from until it drains them (:meth:`Hub._drain`), not one per answer.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ __all__ = ["AgentSlot", "Counters", "Hub", "Limits", "Refused"]
 
 #: Wall seconds a call may take on top of any wait its own arguments ask for.
 CALL_TIMEOUT: Final = 30.0
+#: Wall seconds between two looks for calls that have waited too long: a call is
+#: answered ``no_reply`` within this much after its wait has run out.
+SWEEP: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -80,11 +86,6 @@ def _fingerprint(tool: str, args: Mapping[str, Any]) -> bytes:
         return tool.encode() + b"\0" + _fingerprint_encoder.encode(args)
     except (TypeError, ValueError, msgspec.EncodeError):
         return tool.encode() + b"\0" + repr(sorted(args.items())).encode()
-
-
-def _expire(future: asyncio.Future[dict[str, Any]], tool: str, wait: float) -> None:
-    if not future.done():
-        future.set_result(fail("no_reply", f"no answer to {tool} within {wait:g} s"))
 
 
 class Counters:
@@ -128,7 +129,10 @@ class AgentSlot:
         # retry key -> (the call's fingerprint, its answer or the future of it)
         self.results: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()
         self.inflight: dict[str, tuple[bytes, asyncio.Future[dict[str, Any]]]] = {}
-        self.pending: list[tuple[PendingCall, asyncio.Future[dict[str, Any]], str]] = []
+        #: Calls under way: (the call, its future, the tool, the loop time by which it
+        #: is answered ``no_reply``, the wait that makes that time).
+        self.pending: list[tuple[PendingCall, asyncio.Future[dict[str, Any]], str, float,
+                                 float]] = []
         #: The attached connection's writer, and how to close that connection.
         self.sink: Callable[[int, Message], None] | None = None
         self.closer: Callable[[str], None] | None = None
@@ -167,6 +171,13 @@ class Hub:
         self._slots: dict[str, AgentSlot] = {}
         self._by_token: dict[str, AgentSlot] = {}
         self._seen: dict[str, float] = {}  # message_id -> expires_at, for replay refusal
+        # Agents heard from, for the loop to serve (appended from any thread), and
+        # whether a drain is already scheduled on the loop.
+        self._woken: deque[AgentSlot] = deque()
+        self._drain_scheduled = False
+        # Agents with calls under way, and the one timer that looks at their waits.
+        self._waiting: set[AgentSlot] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -185,9 +196,12 @@ class Hub:
     def close(self) -> None:
         """Detach every Client's listener and fail every waiting call (the world stays)."""
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for slot in self._slots.values():
             slot.client.on_arrival(None)
-            for _, future, _ in slot.pending:
+            for _, future, *_ in slot.pending:
                 if not future.done():
                     future.set_result(fail("no_reply", "the gateway is shutting down"))
             slot.pending.clear()
@@ -210,7 +224,7 @@ class Hub:
             while name in self.simulation.dispatcher.actors:
                 self._numbers += 1
                 name = f"{self._prefix}-{self._numbers}"
-        slot = AgentSlot(self.simulation.client(name))
+        slot = AgentSlot(self.simulation.client(name, inline=True))
         self._slots[slot.agent_id] = slot
         slot.client.on_arrival(self._listener(slot))
         return slot
@@ -281,8 +295,10 @@ class Hub:
         """Start a call (or find the one it repeats); a future of its result dict.
 
         The future always gets a result: the answer, or ``no_reply`` once the
-        call has taken longer than the wait allowed for it. For a caller on the
-        loop that answers from a callback (no task per call: the WebSocket path).
+        call has taken longer than the wait allowed for it (:data:`CALL_TIMEOUT`
+        plus any wait its arguments ask for; noticed within :data:`SWEEP`). For a
+        caller on the loop that answers from a callback (no task per call: the
+        WebSocket path).
         """
         fingerprint = b""
         if call_id is not None:
@@ -298,10 +314,6 @@ class Hub:
                 self.counters.add("calls_answered_again")
                 return running[1]
         future = self._submit(slot, tool, dict(args))
-        if not future.done():
-            wait = CALL_TIMEOUT + self._tool_wait(args)
-            timer = self.loop.call_later(wait, _expire, future, tool, wait)
-            future.add_done_callback(lambda _f: timer.cancel())
         if call_id is not None:
             if future.done():
                 self._remember(slot, call_id, fingerprint, future)
@@ -324,11 +336,36 @@ class Hub:
                 args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         pending = slot.client.submit(tool, **args)
-        if pending.answered():
-            future.set_result(self._finish(slot, tool, pending.result(0.0)))
+        # Refused before it was sent, or already answered. An answer that is in the
+        # mailbox already has woken the loop, which drains after this: not looked for.
+        result = pending.known
+        if result is not None:
+            future.set_result(self._finish(slot, tool, result))
         else:
-            slot.pending.append((pending, future, tool))
+            # No timer per call (one cost as much as the rest of the hub's part of it):
+            # one sweep looks at every waiting agent's calls (see _sweep).
+            wait = CALL_TIMEOUT + self._tool_wait(args)
+            slot.pending.append((pending, future, tool, self.loop.time() + wait, wait))
+            self._waiting.add(slot)
+            if self._sweeper is None:
+                self._sweeper = self.loop.call_later(SWEEP, self._sweep)
         return future
+
+    def _sweep(self) -> None:
+        """Answer ``no_reply`` to the calls whose wait has run out. Such a call stays in
+        its agent's list, so that an answer that comes after all is still taken from
+        the Client's mailbox (and dropped)."""
+        self._sweeper = None
+        now = self.loop.time()
+        for slot in list(self._waiting):
+            if not slot.pending:
+                self._waiting.discard(slot)
+                continue
+            for _, future, tool, deadline, wait in slot.pending:
+                if now >= deadline and not future.done():
+                    future.set_result(fail("no_reply", f"no answer to {tool} within {wait:g} s"))
+        if self._waiting and not self._closed:
+            self._sweeper = self.loop.call_later(SWEEP, self._sweep)
 
     def _remember(self, slot: AgentSlot, call_id: str, fingerprint: bytes,
                   future: asyncio.Future[dict[str, Any]]) -> None:
@@ -361,28 +398,45 @@ class Hub:
     # -- mail ---------------------------------------------------------------------------
 
     def _listener(self, slot: AgentSlot) -> Callable[[], None]:
+        woken = self._woken
+
         def heard() -> None:
-            # On the Client's actor thread: hand over to the loop, once per burst.
-            # The loop clears the flag before it drains, so nothing is missed.
+            # On the delivering thread (any service's): queue the agent for the loop,
+            # once per burst, and wake the loop once for all the agents queued. The
+            # loop clears each flag before it looks, so nothing is missed; two threads
+            # racing past a flag only queue or schedule twice, which is harmless.
             if slot.wake_scheduled or self._closed:
                 return
             slot.wake_scheduled = True
+            woken.append(slot)
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
             try:
-                self.loop.call_soon_threadsafe(self._wake, slot)
+                self.loop.call_soon_threadsafe(self._drain)
             except RuntimeError:  # the loop closed under us: the server is stopping
-                slot.wake_scheduled = False
+                self._drain_scheduled = False
 
         return heard
+
+    def _drain(self) -> None:
+        """On the loop: serve every agent heard from since the last drain."""
+        self._drain_scheduled = False
+        woken = self._woken
+        while woken:
+            self._wake(woken.popleft())
 
     def _wake(self, slot: AgentSlot) -> None:
         slot.wake_scheduled = False
         if slot.pending:
             waiting = []
-            for pending, future, tool in slot.pending:
-                if not pending.answered():
-                    waiting.append((pending, future, tool))
+            for entry in slot.pending:
+                pending, future, tool = entry[0], entry[1], entry[2]
+                result = pending.poll()
+                if result is None:
+                    waiting.append(entry)
                 elif not future.done():
-                    future.set_result(self._finish(slot, tool, pending.result(0.0)))
+                    future.set_result(self._finish(slot, tool, result))
             slot.pending = waiting
         arrived = slot.client.messages()
         if not arrived:

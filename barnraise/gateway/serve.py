@@ -38,7 +38,9 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
     try:
         gateway = Gateway(world, allowed_origins=allowed_origins)
         ViewSurface(watcher, gateway)
-        server = GatewayServer(gateway, host, port)
+        # One gateway for the process's life: the heap built so far is frozen (see
+        # GatewayServer), so full collections walk only what serving adds.
+        server = GatewayServer(gateway, host, port, freeze_heap=True)
         server.run(on_ready=lambda url: print(url, flush=True))
     finally:
         watcher.close()

@@ -4,6 +4,10 @@ Each message is offered straight into the recipient's mailbox; the actor's
 thread takes it out and runs the same delivery step as the deterministic loop
 (:meth:`~sim.dispatch.core.Dispatcher.deliver`). One timer thread serves every
 timer and sleep. Time is wall time times ``time_scale``.
+
+An actor whose mailbox is ``inline`` (a gateway's Client: ``actors.client.InlineMailbox``)
+has its letters handed over through the mailbox's ``accept`` on the sending thread
+instead: no hop through a thread of its own for a reply to an outside caller.
 """
 
 from __future__ import annotations
@@ -259,7 +263,14 @@ class RealtimeDispatcher(Dispatcher):
         if name in self._offline:
             self.dead_letter(message, "offline", name)
             return OFFLINE
-        if not endpoint.actor_inbox.offer((message, encoded), message.priority):
+        inbox = endpoint.actor_inbox
+        if inbox.inline:
+            # Handled on this thread (a gateway's Client): counted offered first, so that
+            # in_flight never sees it handled before it was offered.
+            self._offered.add()
+            inbox.accept((message, encoded))
+            return DELIVERED
+        if not inbox.offer((message, encoded), message.priority):
             self.dead_letter(message, "mailbox_full", name)
             return DROPPED
         self._offered.add()
@@ -279,9 +290,15 @@ class RealtimeDispatcher(Dispatcher):
     def _fire(self, timer: Timer) -> None:
         target = timer.target
         if not target.stopped:
-            target.actor_inbox.offer(timer, timer.priority, bounded=False)
-            if not timer.daemon:
-                self._offered.add()
+            inbox = target.actor_inbox
+            if inbox.inline:
+                if not timer.daemon:
+                    self._offered.add()
+                inbox.accept(timer)
+            else:
+                inbox.offer(timer, timer.priority, bounded=False)
+                if not timer.daemon:
+                    self._offered.add()
         # Count the timer done only after its letter is in a mailbox, so the
         # idle check never sees a moment with neither.
         self._timers.fired(timer)
