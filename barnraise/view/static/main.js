@@ -251,7 +251,6 @@ let panelTimer = null;
 function kick() {
   if (!frameAsked) { frameAsked = true; requestAnimationFrame(animate); }
 }
-view.kick = kick;
 
 // One panel at most per frame, each at most every PANEL_PERIOD: a thousand agents and
 // a burst of events drawn in the same frame made frames of 50-90 ms.
@@ -261,7 +260,6 @@ const panels = [
   { part: chart, last: -1e9, draw: () => chart.draw() },
 ];
 let nextPanel = 0;
-view.panels = () => panels.map((p) => ({ dirty: p.part.dirty, last: p.last }));
 
 function animate(now) {
   frameAsked = false;
