@@ -63,7 +63,6 @@ _REQUEUED_FROM: Final = frozenset({"in_progress", "failed"})
 
 @dataclass
 class _Session:
-    grid: int | None = None
     canvas: NDArray[np.uint8] | None = None
     members: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # name, role, colour
     joined: int = 0
@@ -157,7 +156,6 @@ def _from_snapshot(world: dict[str, Any], seq: int, pairing: Pairing) -> dict[st
         if part.get("canvas") is not None:
             s.canvas = np.frombuffer(part["canvas"], dtype=np.uint8).reshape(
                 part["shape"]).copy()
-            s.grid = int(part["shape"][0])
         joined = [agent for at, agent in pairing.joins.get(sid, ()) if at < seq]
         index = {agent: i for i, agent in enumerate(joined)}  # the last join of each
         for aid, name, role in part.get("members", []):
@@ -221,7 +219,6 @@ class _Fold:
             info = content["session"]
             grid = int(info.get("grid_size", 0))
             made = self.sessions.setdefault(info["session_id"], _Session())
-            made.grid = grid
             if made.canvas is None:
                 made.canvas = np.zeros((grid, grid), dtype=np.uint8)
         elif op == "_session_closed":

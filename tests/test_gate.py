@@ -10,7 +10,7 @@ import pytest
 
 from actors.world import Simulation
 from barnraise.runner import check_request, run_request
-from sim.dispatch import DeterministicDispatcher, Gate
+from sim.dispatch import DeterministicDispatcher, Gate, GateAborted
 
 PARAMS = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}
 
@@ -132,6 +132,47 @@ def test_bad_requests_are_refused_and_a_closed_gate_lets_everything_through() ->
         assert np.count_nonzero(view.canvas) == 0
         detach()
         assert dispatcher.gate is None
+
+
+def test_wait_held_sees_the_loop_stand_and_abort_ends_the_run_where_it_stands() -> None:
+    """wait_held is True only once the loop stands held (never for a hold it has left);
+    abort raises GateAborted in the run's thread at its next entry, and the run stops."""
+    gate = Gate(paused=True)
+    outcome: dict[str, object] = {}
+    seen: dict[str, object] = {}
+
+    def watch(simu: Simulation) -> Callable[[], None]:
+        dispatcher = simu.dispatcher
+        assert isinstance(dispatcher, DeterministicDispatcher)
+        detach = dispatcher.attach_gate(gate)
+        seen["dispatcher"] = dispatcher
+        return detach
+
+    def run() -> None:
+        try:
+            run_request(check_request("kernel_build", seed=3, **PARAMS), watch=watch)
+        except GateAborted as exc:
+            outcome["aborted"] = str(exc)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        assert gate.wait_held(20)  # held before the first step
+        dispatcher = seen["dispatcher"]
+        assert isinstance(dispatcher, DeterministicDispatcher)
+        gate.step_time(1.0)  # let go: the stale hold is not seen again
+        assert gate.wait_held(20) and gate.at == 1.0
+        now = dispatcher.clock.now
+        gate.abort()
+        thread.join(20)
+        assert not thread.is_alive()
+        assert outcome == {"aborted": "the run was ended at its gate"}, outcome
+        assert dispatcher.clock.now == now <= 1.0  # no later entry ran after the abort
+    finally:
+        gate.close()
+        thread.join(20)
 
 
 def test_a_wall_clock_freezes_thaws_and_rescales_without_a_jump() -> None:
