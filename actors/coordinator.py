@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from actors.service import Call, Member, SessionInfo, SessionService
 from sim.messages import MESSAGE_TYPES, Message
@@ -32,6 +32,9 @@ from sim.views import (
     json_copy,
     member_colour,
 )
+
+if TYPE_CHECKING:
+    from sim.restore import SessionImage
 
 __all__ = ["RECENT_EVENTS", "Coordinator"]
 
@@ -183,6 +186,26 @@ class Coordinator(SessionService):
                   coordination_mode=info.coordination_mode, grid_size=info.grid_size,
                   state={"agents_count": 0, "regions_claimed": 0, "tasks_pending": 0,
                          "progress_percent": 0.0})
+
+    def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
+        """A resumed session: its owner, granted roles and members as they were, a new
+        invite token (the log keeps only stand-ins; the host's code is given the new one
+        by ``Simulation.restore``); role tokens handed out before are void."""
+        info = self.sessions[image.session_id]
+        self._serial = max(self._serial, serials["coordinator"])
+        stand_in = f"join_resumed_{len(self._state) + 1}"
+        token = f"join_{secrets.token_urlsafe(18)}"
+        self.dispatcher.trace.redact(token, stand_in)
+        self._state[info.session_id] = _Session(
+            info, token, info.config["private"], owner=image.owner,
+            granted_roles=frozenset(image.granted_roles), joined=image.joined)
+        for member in self.members[info.session_id].values():
+            self.dispatcher.set_session(member.agent_id, info.session_id)
+        if info.config["checkpoint_interval"] > 0:
+            session_id = info.session_id
+            self._state[session_id].stop_autosave = self.dispatcher.call_every(
+                info.config["checkpoint_interval"], self,
+                lambda: self._start_autosave(session_id))
 
     def _drop_session(self, session_id: str) -> None:
         self._state.pop(session_id, None)

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import numpy as np
@@ -65,6 +65,9 @@ from sim.views import (
     StoredCheckpoint,
     frozen_copy,
 )
+
+if TYPE_CHECKING:
+    from sim.restore import SessionImage
 
 __all__ = ["SEQUENTIAL_IDLE", "ClaimIndex", "RegionManager"]
 
@@ -328,6 +331,30 @@ class RegionManager(SessionService):
     def on_session(self, info: SessionInfo) -> None:
         size = info.grid_size
         self.worlds[info.session_id] = _World(info, TileCanvas(size), ClaimIndex(size))
+
+    def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
+        """The canvas (tiles and last writers), tile counts, blueprint, claims with their
+        leases (a lease already past expires at once) and artifacts of ``image``."""
+        part = image.regions
+        if part is None:
+            return
+        s = self.worlds[image.session_id]
+        s.canvas, s.writers = part.canvas, dict(part.writers)
+        s.tiles_placed, s.tiles_by_agent = part.tiles_placed, dict(part.tiles_by_agent)
+        s.lost_work, s.blueprint = part.lost_work, part.blueprint
+        s.shaders = {k: dict(v) for k, v in part.shaders.items()}
+        s.cartridges = {k: dict(v) for k, v in part.cartridges.items()}
+        for claim_id, c in sorted(part.claims.items(), key=lambda kv: kv[1]["serial"]):
+            claim = _Claim(claim_id, c["serial"], c["agent_id"], Rect.parse(c["region"]), "",
+                           c["exclusive"], c["claimed_at"], c["expires_at"])
+            if claim.expires_at is not None:
+                claim.timer = self.dispatcher.call_later(
+                    max(0.0, claim.expires_at - self.now), self, self._expire,
+                    image.session_id, claim_id, daemon=True)
+            s.claims[claim_id] = claim
+            s.by_agent.setdefault(claim.agent_id, {})[claim_id] = claim
+            s.index.add(claim)
+        self._serial = max(self._serial, serials["regions"])
 
     def _world(self, session_id: object) -> _World:
         world = self.worlds.get(session_id) if isinstance(session_id, str) else None

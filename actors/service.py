@@ -33,14 +33,19 @@ import inspect
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Final, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
 
 import msgspec
+import numpy as np
 
 from actors.base import A2AActor
+from sim.dispatch import seed_for
 from sim.messages import Message, MessageError, Priority
 from sim.policy import Policy
 from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
+
+if TYPE_CHECKING:
+    from sim.restore import SessionImage
 
 __all__ = ["DEFERRED", "Call", "Deferred", "Member", "SessionInfo", "SessionService"]
 
@@ -294,6 +299,24 @@ class SessionService(A2AActor):
 
     def on_session(self, info: SessionInfo) -> None:
         """A new session exists: subclasses set up their share of its state."""
+
+    def restore(self, image: SessionImage, serials: Mapping[str, int]) -> None:
+        """Take ``image``'s session as this service held it when a stored realtime run
+        stopped (:mod:`sim.restore`): its info and members, then :meth:`restore_session`
+        for this service's share. Run in this actor's context, before any agent is in."""
+        info = SessionInfo(**image.info)
+        # Ids are drawn from the actor's seeded stream: a resumed run draws from another
+        # one, so it never repeats an id of the run it continues.
+        self._rng = np.random.default_rng(seed_for(self.dispatcher.seed,
+                                                   f"{self.name}:resumed:{serials['seq']}"))
+        self.sessions[info.session_id] = info
+        self.members[info.session_id] = {aid: Member(**m) for aid, m in image.members.items()}
+        self.on_session(info)
+        self.restore_session(image, serials)
+
+    def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
+        """Subclasses put back their share of ``image`` (``serials``: the largest serial each
+        service had drawn, so that no id is drawn twice)."""
 
     # -- helpers --------------------------------------------------------------------------
 

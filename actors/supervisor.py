@@ -106,6 +106,9 @@ class Supervisor(A2AActor):
         self.gave_up = False
         self._owners: dict[str, Supervisor] = {}  # the tree's child -> supervisor (shared)
         self._restarting: set[str] = set()
+        #: A resumed run (``Simulation.restore``): every child started is a next
+        #: incarnation of the agent the stored run had under its name.
+        self.resumed = False
 
     # -- building the tree --------------------------------------------------------------
 
@@ -114,9 +117,18 @@ class Supervisor(A2AActor):
         self.dispatcher.crash_handler = self._crashed_anywhere
 
     def start_child(self, cls: type[A2AActor], name: str, /, *args: Any, **kwargs: Any) -> Any:
-        """Spawn ``cls(*args, **kwargs)`` as ``name`` under this supervisor; return it."""
-        actor = self.dispatcher.spawn(cls, name, *args, **kwargs)
-        self.children[name] = _Child(cls, args, dict(kwargs))
+        """Spawn ``cls(*args, **kwargs)`` as ``name`` under this supervisor; return it.
+
+        In a resumed run (:attr:`resumed`) the child is the next incarnation of the
+        agent that had that name, so that it resumes from the world's state."""
+        spec = _Child(cls, args, dict(kwargs))
+        if self.resumed:
+            actor = cls(*args, **kwargs)
+            spec.incarnation = actor.incarnation = 1
+            self.dispatcher.add(name, actor)
+        else:
+            actor = self.dispatcher.spawn(cls, name, *args, **kwargs)
+        self.children[name] = spec
         self._owners[name] = self
         return actor
 
@@ -124,6 +136,7 @@ class Supervisor(A2AActor):
         """A supervisor whose group is a child of this one (it escalates to this one)."""
         sup: Supervisor = self.dispatcher.spawn(Supervisor, name, parent=self.name, **options)
         sup._owners = self._owners
+        sup.resumed = self.resumed
         self.children[name] = _Child(None, ())
         self._owners[name] = self
         return sup

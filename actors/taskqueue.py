@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -67,6 +67,9 @@ from sim.taskgraph import (
 from sim.tools import ToolError, ok
 from sim.views import TasksPart, TaskView, json_copy
 
+if TYPE_CHECKING:
+    from sim.restore import SessionImage
+
 __all__ = ["TaskQueue", "TaskRecord"]
 
 #: The window of ``completed_today`` in task_get_queue's summary.
@@ -80,6 +83,8 @@ _REPLY_MARGIN: Final = 4096
 
 _ACTIVE: Final = frozenset({TaskStatus.PENDING.value, TaskStatus.IN_PROGRESS.value})
 _ALL: Final = frozenset(s.value for s in TaskStatus)
+#: A dependency in one of these holds its dependents blocked.
+_BROKEN_STATUSES: Final = frozenset({"failed", "cancelled", "blocked"})
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
@@ -895,12 +900,16 @@ class TaskQueue(SessionService):
         assignments are sent again (under faults, see ``on_session``). A report
         from the crashed incarnation still on its way finds the task pending and
         is refused, so no task is completed twice. Tasks awaiting approval have
-        done their work and are left alone.
+        done their work and are left alone. ``agent_ids`` names several at once (a
+        resumed run: every agent of the stopped process), ``reason`` says why
+        (``agent_crashed`` by default, ``resumed``).
         """
-        agent_id = content["agent_id"]
+        crashed = set(content.get("agent_ids") or ()) | (
+            {content["agent_id"]} if "agent_id" in content else set())
+        reason = str(content.get("reason", "agent_crashed"))
         for state in self._state.values():
             for record in state.records.values():
-                if (record.assigned_to != agent_id or record.status != TaskStatus.IN_PROGRESS
+                if (record.assigned_to not in crashed or record.status != TaskStatus.IN_PROGRESS
                         or record.approval_requested_at is not None):
                     continue
                 changed = self._transition(state, record.task_id, "requeue")
@@ -908,8 +917,46 @@ class TaskQueue(SessionService):
                 self._release_claim(state, record)
                 record.accepted_at = None
                 record.claim_id = None
-                self._event(state, "task_requeued", task_id=record.task_id, by=agent_id,
-                            reason="agent_crashed", retries_used=record.retries_used)
+                self._event(state, "task_requeued", task_id=record.task_id,
+                            by=record.assigned_to, reason=reason,
+                            retries_used=record.retries_used)
+
+    def _load(self, state: _Session, data: Mapping[str, Any]) -> None:
+        """Make ``data`` (a checkpoint's graph, records and next_seq) the session's tasks,
+        and arm their deadlines and approval timeouts at their original due times (one
+        already past fires at once)."""
+        self._cancel_timers(state)
+        state.graph = TaskGraph.from_dict(data["graph"])
+        state.records = {r["task_id"]: TaskRecord(**r) for r in data["records"]}
+        state.next_seq = data["next_seq"]
+        self._recount(state)
+        session_id = state.info.session_id
+        timeout = float(state.info.config.get("approval_timeout", 300))
+        for record in state.records.values():
+            if record.approval_requested_at is not None:
+                due = record.approval_requested_at + timeout
+                state.approvals[record.task_id] = self.dispatcher.call_later(
+                    max(0.0, due - self.now), self, self._approval_timed_out, session_id,
+                    record.task_id)
+            elif record.deadline is not None and record.status in _ACTIVE:
+                state.deadlines[record.task_id] = self.dispatcher.call_later(
+                    max(0.0, record.deadline - self.now), self, self._deadline_passed,
+                    session_id, record.task_id, daemon=True)
+
+    def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
+        """Every task of ``image`` with its record, place in the graph and timers."""
+        state = self._state[image.session_id]
+        records = list(image.tasks.values())
+        broken = {t["task_id"] for t in records if t["status"] in _BROKEN_STATUSES}
+        graph = {"version": 1, "next_seq": len(records), "tasks": [
+            {"task_id": t["task_id"],
+             # awaiting approval is in progress in the graph (see the module doc)
+             "status": t["status"], "priority": parse_priority(t["priority"]),
+             "created_seq": t["seq"], "dependencies": list(t["dependencies"]),
+             "held": t["status"] == "blocked" and not broken & set(t["dependencies"]),
+             "data": {}} for t in records]}
+        self._load(state, {"graph": graph, "records": records, "next_seq": len(records)})
+        self._serial = max(self._serial, serials["tasks"])
 
     def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """Keep a copy of the graph and the records under ``checkpoint_id``."""
@@ -931,22 +978,5 @@ class TaskQueue(SessionService):
         if snapshot is None:
             raise ToolError("checkpoint_not_found", f"no task checkpoint {checkpoint_id!r} "
                             f"in {state.info.session_id}")
-        data = _decode(snapshot)
-        self._cancel_timers(state)
-        state.graph = TaskGraph.from_dict(data["graph"])
-        state.records = {r["task_id"]: TaskRecord(**r) for r in data["records"]}
-        state.next_seq = data["next_seq"]
-        self._recount(state)
-        session_id = state.info.session_id
-        timeout = float(state.info.config.get("approval_timeout", 300))
-        for record in state.records.values():
-            if record.approval_requested_at is not None:
-                due = record.approval_requested_at + timeout
-                state.approvals[record.task_id] = self.dispatcher.call_later(
-                    max(0.0, due - self.now), self, self._approval_timed_out, session_id,
-                    record.task_id)
-            elif record.deadline is not None and record.status in _ACTIVE:
-                state.deadlines[record.task_id] = self.dispatcher.call_later(
-                    max(0.0, record.deadline - self.now), self, self._deadline_passed,
-                    session_id, record.task_id, daemon=True)
+        self._load(state, _decode(snapshot))
         return ok(restored_tasks=len(state.records))

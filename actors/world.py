@@ -55,6 +55,7 @@ from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Prior
 from sim.policy import DEFAULT_MATRIX, Policy
 from sim.store import Store
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
+from sim.restore import Image
 from sim.views import TasksPart, WorldView
 
 __all__ = ["Client", "Simulation"]
@@ -314,6 +315,8 @@ class Simulation:
             if mode == "deterministic":
                 store.snapshotter = self.world_state
             d.durable = store.acknowledge
+        #: The image a resumed realtime run started from (:meth:`restore`), else None.
+        self.restored: Image | None = None
         #: Seats a scenario's sessions keep for agents from outside, beyond its own crew
         #: (``barnraise serve --scenario`` sets it, so that outsiders can join a live crew).
         self.guest_seats = 0
@@ -460,6 +463,43 @@ class Simulation:
                 "checkpoints": [c.checkpoint_id for c in view.checkpoints],
             }
         return out
+
+    def restore(self, image: Image) -> None:
+        """Continue the stopped realtime run whose world ``image`` is (:mod:`sim.restore`).
+
+        The clock goes on from the image's time; every service takes its share of
+        every session (on its own thread, the run held meanwhile); every agent the
+        stopped run had is treated as crashed, as a supervisor treats one: its tasks
+        in progress go back to pending (``task_requeued``, reason ``resumed``) with
+        their claims released, to be done again, once. Agents started from here on
+        under this Simulation's supervisor are their names' next incarnations
+        (``Agent.resuming``), which rebuild from the world's state. Call it before
+        any agent starts. ValueError: not a realtime Simulation, or an image whose
+        :meth:`~sim.restore.Image.unsupported` says why it cannot be resumed.
+        """
+        d = self.dispatcher
+        if not isinstance(d, RealtimeDispatcher):
+            raise ValueError("restore continues a realtime run; a deterministic run resumes "
+                             "by re-execution (barnraise resume)")
+        problem = image.unsupported()
+        if problem is not None:
+            raise ValueError(f"this run cannot be resumed from its log: {problem}")
+        d.pause()
+        try:
+            d.clock.jump_to(image.at)
+            for service in (self._coordinator, self._regions, self._tasks,
+                            self._coordination):
+                for session in image.sessions.values():
+                    self._in_context(service, service.restore, session, image.serials)
+        finally:
+            d.resume()
+        self.restored = image
+        self.supervisor.resumed = True
+        crew = sorted({aid for s in image.sessions.values() for aid in s.members})
+        if crew:
+            d.send(d.message(ROOT, "tasks", "coordination_request",
+                             {"op": "_agent_crashed", "agent_ids": crew, "reason": "resumed"},
+                             priority=Priority.HIGH))
 
     def _in_context(self, actor: A2AActor, method: Callable[..., T], *args: Any,
                     timeout: float | None = None, **kwargs: Any) -> T:

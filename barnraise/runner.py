@@ -46,6 +46,7 @@ from actors.world import Simulation
 from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
 from sim.dispatch import Faults, FaultsError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
+from sim.restore import Image, image_of
 from sim.store import Divergence, RunInfo, Store, StoredRun, StoreError, check_store
 from sim.trace import Trace
 
@@ -421,12 +422,24 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
     if info.status == "finished":
         raise StoreError(f"store {name!r} holds a finished run: nothing to resume "
                          "(barnraise replay checks it)")
-    if info.mode != "deterministic":
-        raise StoreError(f"store {name!r} holds a realtime run; only deterministic runs "
-                         "resume (by re-execution) so far")
     request = _stored_request(info, name)
+    image = None
+    if info.mode == "realtime":
+        # No re-execution: the world is folded from the log, and the scenario's crew
+        # resumes from it (sim/restore.py; docs/store.md).
+        if not getattr(request.module, "RESUMABLE", False):
+            raise StoreError(f"store {name!r} holds a realtime run of {info.scenario}, which "
+                             "does not declare how it resumes (RESUMABLE); only a "
+                             "deterministic run of it resumes")
+        image = image_of(StoredRun(name))
+        problem = image.unsupported()
+        if problem is not None:
+            raise StoreError(f"store {name!r} cannot be resumed from its log: {problem}")
     store, info = Store.resume(name)
-    result = run_request(request, progress=progress, record=record, store=store)
+    if image is not None:
+        store.continue_after()
+    result = run_request(request, progress=progress, record=record, store=store,
+                         restore=image)
     result.stored = info
     return result
 
@@ -458,7 +471,8 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
                 record: bool = True, interval: float = DEFAULT_INTERVAL,
                 frame_size: int = 0, check_metrics: bool = False,
                 store: Store | None = None,
-                watch: Callable[[Simulation], Callable[[], None]] | None = None) -> RunResult:
+                watch: Callable[[Simulation], Callable[[], None]] | None = None,
+                restore: Image | None = None) -> RunResult:
     """Run a request :func:`check_request` made (see :func:`run`); ``store`` keeps it
     (a new store from :func:`open_store`, or a resumed one).
 
@@ -476,6 +490,8 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             store.close()
         raise
     with simu:
+        if restore is not None:  # a realtime resume: the world as the stopped run left it
+            simu.restore(restore)
         simu.progress = progress
         recorder = (Recorder(simu, interval=interval, frame_size=frame_size,
                              check=check_metrics) if record else None)

@@ -80,12 +80,28 @@ def host_session(simu: Simulation, *, host: Client | None = None,
     """
     if host is None:
         host = simu.client(f"host-{len(simu.clients) + 1}")
+    if simu.restored is not None:
+        return host, _resumed_session(simu, host, create)
     if simu.guest_seats:  # room for outsiders beside the crew (a served scenario)
         create["max_agents"] = create.get("max_agents", 10) + simu.guest_seats
     created = host.call("session_create", **create)
     if not created.get("success"):
         raise RuntimeError(f"session_create failed: {created}")
     return host, str(created["session_id"])
+
+
+def _resumed_session(simu: Simulation, host: Client, create: Mapping[str, Any]) -> str:
+    """In a resumed run: the stored session this ``session_create`` made the first time
+    (the next one the same host made with that name, in the order they were made)."""
+    assert simu.restored is not None
+    taken = simu.restored.taken
+    for session in simu.restored.sessions.values():
+        if (session.owner == host.agent_id and session.session_id not in taken
+                and session.info.get("session_name") == create.get("session_name")):
+            taken.add(session.session_id)
+            return session.session_id
+    raise RuntimeError(f"the stored run has no session {create.get('session_name')!r} of "
+                       f"{host.agent_id} left to resume")
 
 
 def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: int,
@@ -96,9 +112,10 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
     the session grants rather than opens (the architect's, by default).
     """
     simu.grant(session_id, agent_id, role)
+    resumed = {"regroup": True} if simu.restored is not None else {}
     agent: Participant = simu.supervisor.start_child(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
-        behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params)
+        behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params, **resumed)
     return agent
 
 

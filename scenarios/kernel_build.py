@@ -46,6 +46,9 @@ PARAMS: dict[str, Any] = {
 BOUNDS = {"grid_size": GRID, "block": GRID, "builders": COUNT, "testers": COUNT,
           "error_rate": FRACTION, "tile_rate": RATE,
           "strategy": Bound(choices=("parallel", "sequential", "cluster"))}
+#: A realtime run resumes by running this script again on the restored world: the
+#: session is found again, and every agent resumes from the world's state (docs/store.md).
+RESUMABLE = True
 # A blueprint travels in one message: a 1000 x 1000 one is a few MB of JSON.
 SIMULATION = {"max_content_bytes": 64 * 2**20}
 
@@ -80,7 +83,8 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
                 for name in tester_ids]
     # Exactly once: every task_completed event the task queue records, counted by
     # task, as it is recorded (the trace's listener; nothing is added to the trace).
-    completions: Counter[str] = Counter()
+    # A resumed run counts on from the stored log's events.
+    completions: Counter[str] = Counter(simu.restored.completions if simu.restored else {})
 
     def count(_t: float, _sender: str, _topic: str, event: str, body: Any) -> None:
         if event == "task_completed":

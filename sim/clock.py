@@ -83,5 +83,15 @@ class WallClock:
         if self._frozen is None:
             self._origin = time.monotonic() - at / self.time_scale
 
+    def jump_to(self, at: float) -> None:
+        """Go on from simulated time ``at`` (a resumed run continues the clock of the run
+        it resumes); never backwards."""
+        if not at >= 0 or at == float("inf"):
+            raise ValueError(f"at must be a finite time >= 0, got {at!r}")
+        if self._frozen is not None:
+            self._frozen = max(self._frozen, at)
+        elif at > self.now:
+            self._origin = time.monotonic() - at / self.time_scale
+
     def to_wall(self, sim_seconds: float) -> float:
         return max(0.0, sim_seconds) / self.time_scale

@@ -337,6 +337,9 @@ class Store:
         #: The first record where a resumed run differed from the log (then nothing more
         #: is written).
         self.divergence: Divergence | None = None
+        #: A realtime resume's trace starts after the stored log: its record i is stored
+        #: as seq ``offset + i`` (see :meth:`continue_after`).
+        self.offset = 0
         every = os.environ.get("BARNRAISE_STORE_SNAPSHOT_EVERY", "")
         self.snapshot_every = int(every) if every.isdigit() and int(every) > 0 \
             else SNAPSHOT_EVERY
@@ -404,6 +407,11 @@ class Store:
         count = store._db.execute("SELECT count(*) FROM events").fetchone()[0]
         store.expected = count
         return store, info
+
+    def continue_after(self) -> None:
+        """A realtime resume: nothing is re-executed, the new trace's records go after the
+        stored ones (seq numbers on from the log's end)."""
+        self.offset, self.expected = self.expected, 0
 
     @classmethod
     def _open(cls, name: str, image: bytes | None = None) -> Store:
@@ -483,6 +491,7 @@ class Store:
                 start = checked
             if start < end:
                 raws = trace.shown_from(start, end)
+                first = start + self.offset
                 db = self._db
                 with db:
                     db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
@@ -490,18 +499,18 @@ class Store:
                         if len(content) <= PACK_OVER else
                         (seq, t, kind, sender, recipient, type_, zlib.compress(content, 1), 1)
                         for seq, (t, kind, sender, recipient, type_, content)
-                        in enumerate(raws, start)])
+                        in enumerate(raws, first)])
                     self._delegations(db, [
-                        TraceRecord(seq, *raw) for seq, raw in enumerate(raws, start)
+                        TraceRecord(seq, *raw) for seq, raw in enumerate(raws, first)
                         if raw[1] == EVENT and raw[4] in _TASK_EVENTS])
                     self._crash_point("commit", self.commits + 1)
                     if self._crash is not None and self._crash[0] == "record" and \
-                            start <= self._crash[1] < end:
+                            first <= self._crash[1] < end + self.offset:
                         self._crash_point("record", self._crash[1])
                     self._since_snapshot += end - start
                     if self.snapshotter is not None and \
                             self._since_snapshot >= self.snapshot_every:
-                        self._snapshot(db, end, raws[-1][0])
+                        self._snapshot(db, end + self.offset, raws[-1][0])
                 self.commits += 1
             self.written = end
             self._last_commit = time.perf_counter()
@@ -555,7 +564,7 @@ class Store:
         with self._lock:
             last = self._trace.shown_from(max(0, self.written - 1), self.written)
             with self._db as db:
-                self._snapshot(db, self.written, last[-1][0] if last else 0.0)
+                self._snapshot(db, self.written + self.offset, last[-1][0] if last else 0.0)
 
     def finish(self, summary: dict[str, Any], trace_digest: str, world: Any = None) -> None:
         """Mark the run finished, with its summary (after a last commit) and, when given,
@@ -566,7 +575,7 @@ class Store:
                 blob = zlib.compress(msgspec.msgpack.encode(world), 1)
                 t = summary.get("virtual_time", 0.0)
                 db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
-                           (self.written, t, blob))
+                           (self.written + self.offset, t, blob))
             db.execute("UPDATE run SET status = 'finished', summary = ?, trace_digest = ?, "
                        "updated_at = ? WHERE id = 1",
                        (json.dumps(summary, sort_keys=True), trace_digest, time.time()))

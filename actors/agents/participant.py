@@ -33,6 +33,7 @@ class Participant(Agent):
         params: dict[str, Any] | None = None,
         capabilities: tuple[str, ...] = (),
         invite_token: str | None = None,
+        regroup: bool = False,
         **options: Any,
     ) -> None:
         if role in ("observer", "architect"):
@@ -50,6 +51,9 @@ class Participant(Agent):
         self.crew = crew
         self.params: dict[str, Any] = dict(params or {})
         self.invite_token = invite_token
+        #: A resumed run (``Simulation.restore``): the crew restarts together, so its
+        #: first incarnation there waits for the others at the ``resumed`` barrier.
+        self.regroup = regroup
         self.outcome: dict[str, Any] = {}
         self.joined: dict[str, Any] = {}
         #: Tasks assigned before they were ready, by id, until they are unblocked.
@@ -77,6 +81,15 @@ async def _resume(agent: Participant) -> None:
     agent.session_id = agent.target_session
     agent.joined = joined if joined.get("success") else {
         "success": True, "session_id": agent.target_session, "resumed": True}
+    if agent.regroup and agent.incarnation == 1 and agent.crew > 1 \
+            and agent.role != "observer":
+        # The whole crew of a resumed run starts again at once: as at the start, no one
+        # goes on (delegates to a member, say) before every one is back in the session.
+        ready = await agent.call("a2a_barrier_enter", barrier_id="resumed",
+                                 expected_count=agent.crew, timeout=600, call_timeout=None)
+        if not ready.get("released"):
+            agent.outcome = {"error": "crew_incomplete", "ready": ready}
+            return
     # Its tasks in progress went back to pending when it crashed; they, and any
     # assigned meanwhile, are its to do (accept_next takes these first).
     agent.resumed_tasks.extend(await my_ready_tasks(agent))

@@ -208,7 +208,12 @@ class Dispatcher:
             raise ValueError(f"actor name {name!r} is reserved")
         if name in self._endpoints:
             raise ValueError(f"an actor called {name!r} already exists")
-        actor = cls(*args, **kwargs)
+        return self.add(name, cls(*args, **kwargs))
+
+    def add(self, name: str, actor: E) -> E:
+        """Start ``actor``, made by the caller, as ``name`` (:meth:`spawn` checks the name)."""
+        if name in self._endpoints:
+            raise ValueError(f"an actor called {name!r} already exists")
         actor.a2a_bind(self, name)
         with self._lock:
             self._endpoints[name] = actor
