@@ -83,8 +83,6 @@ _REPLY_MARGIN: Final = 4096
 
 _ACTIVE: Final = frozenset({TaskStatus.PENDING.value, TaskStatus.IN_PROGRESS.value})
 _ALL: Final = frozenset(s.value for s in TaskStatus)
-#: A dependency in one of these holds its dependents blocked.
-_BROKEN_STATUSES: Final = frozenset({"failed", "cancelled", "blocked"})
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
@@ -946,15 +944,13 @@ class TaskQueue(SessionService):
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
         """Every task of ``image`` with its record, place in the graph and timers."""
         state = self._state[image.session_id]
-        records = list(image.tasks.values())
-        broken = {t["task_id"] for t in records if t["status"] in _BROKEN_STATUSES}
+        records = [{k: v for k, v in t.items() if k != "held"} for t in image.tasks.values()]
         graph = {"version": 1, "next_seq": len(records), "tasks": [
             {"task_id": t["task_id"],
              # awaiting approval is in progress in the graph (see the module doc)
              "status": t["status"], "priority": parse_priority(t["priority"]),
              "created_seq": t["seq"], "dependencies": list(t["dependencies"]),
-             "held": t["status"] == "blocked" and not broken & set(t["dependencies"]),
-             "data": {}} for t in records]}
+             "held": t["held"], "data": {}} for t in image.tasks.values()]}
         self._load(state, {"graph": graph, "records": records, "next_seq": len(records)})
         self._serial = max(self._serial, serials["tasks"])
 

@@ -53,9 +53,9 @@ from sim.dispatch import (
 )
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
+from sim.restore import Image
 from sim.store import Store
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
-from sim.restore import Image
 from sim.views import TasksPart, WorldView
 
 __all__ = ["Client", "Simulation"]
@@ -464,7 +464,7 @@ class Simulation:
             }
         return out
 
-    def restore(self, image: Image) -> None:
+    def restore(self, image: Image, *, crash_crew: bool = True) -> None:
         """Continue the stopped realtime run whose world ``image`` is (:mod:`sim.restore`).
 
         The clock goes on from the image's time; every service takes its share of
@@ -473,18 +473,24 @@ class Simulation:
         in progress go back to pending (``task_requeued``, reason ``resumed``) with
         their claims released, to be done again, once. Agents started from here on
         under this Simulation's supervisor are their names' next incarnations
-        (``Agent.resuming``), which rebuild from the world's state. Call it before
-        any agent starts. ValueError: not a realtime Simulation, or an image whose
-        :meth:`~sim.restore.Image.unsupported` says why it cannot be resumed.
+        (``Agent.resuming``), which rebuild from the world's state (``crash_crew``
+        False leaves the tasks as the image has them: for tests). Call it before any
+        agent starts. In deterministic mode it does the same (the tests use it
+        to restore many images cheaply), though ``barnraise resume`` re-executes a
+        deterministic run instead. ValueError: a Simulation that has sessions already,
+        or an image whose :meth:`~sim.restore.Image.unsupported` says why it cannot be
+        resumed.
         """
         d = self.dispatcher
-        if not isinstance(d, RealtimeDispatcher):
-            raise ValueError("restore continues a realtime run; a deterministic run resumes "
-                             "by re-execution (barnraise resume)")
         problem = image.unsupported()
         if problem is not None:
             raise ValueError(f"this run cannot be resumed from its log: {problem}")
-        d.pause()
+        if self.sessions():
+            raise ValueError("restore puts a stopped run's world into a Simulation that has "
+                             "none yet; this one has sessions")
+        held = d if isinstance(d, RealtimeDispatcher) else None
+        if held is not None:
+            held.pause()
         try:
             d.clock.jump_to(image.at)
             for service in (self._coordinator, self._regions, self._tasks,
@@ -492,11 +498,12 @@ class Simulation:
                 for session in image.sessions.values():
                     self._in_context(service, service.restore, session, image.serials)
         finally:
-            d.resume()
+            if held is not None:
+                held.resume()
         self.restored = image
         self.supervisor.resumed = True
         crew = sorted({aid for s in image.sessions.values() for aid in s.members})
-        if crew:
+        if crew and crash_crew:
             d.send(d.message(ROOT, "tasks", "coordination_request",
                              {"op": "_agent_crashed", "agent_ids": crew, "reason": "resumed"},
                              priority=Priority.HIGH))

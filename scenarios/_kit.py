@@ -81,7 +81,9 @@ def host_session(simu: Simulation, *, host: Client | None = None,
     if host is None:
         host = simu.client(f"host-{len(simu.clients) + 1}")
     if simu.restored is not None:
-        return host, _resumed_session(simu, host, create)
+        found = _resumed_session(simu, host, create)
+        if found is not None:
+            return host, found
     if simu.guest_seats:  # room for outsiders beside the crew (a served scenario)
         create["max_agents"] = create.get("max_agents", 10) + simu.guest_seats
     created = host.call("session_create", **create)
@@ -90,9 +92,10 @@ def host_session(simu: Simulation, *, host: Client | None = None,
     return host, str(created["session_id"])
 
 
-def _resumed_session(simu: Simulation, host: Client, create: Mapping[str, Any]) -> str:
+def _resumed_session(simu: Simulation, host: Client, create: Mapping[str, Any]) -> str | None:
     """In a resumed run: the stored session this ``session_create`` made the first time
-    (the next one the same host made with that name, in the order they were made)."""
+    (the next one the same host made with that name, in the order they were made), or
+    None when the stopped run had not made it yet (it is made now)."""
     assert simu.restored is not None
     taken = simu.restored.taken
     for session in simu.restored.sessions.values():
@@ -100,8 +103,7 @@ def _resumed_session(simu: Simulation, host: Client, create: Mapping[str, Any]) 
                 and session.info.get("session_name") == create.get("session_name")):
             taken.add(session.session_id)
             return session.session_id
-    raise RuntimeError(f"the stored run has no session {create.get('session_name')!r} of "
-                       f"{host.agent_id} left to resume")
+    return None
 
 
 def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: int,

@@ -31,6 +31,12 @@ class VirtualClock:
     def __init__(self, start: float = 0.0) -> None:
         self.now = start
 
+    def jump_to(self, at: float) -> None:
+        """Go on from simulated time ``at``; never backwards."""
+        if not at >= 0 or at == float("inf"):
+            raise ValueError(f"at must be a finite time >= 0, got {at!r}")
+        self.now = max(self.now, at)
+
     def to_wall(self, sim_seconds: float) -> float:
         return 0.0
 

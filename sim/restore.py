@@ -147,11 +147,9 @@ class _Pairs:
 class _Fold:
     def __init__(self) -> None:
         self.sessions: dict[str, SessionImage] = {}
-        self.creating: dict[str, deque[tuple[str, list[str]]]] = {}  # host -> (id?, roles)
         self.pairs = _Pairs()
         self.serials: dict[str, int] = {"regions": 0, "tasks": 0, "coordinator": 0}
         self.problems: list[str] = []
-        self.created_seq: dict[str, int] = {}
         self.completions: dict[str, int] = {}
 
     def session(self, sid: Any) -> SessionImage | None:
@@ -168,10 +166,6 @@ class _Fold:
                 self.internal(r, content)
             elif r.recipient in ("regions", "tasks", "coordinator") and "tool" in content:
                 self.pairs.call(r.recipient, r.sender, r.seq, content)
-                if r.recipient == "coordinator" and content.get("tool") == "session_create":
-                    args = content.get("args") or {}
-                    self.creating.setdefault(r.sender, deque()).append(
-                        ("", list(args.get("granted_roles") or ["architect"])))
         elif r.type == "coordination_response" and r.sender in ("regions", "tasks",
                                                                  "coordinator"):
             if r.recipient in SERVICES:
@@ -187,19 +181,18 @@ class _Fold:
     def internal(self, r: TraceRecord, content: dict[str, Any]) -> None:
         op = content.get("op")
         if op in _UNFOLDED_OPS:
-            self.problems.append(f"the run took checkpoints ({r.sender} -> {r.recipient} "
-                                 f"{op} at t={r.t:g}), whose contents the log does not hold")
+            if not self.problems or "checkpoints" not in self.problems[-1]:
+                self.problems.append(f"the run took checkpoints (the first at t={r.t:g}), "
+                                     "whose contents the log does not hold")
             return
         if r.recipient != "regions":
             return  # every membership operation goes to each service: regions' copy serves
         if op == "_session" and isinstance(content.get("session"), dict):
             info = dict(content["session"])
             sid = str(info["session_id"])
-            image = self.sessions[sid] = SessionImage(
+            self.sessions[sid] = SessionImage(
                 info, regions=RegionsImage(TileCanvas(int(info["grid_size"]))))
             self.serials["coordinator"] += 1  # session ids are the coordinator's draws
-            self.created_seq[sid] = r.seq
-            image.info = info
         elif op == "_session_closed":
             self.sessions.pop(str(content.get("session_id")), None)
         elif op == "_member_joined":
@@ -223,10 +216,9 @@ class _Fold:
         tool, args = call.get("tool"), call.get("args") or {}
         if tool == "session_create":
             s = self.session(answer.get("session_id"))
-            queue = self.creating.get(r.recipient)
-            roles = queue.popleft()[1] if queue else ["architect"]
             if s is not None:
-                s.owner, s.granted_roles = r.recipient, roles
+                s.owner = r.recipient
+                s.granted_roles = list(args.get("granted_roles") or ["architect"])
             return
         s = self.session(args.get("session_id"))
         if s is None:
@@ -246,6 +238,14 @@ class _Fold:
             s.regions.cartridges[cid] = {
                 "cartridge_id": cid, "name": args.get("name"), "region": dict(answer["region"]),
                 "agent_id": r.recipient, "created_at": r.t, "tiles": answer.get("tiles", 0)}
+        elif tool == "task_report":
+            # An accepted report keeps what it says, whatever the status (a blocked or
+            # requeued task's too; only a finished one's goes to its delegator).
+            task = s.tasks.get(str(args.get("task_id")))
+            if task is not None:
+                task.update(result=dict(args.get("result") or {}),
+                            artifacts=[dict(a) for a in args.get("artifacts") or ()],
+                            message=str(args.get("message") or ""))
         elif tool == "task_delegate":
             task = s.tasks.get(str(answer.get("task_id")))
             if task is not None and not task.get("_full"):
@@ -338,16 +338,20 @@ class _Fold:
         if task is None:
             return
         if kind == "task_accepted":
-            task.update(status="in_progress", accepted_at=r.t, claim_id=body.get("claim_id"))
+            task.update(status="in_progress", accepted_at=r.t, claim_id=body.get("claim_id"),
+                        _held=False)
             if task["assigned_to"] == "any":
                 task["assigned_to"] = str(body.get("agent_id"))
         elif kind in _STATUS:
+            if kind == "task_blocked" and "by" in body:
+                task["_held"] = True  # blocked by a report, not by a dependency
             task["status"] = _STATUS[kind]
-            if kind in ("task_completed", "task_failed"):
+            if kind != "task_blocked":  # finished: its claim released, no approval waited
+                task.update(claim_id=None, approval_requested_at=None)
+            if kind == "task_completed":
                 task["completed_at"] = r.t
-                task["claim_id"] = None
-            if kind == "task_failed" and body.get("message"):
-                task["message"] = str(body["message"])
+            if kind == "task_failed":
+                task["message"] = str(body.get("message", ""))
         elif kind == "task_unblocked":
             if task["status"] == "blocked":
                 task["status"] = "pending"
@@ -378,14 +382,18 @@ def _rows(tiles: Any) -> NDArray[np.uint8]:
     return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
 
 
-def fold(records: Iterable[TraceRecord], *, faults: bool = False) -> Image:
-    """The :class:`Image` after ``records`` (a whole log, from its first record)."""
+def fold(records: Iterable[TraceRecord], *, faults: bool = False,
+         upto: int | None = None) -> Image:
+    """The :class:`Image` after ``records`` (a log from its first record; with ``upto``,
+    only its records before seq ``upto``)."""
     f = _Fold()
     if faults:
         f.problems.append("the run had a fault plan: lost and doubled letters break the "
                           "pairing of calls and answers the fold relies on")
     seq, at = 0, 0.0
     for r in records:
+        if upto is not None and r.seq >= upto:
+            break
         if r.kind == EVENT:
             f.event(r)
         elif r.kind == DELIVER:
@@ -394,18 +402,25 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False) -> Image:
     for s in f.sessions.values():
         for task in s.tasks.values():
             task.pop("_full", None)
+            # Held by hand only while blocked (the graph clears it on any other way out).
+            task["held"] = bool(task.pop("_held", False)) and task["status"] == "blocked"
             # A failed or completed task whose result went to nobody keeps {}.
             task["priority"] = str(task["priority"])
             parse_priority(task["priority"])  # a ValueError here is a fold bug
+    # A session whose creation was never answered is not kept: its host never learned
+    # of it, no agent can have joined it, and a resumed scenario makes it again.
+    for sid in [sid for sid, s in f.sessions.items() if not s.owner]:
+        del f.sessions[sid]
     f.serials["seq"] = seq
     return Image(seq, at, f.sessions, f.serials, f.problems, f.completions)
 
 
-def image_of(run: StoredRun) -> Image:
-    """Fold every committed record of ``run`` (see the module doc)."""
+def image_of(run: StoredRun, upto: int | None = None) -> Image:
+    """Fold every committed record of ``run`` (see the module doc), or those before seq
+    ``upto``."""
     records = run.records(0)
     try:
         faults = bool(run.info is not None and run.info.options.get("faults"))
-        return fold(records, faults=faults)
+        return fold(records, faults=faults, upto=upto)
     finally:
         records.close()

@@ -216,7 +216,8 @@ async def architect(agent: Participant) -> None:
         next_block = plan.next_block
         outcome.update(repairs=plan.repairs, rebuilds=plan.rebuilds,
                        tests_passed=plan.passed)
-        outcome["progress"].append([round(agent.now, 6), len(heard)])
+        if heard:  # where the build stood (an entry stands for tasks completed: none yet)
+            outcome["progress"].append([round(agent.now, 6), len(heard)])
         for i in plan.rebuild:
             await delegate_block(i)
         for i, cells in plan.repair:

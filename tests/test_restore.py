@@ -1,0 +1,334 @@
+"""A realtime resume's world: the services' state folded from a stored log (sim/restore.py)
+and put back into fresh services (``Simulation.restore``), checked against the services of
+the run that wrote the log, at its end and after every call of random sessions."""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actors.world import Simulation
+from barnraise import open_run
+from barnraise.runner import check_request, list_scenarios, open_store, resume, run_request
+from sim.rebuild import pair_writes
+from sim.restore import Image, image_of
+
+
+def service_state(simu: Simulation, sid: str) -> dict[str, Any]:
+    """What the services hold of session ``sid`` that a resume must give back, as plain data
+    (comparable with ``==``). Read directly: the caller's run is idle (deterministic between
+    steps, or a realtime one with no agent in it and nothing in flight)."""
+    def coordinator() -> dict[str, Any]:
+        c = simu._coordinator
+        s = c._state[sid]
+        return {"owner": s.owner, "granted_roles": sorted(s.granted_roles),
+                "joined": s.joined, "members": _members(c, sid)}
+
+    def regions() -> dict[str, Any]:
+        r = simu._regions
+        w = r.worlds[sid]
+        return {
+            "tiles": w.canvas.tiles.tobytes(), "writers": _writers(w.canvas.writer, w.writers),
+            "tiles_placed": w.tiles_placed, "tiles_by_agent": dict(w.tiles_by_agent),
+            "lost_work": w.lost_work,
+            "blueprint": None if w.blueprint is None else w.blueprint.tobytes(),
+            "claims": {cid: [c.agent_id, c.rect.to_dict(), c.exclusive, c.claimed_at,
+                             c.expires_at] for cid, c in w.claims.items()},
+            "by_agent": {a: sorted(cs) for a, cs in w.by_agent.items()},
+            "shaders": dict(w.shaders), "cartridges": dict(w.cartridges),
+            "members": _members(r, sid)}
+
+    def tasks() -> dict[str, Any]:
+        t = simu._tasks
+        state = t._state[sid]
+        graph = state.graph.to_dict()
+        return {"records": {tid: asdict(rec) for tid, rec in state.records.items()},
+                "graph": sorted((g["task_id"], g["status"], g["priority"], g["created_seq"],
+                                 sorted(g["dependencies"]), g["held"])
+                                for g in graph["tasks"]),
+                "ready": sorted(state.graph.ready()),
+                "members": _members(t, sid)}
+
+    return {"coordinator": coordinator(), "regions": regions(), "tasks": tasks(),
+            "coordination": {"members": _members(simu._coordination, sid)}}
+
+
+def _members(service: Any, sid: str) -> dict[str, Any]:
+    return {aid: m.to_dict() for aid, m in service.members.get(sid, {}).items()}
+
+
+def _writers(layer: Any, ids: dict[str, int]) -> bytes:
+    """The last-writer layer with each writer's number replaced by its agent's join rank in
+    ``ids`` order: the numbers are the service's, their meaning is what must match."""
+    return np.asarray(layer, dtype=np.int32).tobytes()
+
+
+def restored(image: Image, mode: str = "realtime") -> tuple[Simulation, dict[str, Any]]:
+    """``image`` put back into a fresh Simulation (no agent in it, the tasks left as the
+    image has them): its services' state by session. The caller closes the Simulation."""
+    simu = Simulation(seed=0, mode=mode)
+    simu.restore(image, crash_crew=False)
+    if mode == "realtime":
+        assert simu.dispatcher.wait_idle(timeout=30)
+    else:
+        simu.dispatcher.run()
+    return simu, {sid: service_state(simu, sid) for sid in image.sessions}
+
+
+def _same(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    for service in want:
+        for key in want[service]:
+            mine, theirs = got[service][key], want[service][key]
+            if isinstance(theirs, dict) and isinstance(mine, dict) and mine != theirs:
+                assert set(mine) == set(theirs), (where, service, key)
+                for k in theirs:  # name the first item and field that differ
+                    if isinstance(theirs[k], dict) and isinstance(mine[k], dict):
+                        wrong = {f: (mine[k].get(f), v) for f, v in theirs[k].items()
+                                 if mine[k].get(f) != v}
+                        assert not wrong, (where, service, key, k, wrong)
+            assert mine == theirs, (where, service, key)
+
+
+# -- the end of every shipped scenario's deterministic run -------------------------------------
+
+SMALL = {"kernel_build": {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}}
+
+
+@pytest.mark.parametrize("scenario", [name for name, _ in list_scenarios()])
+def test_the_fold_of_a_whole_log_is_what_the_services_held_at_its_end(
+        tmp_path: Path, scenario: str) -> None:
+    """Every scenario's deterministic run (exact times): the image folded from its log,
+    restored into fresh services, equals its own services at the end; or the image says
+    why it cannot be resumed (checkpoints, a fault plan) and restore refuses it."""
+    path = tmp_path / "run.db"
+    request = check_request(scenario, **SMALL.get(scenario, {}))
+    store = open_store(request, path)
+    holder: dict[str, Any] = {}
+
+    def keep(simu: Simulation) -> Any:
+        def ended() -> None:
+            simu.dispatcher.run()
+            holder.update({sid: service_state(simu, sid) for sid in simu.sessions()})
+        return ended
+
+    result = run_request(request, store=store, record=False, watch=keep)
+    assert result.success, result.summary
+    image = image_of(open_run(path))
+    if image.unsupported() is not None:
+        assert "checkpoints" in image.unsupported() or "fault" in image.unsupported()
+        with Simulation(mode="realtime") as simu, pytest.raises(ValueError, match="cannot be"):
+            simu.restore(image)
+        return
+    assert set(image.sessions) == set(holder)
+    simu, got = restored(image)
+    with simu:
+        for sid, want in holder.items():
+            _same(got[sid], want, f"{scenario} {sid}")
+
+
+# -- any prefix of a hand-driven session ------------------------------------------------------
+
+_TILE = st.sampled_from(["code", "data", "system", "empty", 3])
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("place_tile"), st.integers(0, 9), st.integers(0, 9), _TILE),
+    st.tuples(st.just("place_tiles"), st.integers(0, 8), st.integers(0, 8), _TILE),
+    st.tuples(st.just("claim"), st.integers(0, 9), st.integers(0, 9), st.integers(1, 4)),
+    st.tuples(st.just("release"), st.integers(0, 3), st.just(0), st.just(0)),
+    st.tuples(st.just("delegate"), st.integers(0, 3), st.integers(0, 3), st.just(0)),
+    st.tuples(st.just("accept"), st.integers(0, 3), st.integers(0, 3), st.just(0)),
+    st.tuples(st.just("report"), st.integers(0, 3), st.integers(0, 3),
+              st.sampled_from(["completed", "failed", "blocked", "cancelled"])),
+    st.tuples(st.just("artifact"), st.integers(0, 8), st.integers(0, 1), st.just(0)),
+    st.tuples(st.just("join"), st.integers(0, 2), st.just(0), st.just(0)),
+    st.tuples(st.just("leave"), st.integers(0, 2), st.just(0), st.just(0)),
+    st.tuples(st.just("wait"), st.integers(1, 400), st.just(0), st.just(0)),
+), min_size=1, max_size=18)
+
+
+@settings(deadline=None,  # 100 examples; --hypothesis-profile=long: 2,000
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+def test_the_services_restored_from_any_prefix_of_the_log_are_the_services_in_memory(
+        tmp_path: Path, steps: list[tuple[str, int, int, Any]]) -> None:
+    """Random tool calls (good and refused) by an owner and guests, with time passing
+    (leases expire); after each, the services' state is kept with the length of the log.
+    The image folded from that prefix, restored into fresh services, must be that state:
+    canvas and writers, tile counts, claims and leases, artifacts, every task record,
+    the task graph and its ready set, members everywhere."""
+    path = Path(tempfile.mkdtemp(dir=tmp_path)) / "p.db"
+    seen: list[tuple[int, dict[str, Any]]] = []
+    with Simulation(seed=3, store=path) as simu:
+        store = simu.store
+        assert store is not None
+        owner = simu.client("owner")
+        sid = owner.call("session_create", session_name="P", grid_size=10)["session_id"]
+        owner.call("session_join", agent_name="owner", role="architect")
+        guests: dict[int, Any] = {}
+        clients: dict[int, Any] = {}
+        claims: list[str] = []
+        tasks: list[str] = []
+        for name, a, b, c in steps:
+            who = guests.get(b, owner) if name in ("accept", "report") else owner
+            if name == "place_tile":
+                owner.call("builder_place_tile", x=a, y=b, tile_type=c)
+            elif name == "place_tiles":
+                owner.call("builder_place_tiles", region={"x": a, "y": b, "width": 2,
+                                                          "height": 2}, tiles=c)
+            elif name == "claim":
+                got = owner.call("region_claim", region={"x": a, "y": b, "width": c,
+                                                         "height": c}, timeout=60)
+                if got.get("success"):
+                    claims.append(got["claim_id"])
+            elif name == "release" and claims:
+                owner.call("region_release", claim_id=claims[a % len(claims)])
+            elif name == "delegate":
+                deps = tasks[-1:] if b % 2 and tasks else []
+                target = f"guest-{b}" if b in guests else "any"
+                got = owner.call("task_delegate", task_type="build", description=f"t{a}",
+                                 dependencies=deps, target_agent_id=target,
+                                 region={"x": a, "y": 0, "width": 2, "height": 2},
+                                 payload={"n": a}, deadline=simu.now + 100 * (a + 1))
+                if got.get("success"):
+                    tasks.append(got["task_id"])
+            elif name == "accept" and tasks:
+                who.call("task_accept", task_id=tasks[a % len(tasks)])
+            elif name == "report" and tasks:
+                who.call("task_report", task_id=tasks[a % len(tasks)], status=c,
+                         result={"k": a})
+            elif name == "artifact":
+                box = {"x": a, "y": a, "width": 2, "height": 2}
+                if b:
+                    owner.call("builder_assemble_cartridge", region=box, name=f"c{a}")
+                else:
+                    owner.call("builder_load_shader", region=box, shader_name=f"s{a}")
+            elif name == "join" and a not in guests:
+                if a not in clients:
+                    clients[a] = simu.client(f"guest-{a}")
+                guests[a] = clients[a]
+                guests[a].call("session_join", session_id=sid, agent_name=f"guest-{a}",
+                               role="builder")
+            elif name == "leave" and a in guests:
+                guests.pop(a).call("session_leave")
+            elif name == "wait":
+                simu.advance(a)
+            store.commit()
+            seen.append((store.written, service_state(simu, sid)))
+    run = open_run(path)
+    for written, want in seen:
+        image = image_of(run, upto=written)
+        assert image.unsupported() is None
+        simu, got = restored(image, mode="deterministic")
+        with simu:
+            _same(got[sid], want, f"prefix of {written} records")
+
+
+# -- kill -9 a realtime run, resume it --------------------------------------------------------
+
+def _run_killed(crash: str, *command: str) -> int:
+    env = dict(os.environ, BARNRAISE_STORE_CRASH=crash)
+    done = subprocess.run([sys.executable, "-m", "barnraise.cli", *command], env=env,
+                          capture_output=True, timeout=120, check=False)
+    return done.returncode
+
+
+def _written_cells(records: list[Any], grid: int) -> np.ndarray[Any, Any]:
+    """The cells that ``records`` (a stretch of a log) wrote with a successful tile write."""
+    pairing = pair_writes(records)
+    mask = np.zeros((grid, grid), dtype=bool)
+    for r in records:
+        if r.seq in pairing.succeeded:
+            args = r.content_obj()["args"]
+            if "region" in args:
+                b = args["region"]
+                mask[b["y"]:b["y"] + b["height"], b["x"]:b["x"] + b["width"]] = True
+            else:
+                mask[args["y"], args["x"]] = True
+    return mask
+
+
+def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
+    """Resume the killed realtime run at ``path`` (its log was ``prefix``) and check what a
+    crash must not break."""
+    before = image_of(open_run(path))
+    in_progress = {tid for s in before.sessions.values() for tid, t in s.tasks.items()
+                   if t["status"] == "in_progress" and t["approval_requested_at"] is None}
+    result = resume(path, record=False)
+    assert result.success, result.summary
+    assert result.summary["completion_percent"] == 100.0
+    view = open_run(path)
+    assert view.status == "finished"
+    after = list(view.records())
+    # Everything committed before the kill is still there, unchanged, in its place; the
+    # resumed run's records follow it, numbered on.
+    assert after[:len(prefix)] == prefix
+    assert [r.seq for r in after] == list(range(len(after)))
+    # Every task completed exactly once in the whole log, and every completed task's
+    # result went to its delegator at most once (a result the stopped run had not yet
+    # delivered is read from the task queue by the resumed architect, not sent again).
+    completed = collections.Counter(e["content"]["task_id"]
+                                    for e in view.events(type="task_completed"))
+    assert completed and all(n == 1 for n in completed.values())
+    finished = {t["task_id"] for t in result.tasks if t["status"] == "completed"}
+    assert set(completed) == finished
+    results = collections.Counter(r.content_obj()["task_id"] for r in after
+                                  if r.kind == "deliver" and r.type == "task_result")
+    assert all(n == 1 for n in results.values()), results.most_common(3)
+    # Work in progress at the kill went back to the queue once, said so, and was done.
+    requeued = [e["content"] for e in view.events(type="task_requeued")
+                if e["seq"] >= len(prefix) and e["content"].get("reason") == "resumed"]
+    assert {e["task_id"] for e in requeued} == in_progress
+    assert len(requeued) == len(in_progress)
+    # Every tile acknowledged before the kill is on the final canvas, unless a write of
+    # the resumed run put another there.
+    sid = result.summary["session_id"]
+    grid = result.canvas.shape[0]
+    if sid not in before.sessions:  # killed before the session was made: nothing to keep
+        assert not _written_cells(prefix, grid).any()
+        return
+    acknowledged = before.sessions[sid].regions
+    assert acknowledged is not None
+    later = _written_cells(after[len(prefix):], grid)
+    assert np.array_equal(result.canvas[~later], acknowledged.canvas.tiles[~later])
+
+
+def test_a_realtime_run_killed_at_seeded_moments_resumes_to_success(tmp_path: Path) -> None:
+    """SIGKILL a realtime kernel_build (time scale 50) at ten seeded records and at its
+    first commit; each resumes from the log to a successful end with nothing lost and
+    nothing done twice."""
+    rng = random.Random(11)
+    moments = [f"record:{n}" for n in sorted(rng.sample(range(20, 2000), 10))] + ["commit:1"]
+    for moment in moments:
+        path = tmp_path / f"{moment.replace(':', '-')}.db"
+        code = _run_killed(moment, "run", "kernel_build", "--mode", "realtime", "--store",
+                           str(path))
+        assert code == -9, moment
+        view = open_run(path)
+        assert view.status == "interrupted"
+        prefix = list(view.records())
+        if moment.startswith("record:"):
+            assert len(prefix) <= int(moment.removeprefix("record:")), moment
+        _check_realtime_resumed(path, prefix)
+
+
+def test_a_realtime_run_killed_resumed_killed_resumed(tmp_path: Path) -> None:
+    path = tmp_path / "run.db"
+    assert _run_killed("record:600", "run", "kernel_build", "--mode", "realtime",
+                       "--store", str(path)) == -9
+    first = list(open_run(path).records())
+    assert _run_killed("record:1400", "resume", str(path)) == -9
+    second = list(open_run(path).records())
+    assert len(second) > len(first) and second[:len(first)] == first
+    assert open_run(path).status == "interrupted"
+    _check_realtime_resumed(path, second)
