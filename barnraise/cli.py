@@ -85,7 +85,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --store: replace a store that already holds a run")
 
     again = commands.add_parser(
-        "resume", help="continue an interrupted deterministic run kept with --store")
+        "resume", help="continue an interrupted run kept with --store (deterministic: "
+        "re-executed and checked against its log; realtime: from the world folded from "
+        "its log)")
     again.add_argument("store", metavar="PATH", help="the store of the interrupted run")
     again.add_argument("--json", action="store_true", help="print one JSON object")
     again.add_argument("--out", metavar="DIR", help="write the run's files there (as run)")

@@ -21,9 +21,17 @@ from hypothesis import strategies as st
 
 from actors.world import Simulation
 from barnraise import open_run
-from barnraise.runner import check_request, list_scenarios, open_store, resume, run_request
+from barnraise.runner import (
+    check_request,
+    list_scenarios,
+    load,
+    open_store,
+    resume,
+    run_request,
+)
 from sim.rebuild import pair_writes
 from sim.restore import Image, image_of
+from sim.store import StoreError
 
 
 def service_state(simu: Simulation, sid: str) -> dict[str, Any]:
@@ -237,6 +245,8 @@ def test_the_services_restored_from_any_prefix_of_the_log_are_the_services_in_me
 # -- kill -9 a realtime run, resume it --------------------------------------------------------
 
 def _run_killed(crash: str, *command: str) -> int:
+    """Run ``barnraise COMMAND`` in a subprocess that kills itself at ``crash`` (see
+    sim/store.py; "" for no kill); its exit code (-9: killed)."""
     env = dict(os.environ, BARNRAISE_STORE_CRASH=crash)
     done = subprocess.run([sys.executable, "-m", "barnraise.cli", *command], env=env,
                           capture_output=True, timeout=120, check=False)
@@ -332,3 +342,47 @@ def test_a_realtime_run_killed_resumed_killed_resumed(tmp_path: Path) -> None:
     assert len(second) > len(first) and second[:len(first)] == first
     assert open_run(path).status == "interrupted"
     _check_realtime_resumed(path, second)
+
+
+def _resumable() -> list[str]:
+    return [name for name, _ in list_scenarios() if getattr(load(name), "RESUMABLE", False)]
+
+
+@pytest.mark.parametrize("scenario", _resumable())
+def test_every_resumable_scenario_killed_in_realtime_resumes_to_success(
+        tmp_path: Path, scenario: str) -> None:
+    """A scenario that declares RESUMABLE, run in realtime and killed at three seeded points
+    of its log (measured on a whole run of it), resumes to success; every task is completed
+    at most once in the log and the log before the kill is kept as it was."""
+    whole = tmp_path / "whole.db"
+    assert _run_killed("", "run", scenario, "--mode", "realtime", "--store",
+                       str(whole)) == 0
+    length = len(list(open_run(whole).records()))
+    rng = random.Random(scenario)
+    for point in sorted(rng.sample(range(length // 10, length * 9 // 10), 3)):
+        path = tmp_path / f"{point}.db"
+        if _run_killed(f"record:{point}", "run", scenario, "--mode", "realtime",
+                       "--store", str(path)) != -9:
+            continue  # this run was shorter than the measured one: nothing killed
+        prefix = list(open_run(path).records())
+        result = resume(path, record=False)
+        assert result.success, (scenario, point, result.summary)
+        after = list(open_run(path).records())
+        assert after[:len(prefix)] == prefix
+        completed = collections.Counter(e["content"]["task_id"]
+                                        for e in open_run(path).events(type="task_completed"))
+        assert all(n == 1 for n in completed.values()), (scenario, point)
+
+
+def test_a_scenario_that_does_not_declare_how_it_resumes_is_refused(tmp_path: Path) -> None:
+    unresumable = [name for name, _ in list_scenarios() if name not in _resumable()]
+    if not unresumable:
+        pytest.skip("every shipped scenario declares how it resumes")
+    name = unresumable[0]
+    path = tmp_path / "run.db"
+    assert _run_killed("record:40", "run", name, "--mode", "realtime", "--store",
+                       str(path)) == -9
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="does not declare how it resumes"):
+        resume(path)
+    assert path.read_bytes() == before
