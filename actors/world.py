@@ -51,9 +51,10 @@ from sim.dispatch import (
     RealtimeDispatcher,
     make_dispatcher,
 )
+from sim.dispatch.core import SYSTEM
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
-from sim.restore import Image
+from sim.restore import RESUMED, Image
 from sim.store import Store
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
@@ -493,6 +494,10 @@ class Simulation:
             held.pause()
         try:
             d.clock.jump_to(image.at)
+            # The log's mark between the stopped run and this one: a call the stopped
+            # run never answered is answered by no one (sim/restore.py, sim/rebuild.py).
+            d.trace.event(image.at, SYSTEM, SYSTEM, RESUMED,
+                          {"after_seq": image.seq, "at": image.at})
             for service in (self._coordinator, self._regions, self._tasks,
                             self._coordination):
                 for session in image.sessions.values():

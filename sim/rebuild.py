@@ -127,6 +127,9 @@ def pair_writes(records: Iterable[TraceRecord]) -> Pairing:
     succeeded: set[int] = set()
     joins: dict[str, list[tuple[int, str]]] = {}
     for r in records:
+        if r.kind == EVENT and r.type == "run_resumed":
+            waiting.clear()  # a resumed run: what the stopped one left unanswered stays so
+            continue
         if r.kind == EVENT and r.type == "agent_joined":
             body = r.content_obj()
             if isinstance(body, dict):

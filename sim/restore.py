@@ -50,7 +50,11 @@ from sim.trace import DELIVER, EVENT, TraceRecord
 if TYPE_CHECKING:
     from sim.store import StoredRun
 
-__all__ = ["Image", "RegionsImage", "SessionImage", "image_of"]
+__all__ = ["RESUMED", "Image", "RegionsImage", "SessionImage", "image_of"]
+
+#: The event a resumed run's log starts with (from ``system``): the calls the stopped run
+#: left unanswered are never answered, so the pairing of calls and answers starts afresh.
+RESUMED: Final = "run_resumed"
 
 _WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
 _ARTIFACTS: Final = frozenset({"builder_load_shader", "builder_assemble_cartridge"})
@@ -214,6 +218,11 @@ class _Fold:
         if not isinstance(answer, dict) or not answer.get("success"):
             return
         tool, args = call.get("tool"), call.get("args") or {}
+        if not _matches(tool, args, answer):
+            self.problems.append(f"the answer at record {r.seq} does not fit the call it was "
+                                 f"paired with ({tool} of {r.recipient}): the log's calls "
+                                 "and answers cannot be paired")
+            return
         if tool == "session_create":
             s = self.session(answer.get("session_id"))
             if s is not None:
@@ -297,6 +306,9 @@ class _Fold:
     # -- events --------------------------------------------------------------------------------
 
     def event(self, r: TraceRecord) -> None:
+        if r.type == RESUMED:
+            self.pairs.waiting.clear()
+            return
         if not r.type.startswith(("task_", "region_", "approval_")):
             return
         body = r.content_obj()
@@ -368,6 +380,25 @@ class _Fold:
             for dep in body.get("added") or ():
                 if dep not in task["dependencies"]:
                     task["dependencies"].append(dep)
+
+
+def _matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
+    """Does a successful ``answer`` fit a call of ``tool`` with ``args``? (Each answer the
+    fold uses names what its call was about: a check of the pairing.)"""
+    if tool == "session_create":
+        return answer.get("session_name") == args.get("session_name")
+    if tool == "builder_place_tile":
+        return answer.get("region") == {"x": args.get("x"), "y": args.get("y"),
+                                        "width": 1, "height": 1}
+    if tool in ("builder_place_tiles", "builder_load_shader", "builder_assemble_cartridge"):
+        region = args.get("region")
+        return isinstance(region, dict) and answer.get("region") == {
+            k: region.get(k) for k in ("x", "y", "width", "height")}
+    if tool == "task_report":
+        return answer.get("task_id") == args.get("task_id")
+    if tool == "task_delegate":
+        return "task_id" in answer and "position_in_queue" in answer
+    return True
 
 
 def _serial(identifier: str) -> int:
