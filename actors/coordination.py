@@ -64,13 +64,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
 from sim.messages import Message
 from sim.tools import ToolError, fail, ok
 from sim.views import BarrierView, CoordinationPart, LockView
+
+if TYPE_CHECKING:
+    from sim.restore import SessionImage
 
 __all__ = ["CoordinationService"]
 
@@ -144,6 +147,20 @@ class CoordinationService(SessionService):
 
     def on_session(self, info: SessionInfo) -> None:
         self._state[info.session_id] = _SessionState()
+
+    def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
+        """The locks ``image`` has held, with their leases (one already past expires at
+        once), and each barrier's releases so far. Waits for a lock or at a barrier were
+        the stopped run's agents': they are not restored (their callers are gone)."""
+        state = self._state[image.session_id]
+        state.releases = dict(image.barrier_releases)
+        for lock_id, held in image.locks.items():
+            lock = _Lock(lock_id, held["holder"], held["expires_at"], grant=1)
+            if lock.expires_at is not None:
+                lock.lease_timer = self.dispatcher.call_later(
+                    max(0.0, lock.expires_at - self.now), self, self._lease_expired,
+                    image.session_id, lock, lock.grant, daemon=True)
+            state.locks[lock_id] = lock
 
     def view_of(self, session_id: str) -> CoordinationPart:
         """This service's part of a :class:`~sim.views.WorldView`: locks held, barriers

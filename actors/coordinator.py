@@ -198,7 +198,8 @@ class Coordinator(SessionService):
         self.dispatcher.trace.redact(token, stand_in)
         self._state[info.session_id] = _Session(
             info, token, info.config["private"], owner=image.owner,
-            granted_roles=frozenset(image.granted_roles), joined=image.joined)
+            granted_roles=frozenset(image.granted_roles), joined=image.joined,
+            checkpoints={cid: dict(entry) for cid, entry in image.checkpoints.items()})
         for member in self.members[info.session_id].values():
             self.dispatcher.set_session(member.agent_id, info.session_id)
         if info.config["checkpoint_interval"] > 0:

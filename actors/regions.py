@@ -334,7 +334,8 @@ class RegionManager(SessionService):
 
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
         """The canvas (tiles and last writers), tile counts, blueprint, claims with their
-        leases (a lease already past expires at once) and artifacts of ``image``."""
+        leases (a lease already past expires at once), artifacts and checkpoints of
+        ``image``."""
         part = image.regions
         if part is None:
             return
@@ -344,6 +345,7 @@ class RegionManager(SessionService):
         s.lost_work, s.blueprint = part.lost_work, part.blueprint
         s.shaders = {k: dict(v) for k, v in part.shaders.items()}
         s.cartridges = {k: dict(v) for k, v in part.cartridges.items()}
+        s.checkpoints = {cid: _Checkpoint(**kept) for cid, kept in part.checkpoints.items()}
         for claim_id, c in sorted(part.claims.items(), key=lambda kv: kv[1]["serial"]):
             claim = _Claim(claim_id, c["serial"], c["agent_id"], Rect.parse(c["region"]), "",
                            c["exclusive"], c["claimed_at"], c["expires_at"])

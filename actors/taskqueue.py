@@ -168,6 +168,19 @@ class _Session:
     stop_redelivery: Callable[[], None] | None = None  # under faults (see on_session)
 
 
+def _snapshot_of(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Folded task records (:class:`sim.restore.SessionImage`'s, with ``held``) in the form
+    a checkpoint of the session state keeps: graph, records, next_seq."""
+    records = [{k: v for k, v in t.items() if k != "held"} for t in tasks.values()]
+    graph = {"version": 1, "next_seq": len(records), "tasks": [
+        {"task_id": t["task_id"],
+         # awaiting approval is in progress in the graph (see the module doc)
+         "status": t["status"], "priority": parse_priority(t["priority"]),
+         "created_seq": t["seq"], "dependencies": list(t["dependencies"]),
+         "held": t["held"], "data": {}} for t in tasks.values()]}
+    return {"graph": graph, "records": records, "next_seq": len(records)}
+
+
 class TaskQueue(SessionService):
     """The ``tasks`` service. See the module docstring for the contract."""
 
@@ -942,16 +955,12 @@ class TaskQueue(SessionService):
                     session_id, record.task_id, daemon=True)
 
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
-        """Every task of ``image`` with its record, place in the graph and timers."""
+        """Every task of ``image`` with its record, place in the graph and timers; the
+        checkpoints of the session state it had."""
         state = self._state[image.session_id]
-        records = [{k: v for k, v in t.items() if k != "held"} for t in image.tasks.values()]
-        graph = {"version": 1, "next_seq": len(records), "tasks": [
-            {"task_id": t["task_id"],
-             # awaiting approval is in progress in the graph (see the module doc)
-             "status": t["status"], "priority": parse_priority(t["priority"]),
-             "created_seq": t["seq"], "dependencies": list(t["dependencies"]),
-             "held": t["held"], "data": {}} for t in image.tasks.values()]}
-        self._load(state, {"graph": graph, "records": records, "next_seq": len(records)})
+        self._load(state, _snapshot_of(image.tasks))
+        state.checkpoints = {cid: _encode(_snapshot_of(tasks))
+                             for cid, tasks in image.task_checkpoints.items()}
         self._serial = max(self._serial, serials["tasks"])
 
     def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ role tokens (secrets the log keeps only stand-ins of).
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -61,8 +62,6 @@ _ARTIFACTS: Final = frozenset({"builder_load_shader", "builder_assemble_cartridg
 #: Task events and the status each leaves (see actors/taskqueue.py).
 _STATUS: Final = {"task_completed": "completed", "task_failed": "failed",
                   "task_cancelled": "cancelled", "task_blocked": "blocked"}
-#: Internal operations a resume cannot fold (see the module doc).
-_UNFOLDED_OPS: Final = frozenset({"_checkpoint", "_rollback"})
 
 
 @dataclass
@@ -79,6 +78,8 @@ class RegionsImage:
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     shaders: dict[str, dict[str, Any]] = field(default_factory=dict)
     cartridges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: checkpoint id -> what regions keeps of it (``actors.regions._Checkpoint``'s fields)
+    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def writer(self, agent_id: str) -> int:
         who = self.writers.get(agent_id)
@@ -100,6 +101,14 @@ class SessionImage:
     regions: RegionsImage | None = None
     #: task id -> TaskRecord fields, in the order the tasks were created
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: checkpoint id -> the tasks as a checkpoint of the session state kept them
+    task_checkpoints: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: checkpoint id -> the coordinator's index entry (what build_checkpoint answers)
+    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: lock id -> holder, expires_at (a lock's waiters were the stopped run's: gone)
+    locks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: barrier id -> releases so far (arrivals waiting were the stopped run's: gone)
+    barrier_releases: dict[str, int] = field(default_factory=dict)
 
     @property
     def session_id(self) -> str:
@@ -184,10 +193,8 @@ class _Fold:
 
     def internal(self, r: TraceRecord, content: dict[str, Any]) -> None:
         op = content.get("op")
-        if op in _UNFOLDED_OPS:
-            if not self.problems or "checkpoints" not in self.problems[-1]:
-                self.problems.append(f"the run took checkpoints (the first at t={r.t:g}), "
-                                     "whose contents the log does not hold")
+        if op in ("_checkpoint", "_rollback"):
+            self.checkpoint(r.recipient, str(op), content)
             return
         if r.recipient != "regions":
             return  # every membership operation goes to each service: regions' copy serves
@@ -213,6 +220,39 @@ class _Fold:
             s = self.session(content.get("session_id"))
             if s is not None and s.regions is not None and content.get("blueprint") is not None:
                 s.regions.blueprint = _rows(content["blueprint"])
+
+    def checkpoint(self, service: str, op: str, content: dict[str, Any]) -> None:
+        """A checkpoint kept or rolled back to, by regions or by the task queue (each
+        keeps its part, as the services do)."""
+        s = self.session(content.get("session_id"))
+        cid = str(content.get("checkpoint_id"))
+        if s is None or s.regions is None:
+            return
+        g = s.regions
+        if service == "regions" and op == "_checkpoint":
+            include = set(content.get("include") or ())
+            tiles = "tiles" in include
+            g.checkpoints[cid] = {
+                "canvas": g.canvas.compress() if tiles else None,
+                "tiles": g.canvas.count_nonempty() if tiles else 0,
+                "tiles_placed": g.tiles_placed,
+                "shaders": dict(g.shaders) if "shaders" in include else None,
+                "cartridges": dict(g.cartridges) if "cartridges" in include else None,
+                "tiles_by_agent": dict(g.tiles_by_agent)}
+        elif service == "regions" and op == "_rollback" and cid in g.checkpoints:
+            kept = g.checkpoints[cid]
+            if kept["canvas"] is not None:
+                g.canvas.restore(TileCanvas.decompress(kept["canvas"]).snapshot())
+                g.tiles_placed = kept["tiles_placed"]
+                g.tiles_by_agent = dict(kept["tiles_by_agent"])
+            if kept["shaders"] is not None:
+                g.shaders = dict(kept["shaders"])
+            if kept["cartridges"] is not None:
+                g.cartridges = dict(kept["cartridges"])
+        elif service == "tasks" and op == "_checkpoint":
+            s.task_checkpoints[cid] = copy.deepcopy(s.tasks)
+        elif service == "tasks" and op == "_rollback" and cid in s.task_checkpoints:
+            s.tasks = copy.deepcopy(s.task_checkpoints[cid])
 
     def answered(self, r: TraceRecord, call: dict[str, Any], answer: Any) -> None:
         if not isinstance(answer, dict) or not answer.get("success"):
@@ -247,6 +287,9 @@ class _Fold:
             s.regions.cartridges[cid] = {
                 "cartridge_id": cid, "name": args.get("name"), "region": dict(answer["region"]),
                 "agent_id": r.recipient, "created_at": r.t, "tiles": answer.get("tiles", 0)}
+        elif tool == "build_checkpoint":
+            entry = {k: v for k, v in answer.items() if k != "success"}
+            s.checkpoints[str(answer["checkpoint_id"])] = entry
         elif tool == "task_report":
             # An accepted report keeps what it says, whatever the status (a blocked or
             # requeued task's too; only a finished one's goes to its delegator).
@@ -309,7 +352,8 @@ class _Fold:
         if r.type == RESUMED:
             self.pairs.waiting.clear()
             return
-        if not r.type.startswith(("task_", "region_", "approval_")):
+        if not r.type.startswith(("task_", "region_", "approval_", "lock_", "barrier_",
+                                  "checkpoint_")):
             return
         body = r.content_obj()
         if not isinstance(body, dict):
@@ -318,6 +362,20 @@ class _Fold:
         if s is None:
             return
         kind = r.type
+        if kind == "lock_granted":
+            s.locks[str(body["lock_id"])] = {"holder": str(body["holder"]),
+                                            "expires_at": body.get("expires_at")}
+            return
+        if kind in ("lock_released", "lock_expired"):
+            s.locks.pop(str(body.get("lock_id")), None)  # a next holder's grant follows
+            return
+        if kind == "barrier_released":
+            s.barrier_releases[str(body["barrier_id"])] = int(body["generation"])
+            return
+        if kind == "checkpoint_created":
+            self.serials["coordinator"] += 1
+            _created(s, r, body)
+            return
         if kind == "region_claimed" and s.regions is not None:
             cid = str(body["claim_id"])
             serial = _serial(cid)
@@ -380,6 +438,28 @@ class _Fold:
             for dep in body.get("added") or ():
                 if dep not in task["dependencies"]:
                     task["dependencies"].append(dep)
+
+
+def _created(s: SessionImage, r: TraceRecord, body: dict[str, Any]) -> None:
+    """The coordinator's index entry of a checkpoint, at its ``checkpoint_created`` event.
+
+    A checkpoint an agent asked for gets its exact entry from the answer (later in the
+    log); an automatic one (the session's checkpoint_interval) is answered to no one, so
+    its entry is made here as the coordinator makes it, the size estimated from the
+    regions part the fold keeps (the task part's encoding is not redone)."""
+    cid = str(body["checkpoint_id"])
+    kept = s.regions.checkpoints.get(cid, {}) if s.regions is not None else {}
+    include = [part for part, here in (("tiles", kept.get("canvas") is not None),
+                                       ("shaders", kept.get("shaders") is not None),
+                                       ("cartridges", kept.get("cartridges") is not None),
+                                       ("session_state", cid in s.task_checkpoints)) if here]
+    size = len(kept.get("canvas") or b"")
+    s.checkpoints[cid] = {
+        "checkpoint_id": cid, "checkpoint_name": str(body.get("name") or cid),
+        "description": "automatic", "created_at": r.t, "include": include,
+        "contents": {"tiles": kept.get("tiles", 0), "shaders": len(kept.get("shaders") or {}),
+                     "cartridges": len(kept.get("cartridges") or {})},
+        "size_kb": round(size / 1024, 2)}
 
 
 def _matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
