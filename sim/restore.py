@@ -9,26 +9,33 @@ share (their ``restore`` methods) before any agent is let in.
 What the log gives, and where from:
 
 * **sessions** (coordinator): each session's info from the coordinator's ``_session``
-  operation, its owner and granted roles from the ``session_create`` call, its
+  operation, its owner and granted roles from the ``session_create`` call (a session
+  whose creation was never answered is dropped: its host never learned of it), its
   members (with their colours and join times) from ``_member_joined`` and
-  ``_member_left``;
+  ``_member_left``, its checkpoint index from the ``build_checkpoint`` answers (an
+  automatic checkpoint's from its event);
 * **regions**: the blueprint (``_blueprint``), the canvas with its last-writer layer
-  and the tile counts (every tile write whose answer says it succeeded, applied
-  when the service took it, paired with its answer as :func:`sim.rebuild.pair_writes`
+  and the tile counts (every tile write whose answer says it succeeded, applied when
+  the service took it, paired with its answer as :func:`sim.rebuild.pair_writes`
   does), the claims with their leases (``region_claimed`` and ``region_released``),
-  shaders and cartridges (the calls that made them, paired with their answers);
+  shaders and cartridges (the calls that made them, paired with their answers), and
+  what each checkpoint kept of them (``_checkpoint``, ``_rollback``);
 * **tasks**: every task's record (the ``task_assignment`` the queue sent its
   assignee carries all of it; a task for ``"any"`` is read from its
   ``task_delegate`` call, paired with the answer that named it) and its history
-  from the task events (accepted, completed, failed, requeued, blocked,
-  unblocked, cancelled, approvals, dependencies added), each result from the
-  ``task_result`` its delegator got.
+  from the task events (accepted, completed, failed, requeued, blocked by a report
+  or by a dependency, unblocked, cancelled, approvals, dependencies added), each
+  reported result from the report, checkpoints of the session state;
+* **coordination**: locks held with their leases (``lock_granted``, released,
+  expired) and each barrier's releases. Waits for a lock or at a barrier are not
+  kept: the agents waiting were the stopped run's, and are gone.
 
-What it does not give is refused by :meth:`Image.unsupported` rather than guessed:
-a run under a fault plan (lost and doubled letters break the pairing of calls and
-answers), checkpoints (their contents are not all in the log), locks and barriers
-still held or waited on (their holders are gone anyway: every agent restarts),
-role tokens (secrets the log keeps only stand-ins of).
+Every answer the fold uses is checked against the call it was paired with (same
+region, same task); one that does not fit makes the image unsupported. What the fold
+cannot give is refused by :meth:`Image.unsupported` rather than guessed: a run under
+a fault plan (lost and doubled letters break the pairing of calls and answers), a
+log whose calls and answers do not pair. Role tokens are secrets the log keeps only
+stand-ins of: a restored session has a new invite token and no role tokens.
 """
 
 from __future__ import annotations
