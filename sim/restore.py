@@ -518,13 +518,13 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
             f.deliver(r)
         seq, at = r.seq + 1, r.t
     for s in f.sessions.values():
-        for task in s.tasks.values():
-            task.pop("_full", None)
-            # Held by hand only while blocked (the graph clears it on any other way out).
-            task["held"] = bool(task.pop("_held", False)) and task["status"] == "blocked"
-            # A failed or completed task whose result went to nobody keeps {}.
-            task["priority"] = str(task["priority"])
-            parse_priority(task["priority"])  # a ValueError here is a fold bug
+        for tasks in (s.tasks, *s.task_checkpoints.values()):
+            for task in tasks.values():
+                task.pop("_full", None)
+                # Held by hand only while blocked (the graph clears it on any other way).
+                task["held"] = bool(task.pop("_held", False)) and task["status"] == "blocked"
+                task["priority"] = str(task["priority"])
+                parse_priority(task["priority"])  # a ValueError here is a fold bug
     # A session whose creation was never answered is not kept: its host never learned
     # of it, no agent can have joined it, and a resumed scenario makes it again.
     for sid in [sid for sid, s in f.sessions.items() if not s.owner]:
