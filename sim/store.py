@@ -62,7 +62,7 @@ from typing import Any, Final
 import msgspec
 import numpy as np
 
-from sim.trace import EVENT, Trace, TraceRecord
+from sim.trace import DELIVER, EVENT, Trace, TraceRecord
 
 __all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
            "read_snapshot"]
@@ -502,7 +502,8 @@ class Store:
                         in enumerate(raws, first)])
                     self._delegations(db, [
                         TraceRecord(seq, *raw) for seq, raw in enumerate(raws, first)
-                        if raw[1] == EVENT and raw[4] in _TASK_EVENTS])
+                        if (raw[1] == EVENT and raw[4] in _TASK_EVENTS)
+                        or (raw[4] == "task_result" and raw[1] == DELIVER)])
                     self._crash_point("commit", self.commits + 1)
                     if self._crash is not None and self._crash[0] == "record" and \
                             first <= self._crash[1] < end + self.offset:
@@ -536,11 +537,15 @@ class Store:
 
     @staticmethod
     def _delegations(db: sqlite3.Connection, records: list[TraceRecord]) -> None:
-        """Keep the delegations table up to date with ``records`` (task events only)."""
+        """Keep the delegations table up to date with ``records`` (the task events, and the
+        ``task_result`` letters delivered to delegators: ``delivered_at``)."""
         for r in records:
             body = _decode_body(r.content)
             task = body.get("task_id")
-            if r.type == "task_created":
+            if r.kind == DELIVER:  # a task_result letter reached its delegator
+                db.execute("UPDATE delegations SET delivered_at = ? WHERE task_id = ? AND "
+                           "delivered_at IS NULL", (r.t, task))
+            elif r.type == "task_created":
                 db.execute("INSERT OR IGNORE INTO delegations VALUES (?, ?, ?, ?, ?, ?, NULL, ?, "
                            "NULL)", (task, body.get("session_id"), body.get("delegated_by"),
                                      body.get("assigned_to"), body.get("type"),
@@ -550,11 +555,8 @@ class Store:
                            "WHERE task_id = ?", (body.get("agent_id"), task))
             else:
                 status = r.type.removeprefix("task_")
-                done = status in ("completed", "failed", "cancelled")
-                db.execute("UPDATE delegations SET status = ?, result = ?, delivered_at = ? "
-                           "WHERE task_id = ?",
-                           (status, json.dumps(body, sort_keys=True), r.t if done else None,
-                            task))
+                db.execute("UPDATE delegations SET status = ?, result = ? WHERE task_id = ?",
+                           (status, json.dumps(body, sort_keys=True), task))
 
     def snapshot_now(self) -> None:
         """Commit, then take a snapshot of the world as it is now."""
@@ -718,7 +720,10 @@ class StoredRun:
 
     def delegations(self) -> list[dict[str, Any]]:
         """One dict per task the run delegated: task_id, session_id, delegator,
-        delegatee, type, status, result (the last task event's body), delivered_at."""
+        delegatee, type, status, result (the last task event's body), delivered_at (when
+        its ``task_result`` letter reached the delegator; None if none did: still open, a
+        delegator outside the run, or a result a resumed delegator read from the queue
+        because the stopped run had not delivered it)."""
         db = self._db()
         try:
             cursor = db.execute("SELECT task_id, session_id, delegator, delegatee, type, status, "

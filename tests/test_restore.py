@@ -332,6 +332,8 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     results = collections.Counter(r.content_obj()["task_id"] for r in after
                                   if r.kind == "deliver" and r.type == "task_result")
     assert all(n == 1 for n in results.values()), results.most_common(3)
+    delivered = {d["task_id"] for d in view.delegations() if d["delivered_at"] is not None}
+    assert delivered == set(results)
     # Work in progress at the kill went back to the queue once, said so, and was done.
     requeued = [e["content"] for e in view.events(type="task_requeued")
                 if e["seq"] >= len(prefix) and e["content"].get("reason") == "resumed"]
@@ -409,20 +411,6 @@ def test_every_resumable_scenario_killed_in_realtime_resumes_to_success(
         completed = collections.Counter(e["content"]["task_id"]
                                         for e in open_run(path).events(type="task_completed"))
         assert all(n == 1 for n in completed.values()), (scenario, point)
-
-
-def test_a_scenario_that_does_not_declare_how_it_resumes_is_refused(tmp_path: Path) -> None:
-    unresumable = [name for name, _ in list_scenarios() if name not in _resumable()]
-    if not unresumable:
-        pytest.skip("every shipped scenario declares how it resumes")
-    name = unresumable[0]
-    path = tmp_path / "run.db"
-    assert _run_killed("record:40", "run", name, "--mode", "realtime", "--store",
-                       str(path)) == -9
-    before = path.read_bytes()
-    with pytest.raises(StoreError, match="does not declare how it resumes"):
-        resume(path)
-    assert path.read_bytes() == before
 
 
 def test_a_realtime_run_under_a_fault_plan_is_refused_and_its_store_left_as_it_was(
