@@ -578,6 +578,8 @@ class Store:
                 t = summary.get("virtual_time", 0.0)
                 db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
                            (self.written + self.offset, t, blob))
+                self.snapshots += 1
+                self._crash_point("snapshot", self.snapshots)  # the last one: a realtime run's
             db.execute("UPDATE run SET status = 'finished', summary = ?, trace_digest = ?, "
                        "updated_at = ? WHERE id = 1",
                        (json.dumps(summary, sort_keys=True), trace_digest, time.time()))

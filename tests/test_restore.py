@@ -353,11 +353,12 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
 
 
 def test_a_realtime_run_killed_at_seeded_moments_resumes_to_success(tmp_path: Path) -> None:
-    """SIGKILL a realtime kernel_build (time scale 50) at ten seeded records and at its
-    first commit; each resumes from the log to a successful end with nothing lost and
-    nothing done twice."""
+    """SIGKILL a realtime kernel_build (time scale 50) at ten seeded records, at its first
+    commit and while it writes its snapshot (a realtime run takes one, at its end); each
+    resumes from the log to a successful end with nothing lost and nothing done twice."""
     rng = random.Random(11)
-    moments = [f"record:{n}" for n in sorted(rng.sample(range(20, 2000), 10))] + ["commit:1"]
+    moments = [f"record:{n}" for n in sorted(rng.sample(range(20, 2000), 10))]
+    moments += ["commit:1", "snapshot:1"]
     for moment in moments:
         path = tmp_path / f"{moment.replace(':', '-')}.db"
         code = _run_killed(moment, "run", "kernel_build", "--mode", "realtime", "--store",
@@ -368,6 +369,8 @@ def test_a_realtime_run_killed_at_seeded_moments_resumes_to_success(tmp_path: Pa
         prefix = list(view.records())
         if moment.startswith("record:"):
             assert len(prefix) <= int(moment.removeprefix("record:")), moment
+        if moment.startswith("snapshot:"):  # killed in the end's transaction: no snapshot
+            assert open_run(path).snapshots() == []
         _check_realtime_resumed(path, prefix)
 
 
