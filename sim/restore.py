@@ -66,6 +66,14 @@ RESUMED: Final = "run_resumed"
 
 _WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
 _ARTIFACTS: Final = frozenset({"builder_load_shader", "builder_assemble_cartridge"})
+#: The record types the fold reads (the log holds others: status updates, heartbeats...).
+_FOLDED: Final = frozenset({
+    "coordination_request", "coordination_response", "task_assignment", "task_result",
+    RESUMED, "task_created", "task_accepted", "task_completed", "task_failed",
+    "task_cancelled", "task_blocked", "task_unblocked", "task_requeued",
+    "task_dependencies_added", "approval_requested", "approval_resolved", "region_claimed",
+    "region_released", "lock_granted", "lock_released", "lock_expired", "barrier_released",
+    "checkpoint_created"})
 #: Task events and the status each leaves (see actors/taskqueue.py).
 _STATUS: Final = {"task_completed": "completed", "task_failed": "failed",
                   "task_cancelled": "cancelled", "task_blocked": "blocked"}
@@ -495,9 +503,12 @@ def _serial(identifier: str) -> int:
 
 
 def _rows(tiles: Any) -> NDArray[np.uint8]:
-    if all(type(v) is int for row in tiles for v in row):
+    """Tile rows as codes. Only writes the service accepted are folded, so every value is
+    a valid code or tile name: numbers convert at once, names are looked up."""
+    try:
         return np.array(tiles, dtype=np.uint8)
-    return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
+    except (ValueError, TypeError, OverflowError):
+        return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
 
 
 def fold(records: Iterable[TraceRecord], *, faults: bool = False,
@@ -536,7 +547,7 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
 def image_of(run: StoredRun, upto: int | None = None) -> Image:
     """Fold every committed record of ``run`` (see the module doc), or those before seq
     ``upto``."""
-    records = run.records(0)
+    records = run.records(0, types=_FOLDED)
     try:
         faults = bool(run.info is not None and run.info.options.get("faults"))
         return fold(records, faults=faults, upto=upto)

@@ -56,7 +56,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, Final
 
 import msgspec
@@ -622,11 +622,19 @@ class StoredRun:
         assert info is not None
         return info.summary if info.status == "finished" else None
 
-    def records(self, start: int = 0) -> Generator[TraceRecord, None, None]:
+    def records(self, start: int = 0, *, types: Iterable[str] | None = None
+                ) -> Generator[TraceRecord, None, None]:
+        """The log from seq ``start`` on, in order; with ``types``, only the records of
+        those types (filtered in SQL)."""
         db = self._db()
+        where, args = "seq >= ?", [start]
+        if types is not None:
+            wanted = sorted(set(types))
+            where += f" AND type IN ({', '.join('?' * len(wanted))})"
+            args += wanted
         try:
-            for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq >= ? ORDER BY seq",
-                                  (start,)):
+            for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE {where} ORDER BY seq",
+                                  args):
                 yield _record(row)
         finally:
             db.close()
