@@ -14,9 +14,12 @@ Two sources answer the page as a :class:`~barnraise.view.watch.Watcher` does
   checked against the stored log record by record as it goes; a difference is
   shown on the page, and the scrubber falls back to the snapshots.
 * :class:`StoredSource`, for the rest (a realtime run, a run driven by hand): the
-  world of the store's last snapshot taken at or before T (canvas, claims,
-  members, task statuses) and the domain events logged up to T, as fine as the
-  snapshots are (``scrub.shown`` says which one).
+  world at T folded from the last snapshot before it and the log
+  (:func:`sim.rebuild.world_at`: canvas, claims, members, task statuses), the
+  domain events logged up to T, and what a second pass over the log gives
+  (:class:`sim.rebuild_more.LogIndex`): the task board's frontier, the chart's
+  series and the completion. Mailbox depths are sent as unknown (None): the log
+  records a letter when it is handled, never when it is sent.
 """
 
 from __future__ import annotations
