@@ -12,6 +12,7 @@ browser are stopped whatever happens.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,15 @@ def test_the_page_draws_a_running_kernel_build_to_its_end_in_firefox(
             watcher.gate.close()  # a held run (a failed test) goes on to its end
         thread.join(60)
         live.close()
+
+
+def test_the_client_hears_the_errors_a_page_makes(browser: firefox.Firefox) -> None:
+    """The check above for no page errors means something: an uncaught exception and a
+    module that cannot be loaded are both heard."""
+    browser.goto("data:text/html,<script>setTimeout(() => { throw new Error('boom') }, 0)"
+                 "</script><script type=module>import './missing.js'</script>")
+    deadline = time.monotonic() + WAIT
+    while len(browser.errors) < 2 and time.monotonic() < deadline:
+        browser.evaluate("new Promise((done) => setTimeout(done, 50))")  # events come in between
+    texts = " | ".join(str(e.get("text")) for e in browser.errors)
+    assert "boom" in texts and "missing.js" in texts, texts
