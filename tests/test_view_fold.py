@@ -185,3 +185,104 @@ def test_the_folded_board_and_figures_equal_the_world_in_memory_at_every_prefix(
             assert got_board == want_board
             point = index.point(world, sid)
             assert {k: point[k] for k in want_figures} == want_figures
+
+
+@pytest.mark.parametrize(("scenario", "params"), [
+    ("kernel_build", {"grid_size": 60, "block": 15, "builders": 4, "testers": 2}),
+    ("plan_run", {}),
+])
+def test_a_realtime_stores_task_graph_is_the_one_the_run_ended_with(
+        tmp_path: Path, scenario: str, params: dict[str, Any]) -> None:
+    """In realtime mode records from many threads interleave in the log; the pairing of a
+    task_delegate call with its task_created still finds every task's type, dependencies
+    and place, as the task service had them at the end, and the folded board at the end is
+    the board of the run's last world."""
+    request = check_request(scenario, seed=2, mode="realtime", time_scale=50.0, **params)
+    path = tmp_path / "run.db"
+    result = run_request(request, store=open_store(request, path), record=False)
+    assert result.success, result.summary
+    run = open_run(path)
+    pairing = pair_writes(run.records())
+    index = LogIndex(run, pairing)
+    assert index.notes == []
+    sid = result.summary["session_id"]
+    world = world_at(run, pairing=pairing)
+    shapes = index.graph(sid, world.seq)
+    assert result.tasks and set(shapes) == {t["task_id"] for t in result.tasks}
+    by_order = sorted(shapes, key=lambda tid: shapes[tid].order)  # type: ignore[union-attr]
+    assert by_order == [t["task_id"] for t in result.tasks]
+    for task in result.tasks:
+        shape = shapes[task["task_id"]]
+        assert shape is not None
+        assert (shape.type, list(shape.dependencies)) == (task["type"], task["dependencies"])
+    got, unknown = board(world.state()[sid]["tasks"], shapes)
+    assert unknown == []
+    status = {t["task_id"]: t["status"] for t in result.tasks}
+    ready = [t["task_id"] for t in result.tasks if t["status"] not in
+             ("completed", "failed", "cancelled", "blocked")
+             and all(status[d] == "completed" for d in t["dependencies"])]
+    assert [t["id"] for t in got["frontier"]] == ready[:40]
+    assert got["frontier_size"] == len(ready)
+    assert got["counts"] == result.summary["tasks"]
+
+
+def test_concurrent_delegations_in_realtime_pair_with_their_tasks(tmp_path: Path) -> None:
+    """Three architects delegate at once from three threads in a realtime world, each task
+    depending on tasks the others made: their calls reach the task service interleaved,
+    among the rest of the run's records, and every task's type and dependencies are still
+    paired with the right task (the task service's own graph at the end)."""
+    import random
+    import threading
+
+    from actors.world import Simulation
+
+    path = tmp_path / "rt.db"
+    with Simulation(seed=1, mode="realtime", time_scale=20.0, store=path) as simu:
+        owner = simu.client("owner")
+        owner.call("session_create", session_name="R", grid_size=8)
+        owner.call("session_join", agent_name="owner", role="architect")
+        sid = owner.session_id
+        made: list[str] = []
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def delegate(name: str, seed: int, kind: str) -> None:
+            try:
+                client = simu.client(name)
+                joined = client.call("session_join", session_id=sid, agent_name=name,
+                                     role="architect")
+                assert joined["success"], joined
+                pick = random.Random(seed)
+                for _ in range(25):
+                    with lock:
+                        deps = pick.sample(made, min(len(made), pick.randint(0, 3)))
+                    got = client.call("task_delegate", task_type=kind, description="d",
+                                      target_agent_id="any", dependencies=deps)
+                    assert got["success"], got
+                    with lock:
+                        made.append(got["task_id"])
+            except BaseException as exc:
+                errors.append(exc)
+
+        for i in range(3):  # the owner grants the role; each joins on its own thread
+            assert owner.call("session_grant", role="architect", agent_id=f"arch-{i}")["success"]
+        threads = [threading.Thread(target=delegate, args=(f"arch-{i}", i, kind))
+                   for i, kind in enumerate(("build", "test", "review"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(t.is_alive() for t in threads) and errors == []
+        want = {t.task_id: (t.type, list(t.dependencies)) for t in simu.view(sid).tasks}
+        store = simu.store
+        assert store is not None
+        store.commit()
+        run = open_run(path)
+        pairing = pair_writes(run.records())
+        index = LogIndex(run, pairing)
+        assert index.notes == []
+        shapes = index.graph(sid, run.last().seq + 1)  # type: ignore[union-attr]
+    assert len(want) == 75
+    assert {tid: (s.type, list(s.dependencies)) for tid, s in shapes.items()  # type: ignore[union-attr]
+            } == want
+    assert sum(bool(deps) for _, deps in want.values()) > 40
