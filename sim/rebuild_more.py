@@ -25,9 +25,9 @@ answered from:
   one for each), ``completion`` (the canvas against the last blueprint set on
   ``regions``, by its ``_blueprint`` operation or the ``blueprint_set`` tool, as
   the service computes it), and the claims and task counts of the
-  folded world. :meth:`LogIndex.point` makes one point from a folded world;
-  :meth:`LogIndex.series` samples the whole run once, folding it forward as
-  :func:`~sim.rebuild.world_at` does (it drives that module's fold).
+  folded world. :meth:`LogIndex.point` makes one point from a folded world; given
+  times, the pass also folds the world forward as :func:`~sim.rebuild.world_at`
+  does and keeps a point at each (:attr:`LogIndex.series`).
 
 **Mailbox depths are not here**: a letter is logged when it is handled (or
 dropped), never when it is sent, so how many letters wait in a mailbox at a given
@@ -161,9 +161,16 @@ def _completion(canvas: NDArray[np.uint8] | None, blueprint: NDArray[np.uint8] |
 
 class LogIndex:
     """One pass over ``run``'s log: the task graph's operations and the figures' timelines
-    (see the module doc). ``pairing`` is :func:`sim.rebuild.pair_writes` of the same log."""
+    (see the module doc). ``pairing`` is :func:`sim.rebuild.pair_writes` of the same log.
 
-    def __init__(self, run: StoredRun, pairing: Pairing) -> None:
+    With ``samples`` (simulated times), the same pass folds the world forward as
+    :func:`~sim.rebuild.world_at` does (it drives that module's fold) and keeps the
+    chart's point of ``session`` (None: the first session the log opens) at each of
+    those times in :attr:`series`.
+    """
+
+    def __init__(self, run: StoredRun, pairing: Pairing, *, samples: Iterable[float] = (),
+                 session: str | None = None) -> None:
         self.run = run
         self.pairing = pairing
         answers = _answers(run.records())
@@ -174,29 +181,46 @@ class LogIndex:
         self.notes: list[str] = []
         #: Every session the log opens on regions, in order.
         self.sessions: list[str] = []
-        delivered: list[int] = []
-        dropped: list[int] = []
+        #: The chart's points at the ``samples`` times (those when its session was open).
+        self.series: list[dict[str, Any]] = []
+        self._delivered: list[int] = []  # seqs of the deliver and drop records, rising
+        self._dropped: list[int] = []
+        wanted = sorted(samples)
+        fold = _Fold({}, pairing) if wanted else None
+        i = 0
+        seq = 0
         delegate: tuple[str, tuple[str, ...]] | None = None  # (session, dependencies)
         orders: dict[str, int] = {}
         records = run.records()
         try:
             for r in records:
+                while i < len(wanted) and r.t > wanted[i]:
+                    self._sample(fold, wanted[i], seq, session)
+                    i += 1
                 if r.kind == DELIVER:
-                    delivered.append(r.seq)
+                    self._delivered.append(r.seq)
                     if r.recipient == "tasks":
                         delegate = self._to_tasks(r)
                     elif r.recipient == "regions" and r.type == "coordination_request":
                         self._to_regions(r, answers)
                 elif r.kind == DROP:
-                    dropped.append(r.seq)
+                    self._dropped.append(r.seq)
                 elif r.kind == EVENT:
                     self._event(r, delegate, orders)
                     if r.type == "task_created" and r.sender == "tasks":
                         delegate = None
+                if fold is not None and i < len(wanted):
+                    fold.apply(r)
+                seq = r.seq + 1
         finally:
             records.close()
-        self._delivered = np.array(delivered, dtype=np.int64)
-        self._dropped = np.array(dropped, dtype=np.int64)
+        for t in wanted[i:]:
+            self._sample(fold, t, seq, session)
+
+    def _sample(self, fold: _Fold | None, t: float, seq: int, session: str | None) -> None:
+        sid = session if session is not None else next(iter(self.sessions), None)
+        if fold is not None and sid is not None and sid in fold.sessions:
+            self.series.append(self.point(World(t, seq, None, fold.sessions, []), sid))
 
     # -- the pass ------------------------------------------------------------------------------
 
@@ -315,8 +339,8 @@ class LogIndex:
 
     def counts(self, upto: int) -> tuple[int, int]:
         """(messages delivered, dead letters) after records ``0 .. upto - 1``."""
-        return (int(np.searchsorted(self._delivered, upto)),
-                int(np.searchsorted(self._dropped, upto)))
+        return (bisect.bisect_left(self._delivered, upto),
+                bisect.bisect_left(self._dropped, upto))
 
     def point(self, world: World, session_id: str) -> dict[str, Any]:
         """The chart's point of ``session_id`` in the folded ``world`` (the Watcher's
@@ -343,35 +367,6 @@ class LogIndex:
         f = self.figures.get(session_id)
         return f is not None and any(seq < upto for seq, _ in f.blueprints)
 
-    def series(self, session_id: str, times: Iterable[float]) -> list[dict[str, Any]]:
-        """The chart's points of ``session_id`` at each of ``times`` (from when it is
-        open), folding the whole log forward once from nothing."""
-        wanted = sorted(times)
-        fold = _Fold({}, self.pairing)
-        out: list[dict[str, Any]] = []
-        seq = 0
-        i = 0
-        records = self.run.records()
-        try:
-            for r in records:
-                while i < len(wanted) and r.t > wanted[i]:
-                    out += self._sample(fold, wanted[i], seq, session_id)
-                    i += 1
-                if i == len(wanted):
-                    break
-                fold.apply(r)
-                seq = r.seq + 1
-        finally:
-            records.close()
-        for t in wanted[i:]:
-            out += self._sample(fold, t, seq, session_id)
-        return out
-
-    def _sample(self, fold: _Fold, t: float, seq: int, session_id: str
-                ) -> list[dict[str, Any]]:
-        if session_id not in fold.sessions:
-            return []
-        return [self.point(World(t, seq, None, fold.sessions, []), session_id)]
 
 
 def board(tasks: dict[str, list[Any]], shapes: dict[str, TaskShape | None]

@@ -97,15 +97,16 @@ class StoredSource(_Scrubber):
         self.end = max([t for _, t in self.snapshots]
                        + [last.t if last is not None else 0.0])
         self.at = self.end
-        # a second pass: the task graph's edges and the chart's figures (sim/rebuild_more.py)
-        self.index = LogIndex(run, self.pairing)
+        # a second pass: the task graph's edges and the chart's figures (sim/rebuild_more.py),
+        # with the chart's points over the whole run
         summary = run.summary or {}
         sid = summary.get("session_id")
+        self.index = LogIndex(
+            run, self.pairing, session=sid if isinstance(sid, str) else None,
+            samples=[self.end * i / SERIES_POINTS for i in range(SERIES_POINTS + 1)])
         self.series_session = sid if isinstance(sid, str) else next(
             iter(self.index.sessions), None)
-        self.series: list[dict[str, Any]] = [] if self.series_session is None else \
-            self.index.series(self.series_session,
-                              [self.end * i / SERIES_POINTS for i in range(SERIES_POINTS + 1)])
+        self.series = self.index.series
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
 
