@@ -112,6 +112,9 @@ def _answers(records: Iterable[TraceRecord]) -> dict[int, tuple[int, int]]:
     waiting: dict[str, deque[tuple[int, bool]]] = {}
     out: dict[int, tuple[int, int]] = {}
     for r in records:
+        if r.kind == EVENT and r.type == "run_resumed":
+            waiting.clear()  # a resumed run: what the stopped one left unanswered stays so
+            continue
         if r.kind != DELIVER:
             continue
         if r.recipient == "regions" and r.type == "coordination_request" \
@@ -207,8 +210,8 @@ class LogIndex:
                     self._dropped.append(r.seq)
                 elif r.kind == EVENT:
                     self._event(r, delegate, orders)
-                    if r.type == "task_created" and r.sender == "tasks":
-                        delegate = None
+                    if r.type in ("task_created", "run_resumed"):  # (a stopped run's call
+                        delegate = None  # may have made no task before the stop)
                 if fold is not None and i < len(wanted):
                     fold.apply(r)
                 seq = r.seq + 1

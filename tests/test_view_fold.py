@@ -286,3 +286,28 @@ def test_concurrent_delegations_in_realtime_pair_with_their_tasks(tmp_path: Path
     assert {tid: (s.type, list(s.dependencies)) for tid, s in shapes.items()  # type: ignore[union-attr]
             } == want
     assert sum(bool(deps) for _, deps in want.values()) > 40
+
+
+def test_a_resumed_runs_answers_are_not_paired_with_the_stopped_runs_calls() -> None:
+    """A realtime resume (sim/store.py: a ``run_resumed`` event, then the new run's records)
+    leaves the stopped run's unanswered calls so: the answers after it pair with the calls
+    after it, as ``pair_writes`` does."""
+    import msgspec
+
+    from sim.rebuild_more import _answers
+    from sim.trace import TraceRecord
+
+    def record(seq: int, kind: str, sender: str, recipient: str, type_: str,
+               body: dict[str, Any]) -> TraceRecord:
+        return TraceRecord(seq, float(seq), kind, sender, recipient, type_,
+                           msgspec.json.encode(body))
+
+    write = {"tool": "builder_place_tile", "args": {"session_id": "s", "x": 0, "y": 0,
+                                                    "tile_type": "code"}}
+    log = [record(0, "deliver", "b", "regions", "coordination_request", write),
+           record(1, "event", "host", "topic", "run_resumed", {"session_id": "s"}),
+           record(2, "deliver", "b", "regions", "coordination_request", write),
+           record(3, "deliver", "regions", "b", "coordination_response",
+                  {"success": True, "tiles_placed": 1, "lost_work": 0})]
+    assert _answers(log) == {2: (1, 0)}
+    assert _answers([r for r in log if r.type != "run_resumed"]) == {0: (1, 0)}
