@@ -340,3 +340,51 @@ def test_the_scrubber_shows_a_stored_run_at_a_chosen_time(
         page.close()
     finally:
         served.close()
+
+
+def test_the_scrubber_of_a_realtime_store_shows_its_frontier_and_chart(
+        browser: Browser, tmp_path: Path, shots: Path) -> None:
+    """A realtime store cannot be re-executed: its page is folded from the log. At a time
+    mid-run it shows the DAG's frontier (the fold's), the chart, and each agent's mailbox
+    depth as unknown."""
+    from barnraise import open_run
+    from barnraise.runner import open_store
+    from barnraise.view.stored import StoredServer, StoredSource
+
+    path = tmp_path / "realtime.db"
+    request = check_request("kernel_build", seed=5, mode="realtime", time_scale=50.0, **PARAMS)
+    assert run_request(request, store=open_store(request, path), record=False).success
+    run = open_run(path)
+    served = StoredServer(run, port=0)
+    try:
+        assert isinstance(served.source, StoredSource)
+        url = served.server.start() + "/"
+        page = _open(browser, url)
+        times = sorted({r.t for r in run.records()})
+        for chosen in (times[len(times) // 3], times[2 * len(times) // 3]):
+            seq = _status(page)["seq"]
+            page.evaluate(f"__view.control('seek', {chosen})")
+            page.wait_for_function(f"window.__view.seq > {seq}")
+            served.source.at = chosen
+            want = served.source.frame()
+            board = want["board"]
+            assert board is not None and board["frontier"], "tasks should be ready mid-run"
+            shown = page.locator("#frontier li").all_inner_texts()
+            assert [text.split()[0] for text in shown] == [t["id"] for t in board["frontier"]]
+            assert f"({board['frontier_size']} ready)" in page.inner_text("#frontier-size")
+            assert len(want["series"]) > 2
+            page.wait_for_timeout(300)  # the chart is one of the panels drawn in turn
+            drawn = page.evaluate(
+                "(() => { const c = document.getElementById('chart');"
+                " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+                " let n = 0; for (let i = 0; i < d.length; i += 4)"
+                " if (d[i + 3] && !(d[i] > 200 && d[i + 1] > 200 && d[i + 2] > 200)) n++;"
+                " return n; })()")
+            assert drawn > 100, "the chart should draw its lines"
+            mailboxes = page.locator("#agents tbody tr td:last-child").all_inner_texts()
+            assert mailboxes and set(mailboxes) == {"\u2013"}  # an en dash: not known
+        page.screenshot(path=str(shots / "8-realtime-store-folded.png"))
+        assert page.errors == []  # type: ignore[attr-defined]
+        page.close()
+    finally:
+        served.close()

@@ -14,9 +14,12 @@ Two sources answer the page as a :class:`~barnraise.view.watch.Watcher` does
   checked against the stored log record by record as it goes; a difference is
   shown on the page, and the scrubber falls back to the snapshots.
 * :class:`StoredSource`, for the rest (a realtime run, a run driven by hand): the
-  world of the store's last snapshot taken at or before T (canvas, claims,
-  members, task statuses) and the domain events logged up to T, as fine as the
-  snapshots are (``scrub.shown`` says which one).
+  world at T folded from the last snapshot before it and the log
+  (:func:`sim.rebuild.world_at`: canvas, claims, members, task statuses), the
+  domain events logged up to T, and what a second pass over the log gives
+  (:class:`sim.rebuild_more.LogIndex`): the task board's frontier, the chart's
+  series and the completion. Mailbox depths are sent as unknown (None): the log
+  records a letter when it is handled, never when it is sent.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import numpy as np
 from sim.dispatch import GateAborted
 from sim.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.rebuild import pair_writes, world_at
+from sim.rebuild_more import LogIndex
+from sim.rebuild_more import board as task_board
 from sim.store import StoredRun, StoreError
 from sim.trace import EVENT
 
@@ -46,6 +51,12 @@ SEEK_TIMEOUT: Final = 300.0
 
 #: Events sent with a frame (the last ones up to the chosen time).
 LOG_SIZE = 2000
+#: Points of a folded store's chart over the whole run (a frame sends those before its
+#: time, and one at it).
+SERIES_POINTS: Final = 300
+#: Why a folded store's agents show no mailbox depth.
+MAILBOXES_UNKNOWN: Final = ("mailbox depths unknown: the log records a letter when it is "
+                            "handled, not when it is sent")
 
 
 class _Scrubber:
@@ -86,6 +97,16 @@ class StoredSource(_Scrubber):
         self.end = max([t for _, t in self.snapshots]
                        + [last.t if last is not None else 0.0])
         self.at = self.end
+        # a second pass: the task graph's edges and the chart's figures (sim/rebuild_more.py),
+        # with the chart's points over the whole run
+        summary = run.summary or {}
+        sid = summary.get("session_id")
+        self.index = LogIndex(
+            run, self.pairing, session=sid if isinstance(sid, str) else None,
+            samples=[self.end * i / SERIES_POINTS for i in range(SERIES_POINTS + 1)])
+        self.series_session = sid if isinstance(sid, str) else next(
+            iter(self.index.sessions), None)
+        self.series = self.index.series
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -106,11 +127,15 @@ class StoredSource(_Scrubber):
         agents: list[dict[str, Any]] = []
         board = None
         progress = None
+        series: list[dict[str, Any]] = []
+        notes = list(folded.notes)
         if part is not None:
             colour = part.get("colours", {})
             tasks = part.get("tasks", {})
-            working = {v[1]: k for k, v in tasks.items()
-                       if v[0] in ("in_progress", "awaiting_approval")}
+            working: dict[str, str] = {}
+            for k, v in tasks.items():  # an agent's first task, as the live board says
+                if v[0] in ("in_progress", "awaiting_approval") and v[1]:
+                    working.setdefault(v[1], k)
             agents = [{"id": m[0], "name": m[1], "role": m[2],
                        "color": colour.get(m[0], "#888888"),
                        "status": "working" if m[0] in working else "idle",
@@ -119,26 +144,29 @@ class StoredSource(_Scrubber):
             claims = [{"id": c[0], "agent": c[1], "color": colour.get(c[1], "#FF0000"),
                        "x": c[2]["x"], "y": c[2]["y"], "w": c[2]["width"],
                        "h": c[2]["height"], "exclusive": True} for c in part.get("claims", [])]
-            counts: dict[str, int] = {}
-            for status, _ in tasks.values():
-                counts[status] = counts.get(status, 0) + 1
-            board = {"counts": counts, "total": len(tasks), "frontier": [],
-                     "frontier_size": 0}
+            board, unknown = task_board(tasks, self.index.graph(str(sid), folded.seq))
+            if unknown:
+                notes.append(f"{len(unknown)} unfinished tasks are left out of the frontier: "
+                             "the log does not say what they depend on")
             if part.get("canvas") is not None:
                 tiles = np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
                 grid = [int(tiles.shape[0]), int(tiles.shape[1])]
                 from barnraise.view.watch import _rect_payload
 
                 canvas_parts = [_rect_payload(tiles, (0, 0, grid[1], grid[0]))]
-            if summary.get("has_blueprint") and at >= self.end:
-                progress = summary.get("completion_percent")
+            point = self.index.point(folded, str(sid))
+            if self.index.has_blueprint(str(sid), folded.seq):
+                progress = point["completion"]
+            series = [p for p in self.series if p["t"] < point["t"]] \
+                if sid == self.series_session else []
+            series.append(point)
         events = [{"n": i + 1, "t": float(e["time"]), "type": e["type"], "from": e["sender"],
                    "body": e["content"]} for i, e in enumerate(self.events)
                   if float(e["time"]) <= at][-LOG_SIZE:]
         return {
             "seq": next(self._seq), "t": at, "session_id": sid, "grid": grid,
             "canvas": canvas_parts, "claims": claims, "agents": agents, "board": board,
-            "progress": progress, "events": events, "series": [],
+            "progress": progress, "events": events, "series": series,
             "palette": list(TILE_COLOURS), "tile_names": list(TILE_NAMES),
             "status_colours": STATUS_COLOURS, "rate": 0, "state": "stored",
             "mode": "stored", "speed": None, "controls": False, "steps": False,
@@ -146,7 +174,7 @@ class StoredSource(_Scrubber):
             "scrub": {"start": 0.0, "end": self.end, "at": at, "shown": at,
                       "folded": "from the start" if folded.start is None
                       else f"from the snapshot at {folded.start[1]:.2f} s",
-                      "notes": folded.notes,
+                      "notes": notes, "mailboxes": MAILBOXES_UNKNOWN,
                       "snapshots": [t for _, t in self.snapshots]},
         }
 

@@ -73,7 +73,7 @@ export class Agents {
     this.body.innerHTML = shown.slice(0, MAX_AGENT_ROWS).map((a) =>
       `<tr class="${esc(a.status)}"><td><i class="swatch" style="background:${esc(a.color)}"></i></td>` +
       `<td title="${esc(a.id)}">${esc(a.name)}</td><td>${esc(a.role)}</td><td>${esc(a.status)}</td>` +
-      `<td>${esc(a.task || "")}</td><td>${esc(a.mailbox ?? "")}</td></tr>`).join("");
+      `<td>${esc(a.task || "")}</td><td>${esc(a.mailbox ?? "–")}</td></tr>`).join("");
     this.more.textContent = shown.length > MAX_AGENT_ROWS
       ? `… and ${shown.length - MAX_AGENT_ROWS} more (filter to find one)` : "";
   }

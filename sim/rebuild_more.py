@@ -1,0 +1,403 @@
+"""What :func:`sim.rebuild.world_at` does not fold: the task graph's edges and the run's figures.
+
+A store's snapshots keep each task's status and assignee, not its type or what it
+depends on, and no figure of the run (tiles placed, conflicts, messages); the live
+view's task board (the DAG's frontier) and chart need both. :class:`LogIndex` is
+one pass over a stored run's whole log that keeps them in a form any time can be
+answered from:
+
+* **the task graph**: a task's dependencies are in the ``task_delegate`` call the
+  ``tasks`` service took (its ``args.dependencies``), and its id and type in the
+  ``task_created`` event that service records while handling that call. The
+  service handles one letter at a time on its thread, and the delivery record
+  comes before anything the handler records, so the first ``task_created`` from
+  ``tasks`` after a ``task_delegate`` delivery (and before its next delivery) is
+  that call's task. ``task_dependencies_added`` events add edges; the session
+  state's checkpoints and rollbacks (``_checkpoint``/``_rollback`` from a service
+  to ``tasks``) keep and put back the graph as the service does. :meth:`LogIndex.graph`
+  replays these few operations up to a record.
+* **the figures** the live view's chart plots (``Watcher``'s series point):
+  ``tiles_placed`` and ``lost_work`` from the answers ``regions`` gave each tile
+  write (paired with the calls as :func:`sim.rebuild.pair_writes` pairs them;
+  a ``_rollback`` of the tiles restores ``tiles_placed`` as the service does),
+  ``conflicts`` (``conflict_detected`` events), ``messages_delivered`` and
+  ``messages_dropped`` (``deliver`` and ``drop`` records: the dispatcher counts
+  one for each), ``completion`` (the canvas against the last blueprint set on
+  ``regions``, by its ``_blueprint`` operation or the ``blueprint_set`` tool, as
+  the service computes it), and the claims and task counts of the
+  folded world. :meth:`LogIndex.point` makes one point from a folded world; given
+  times, the pass also folds the world forward as :func:`~sim.rebuild.world_at`
+  does and keeps a point at each (:attr:`LogIndex.series`).
+
+**Mailbox depths are not here**: a letter is logged when it is handled (or
+dropped), never when it is sent, so how many letters wait in a mailbox at a given
+time cannot be known from the log.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import numpy as np
+from numpy.typing import NDArray
+
+from sim.canvas import parse_tile
+from sim.rebuild import Pairing, World, _Fold
+from sim.tools import SERVICES
+from sim.trace import DELIVER, DROP, EVENT, TraceRecord
+
+if TYPE_CHECKING:
+    from sim.store import StoredRun
+
+__all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
+
+#: Ready tasks listed on the board (as the live Watcher lists them).
+FRONTIER_SIZE: Final = 40
+_DONE: Final = frozenset({"completed", "failed", "cancelled"})
+_WRITES: Final = (b'"builder_place_tile"', b'"builder_place_tiles"')
+
+
+@dataclass(frozen=True)
+class TaskShape:
+    """What the log says of a task besides its status: its type, its dependencies and
+    its place in the order the tasks were made."""
+
+    type: str | None
+    dependencies: tuple[str, ...]
+    order: int
+
+
+@dataclass
+class _Timeline:
+    """A figure's value after each record that changed it: (seq, value) in order."""
+
+    seqs: list[int] = field(default_factory=list)
+    values: list[int] = field(default_factory=list)
+
+    def set(self, seq: int, value: int) -> None:
+        self.seqs.append(seq)
+        self.values.append(value)
+
+    def at(self, upto: int) -> int:
+        """The value after records ``0 .. upto - 1`` (0 before any change)."""
+        i = bisect.bisect_left(self.seqs, upto)
+        return self.values[i - 1] if i else 0
+
+
+@dataclass
+class _Figures:
+    """One session's figures as the pass goes, and their timelines."""
+
+    tiles_placed: int = 0
+    lost_work: int = 0
+    conflicts: int = 0
+    checkpoints: dict[str, int] = field(default_factory=dict)  # id -> tiles_placed then
+    placed: _Timeline = field(default_factory=_Timeline)
+    lost: _Timeline = field(default_factory=_Timeline)
+    conflict: _Timeline = field(default_factory=_Timeline)
+    #: (seq, blueprint) of every blueprint set on regions, in order.
+    blueprints: list[tuple[int, NDArray[np.uint8]]] = field(default_factory=list)
+
+
+def _answers(records: Iterable[TraceRecord]) -> dict[int, tuple[int, int]]:
+    """By the seq of each tile write to ``regions`` that succeeded: (tiles_placed,
+    lost_work) of its answer. Calls and answers are paired per agent, in order, as
+    :func:`sim.rebuild.pair_writes` pairs them (regions answers each agent's calls in
+    the order it takes them)."""
+    waiting: dict[str, deque[tuple[int, bool]]] = {}
+    out: dict[int, tuple[int, int]] = {}
+    for r in records:
+        if r.kind == EVENT and r.type == "run_resumed":
+            waiting.clear()  # a resumed run: what the stopped one left unanswered stays so
+            continue
+        if r.kind != DELIVER:
+            continue
+        if r.recipient == "regions" and r.type == "coordination_request" \
+                and r.sender not in SERVICES:
+            is_write = any(w in r.content for w in _WRITES)
+            waiting.setdefault(r.sender, deque()).append((r.seq, is_write))
+        elif r.sender == "regions" and r.type == "coordination_response" \
+                and r.recipient not in SERVICES:
+            queue = waiting.get(r.recipient)
+            if queue:
+                seq, is_write = queue.popleft()
+                if is_write and b'"success":true' in r.content:
+                    body = r.content_obj()
+                    out[seq] = (int(body.get("tiles_placed", 0)), int(body.get("lost_work", 0)))
+    return out
+
+
+def _blueprint(value: Any) -> NDArray[np.uint8] | None:
+    """Rows of tile types as codes; None for anything the service would refuse."""
+    if not isinstance(value, list) or not value or not all(
+            isinstance(row, list) and len(row) == len(value) for row in value):
+        return None
+    try:
+        if all(type(v) is int for row in value for v in row):
+            arr = np.array(value, dtype=np.int64)
+            if int(arr.min()) < 0 or int(arr.max()) > 255:
+                return None
+            return arr.astype(np.uint8)
+        return np.array([[int(parse_tile(v)) for v in row] for row in value], dtype=np.uint8)
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def _completion(canvas: NDArray[np.uint8] | None, blueprint: NDArray[np.uint8] | None
+                ) -> float:
+    """Percent of the blueprint done, two decimals, as the regions service computes it."""
+    if canvas is None or blueprint is None or blueprint.shape != canvas.shape:
+        return 0.0
+    wanted = blueprint != 0
+    total = int(np.count_nonzero(wanted))
+    if total:
+        share = int(np.count_nonzero((canvas == blueprint) & wanted)) / total
+    else:
+        share = 1.0 if bool((canvas == blueprint).all()) else 0.0
+    return round(100 * share, 2)
+
+
+class LogIndex:
+    """One pass over ``run``'s log: the task graph's operations and the figures' timelines
+    (see the module doc). ``pairing`` is :func:`sim.rebuild.pair_writes` of the same log.
+
+    With ``samples`` (simulated times), the same pass folds the world forward as
+    :func:`~sim.rebuild.world_at` does (it drives that module's fold) and keeps the
+    chart's point of ``session`` (None: the first session the log opens) at each of
+    those times in :attr:`series`.
+    """
+
+    def __init__(self, run: StoredRun, pairing: Pairing, *, samples: Iterable[float] = (),
+                 session: str | None = None) -> None:
+        self.run = run
+        self.pairing = pairing
+        answers = _answers(run.records())
+        #: By session: the graph's operations, (seq, op, data), in log order.
+        self.graph_ops: dict[str, list[tuple[int, str, Any]]] = {}
+        self.figures: dict[str, _Figures] = {}
+        #: What the index could not pair (a task_created with no task_delegate before it).
+        self.notes: list[str] = []
+        #: Every session the log opens on regions, in order.
+        self.sessions: list[str] = []
+        #: The chart's points at the ``samples`` times (those when its session was open).
+        self.series: list[dict[str, Any]] = []
+        self._delivered: list[int] = []  # seqs of the deliver and drop records, rising
+        self._dropped: list[int] = []
+        wanted = sorted(samples)
+        fold = _Fold({}, pairing) if wanted else None
+        i = 0
+        seq = 0
+        delegate: tuple[str, tuple[str, ...]] | None = None  # (session, dependencies)
+        orders: dict[str, int] = {}
+        records = run.records()
+        try:
+            for r in records:
+                while i < len(wanted) and r.t > wanted[i]:
+                    self._sample(fold, wanted[i], seq, session)
+                    i += 1
+                if r.kind == DELIVER:
+                    self._delivered.append(r.seq)
+                    if r.recipient == "tasks":
+                        delegate = self._to_tasks(r)
+                    elif r.recipient == "regions" and r.type == "coordination_request":
+                        self._to_regions(r, answers)
+                elif r.kind == DROP:
+                    self._dropped.append(r.seq)
+                elif r.kind == EVENT:
+                    self._event(r, delegate, orders)
+                    if r.type in ("task_created", "run_resumed"):  # (a stopped run's call
+                        delegate = None  # may have made no task before the stop)
+                if fold is not None and i < len(wanted):
+                    fold.apply(r)
+                seq = r.seq + 1
+        finally:
+            records.close()
+        for t in wanted[i:]:
+            self._sample(fold, t, seq, session)
+
+    def _sample(self, fold: _Fold | None, t: float, seq: int, session: str | None) -> None:
+        sid = session if session is not None else next(iter(self.sessions), None)
+        if fold is not None and sid is not None and sid in fold.sessions:
+            self.series.append(self.point(World(t, seq, None, fold.sessions, []), sid))
+
+    # -- the pass ------------------------------------------------------------------------------
+
+    def _to_tasks(self, r: TraceRecord) -> tuple[str, tuple[str, ...]] | None:
+        """A letter the tasks service takes: a task_delegate call (its session and
+        dependencies), or a checkpoint or rollback of the session state."""
+        if r.type != "coordination_request":
+            return None
+        try:
+            content = r.content_obj()
+        except msgspec.DecodeError:
+            return None
+        if not isinstance(content, dict):
+            return None
+        if content.get("tool") == "task_delegate":
+            args = content.get("args") or {}
+            deps = args.get("dependencies") or []
+            if isinstance(args.get("session_id"), str) and isinstance(deps, list):
+                return (args["session_id"], tuple(dict.fromkeys(str(d) for d in deps)))
+        elif content.get("op") in ("_checkpoint", "_rollback") and r.sender in SERVICES:
+            sid = content.get("session_id")
+            if isinstance(sid, str):
+                self.graph_ops.setdefault(sid, []).append(
+                    (r.seq, str(content["op"]), str(content.get("checkpoint_id"))))
+        return None
+
+    def _to_regions(self, r: TraceRecord, answers: dict[int, tuple[int, int]]) -> None:
+        if r.seq in answers:
+            content = r.content_obj()
+            sid = (content.get("args") or {}).get("session_id")
+            if isinstance(sid, str):
+                f = self.figures.setdefault(sid, _Figures())
+                placed, lost = answers[r.seq]
+                f.tiles_placed += placed
+                f.lost_work += lost
+                f.placed.set(r.seq, f.tiles_placed)
+                f.lost.set(r.seq, f.lost_work)
+            return
+        if b'"op":"_' not in r.content and b"blueprint" not in r.content:
+            return
+        content = r.content_obj()
+        if not isinstance(content, dict):
+            return
+        op, tool = content.get("op"), content.get("tool")
+        if op == "_session" and isinstance(content.get("session"), dict):
+            sid = content["session"].get("session_id")
+            if isinstance(sid, str) and sid not in self.sessions:
+                self.sessions.append(sid)
+        elif op == "_blueprint" or tool == "blueprint_set":
+            where = content if op == "_blueprint" else (content.get("args") or {})
+            sid, plan = where.get("session_id"), _blueprint(where.get("blueprint"))
+            if isinstance(sid, str) and plan is not None:
+                self.figures.setdefault(sid, _Figures()).blueprints.append((r.seq, plan))
+        elif op in ("_checkpoint", "_rollback") and r.sender in SERVICES:
+            sid = content.get("session_id")
+            if not isinstance(sid, str):
+                return
+            f = self.figures.setdefault(sid, _Figures())
+            cid = str(content.get("checkpoint_id"))
+            if op == "_checkpoint":
+                f.checkpoints[cid] = f.tiles_placed
+            elif cid in f.checkpoints:
+                f.tiles_placed = f.checkpoints[cid]
+                f.placed.set(r.seq, f.tiles_placed)
+
+    def _event(self, r: TraceRecord, delegate: tuple[str, tuple[str, ...]] | None,
+               orders: dict[str, int]) -> None:
+        body = r.content_obj()
+        if not isinstance(body, dict) or not isinstance(body.get("session_id"), str):
+            return
+        sid = body["session_id"]
+        if r.type == "conflict_detected":
+            f = self.figures.setdefault(sid, _Figures())
+            f.conflicts += 1
+            f.conflict.set(r.seq, f.conflicts)
+        elif r.type == "task_created" and r.sender == "tasks":
+            tid = str(body.get("task_id"))
+            order = orders[sid] = orders.get(sid, 0) + 1
+            if delegate is None or delegate[0] != sid:
+                self.notes.append(f"task {tid} (t={r.t:g}): no task_delegate call found "
+                                  "before it; its dependencies are not known")
+                deps = None
+            else:
+                deps = delegate[1]
+            self.graph_ops.setdefault(sid, []).append(
+                (r.seq, "create", (tid, body.get("type"), deps, order)))
+        elif r.type == "task_dependencies_added" and isinstance(body.get("added"), list):
+            self.graph_ops.setdefault(sid, []).append(
+                (r.seq, "add", (str(body.get("task_id")), [str(d) for d in body["added"]])))
+
+    # -- answers at a time ---------------------------------------------------------------------
+
+    def graph(self, session_id: str, upto: int) -> dict[str, TaskShape | None]:
+        """Every task of ``session_id`` after records ``0 .. upto - 1``: its shape, or None
+        when the log does not say what it depends on."""
+        tasks: dict[str, TaskShape | None] = {}
+        kept: dict[str, dict[str, TaskShape | None]] = {}
+        for seq, op, data in self.graph_ops.get(session_id, ()):
+            if seq >= upto:
+                break
+            if op == "create":
+                tid, kind, deps, order = data
+                tasks[tid] = None if deps is None else TaskShape(
+                    None if kind is None else str(kind), deps, order)
+            elif op == "add":
+                tid, added = data
+                shape = tasks.get(tid)
+                if shape is not None:
+                    more = tuple(d for d in added if d not in shape.dependencies)
+                    tasks[tid] = TaskShape(shape.type, shape.dependencies + more, shape.order)
+            elif op == "_checkpoint":
+                kept[data] = dict(tasks)
+            elif op == "_rollback" and data in kept:
+                tasks = dict(kept[data])
+        return tasks
+
+    def counts(self, upto: int) -> tuple[int, int]:
+        """(messages delivered, dead letters) after records ``0 .. upto - 1``."""
+        return (bisect.bisect_left(self._delivered, upto),
+                bisect.bisect_left(self._dropped, upto))
+
+    def point(self, world: World, session_id: str) -> dict[str, Any]:
+        """The chart's point of ``session_id`` in the folded ``world`` (the Watcher's
+        series point, from the log)."""
+        upto = world.seq
+        part = world.sessions.get(session_id)
+        f = self.figures.get(session_id, _Figures())
+        plans = [plan for seq, plan in f.blueprints if seq < upto]
+        canvas = None if part is None else part.canvas
+        statuses: dict[str, int] = {}
+        for task in ([] if part is None else part.tasks.values()):
+            status = "awaiting_approval" if task[2] else task[0]
+            statuses[status] = statuses.get(status, 0) + 1
+        delivered, dropped = self.counts(upto)
+        return {"t": round(world.at, 6),
+                "completion": _completion(canvas, plans[-1] if plans else None),
+                "tiles_placed": f.placed.at(upto), "conflicts": f.conflict.at(upto),
+                "lost_work": f.lost.at(upto), "claims": 0 if part is None else len(part.claims),
+                "tasks_completed": statuses.get("completed", 0),
+                "tasks_failed": statuses.get("failed", 0),
+                "messages_delivered": delivered, "messages_dropped": dropped}
+
+    def has_blueprint(self, session_id: str, upto: int) -> bool:
+        f = self.figures.get(session_id)
+        return f is not None and any(seq < upto for seq, _ in f.blueprints)
+
+
+
+def board(tasks: dict[str, list[Any]], shapes: dict[str, TaskShape | None]
+          ) -> tuple[dict[str, Any], list[str]]:
+    """The task board the live view shows (counts by status, the DAG's frontier: tasks not
+    finished and not blocked whose dependencies have all completed, in the order they
+    were made, the first :data:`FRONTIER_SIZE`) from a folded session's tasks
+    (``World.state()``'s ``{id: [status, assignee]}``) and their shapes; and the tasks
+    left out of the frontier because their dependencies are not known."""
+    counts: dict[str, int] = {}
+    status = {tid: t[0] for tid, t in tasks.items()}
+    frontier: list[tuple[int, str]] = []
+    unknown: list[str] = []
+    for tid, (state, _assigned) in tasks.items():
+        counts[state] = counts.get(state, 0) + 1
+        if state in _DONE or state == "blocked":
+            continue
+        shape = shapes.get(tid)
+        if shape is None:
+            unknown.append(tid)
+        elif all(status.get(d) == "completed" for d in shape.dependencies):
+            frontier.append((shape.order, tid))
+    frontier.sort()
+    ready = []
+    for _order, tid in frontier[:FRONTIER_SIZE]:
+        shape = shapes[tid]
+        assert shape is not None
+        ready.append({"id": tid, "type": shape.type, "status": tasks[tid][0],
+                      "assigned_to": tasks[tid][1], "deps": len(shape.dependencies)})
+    return ({"counts": counts, "total": len(tasks), "frontier": ready,
+             "frontier_size": len(frontier)}, unknown)
