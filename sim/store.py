@@ -627,7 +627,8 @@ class StoredRun:
         """The log from seq ``start`` on, in order; with ``types``, only the records of
         those types (filtered in SQL)."""
         db = self._db()
-        where, args = "seq >= ?", [start]
+        where = "seq >= ?"
+        args: list[Any] = [start]
         if types is not None:
             wanted = sorted(set(types))
             where += f" AND type IN ({', '.join('?' * len(wanted))})"
