@@ -50,6 +50,7 @@ import contextlib
 import fcntl
 import itertools
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -728,6 +729,38 @@ class StoredRun:
         if part is None or part.get("canvas") is None:
             return None
         return np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
+
+    def timeseries(self, interval: float = 1.0, session_id: str | None = None) -> Any:
+        """The run's figures every ``interval`` simulated seconds (and at its last record),
+        folded from the log, as a pandas DataFrame: ``t``, ``completion``,
+        ``tiles_placed``, ``conflicts``, ``lost_work``, ``claims``, ``tasks_completed``,
+        ``tasks_failed``, ``messages_delivered``, ``messages_dropped`` (the live view's
+        chart; :class:`sim.rebuild_more.LogIndex` says where each comes from). One
+        session's: ``session_id``, or the first the run opened. Mailbox depths are not
+        in a log and not here. ValueError for an interval that is not a number > 0."""
+        import pandas as pd
+
+        from sim.rebuild import pair_writes
+        from sim.rebuild_more import LogIndex
+
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
+                or not math.isfinite(interval) or interval <= 0:
+            raise ValueError(f"interval must be a finite number of seconds > 0, "
+                             f"got {interval!r}")
+        last = self.last()
+        end = 0.0 if last is None else last.t
+        times = [i * interval for i in range(int(end // interval) + 1)]
+        if not times or times[-1] < end:
+            times.append(end)
+        records = self.records()
+        try:
+            pairing = pair_writes(records)
+        finally:
+            records.close()
+        index = LogIndex(self, pairing, samples=times, session=session_id)
+        columns = ["t", "completion", "tiles_placed", "conflicts", "lost_work", "claims",
+                   "tasks_completed", "tasks_failed", "messages_delivered", "messages_dropped"]
+        return pd.DataFrame(index.series, columns=columns)
 
     def delegations(self) -> list[dict[str, Any]]:
         """One dict per task the run delegated: task_id, session_id, delegator,

@@ -499,3 +499,20 @@ def test_a_simulation_that_raised_leaves_its_store_interrupted(tmp_path: pathlib
     assert view.status == "interrupted" and view.summary is None
     assert [e["content"]["tool"] for e in view.events(type="coordination_request")
             if e["sender"] == "a"] == ["session_create"]
+
+
+def test_a_stored_run_gives_its_time_series_from_the_log(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "run.db"
+    result = run("kernel_build", record=False, store=path, grid_size=60, block=30,
+                 builders=2, testers=1)
+    frame = open_run(path).timeseries(interval=2.0)
+    assert list(frame["t"]) == sorted(frame["t"]) and frame["t"].iloc[0] == 0.0
+    assert frame["t"].iloc[-1] == pytest.approx(open_run(path).last().t)  # type: ignore[union-attr]
+    end = frame.iloc[-1]
+    assert end["tiles_placed"] == result.summary["tiles_placed"]
+    assert end["completion"] == result.summary["completion_percent"] == 100.0
+    assert end["tasks_completed"] == result.summary["tasks_completed"]
+    assert frame["tiles_placed"].is_monotonic_increasing and frame["tiles_placed"].iloc[1] < \
+        end["tiles_placed"]
+    with pytest.raises(ValueError, match="interval must be"):
+        open_run(path).timeseries(interval=0)
