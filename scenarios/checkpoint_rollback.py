@@ -27,6 +27,7 @@ from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import COUNT, GRID, Bound, ParamError
 from scenarios._kit import PATIENCE, box, host_session, mark, seeded_tiles, spawn
+from sim.store import StoredRun
 
 NAME = "checkpoint_rollback"
 PARAMS: dict[str, Any] = {"builders": 2, "band": 24, "before": 12, "after": 8, "overlap": 4}
@@ -34,6 +35,11 @@ PARAMS: dict[str, Any] = {"builders": 2, "band": 24, "before": 12, "after": 8, "
 BOUNDS = {"builders": COUNT, "band": GRID, "before": Bound(low=0, high=4096),
           "after": Bound(low=0, high=4096), "overlap": Bound(low=0, high=4096)}
 ARCHITECT = "architect-1"
+#: A realtime run resumes from where the stopped one had got to: the checkpoint taken or
+#: not, the rollback made or not, each builder's claim and first rows (``_resume_hints``);
+#: every agent skips what was done, and a builder that had not heard of a rollback made
+#: before the kill is told by the architect.
+RESUMABLE = True
 
 
 async def _barrier(agent: Participant, name: str) -> bool:
@@ -44,40 +50,56 @@ async def _barrier(agent: Participant, name: str) -> bool:
 
 
 async def band_builder(agent: Participant) -> None:
-    """Build, wait for the checkpoint, build over part of it, hear of the rollback."""
+    """Build, wait for the checkpoint, build over part of it, hear of the rollback.
+
+    In a resumed run (``params["resume"]``, see :func:`_resume_hints`) it skips what the
+    stopped run had done: its claim, its first rows (written in one call: there or not),
+    the barriers already passed. Its tiles come from its own seeded stream, so it draws
+    both phases again to know them; writing its second rows or loading a shader again
+    puts back what is already there.
+    """
     params = agent.params
+    hints: dict[str, Any] = params.get("resume") or {}
+    stage = hints.get("stage", "build")
     region: dict[str, int] = params["region"]
     before, after, overlap = int(params["before"]), int(params["after"]), int(params["overlap"])
     outcome = agent.outcome
     x, width = region["x"], region["width"]
     mine = np.zeros((region["height"], width), dtype=np.uint8)  # my band as I wrote it
-    claim = await agent.call("region_claim", region=region, purpose="band", timeout=0)
-    if not claim.get("success"):
-        mark(agent, "claim_refused", error=claim.get("error"))
-        return
+    if not hints.get("claimed"):
+        claim = await agent.call("region_claim", region=region, purpose="band", timeout=0)
+        if not claim.get("success"):
+            mark(agent, "claim_refused", error=claim.get("error"))
+            return
     phase1 = seeded_tiles(agent.rng, before, width, empty=0.25, draw_dtype=np.int64)
-    await agent.call("builder_place_tiles", region=box(x, 0, width, before),
-                     tiles=phase1.tolist())
+    if not hints.get("wrote"):
+        await agent.call("builder_place_tiles", region=box(x, 0, width, before),
+                         tiles=phase1.tolist())
     mine[:before] = phase1
     shader = await agent.call("builder_load_shader", region=region,
                               shader_name=f"{agent.agent_name}-base")
     outcome.update(before=mine.copy(), tiles_before=int(np.count_nonzero(phase1)),
                    shaders_before=int(bool(shader.get("success"))))
     mark(agent, "phase 1 built", tiles=outcome["tiles_before"])
-    if not await _barrier(agent, "built") or not await _barrier(agent, "checkpointed"):
+    if stage == "build" and (not await _barrier(agent, "built")
+                             or not await _barrier(agent, "checkpointed")):
         return
     start = before - overlap
     phase2 = seeded_tiles(agent.rng, after, width, empty=0.25, draw_dtype=np.int64)
-    await agent.call("builder_place_tiles", region=box(x, start, width, after),
-                     tiles=phase2.tolist())
+    if stage != "done":
+        await agent.call("builder_place_tiles", region=box(x, start, width, after),
+                         tiles=phase2.tolist())
+        shader = await agent.call("builder_load_shader", region=region,
+                                  shader_name=f"{agent.agent_name}-extra")
     changed = int(np.count_nonzero(mine[start:start + after] != phase2))
     mine[start:start + after] = phase2
-    shader = await agent.call("builder_load_shader", region=region,
-                              shader_name=f"{agent.agent_name}-extra")
     outcome.update(changed_after=changed, shaders_after=int(bool(shader.get("success"))),
                    tiles_after=int(np.count_nonzero(phase2)))
     mark(agent, "phase 2 built", changed=changed)
-    if not await _barrier(agent, "modified"):
+    if stage != "done" and not await _barrier(agent, "modified"):
+        return
+    if hints.get("heard"):  # the stopped run's incarnation heard it
+        outcome["rollback_heard"] = hints["heard"]
         return
     notice = await agent.receive(lambda m: m.content.get("event") == "rollback",
                                  timeout=PATIENCE, description="the rollback notice")
@@ -86,16 +108,38 @@ async def band_builder(agent: Participant) -> None:
 
 
 async def rollback_architect(agent: Participant) -> None:
-    """Checkpoint once the builders are done, roll back once they have changed things."""
+    """Checkpoint once the builders are done, roll back once they have changed things.
+
+    In a resumed run it takes the checkpoint the stopped run took, if it took one, and
+    the rollback it made, if it made it; then it tells each builder that had not heard
+    of that rollback (the notice went with the stopped process)."""
     outcome = agent.outcome
-    if not await _barrier(agent, "built"):
-        return
-    checkpoint = await agent.call("build_checkpoint", checkpoint_name="before-changes",
-                                  description="phase 1 built")
+    hints: dict[str, Any] = agent.params.get("resume") or {}
+    stage = hints.get("stage", "build")
+    if stage == "build":
+        if not await _barrier(agent, "built"):
+            return
+        checkpoint = await agent.call("build_checkpoint", checkpoint_name="before-changes",
+                                      description="phase 1 built")
+    else:
+        checkpoint = {"success": True, **hints["checkpoint"]}
     outcome["checkpoint"] = {k: checkpoint.get(k) for k in (
         "success", "checkpoint_id", "contents", "size_kb", "include")}
     mark(agent, "checkpointed", contents=checkpoint.get("contents"))
-    if not await _barrier(agent, "checkpointed") or not await _barrier(agent, "modified"):
+    if stage == "done":
+        done = hints["rollback"]
+        outcome["rollback"] = {"success": True, "rolled_back_to": done["checkpoint_id"],
+                               "restored": dict(checkpoint["contents"]),
+                               "lost": dict(done["lost_items"])}
+        for builder in hints["unheard"]:
+            await agent.call("a2a_send_message", to_agent=builder,
+                             message_type="status_update",
+                             content={"event": "rollback",
+                                      "checkpoint_id": done["checkpoint_id"]})
+        return
+    if stage == "build" and not await _barrier(agent, "checkpointed"):
+        return
+    if not await _barrier(agent, "modified"):
         return
     before = await agent.call("session_get_state", include=["progress"])
     outcome["progress_before_rollback"] = before.get("state", {}).get("progress")
@@ -118,10 +162,14 @@ def run(simu: Simulation, *, builders: int, band: int, before: int, after: int,
     crew = builders + 1
     _, sid = host_session(simu, session_name="Checkpoint and Rollback", grid_size=grid,
                           max_agents=crew)
-    boss = spawn(simu, sid, ARCHITECT, "architect", crew=crew, behaviour=rollback_architect)
-    team = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=crew, behaviour=band_builder,
+    names = [f"builder-{i + 1}" for i in range(builders)]
+    hints = _resume_hints(simu, sid, names)
+    boss = spawn(simu, sid, ARCHITECT, "architect", crew=crew, behaviour=rollback_architect,
+                 **({"resume": hints["architect"]} if hints else {}))
+    team = [spawn(simu, sid, name, "builder", crew=crew, behaviour=band_builder,
                   region=box(i * band, 0, band, band), before=before, after=after,
-                  overlap=overlap) for i in range(builders)]
+                  overlap=overlap, **({"resume": hints[name]} if hints else {}))
+            for i, name in enumerate(names)]
     simu.run()
     checkpoint = boss.outcome.get("checkpoint", {})
     rollback = boss.outcome.get("rollback", {})
@@ -154,6 +202,41 @@ def run(simu: Simulation, *, builders: int, band: int, before: int, after: int,
         "rollback_heard": sum(1 for h in heard if h and h == checkpoint.get("checkpoint_id")),
         "builders": builders,
     }
+
+
+def _resume_hints(simu: Simulation, sid: str, builders: list[str]) -> dict[str, Any] | None:
+    """In a resumed run, where the stopped one had got to, for each agent (None: not a
+    resumed run, or the session is new): its stage (``build``: no checkpoint yet;
+    ``changes``: checkpoint taken, no rollback; ``done``: rolled back), the checkpoint's
+    index entry, the rollback's event, and per builder whether it held its claim, had
+    written its first rows (its tile count) and had heard of the rollback."""
+    image = simu.restored
+    if image is None or sid not in image.sessions or simu.store is None:
+        return None
+    session = image.sessions[sid]
+    checkpoint = next((e for e in session.checkpoints.values()
+                       if e.get("checkpoint_name") == "before-changes"), None)
+    log = StoredRun(simu.store.path)
+    rollback = next((e["content"] for e in log.events(type="rollback", kind="event")
+                     if e["seq"] < image.seq), None)
+    heard: dict[str, str] = {}
+    for r in log.records(types=["status_update"]):
+        if r.seq >= image.seq:
+            break
+        body = r.content_obj()
+        if r.recipient in builders and isinstance(body, dict) and body.get("event") == "rollback":
+            heard[r.recipient] = str(body.get("checkpoint_id"))
+    stage = "build" if checkpoint is None else "changes" if rollback is None else "done"
+    regions = session.regions
+    claimed = set() if regions is None else {c["agent_id"] for c in regions.claims.values()}
+    wrote = {} if regions is None else regions.tiles_by_agent
+    out: dict[str, Any] = {"architect": {
+        "stage": stage, "checkpoint": checkpoint, "rollback": rollback,
+        "unheard": [b for b in builders if b not in heard]}}
+    for name in builders:
+        out[name] = {"stage": stage, "claimed": name in claimed,
+                     "wrote": wrote.get(name, 0) > 0, "heard": heard.get(name)}
+    return out
 
 
 def check(summary: dict[str, Any]) -> bool:
