@@ -202,18 +202,21 @@ class Dispatcher:
 
     def spawn(self, cls: type[E], name: str, /, *args: Any, **kwargs: Any) -> E:
         """Construct ``cls(*args, **kwargs)`` as the actor ``name``, start it, return it."""
+        self._check_name(name)  # before anything is made
+        return self.add(name, cls(*args, **kwargs))
+
+    def _check_name(self, name: object) -> None:
         if not isinstance(name, str) or not name or name.startswith(("topic:", "type:")):
             raise ValueError(f"actor name must be a plain non-empty string, got {name!r}")
         if name in (BROADCAST, SYSTEM):
             raise ValueError(f"actor name {name!r} is reserved")
         if name in self._endpoints:
             raise ValueError(f"an actor called {name!r} already exists")
-        return self.add(name, cls(*args, **kwargs))
 
     def add(self, name: str, actor: E) -> E:
-        """Start ``actor``, made by the caller, as ``name`` (:meth:`spawn` checks the name)."""
-        if name in self._endpoints:
-            raise ValueError(f"an actor called {name!r} already exists")
+        """Start ``actor``, made by the caller (a supervisor setting its incarnation
+        first, say), as ``name``; return it. ValueError as :meth:`spawn`."""
+        self._check_name(name)
         actor.a2a_bind(self, name)
         with self._lock:
             self._endpoints[name] = actor
