@@ -65,7 +65,6 @@ __all__ = ["RESUMED", "Image", "RegionsImage", "SessionImage", "image_of"]
 RESUMED: Final = "run_resumed"
 
 _WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
-_ARTIFACTS: Final = frozenset({"builder_load_shader", "builder_assemble_cartridge"})
 #: The record types the fold reads (the log holds others: status updates, heartbeats...).
 _FOLDED: Final = frozenset({
     "coordination_request", "coordination_response", "task_assignment", "task_result",
@@ -493,6 +492,9 @@ def _matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
         return answer.get("task_id") == args.get("task_id")
     if tool == "task_delegate":
         return "task_id" in answer and "position_in_queue" in answer
+    if tool == "build_checkpoint":  # a checkpoint without a name is called by its id
+        return answer.get("checkpoint_name") in (args.get("checkpoint_name") or
+                                                 answer.get("checkpoint_id"),)
     return True
 
 
