@@ -429,6 +429,12 @@ class Store:
             os.close(fd)
             raise StoreError(f"store {name!r} is held by another live run") from None
         if image is not None:
+            # A new store: any -wal, -shm or -journal file beside it is a stale one of
+            # a deleted store of the same name, and SQLite would replay its frames into
+            # this one (a mixed, broken log). Nobody holds it: the lock is the file's.
+            for stale in ("-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name + stale)
             _write_image(name, fd, image)
         try:
             db = sqlite3.connect(name, check_same_thread=False, isolation_level=None,

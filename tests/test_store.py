@@ -516,3 +516,18 @@ def test_a_stored_run_gives_its_time_series_from_the_log(tmp_path: pathlib.Path)
         end["tiles_placed"]
     with pytest.raises(ValueError, match="interval must be"):
         open_run(path).timeseries(interval=0)
+
+
+def test_a_new_store_does_not_take_in_a_stale_wal_of_a_deleted_one(
+        tmp_path: pathlib.Path) -> None:
+    """A killed run leaves run.db-wal beside run.db; a user deletes run.db only and runs
+    again under the same name. SQLite would replay the old WAL into the new file."""
+    path = tmp_path / "run.db"
+    assert _run_killed(path, "record:1500", "run", "kernel_build", "--store", str(path)) == -9
+    assert pathlib.Path(f"{path}-wal").stat().st_size > 0
+    path.unlink()
+    result = run("grid_build", record=False, store=path)
+    assert result.success
+    view = open_run(path)
+    assert view.info.scenario == "grid_build" and view.status == "finished"  # type: ignore[union-attr]
+    assert [r.seq for r in view.records()] == list(range(len(result.trace)))
