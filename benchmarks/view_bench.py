@@ -225,6 +225,7 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             "long_frames": counted["long_frames"], "worst_frame_ms": counted["worst_frame_ms"],
             "long_tasks": counted["long_tasks"], "worst_task_ms": counted["worst_task_ms"],
             "long_frame_share": counted["long_frame_share"],
+            "long_frame_log": counted.get("long_frame_log", []),
             "frame_watch": counted["frame_watch"], "page_deltas": counted["page_deltas"],
             "page_bad": counted["page_bad"], "page_progress": counted["page_progress"],
             "reads": live.watcher.reads,

@@ -77,7 +77,8 @@ def main(argv: list[str]) -> int:
                                       "progress: __view.progress, long: __view.longFrames, "
                                       "longTime: __view.longFrameTime, "
                                       "tasks: __view.longTasks, worstTask: __view.worstTask, "
-                                      "worst: __view.worstFrame, watch: __view.frameWatch})")
+                                      "worst: __view.worstFrame, watch: __view.frameWatch, "
+                                      "frameLog: __view.longFrameLog})")
                 seconds = (after["at"] - before["at"]) / 1000
                 # Said before the browser closes: the benchmark reads its CPU then.
                 print(json.dumps({
@@ -91,6 +92,9 @@ def main(argv: list[str]) -> int:
                     "long_tasks": after["tasks"] - before["tasks"],
                     "worst_frame_ms": after["worst"], "worst_task_ms": after["worstTask"],
                     "frame_watch": after["watch"],
+                    # what each long frame was made of (long frames before "ready" too)
+                    "long_frame_log": [f for f in after["frameLog"]
+                                       if f["at_ms"] >= before["at"]],
                     "page_deltas": after["deltas"], "page_bad": after["bad"],
                     "page_progress": after["progress"]}), flush=True)
             finally:

@@ -302,6 +302,27 @@ view.worstFrame = 0;
 view.longTasks = 0;
 view.worstTask = 0;
 view.frameWatch = [];
+// What each long frame was made of (the first 100): the scripts Chromium names (what
+// invoked them, where they are, how long they ran and how much of that was a layout
+// they forced), and the frame's own style and layout and paint at its end.
+view.longFrameLog = [];
+const ms = (v) => Math.round(v * 10) / 10;
+function describeFrame(entry) {
+  const end = entry.startTime + entry.duration;
+  const scripts = Array.from(entry.scripts || [], (s) => ({
+    invoker: s.invoker, kind: s.invokerType, source: String(s.sourceURL || "").split("/").pop(),
+    fn: s.sourceFunctionName, ms: ms(s.duration), forced_layout_ms: ms(s.forcedStyleAndLayoutDuration || 0),
+    start_ms: ms(s.startTime - entry.startTime),
+  }));
+  return {
+    at_ms: ms(entry.startTime), ms: ms(entry.duration), blocking_ms: ms(entry.blockingDuration || 0),
+    scripts_ms: ms(scripts.reduce((sum, s) => sum + s.ms, 0)),
+    // from the frame's update of the rendering to its end: rAF callbacks, style, layout, paint
+    render_ms: entry.renderStart ? ms(end - entry.renderStart) : 0,
+    style_layout_ms: entry.styleAndLayoutStart ? ms(end - entry.styleAndLayoutStart) : 0,
+    scripts,
+  };
+}
 const entryTypes = (typeof PerformanceObserver === "function" &&
   PerformanceObserver.supportedEntryTypes) || [];
 const watchers = {
@@ -309,6 +330,7 @@ const watchers = {
     view.longFrames++;
     view.longFrameTime += entry.duration;
     view.worstFrame = Math.max(view.worstFrame, entry.duration);
+    if (view.longFrameLog.length < 100) view.longFrameLog.push(describeFrame(entry));
   },
   longtask: (entry) => {
     view.longTasks++;
