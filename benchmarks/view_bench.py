@@ -226,6 +226,9 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             "long_tasks": counted["long_tasks"], "worst_task_ms": counted["worst_task_ms"],
             "long_frame_share": counted["long_frame_share"],
             "long_frame_log": counted.get("long_frame_log", []),
+            "worker_long_tasks": counted.get("worker_long_tasks"),
+            "worker_worst_task_ms": counted.get("worker_worst_task_ms"),
+            "page_resyncs": counted.get("page_resyncs"),
             "frame_watch": counted["frame_watch"], "page_deltas": counted["page_deltas"],
             "page_bad": counted["page_bad"], "page_progress": counted["page_progress"],
             "reads": live.watcher.reads,
@@ -310,6 +313,18 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
         "never_under_20_fps": all(w["long_frames"] == 0 and w["long_tasks"] == 0
                                   for w in watched),
         "frames_measured_by": watched[0]["frame_watch"] if watched else [],
+        # what the long frames were made of (Chromium's long-animation-frame entries):
+        # per frame, its length, the scripts' share, the share from the update of the
+        # rendering on (animation callbacks, style, layout, paint), style and layout
+        "long_frames": [
+            {"run": i, "ms": f["ms"], "scripts_ms": f["scripts_ms"],
+             "render_ms": f["render_ms"], "style_layout_ms": f["style_layout_ms"],
+             "scripts": [f"{s['invoker']} {s['ms']}" for s in f["scripts"]]}
+            for i, w in enumerate(watched) for f in w["long_frame_log"]],
+        # the page's worker (socket, parsing, the canvas) times its own tasks
+        "worker_long_tasks_per_run": [w["worker_long_tasks"] for w in watched],
+        "worker_worst_task_ms": max((w["worker_worst_task_ms"] or 0 for w in watched),
+                                    default=0),
         "target_ratio": 1.15, "target_fps": 20,
         "same_digest": len(digests) == 1,
         "reads_per_run": [w["reads"] for w in watched],

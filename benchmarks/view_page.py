@@ -65,14 +65,16 @@ def main(argv: list[str]) -> int:
                 page.set_default_timeout(600_000)
                 page.goto(argv[0])
                 page.wait_for_function("window.__view && window.__view.frameMessages > 0")
-                before = page.evaluate("({frames: __view.frames, at: performance.now(), "
+                before = page.evaluate("async () => ({worker: await __view.workerStats(true), "
+                                       "frames: __view.frames, at: performance.now(), "
                                        "long: __view.longFrames, tasks: __view.longTasks, "
                                        "longTime: __view.longFrameTime})")
                 print(json.dumps({"ready": True}), flush=True)
                 # Polled five times a second, not every animation frame: the harness's
                 # own checking should not be counted as the page's work.
                 page.wait_for_function("window.__view.state === 'finished'", polling=200)
-                after = page.evaluate("({frames: __view.frames, at: performance.now(), "
+                after = page.evaluate("async () => ({worker: await __view.workerStats(), "
+                                      "frames: __view.frames, at: performance.now(), "
                                       "deltas: __view.deltas, bad: __view.bad, "
                                       "progress: __view.progress, long: __view.longFrames, "
                                       "longTime: __view.longFrameTime, "
@@ -95,6 +97,11 @@ def main(argv: list[str]) -> int:
                     # what each long frame was made of (long frames before "ready" too)
                     "long_frame_log": [f for f in after["frameLog"]
                                        if f["at_ms"] >= before["at"]],
+                    # the worker's own tasks (parse, decode, draw) over 50 ms
+                    "worker_long_tasks": after["worker"]["longTasks"],
+                    "worker_worst_task_ms": after["worker"]["worst"],
+                    "worker_worst_task": after["worker"]["worstWhat"],
+                    "page_resyncs": after["worker"]["resyncs"],
                     "page_deltas": after["deltas"], "page_bad": after["bad"],
                     "page_progress": after["progress"]}), flush=True)
             finally:

@@ -109,9 +109,11 @@ def _open(browser: Browser, url: str) -> Page:
 
 
 def _status(page: Page) -> dict[str, Any]:
+    # (the hash is the worker's answer: it holds the canvas, and has drawn every
+    # delta the page shows)
     status: dict[str, Any] = page.evaluate(
-        "({seq: __view.seq, state: __view.state, t: __view.t, grid: __view.grid,"
-        " progress: __view.progress, bad: __view.bad, hash: __view.hash(),"
+        "async () => ({seq: __view.seq, state: __view.state, t: __view.t, grid: __view.grid,"
+        " progress: __view.progress, bad: __view.bad, hash: await __view.hash(),"
         " deltas: __view.deltas, frames: __view.frames})")
     return status
 
