@@ -247,10 +247,12 @@ function kick() {
 // One panel at most per frame, each at most every PANEL_PERIOD: a thousand agents and
 // a burst of events drawn in the same frame made frames of 50-90 ms.
 const panels = [
-  { part: agents, last: -1e9, draw: () => agents.render() },
-  { part: log, last: -1e9, draw: () => log.render() },
-  { part: chart, last: -1e9, draw: () => chart.draw() },
+  { name: "agents", part: agents, last: -1e9, draw: () => agents.render() },
+  { name: "log", part: log, last: -1e9, draw: () => log.render() },
+  { name: "chart", part: chart, last: -1e9, draw: () => chart.draw() },
 ];
+// The last panels drawn (when, which, how long), so a long frame can say which it drew.
+const panelLog = [];
 let nextPanel = 0;
 
 function animate(now) {
@@ -266,7 +268,10 @@ function animate(now) {
       const due = panel.last + PANEL_PERIOD - now;
       if (!drawn && due <= 0) {
         panel.last = now;
+        const began = performance.now();
         panel.draw();
+        panelLog.push([began, panel.name, performance.now() - began]);
+        if (panelLog.length > 50) panelLog.shift();
         drawn = true;
         nextPanel = (first + i + 1) % panels.length;
       } else {
@@ -311,6 +316,8 @@ function describeFrame(entry) {
     render_ms: entry.renderStart ? ms(end - entry.renderStart) : 0,
     style_layout_ms: entry.styleAndLayoutStart ? ms(end - entry.styleAndLayoutStart) : 0,
     scripts,
+    panels: panelLog.filter(([at]) => at >= entry.startTime && at <= end)
+      .map(([, name, took]) => `${name} ${ms(took)}`),
   };
 }
 const entryTypes = (typeof PerformanceObserver === "function" &&
