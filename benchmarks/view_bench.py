@@ -320,7 +320,7 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
             {"run": i, "ms": f["ms"], "scripts_ms": f["scripts_ms"],
              "render_ms": f["render_ms"], "style_layout_ms": f["style_layout_ms"],
              "scripts": [f"{s['invoker']} {s['ms']}" for s in f["scripts"]],
-             "panels": f.get("panels", [])}
+             "work": f.get("work", [])}
             for i, w in enumerate(watched) for f in w["long_frame_log"]],
         # the page's worker (socket, parsing, the canvas) times its own tasks
         "worker_long_tasks_per_run": [w["worker_long_tasks"] for w in watched],

@@ -32,9 +32,21 @@ function noteBad(what, error, raw) {
   kick();
 }
 
+// What this thread did lately that took over a millisecond (when, what, how long): a
+// long frame names what of it fell inside it (view.longFrameLog).
+const workLog = [];
+function noteWork(what, began) {
+  const took = performance.now() - began;
+  if (took < 1) return;
+  workLog.push([began, what, took]);
+  if (workLog.length > 100) workLog.shift();
+}
+
 // Each part of a message is applied on its own, so one bad part spoils only itself.
 function part(what, fn) {
+  const began = performance.now();
   try { fn(); } catch (error) { noteBad(what, error); }
+  noteWork(what, began);
 }
 
 function setStatus(msg) {
@@ -128,6 +140,7 @@ function onDelta(d) {
 const replies = new Map();
 function onFeed(event) {
   const m = event.data || {};
+  const began = performance.now();
   try {
     if (m.type === "frame") onFrame(m.params);
     else if (m.type === "delta") onDelta(m.params);
@@ -143,6 +156,7 @@ function onFeed(event) {
   } catch (error) {
     noteBad(`worker's ${m.type}`, error);
   } finally {
+    noteWork(`${m.type} message`, began);
     kick(); // whatever came, there may be something to draw
   }
 }
@@ -251,8 +265,7 @@ const panels = [
   { name: "log", part: log, last: -1e9, draw: () => log.render() },
   { name: "chart", part: chart, last: -1e9, draw: () => chart.draw() },
 ];
-// The last panels drawn (when, which, how long), so a long frame can say which it drew.
-const panelLog = [];
+
 let nextPanel = 0;
 
 function animate(now) {
@@ -270,8 +283,7 @@ function animate(now) {
         panel.last = now;
         const began = performance.now();
         panel.draw();
-        panelLog.push([began, panel.name, performance.now() - began]);
-        if (panelLog.length > 50) panelLog.shift();
+        noteWork(`${panel.name} panel`, began);
         drawn = true;
         nextPanel = (first + i + 1) % panels.length;
       } else {
@@ -316,7 +328,7 @@ function describeFrame(entry) {
     render_ms: entry.renderStart ? ms(end - entry.renderStart) : 0,
     style_layout_ms: entry.styleAndLayoutStart ? ms(end - entry.styleAndLayoutStart) : 0,
     scripts,
-    panels: panelLog.filter(([at]) => at >= entry.startTime && at <= end)
+    work: workLog.filter(([at]) => at >= entry.startTime && at <= end)
       .map(([, name, took]) => `${name} ${ms(took)}`),
   };
 }
