@@ -126,6 +126,52 @@ def _browser_cpu(root: int) -> dict[int, float] | None:
             if "chrom" in name and under_root(pid)}
 
 
+def _renderer_threads(cpu: dict[int, float] | None) -> dict[tuple[int, str], tuple[int, int]]:
+    """For each thread of each Chromium renderer among ``cpu``'s processes (Linux): the
+    nanoseconds it has run and waited to run (runnable, on the run queue, no core free),
+    from ``/proc/PID/task/TID/schedstat``, summed by (pid, thread name)."""
+    threads: dict[tuple[int, str], tuple[int, int]] = {}
+    for pid in cpu or {}:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if b"--type=renderer" not in handle.read():
+                    continue
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as handle:
+                    name = handle.read().strip()
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as handle:
+                    ran, waited = (int(v) for v in handle.read().split()[:2])
+            except (OSError, ValueError):
+                continue
+            if tid == str(pid):
+                name = "main"  # the renderer's main thread bears the process's name
+            elif name.startswith("DedicatedWorker"):
+                name = "DedicatedWorker"
+            old = threads.get((pid, name), (0, 0))
+            threads[(pid, name)] = (old[0] + ran, old[1] + waited)
+    return threads
+
+
+def _page_threads(before: dict[tuple[int, str], tuple[int, int]],
+                  after: dict[tuple[int, str], tuple[int, int]]) -> dict[str, dict[str, float]]:
+    """What the page's renderer (the one that ran most in between) did between two
+    samples of :func:`_renderer_threads`: per thread name, ms run and ms waited for a core."""
+    spent: dict[int, dict[str, dict[str, float]]] = {}
+    for (pid, name), (ran, waited) in after.items():
+        ran0, waited0 = before.get((pid, name), (0, 0))
+        spent.setdefault(pid, {})[name] = {"run_ms": round((ran - ran0) / 1e6, 1),
+                                           "wait_ms": round((waited - waited0) / 1e6, 1)}
+    if not spent:
+        return {}
+    busiest = max(spent.values(), key=lambda t: sum(v["run_ms"] for v in t.values()))
+    return {name: v for name, v in busiest.items()
+            if name in ("main", "DedicatedWorker", "Compositor")}
+
+
 def _cpu_between(before: dict[int, float] | None, after: dict[int, float] | None
                  ) -> float | None:
     """CPU the browser's processes used between two samples (a process that ended in
@@ -203,6 +249,7 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
         if not ready_line.get("ready"):
             raise RuntimeError(f"the page did not start: {ready_line}")
         cpu = _browser_cpu(page.pid)
+        threads = _renderer_threads(cpu)
         _at_first_step(live)
         marks["start"] = time.perf_counter()
         answer = live.watcher.control("start")  # what the page's Start button sends
@@ -210,6 +257,7 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             raise RuntimeError(f"start refused: {answer}")
         counted = _line(page, 600)  # once the page shows the run finished
         cpu_after = _browser_cpu(page.pid)
+        threads_after = _renderer_threads(cpu_after)
         if "error" in counted:
             raise RuntimeError(f"the page failed: {counted['error']}")
         thread.join(600)
@@ -233,6 +281,7 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             "page_bad": counted["page_bad"], "page_progress": counted["page_progress"],
             "reads": live.watcher.reads,
             "browser_cpu_s": _cpu_between(cpu, cpu_after),
+            "page_threads": _page_threads(threads, threads_after),
             "deltas_sent": None if surface is None else surface.deltas_sent,
             "frames_sent": None if surface is None else surface.frames_sent,
         }
@@ -322,6 +371,9 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
              "scripts": [f"{s['invoker']} {s['ms']}" for s in f["scripts"]],
              "work": f.get("work", [])}
             for i, w in enumerate(watched) for f in w["long_frame_log"]],
+        # the page's renderer's threads during each run (Linux): ms run, and ms waited
+        # runnable for a core (the machine's two cores are shared with the run)
+        "page_threads_per_run": [w["page_threads"] for w in watched],
         # the page's worker (socket, parsing, the canvas) times its own tasks
         "worker_long_tasks_per_run": [w["worker_long_tasks"] for w in watched],
         "worker_worst_task_ms": max((w["worker_worst_task_ms"] or 0 for w in watched),
