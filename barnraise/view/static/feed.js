@@ -7,6 +7,7 @@
 // main thread made its animation frames long (docs/view.md).
 
 import { TileView } from "./canvas.js";
+import { brief } from "./panels.js";
 
 let tiles = null;
 let url = null;
@@ -78,6 +79,19 @@ function flashConflicts(events) {
   }
 }
 
+// Each event's body cut to the text the log shows (here, not on the page's thread); the
+// body itself goes on only where the page uses it (a refused claim's region).
+function briefEvents(events) {
+  if (!Array.isArray(events)) return events;
+  return events.map((e) => {
+    if (!e || typeof e !== "object" || typeof e.type !== "string" || !("body" in e)) return e;
+    const { body, ...rest } = e;
+    rest.text = brief(body);
+    if (e.type === "conflict_detected") rest.body = body;
+    return rest;
+  });
+}
+
 function onFrame(f) {
   part("palette", () => { if (Array.isArray(f.palette)) tiles.setPalette(f.palette); });
   applyGrid(f.grid);
@@ -90,6 +104,7 @@ function onFrame(f) {
   stale = 0;
   delete f.canvas;
   delete f.claims;
+  part("events", () => { f.events = briefEvents(f.events); });
   post({ type: "frame", params: f });
 }
 
@@ -130,6 +145,7 @@ function onDelta(d) {
   delete d.canvas;
   delete d.claims_added;
   delete d.claims_removed;
+  part("events", () => { d.events = briefEvents(d.events); });
   post({ type: "delta", params: d });
 }
 

@@ -19,7 +19,7 @@ const FLASH_MS = 1200; // as long as the worker's flash of a refused claim
 let flashes = []; // when each conflict now flashing ends (for tests: view.flashes())
 const chart = new Chart($("chart"), $("chart-legend"));
 const agents = new Agents($("agents"), $("agent-count"), $("agents-more"), $("agent-filter"));
-let board = new Board($("board-counts"), $("frontier"), $("frontier-size"), {});
+const board = new Board($("board-counts"), $("frontier"), $("frontier-size"), {});
 const log = new Log($("log"), $("event-count"), $("log-filter"), $("log-follow"), $("log-odd"));
 let requestId = 0;
 let feed = null; // the worker
@@ -82,7 +82,7 @@ function onFrame(f) {
       $("legend").innerHTML = f.palette.slice(1).map((c, i) =>
         `<span><i style="background:${c}"></i>${(f.tile_names || [])[i + 1] || i + 1}</span>`).join("");
     }
-    if (f.status_colours) board = new Board($("board-counts"), $("frontier"), $("frontier-size"), f.status_colours);
+    if (f.status_colours) board.setColours(f.status_colours);
   });
   view.grid = Array.isArray(f.grid) ? f.grid : null; // the worker has drawn the canvas
   part("agents", () => agents.reset(f.agents));
@@ -264,6 +264,7 @@ const panels = [
   { name: "agents", part: agents, last: -1e9, draw: () => agents.render() },
   { name: "log", part: log, last: -1e9, draw: () => log.render() },
   { name: "chart", part: chart, last: -1e9, draw: () => chart.draw() },
+  { name: "board", part: board, last: -1e9, draw: () => board.render() },
 ];
 
 let nextPanel = 0;

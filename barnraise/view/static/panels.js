@@ -21,7 +21,7 @@ function esc(value) {
     "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
 
-function brief(body) {
+export function brief(body) {
   let text;
   try { text = JSON.stringify(body); } catch { text = String(body); }
   return text && text.length > 240 ? `${text.slice(0, 240)}…` : text;
@@ -115,24 +115,48 @@ export class Board {
     this.frontierEl = frontier;
     this.sizeEl = size;
     this.colours = colours || {};
+    this.board = undefined;
+    this.dirty = false;
+    this.shown = null;
   }
 
+  setColours(colours) {
+    this.colours = colours || {};
+    this.shown = null;
+    this.dirty = true;
+  }
+
+  // Kept until the board's turn among the panels (a message only takes it in).
   show(board) {
+    this.board = board;
+    this.dirty = true;
+  }
+
+  render() {
+    if (!this.dirty) return;
+    this.dirty = false;
+    const board = this.board;
     if (!board) {
       this.countsEl.textContent = "no tasks yet";
       this.frontierEl.innerHTML = "";
       this.sizeEl.textContent = "";
+      this.shown = null;
       return;
     }
     const counts = board.counts || {};
-    this.countsEl.innerHTML = `<span style="background:#455A64">total ${esc(board.total ?? 0)}</span>` +
+    const html = `<span style="background:#455A64">total ${esc(board.total ?? 0)}</span>` +
       Object.entries(counts).map(([status, n]) =>
         `<span style="background:${esc(this.colours[status] || "#607D8B")}">${esc(status)} ${esc(n)}</span>`)
         .join("");
     const ready = Array.isArray(board.frontier) ? board.frontier : [];
-    this.sizeEl.textContent = `(${board.frontier_size ?? ready.length} ready)`;
-    this.frontierEl.innerHTML = ready.map((t) =>
+    const frontier = ready.map((t) =>
       `<li>${esc(t.id)} <b>${esc(t.type)}</b> ${esc(t.status)} → ${esc(t.assigned_to)}</li>`).join("");
+    const size = `(${board.frontier_size ?? ready.length} ready)`;
+    const was = this.shown || {};
+    if (was.html !== html) this.countsEl.innerHTML = html; // the DOM only where it changed
+    if (was.frontier !== frontier) this.frontierEl.innerHTML = frontier;
+    if (was.size !== size) this.sizeEl.textContent = size;
+    this.shown = { html, frontier, size };
   }
 }
 
@@ -172,8 +196,10 @@ export class Log {
     }
     const kind = KNOWN_EVENTS.has(e.type) ? "known" : "unknown";
     if (kind === "unknown") this.unknown++;
+    // (the worker sends each event's body already cut to text, its body kept only
+    // where the page needs it: a conflict's region)
     return { kind, n: e.n, t: typeof e.t === "number" ? e.t : null, type: e.type,
-      from: e.from ?? "", text: brief(e.body), body: e.body };
+      from: e.from ?? "", text: typeof e.text === "string" ? e.text : brief(e.body), body: e.body };
   }
 
   add(entries, skipped) {
