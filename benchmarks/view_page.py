@@ -3,7 +3,8 @@
 ``python -m benchmarks.view_page URL`` opens the live view's page at URL in headless
 Chromium (Debian's, through Playwright), prints one JSON line once the page has drawn
 its first frame (``{"ready": true}``), waits until the page shows the run finished,
-then prints one JSON line with what the page counted over that span: the frames it
+then prints one JSON line with what the page counted over that span (and keeps the
+browser open until a line or the end of input comes on stdin): the frames it
 drew per second (it draws on demand), its animation frames and tasks over 50 ms and
 the longest (Chromium's long-animation-frame and longtask entries), the deltas it
 applied, the bad messages it showed and its progress. Errors are one JSON line
@@ -104,6 +105,9 @@ def main(argv: list[str]) -> int:
                     "page_resyncs": after["worker"]["resyncs"],
                     "page_deltas": after["deltas"], "page_bad": after["bad"],
                     "page_progress": after["progress"]}), flush=True)
+                # The benchmark reads the browser's CPU and threads now: the browser stays
+                # until it says so (a line, or the end of its pipe).
+                sys.stdin.readline()
             finally:
                 browser.close()
     except Exception as exc:  # reported to the benchmark, which raises it
