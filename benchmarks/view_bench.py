@@ -289,6 +289,7 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             "worker_long_tasks": counted.get("worker_long_tasks"),
             "worker_worst_task_ms": counted.get("worker_worst_task_ms"),
             "page_resyncs": counted.get("page_resyncs"),
+            "before_run": counted.get("before_run"),
             "frame_watch": counted["frame_watch"], "page_deltas": counted["page_deltas"],
             "page_bad": counted["page_bad"], "page_progress": counted["page_progress"],
             "reads": live.watcher.reads,
@@ -384,6 +385,8 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
              "scripts": [f"{s['invoker']} {s['ms']}" for s in f["scripts"]],
              "work": f.get("work", [])}
             for i, w in enumerate(watched) for f in w["long_frame_log"]],
+        # long frames before the run was let go (the page's first frame, its load)
+        "long_frames_before_run": [w["before_run"] for w in watched],
         # the page's renderer's threads during each run (Linux): ms run, and ms waited
         # runnable for a core (the machine's two cores are shared with the run)
         "page_threads_per_run": [w["page_threads"] for w in watched],

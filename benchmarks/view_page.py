@@ -66,7 +66,8 @@ def main(argv: list[str]) -> int:
                 page.set_default_timeout(600_000)
                 page.goto(argv[0])
                 page.wait_for_function("window.__view && window.__view.frameMessages > 0")
-                before = page.evaluate("async () => ({worker: await __view.workerStats(true), "
+                before = page.evaluate("async () => ({worker: __view.workerStats ? "
+                                       "await __view.workerStats(true) : null, "
                                        "frames: __view.frames, at: performance.now(), "
                                        "long: __view.longFrames, tasks: __view.longTasks, "
                                        "longTime: __view.longFrameTime})")
@@ -74,35 +75,50 @@ def main(argv: list[str]) -> int:
                 # Polled five times a second, not every animation frame: the harness's
                 # own checking should not be counted as the page's work.
                 page.wait_for_function("window.__view.state === 'finished'", polling=200)
-                after = page.evaluate("async () => ({worker: await __view.workerStats(), "
+                after = page.evaluate("async () => ({worker: __view.workerStats ? "
+                                      "await __view.workerStats() : null, "
                                       "frames: __view.frames, at: performance.now(), "
                                       "deltas: __view.deltas, bad: __view.bad, "
                                       "progress: __view.progress, long: __view.longFrames, "
                                       "longTime: __view.longFrameTime, "
                                       "tasks: __view.longTasks, worstTask: __view.worstTask, "
                                       "worst: __view.worstFrame, watch: __view.frameWatch, "
-                                      "frameLog: __view.longFrameLog})")
+                                      "frameLog: __view.longFrameLog, "
+                                      "taskLog: __view.longTaskLog})")
                 seconds = (after["at"] - before["at"]) / 1000
+                # Frames and tasks that began while the run went. (Chromium reports an
+                # entry after it ends: the page's first frame, drawn before "ready", is
+                # often reported after it, so the counters' difference is not used while
+                # the entries, which are kept up to 100, say when each began.)
+                worker = after["worker"]
+                frames = [f for f in after["frameLog"] if f["at_ms"] >= before["at"]]
+                tasks = [t for t in after["taskLog"] if t["at_ms"] >= before["at"]]
+                if len(after["frameLog"]) >= 100 or len(after["taskLog"]) >= 100:
+                    raise RuntimeError("over 100 long frames or tasks: not all kept")
                 # Said before the browser closes: the benchmark reads its CPU then.
                 print(json.dumps({
                     "frames_drawn_per_s": (after["frames"] - before["frames"]) / seconds
                     if seconds > 0 else 0.0,
-                    "long_frames": after["long"] - before["long"],
+                    "long_frames": len(frames),
                     # the share of the span spent in frames over 50 ms (under 20 fps);
                     # (long tasks are counted apart: a long frame may contain one)
-                    "long_frame_share": (after["longTime"] - before["longTime"])
+                    "long_frame_share": sum(f["ms"] for f in frames)
                     / (after["at"] - before["at"]) if after["at"] > before["at"] else 0.0,
-                    "long_tasks": after["tasks"] - before["tasks"],
-                    "worst_frame_ms": after["worst"], "worst_task_ms": after["worstTask"],
+                    "long_tasks": len(tasks),
+                    "worst_frame_ms": max((f["ms"] for f in frames), default=0.0),
+                    "worst_task_ms": max((t["ms"] for t in tasks), default=0.0),
+                    # the page's first frame (before the run) and anything else before it
+                    "before_run": {"long_frames": len(after["frameLog"]) - len(frames),
+                                   "worst_frame_ms": after["worst"]},
                     "frame_watch": after["watch"],
                     # what each long frame was made of (long frames before "ready" too)
-                    "long_frame_log": [f for f in after["frameLog"]
-                                       if f["at_ms"] >= before["at"]],
+                    "long_frame_log": frames,
                     # the worker's own tasks (parse, decode, draw) over 50 ms
-                    "worker_long_tasks": after["worker"]["longTasks"],
-                    "worker_worst_task_ms": after["worker"]["worst"],
-                    "worker_worst_task": after["worker"]["worstWhat"],
-                    "page_resyncs": after["worker"]["resyncs"],
+                    # (none: a page without the worker, measured for a comparison)
+                    "worker_long_tasks": worker and worker["longTasks"],
+                    "worker_worst_task_ms": worker and worker["worst"],
+                    "worker_worst_task": worker and worker["worstWhat"],
+                    "page_resyncs": worker and worker["resyncs"],
                     "page_deltas": after["deltas"], "page_bad": after["bad"],
                     "page_progress": after["progress"]}), flush=True)
                 # The benchmark reads the browser's CPU and threads now: the browser stays

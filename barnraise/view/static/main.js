@@ -314,6 +314,7 @@ view.frameWatch = [];
 // invoked them, where they are, how long they ran and how much of that was a layout
 // they forced), and the frame's own style and layout and paint at its end.
 view.longFrameLog = [];
+view.longTaskLog = []; // (the first 100: when, how long)
 const ms = (v) => Math.round(v * 10) / 10;
 function describeFrame(entry) {
   const end = entry.startTime + entry.duration;
@@ -345,6 +346,7 @@ const watchers = {
   longtask: (entry) => {
     view.longTasks++;
     view.worstTask = Math.max(view.worstTask, entry.duration);
+    if (view.longTaskLog.length < 100) view.longTaskLog.push({ at_ms: ms(entry.startTime), ms: entry.duration });
   },
 };
 for (const [type, note] of Object.entries(watchers)) {
