@@ -98,7 +98,7 @@ function agentRow() {
 // Write into a row only what differs from what it shows.
 function fillAgent(tr, a) {
   const values = [String(a.status), String(a.color), String(a.id), String(a.name), String(a.role),
-    String(a.status), String(a.task || ""), String(a.mailbox ?? "")];
+    String(a.status), String(a.task || ""), String(a.mailbox ?? "–")]; // (a depth not known: a dash)
   const was = tr.shown;
   if (was[0] !== values[0]) tr.className = values[0];
   if (was[1] !== values[1]) tr.swatch.style.background = values[1];
