@@ -288,6 +288,7 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             "long_frame_log": counted.get("long_frame_log", []),
             "worker_long_tasks": counted.get("worker_long_tasks"),
             "worker_worst_task_ms": counted.get("worker_worst_task_ms"),
+            "worker_worst_task": counted.get("worker_worst_task"),
             "page_resyncs": counted.get("page_resyncs"),
             "before_run": counted.get("before_run"),
             "frame_watch": counted["frame_watch"], "page_deltas": counted["page_deltas"],
@@ -394,6 +395,10 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
         "worker_long_tasks_per_run": [w["worker_long_tasks"] for w in watched],
         "worker_worst_task_ms": max((w["worker_worst_task_ms"] or 0 for w in watched),
                                     default=0),
+        "worker_worst_task_per_run": [
+            None if w["worker_worst_task_ms"] is None
+            else f"{w['worker_worst_task']} {round(w['worker_worst_task_ms'], 1)}"
+            for w in watched],
         "target_ratio": 1.15, "target_fps": 20,
         "same_digest": len(digests) == 1,
         "reads_per_run": [w["reads"] for w in watched],
