@@ -29,6 +29,7 @@ runs in a process of its own (``benchmarks/view_page.py``), as a browser does.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import glob
 import json
@@ -126,6 +127,55 @@ def _browser_cpu(root: int) -> dict[int, float] | None:
             if "chrom" in name and under_root(pid)}
 
 
+def _renderer_threads(cpu: dict[int, float] | None) -> dict[tuple[int, str], tuple[int, int]]:
+    """For each thread of each Chromium renderer among ``cpu``'s processes (Linux): the
+    nanoseconds it has run and waited to run (runnable, on the run queue, no core free),
+    from ``/proc/PID/task/TID/schedstat``, summed by (pid, thread name)."""
+    threads: dict[tuple[int, str], tuple[int, int]] = {}
+    for pid in cpu or {}:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if b"--type=renderer" not in handle.read():
+                    continue
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as handle:
+                    name = handle.read().strip()
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as handle:
+                    ran, waited = (int(v) for v in handle.read().split()[:2])
+            except (OSError, ValueError):
+                continue
+            if tid == str(pid):
+                name = "main"  # the renderer's main thread bears the process's name
+            elif name.startswith("DedicatedWorker"):
+                name = "DedicatedWorker"
+            old = threads.get((pid, name), (0, 0))
+            threads[(pid, name)] = (old[0] + ran, old[1] + waited)
+    return threads
+
+
+def _page_threads(before: dict[tuple[int, str], tuple[int, int]],
+                  after: dict[tuple[int, str], tuple[int, int]]) -> dict[str, dict[str, float]]:
+    """What the page's renderer (the one with a worker) did between two
+    samples of :func:`_renderer_threads`: per thread name, ms run and ms waited for a core."""
+    spent: dict[int, dict[str, dict[str, float]]] = {}
+    for (pid, name), (ran, waited) in after.items():
+        ran0, waited0 = before.get((pid, name), (0, 0))
+        spent.setdefault(pid, {})[name] = {"run_ms": round((ran - ran0) / 1e6, 1),
+                                           "wait_ms": round((waited - waited0) / 1e6, 1)}
+    if not spent:
+        return {}
+    # The page's renderer is the one with a worker (headless Chromium runs others, its
+    # own UI's among them); without one, the busiest.
+    pages = [t for t in spent.values() if "DedicatedWorker" in t] or list(spent.values())
+    busiest = max(pages, key=lambda t: sum(v["run_ms"] for v in t.values()))
+    return {name: v for name, v in busiest.items()
+            if name in ("main", "DedicatedWorker", "Compositor")}
+
+
 def _cpu_between(before: dict[int, float] | None, after: dict[int, float] | None
                  ) -> float | None:
     """CPU the browser's processes used between two samples (a process that ended in
@@ -140,6 +190,12 @@ def _at_first_step(live: Any) -> None:
     gate = live.watcher.gate
     if gate is not None:
         gate.call(lambda: None, timeout=120)
+
+
+def _close_input(process: subprocess.Popen[str]) -> None:
+    if process.stdin is not None and not process.stdin.closed:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
 
 
 def _line(process: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
@@ -198,11 +254,13 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             command += ["--socket", live.url.replace("http://", "ws://") + "/view/ws"]
         else:
             command.append(live.url + "/")
-        page = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=_ROOT)
+        page = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, cwd=_ROOT)
         ready_line = _line(page, 120)
         if not ready_line.get("ready"):
             raise RuntimeError(f"the page did not start: {ready_line}")
         cpu = _browser_cpu(page.pid)
+        threads = _renderer_threads(cpu)
         _at_first_step(live)
         marks["start"] = time.perf_counter()
         answer = live.watcher.control("start")  # what the page's Start button sends
@@ -210,6 +268,8 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             raise RuntimeError(f"start refused: {answer}")
         counted = _line(page, 600)  # once the page shows the run finished
         cpu_after = _browser_cpu(page.pid)
+        threads_after = _renderer_threads(cpu_after)
+        _close_input(page)  # the page's process may close its browser now
         if "error" in counted:
             raise RuntimeError(f"the page failed: {counted['error']}")
         thread.join(600)
@@ -225,15 +285,23 @@ def _watched(params: dict[str, Any], seed: int, client: str = "browser") -> dict
             "long_frames": counted["long_frames"], "worst_frame_ms": counted["worst_frame_ms"],
             "long_tasks": counted["long_tasks"], "worst_task_ms": counted["worst_task_ms"],
             "long_frame_share": counted["long_frame_share"],
+            "long_frame_log": counted.get("long_frame_log", []),
+            "worker_long_tasks": counted.get("worker_long_tasks"),
+            "worker_worst_task_ms": counted.get("worker_worst_task_ms"),
+            "worker_worst_task": counted.get("worker_worst_task"),
+            "page_resyncs": counted.get("page_resyncs"),
+            "before_run": counted.get("before_run"),
             "frame_watch": counted["frame_watch"], "page_deltas": counted["page_deltas"],
             "page_bad": counted["page_bad"], "page_progress": counted["page_progress"],
             "reads": live.watcher.reads,
             "browser_cpu_s": _cpu_between(cpu, cpu_after),
+            "page_threads": _page_threads(threads, threads_after),
             "deltas_sent": None if surface is None else surface.deltas_sent,
             "frames_sent": None if surface is None else surface.frames_sent,
         }
     finally:
         if page is not None:
+            _close_input(page)
             try:
                 page.wait(60)
             except subprocess.TimeoutExpired:
@@ -309,6 +377,28 @@ def bench_view(agents: int = 1000, grid: int = 1000, block: int = 32, repeats: i
         "never_under_20_fps": all(w["long_frames"] == 0 and w["long_tasks"] == 0
                                   for w in watched),
         "frames_measured_by": watched[0]["frame_watch"] if watched else [],
+        # what the long frames were made of (Chromium's long-animation-frame entries):
+        # per frame, its length, the scripts' share, the share from the update of the
+        # rendering on (animation callbacks, style, layout, paint), style and layout
+        "long_frames": [
+            {"run": i, "ms": f["ms"], "scripts_ms": f["scripts_ms"],
+             "render_ms": f["render_ms"], "style_layout_ms": f["style_layout_ms"],
+             "scripts": [f"{s['invoker']} {s['ms']}" for s in f["scripts"]],
+             "work": f.get("work", [])}
+            for i, w in enumerate(watched) for f in w["long_frame_log"]],
+        # long frames before the run was let go (the page's first frame, its load)
+        "long_frames_before_run": [w["before_run"] for w in watched],
+        # the page's renderer's threads during each run (Linux): ms run, and ms waited
+        # runnable for a core (the machine's two cores are shared with the run)
+        "page_threads_per_run": [w["page_threads"] for w in watched],
+        # the page's worker (socket, parsing, the canvas) times its own tasks
+        "worker_long_tasks_per_run": [w["worker_long_tasks"] for w in watched],
+        "worker_worst_task_ms": max((w["worker_worst_task_ms"] or 0 for w in watched),
+                                    default=0),
+        "worker_worst_task_per_run": [
+            None if w["worker_worst_task_ms"] is None
+            else f"{w['worker_worst_task']} {round(w['worker_worst_task_ms'], 1)}"
+            for w in watched],
         "target_ratio": 1.15, "target_fps": 20,
         "same_digest": len(digests) == 1,
         "reads_per_run": [w["reads"] for w in watched],

@@ -109,9 +109,11 @@ def _open(browser: Browser, url: str) -> Page:
 
 
 def _status(page: Page) -> dict[str, Any]:
+    # (the hash is the worker's answer: it holds the canvas, and has drawn every
+    # delta the page shows)
     status: dict[str, Any] = page.evaluate(
-        "({seq: __view.seq, state: __view.state, t: __view.t, grid: __view.grid,"
-        " progress: __view.progress, bad: __view.bad, hash: __view.hash(),"
+        "async () => ({seq: __view.seq, state: __view.state, t: __view.t, grid: __view.grid,"
+        " progress: __view.progress, bad: __view.bad, hash: await __view.hash(),"
         " deltas: __view.deltas, frames: __view.frames})")
     return status
 
@@ -369,8 +371,14 @@ def test_the_scrubber_of_a_realtime_store_shows_its_frontier_and_chart(
             want = served.source.frame()
             board = want["board"]
             assert board is not None and board["frontier"], "tasks should be ready mid-run"
+            wanted = [t["id"] for t in board["frontier"]]
+            # The board is one of the panels drawn in turn: wait for it to show this frame.
+            page.wait_for_function(
+                "ids => [...document.querySelectorAll('#frontier li')]"
+                ".map(li => li.innerText.split(/\\s+/)[0]).join(',') === ids.join(',')",
+                arg=wanted, timeout=10_000)
             shown = page.locator("#frontier li").all_inner_texts()
-            assert [text.split()[0] for text in shown] == [t["id"] for t in board["frontier"]]
+            assert [text.split()[0] for text in shown] == wanted
             assert f"({board['frontier_size']} ready)" in page.inner_text("#frontier-size")
             assert len(want["series"]) > 2
             page.wait_for_timeout(300)  # the chart is one of the panels drawn in turn

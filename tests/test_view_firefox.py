@@ -95,7 +95,7 @@ def test_the_page_draws_a_running_kernel_build_to_its_end_in_firefox(
         while True:
             browser.wait_for(f"window.__view.seq > {seq}", WAIT)
             now = browser.evaluate("({seq: __view.seq, state: __view.state,"
-                                   " hash: __view.hash()})")
+                                   " hash: await __view.hash()})")
             seq = now["seq"]
             hashes.add(now["hash"])
             if len(hashes) == 3:

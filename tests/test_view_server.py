@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -186,6 +188,15 @@ def test_the_websocket_sends_a_frame_then_deltas_and_takes_controls(live_run: Li
         assert answered is not None and answered["success"] and answered["state"] == "running"
         seqs = [d["seq"] for d in deltas]
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        # Each delta follows the one before (or the frame): reads where nothing moved
+        # while the run was held are never a delta's base, so the page sees no gap
+        # and never asks for the whole picture again.
+        drawn = frame["seq"]
+        for delta in deltas:
+            if delta["seq"] <= drawn:
+                continue  # older than the frame: the page skips it
+            assert delta["base"] in (None, drawn), (delta["seq"], delta["base"], drawn)
+            drawn = delta["seq"]
         canvas = np.zeros((SMALL["grid_size"],) * 2, dtype=np.uint8)
         for delta in deltas:
             for rect in delta["canvas"]:
@@ -214,6 +225,34 @@ def test_the_websocket_sends_a_frame_then_deltas_and_takes_controls(live_run: Li
                 assert set(delta["mailboxes"]).isdisjoint(r["id"] for r in delta["agents"])
                 rows[agent_id]["mailbox"] = depth
         assert rows == {a["id"]: a for a in final["agents"]}
+
+
+def test_a_read_where_nothing_moved_is_never_a_deltas_base(live_run: LiveView) -> None:
+    watcher = live_run.watcher
+    assert watcher is not None
+    told: list[dict[str, Any]] = []
+    stop = watcher.subscribe(told.append)
+    try:
+        for _ in range(200):  # step by events until the world has a session to read
+            if watcher._current is not None:
+                break
+            watcher.control("step_event", 1)
+            watcher.wait_reads(watcher.reads + 1, timeout=1)
+        assert watcher._current is not None
+        # Held: the pump reads on and nothing moves; then the run goes to its end.
+        assert watcher.wait_reads(watcher.reads + 3, timeout=10)
+        assert watcher.control("start")["success"]
+        deadline = time.monotonic() + 60
+        while not (told and told[-1]["state"] == "finished"):
+            assert time.monotonic() < deadline, "the run did not finish"
+            time.sleep(0.05)
+    finally:
+        stop()
+    # Every delta follows the one told before it: the reads where nothing moved were
+    # no delta's base (when they were, every page saw a gap and asked for a frame).
+    for before, delta in itertools.pairwise(told):
+        assert delta["base"] in (None, before["seq"]), (before["seq"], delta)
+    assert any(d["base"] is not None for d in told)
 
 
 def test_a_deterministic_runs_gateway_takes_no_agents(live_run: LiveView) -> None:

@@ -325,11 +325,16 @@ class Watcher:
             before = self._current
             self._log.extend(entries)
             self._series.append(snapshot.point)
-            self._current = snapshot
         delta = self._delta(before, snapshot, entries, final)
         status = (delta["state"], delta["speed"], delta["controls"])
         if before is not None and _quiet(delta, before) and status == self._told:
-            return None  # nothing moved: the pages hear nothing
+            # Nothing moved: the pages hear nothing, and what they have (``before``)
+            # stays the base of the next delta. (Made current, this snapshot's seq was
+            # the next delta's base, which no page had: every page saw a gap and asked
+            # for the whole picture again, a megabyte for a big world.)
+            return None
+        with self._lock:
+            self._current = snapshot
         self._told = status
         self.told_seq = snapshot.seq
         self._notify(delta)

@@ -8,6 +8,8 @@ function rgb(hex) {
   return m ? parseInt(m[1], 16) : UNKNOWN_TILE;
 }
 
+// It runs in the page's worker (feed.js) on the two canvases' OffscreenCanvas: decoding
+// rectangles, drawing claims and flashes never take the page's main thread.
 export class TileView {
   constructor(tiles, overlay) {
     this.tiles = tiles;
@@ -22,20 +24,14 @@ export class TileView {
     this.flashes = [];
     this.overlayDirty = true;
     this.unknownTiles = 0;
-    // The overlay's size in device pixels, kept by a ResizeObserver: asking the layout
-    // for it every frame (getBoundingClientRect) forced a style and layout pass each
-    // time the panels had changed the page.
-    this.overlaySize = null;
-    if (typeof ResizeObserver === "function") {
-      new ResizeObserver((entries) => {
-        const box = entries[entries.length - 1].contentRect;
-        const dpr = window.devicePixelRatio || 1;
-        this.overlaySize = [Math.max(1, Math.round(box.width * dpr)),
-          Math.max(1, Math.round(box.height * dpr))];
-        this.overlayDirty = true;
-        if (this.onResize) this.onResize();
-      }).observe(overlay);
-    }
+    // The overlay's size in device pixels, as the page's ResizeObserver reports it
+    // (asking the layout every frame forced a style and layout pass).
+    this.overlaySize = [1, 1];
+  }
+
+  setOverlaySize(width, height) {
+    this.overlaySize = [Math.max(1, Math.round(width)), Math.max(1, Math.round(height))];
+    this.overlayDirty = true;
   }
 
   setPalette(colours) {
@@ -105,13 +101,7 @@ export class TileView {
   // Called on every animation frame; redraws the overlay only when something moved.
   draw(now) {
     const o = this.overlay;
-    let size = this.overlaySize;
-    if (size === null) { // no ResizeObserver: ask the layout
-      const rect = o.getBoundingClientRect();
-      const dpr = window.devicePixelRatio || 1;
-      size = [Math.max(1, Math.round(rect.width * dpr)), Math.max(1, Math.round(rect.height * dpr))];
-    }
-    const [pw, ph] = size;
+    const [pw, ph] = this.overlaySize;
     if (o.width !== pw || o.height !== ph) {
       o.width = pw;
       o.height = ph;
@@ -145,5 +135,14 @@ export class TileView {
   pixels() {
     if (!this.width || !this.height) return new Uint8ClampedArray(0);
     return this.ctx.getImageData(0, 0, this.width, this.height).data;
+  }
+
+  // The overlay's pixel over cell (x, y), drawn up to now: RGBA.
+  overlayAt(x, y, now) {
+    this.draw(now);
+    const o = this.overlay;
+    const px = Math.floor(((x + 0.5) / this.width) * o.width);
+    const py = Math.floor(((y + 0.5) / this.height) * o.height);
+    return Array.from(this.octx.getImageData(px, py, 1, 1).data);
   }
 }

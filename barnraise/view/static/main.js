@@ -1,28 +1,28 @@
-// The live view: one WebSocket (/view/ws) brings a frame, then deltas; an animation
-// loop draws. Nothing a server sends can break the page: a message that cannot be
-// applied is counted and shown in the log as bad.
+// The live view: one WebSocket (/view/ws) brings a frame, then deltas. A module worker
+// (feed.js) holds the socket, parses each message and draws the canvas (tiles, claims,
+// flashes) on the canvases handed to it; this thread gets the rest of each message and
+// draws the panels, on demand. Nothing a server sends can break the page: a message that
+// cannot be applied is counted and shown in the log as bad.
 
-import { TileView } from "./canvas.js";
 import { Chart } from "./chart.js";
 import { Agents, Board, Log, showProgress } from "./panels.js";
 
 const $ = (id) => document.getElementById(id);
 
 const view = {
-  seq: -1, stale: 0, frames: 0, deltas: 0, frameMessages: 0, bad: 0, progress: null, state: "offline",
+  seq: -1, frames: 0, deltas: 0, frameMessages: 0, bad: 0, progress: null, state: "offline",
   t: 0, grid: null, session: null, controls: false, lastError: null, connected: false,
 };
 window.__view = view; // what tests and curious people may read
 
-const tiles = new TileView($("tiles"), $("overlay"));
-tiles.onResize = () => kick();
+const FLASH_MS = 1200; // as long as the worker's flash of a refused claim
+let flashes = []; // when each conflict now flashing ends (for tests: view.flashes())
 const chart = new Chart($("chart"), $("chart-legend"));
 const agents = new Agents($("agents"), $("agent-count"), $("agents-more"), $("agent-filter"));
-let board = new Board($("board-counts"), $("frontier"), $("frontier-size"), {});
+const board = new Board($("board-counts"), $("frontier"), $("frontier-size"), {});
 const log = new Log($("log"), $("event-count"), $("log-filter"), $("log-follow"), $("log-odd"));
-let socket = null;
 let requestId = 0;
-let retry = 250;
+let feed = null; // the worker
 
 function noteBad(what, error, raw) {
   view.bad++;
@@ -32,9 +32,21 @@ function noteBad(what, error, raw) {
   kick();
 }
 
+// What this thread did lately that took over a millisecond (when, what, how long): a
+// long frame names what of it fell inside it (view.longFrameLog).
+const workLog = [];
+function noteWork(what, began) {
+  const took = performance.now() - began;
+  if (took < 1) return;
+  workLog.push([began, what, took]);
+  if (workLog.length > 100) workLog.shift();
+}
+
 // Each part of a message is applied on its own, so one bad part spoils only itself.
 function part(what, fn) {
+  const began = performance.now();
   try { fn(); } catch (error) { noteBad(what, error); }
+  noteWork(what, began);
 }
 
 function setStatus(msg) {
@@ -55,14 +67,11 @@ function setStatus(msg) {
   }
 }
 
-function applyCanvas(rects) {
-  for (const r of rects || []) part("canvas rectangle", () => tiles.putRect(r));
-}
-
 function flashConflicts(entries) {
   const now = performance.now();
+  flashes = flashes.filter((until) => until > now);
   for (const e of entries) {
-    if (e.type === "conflict_detected" && e.body && e.body.region) tiles.flash(e.body.region, now);
+    if (e.type === "conflict_detected" && e.body && e.body.region) flashes.push(now + FLASH_MS);
   }
 }
 
@@ -70,18 +79,12 @@ function onFrame(f) {
   view.frameMessages++;
   part("palette", () => {
     if (Array.isArray(f.palette)) {
-      tiles.setPalette(f.palette);
       $("legend").innerHTML = f.palette.slice(1).map((c, i) =>
         `<span><i style="background:${c}"></i>${(f.tile_names || [])[i + 1] || i + 1}</span>`).join("");
     }
-    if (f.status_colours) board = new Board($("board-counts"), $("frontier"), $("frontier-size"), f.status_colours);
+    if (f.status_colours) board.setColours(f.status_colours);
   });
-  part("grid", () => {
-    view.grid = Array.isArray(f.grid) ? f.grid : null;
-    if (view.grid) tiles.resize(view.grid[0], view.grid[1]);
-  });
-  applyCanvas(f.canvas);
-  part("claims", () => tiles.setClaims(Array.isArray(f.claims) ? f.claims : []));
+  view.grid = Array.isArray(f.grid) ? f.grid : null; // the worker has drawn the canvas
   part("agents", () => agents.reset(f.agents));
   part("board", () => board.show(f.board));
   part("events", () => log.reset(f.events || []));
@@ -113,38 +116,10 @@ function showScrub(scrub) {
 }
 $("scrub").addEventListener("change", (e) => control("seek", Number(e.target.value)));
 
-let lastFrameAsk = -1e9;
-let frameAskPending = false;
-function askForFrame() { // at most once a second; a later ask waits its turn
-  if (frameAskPending) return;
-  const wait = Math.max(0, lastFrameAsk + 1000 - performance.now());
-  frameAskPending = true;
-  setTimeout(() => {
-    frameAskPending = false;
-    lastFrameAsk = performance.now();
-    control("frame");
-  }, wait);
-}
-
+// A delta the worker took (in order; its canvas and claims drawn already).
 function onDelta(d) {
-  if (typeof d.seq !== "number") { noteBad("delta without a seq", "ignored", d); return; }
-  if (d.seq <= view.seq) { // older than what is drawn: normal just after a frame
-    if (++view.stale > 20) askForFrame(); // many in a row: our seq is wrong, start afresh
-    return;
-  }
-  view.stale = 0;
-  // A gap (base null is a delta from nothing: complete in itself): draw it, and ask
-  // for the whole picture.
-  if (d.base !== null && d.base !== view.seq) askForFrame();
   view.deltas++;
-  part("grid", () => {
-    if (Array.isArray(d.grid) && (!view.grid || d.grid[0] !== view.grid[0] || d.grid[1] !== view.grid[1])) {
-      view.grid = d.grid;
-      tiles.resize(d.grid[0], d.grid[1]);
-    }
-  });
-  applyCanvas(d.canvas);
-  part("claims", () => tiles.updateClaims(d.claims_added, d.claims_removed));
+  if (Array.isArray(d.grid)) view.grid = d.grid;
   part("agents", () => agents.update(d.agents, d.agents_removed));
   if ("mailboxes" in d) part("mailboxes", () => agents.mail(d.mailboxes));
   if ("board" in d) part("board", () => board.show(d.board));
@@ -160,24 +135,49 @@ function onDelta(d) {
   view.seq = d.seq;
 }
 
-const utf8 = new TextDecoder();
-
-function onMessage(event) {
-  try { handle(event); } finally { kick(); } // whatever came, there may be something to draw
+// What the worker says: a frame or a delta to show, a control's answer, something bad,
+// the socket opened or closed, a reply to a request of this page.
+const replies = new Map();
+function onFeed(event) {
+  const m = event.data || {};
+  const began = performance.now();
+  try {
+    if (m.type === "frame") onFrame(m.params);
+    else if (m.type === "delta") onDelta(m.params);
+    else if (m.type === "answer") onAnswer(m.msg);
+    else if (m.type === "bad") noteBad(m.what, m.error, m.raw);
+    else if (m.type === "open") view.connected = true;
+    else if (m.type === "closed") offline();
+    else if (m.type === "reply" && replies.has(m.id)) {
+      const { done, fail } = replies.get(m.id);
+      replies.delete(m.id);
+      if (m.error) fail(new Error(m.error)); else done(m.value);
+    } else noteBad("unknown message from the worker", String(m.type));
+  } catch (error) {
+    noteBad(`worker's ${m.type}`, error);
+  } finally {
+    noteWork(`${m.type} message`, began);
+    kick(); // whatever came, there may be something to draw
+  }
 }
 
-function handle(event) {
-  let msg;
-  let text = event.data;
-  try {
-    if (typeof text !== "string") text = utf8.decode(text); // frames come as binary UTF-8
-    msg = JSON.parse(text);
-  } catch (error) { noteBad("not JSON", error, text); return; }
-  if (!msg || typeof msg !== "object") { noteBad("not an object", "message", event.data); return; }
-  if (msg.method === "view.frame" && msg.params && typeof msg.params === "object") onFrame(msg.params);
-  else if (msg.method === "view.delta" && msg.params && typeof msg.params === "object") onDelta(msg.params);
-  else if ("id" in msg) onAnswer(msg);
-  else noteBad("unknown message", msg.method ?? "no method", text);
+function ask(type, extra) {
+  const id = ++requestId;
+  return new Promise((done, fail) => {
+    replies.set(id, { done, fail });
+    feed.postMessage({ type, id, ...extra });
+    setTimeout(() => {
+      if (replies.delete(id)) fail(new Error(`the worker did not answer ${type} within 10 s`));
+    }, 10_000);
+  });
+}
+
+function offline() {
+  view.connected = false;
+  view.state = "offline";
+  $("status").textContent = "offline: reconnecting";
+  $("status").className = "status offline";
+  view.seq = -1;
 }
 
 function onAnswer(msg) {
@@ -193,43 +193,49 @@ function onAnswer(msg) {
 }
 
 function control(action, value) {
-  if (!socket || socket.readyState !== WebSocket.OPEN) return;
-  socket.send(JSON.stringify({ jsonrpc: "2.0", id: ++requestId, method: "view.control",
-    params: { action, value } }));
+  if (!feed || !view.connected) return;
+  feed.postMessage({ type: "send", text: JSON.stringify({ jsonrpc: "2.0", id: ++requestId,
+    method: "view.control", params: { action, value } }) });
 }
 view.control = control;
-// Conflicts flashing now, and the overlay's pixel at a cell (tests).
-view.flashes = () => tiles.flashes.filter((f) => f.until > performance.now()).length;
-view.overlayAt = (x, y) => {
-  const o = tiles.overlay;
-  const px = Math.floor(((x + 0.5) / tiles.width) * o.width);
-  const py = Math.floor(((y + 0.5) / tiles.height) * o.height);
-  return Array.from(tiles.octx.getImageData(px, py, 1, 1).data);
-};
-// The tile layer's pixels, for tests: RGBA bytes as a plain array, and a cheap hash.
-view.pixels = () => Array.from(tiles.pixels());
-view.hash = () => {
-  const d = tiles.pixels();
+// Conflicts flashing now, and the overlay's pixel at a cell (tests; a promise: the
+// worker draws the overlay).
+view.flashes = () => flashes.filter((until) => until > performance.now()).length;
+view.overlayAt = (x, y) => ask("overlay-at", { x, y });
+// The tile layer's pixels, for tests: RGBA bytes as a plain array, and a cheap hash
+// (promises: the worker holds the canvas).
+// The worker's tasks over 50 ms (its own count: browsers report the main thread's);
+// reset: count afresh from now.
+view.workerStats = (reset = false) => ask("stats", { reset });
+view.pixels = async () => Array.from(await ask("pixels"));
+view.hash = async () => {
+  const d = await ask("pixels");
   let h = 0;
   for (let i = 0; i < d.length; i++) h = (Math.imul(h, 31) + d[i]) | 0;
   return h;
 };
 
-function connect() {
+function start() {
   const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/view/ws`;
-  socket = new WebSocket(url);
-  socket.binaryType = "arraybuffer";
-  socket.addEventListener("open", () => { view.connected = true; retry = 250; });
-  socket.addEventListener("message", onMessage);
-  socket.addEventListener("close", () => {
-    view.connected = false;
-    view.state = "offline";
-    $("status").textContent = "offline: reconnecting";
-    $("status").className = "status offline";
-    view.seq = -1;
-    setTimeout(connect, retry);
-    retry = Math.min(5000, retry * 2);
-  });
+  try {
+    feed = new Worker(new URL("./feed.js", import.meta.url), { type: "module" });
+    const tiles = $("tiles").transferControlToOffscreen();
+    const overlay = $("overlay").transferControlToOffscreen();
+    feed.addEventListener("message", onFeed);
+    feed.addEventListener("error", (e) => noteBad("worker", e.message || "failed"));
+    feed.postMessage({ type: "start", url, tiles, overlay }, [tiles, overlay]);
+  } catch (error) { // a browser without module workers or OffscreenCanvas
+    noteBad("this browser cannot draw the canvas (module worker, OffscreenCanvas)", error);
+    $("status").textContent = "unsupported browser";
+    return;
+  }
+  // The overlay's size in device pixels, for the worker that draws it: kept by a
+  // ResizeObserver (asking the layout every frame forced a style and layout pass).
+  new ResizeObserver((entries) => {
+    const box = entries[entries.length - 1].contentRect;
+    const dpr = window.devicePixelRatio || 1;
+    feed.postMessage({ type: "overlay-size", width: box.width * dpr, height: box.height * dpr });
+  }).observe($("overlay"));
 }
 
 $("btn-start").addEventListener("click", () => control("start"));
@@ -242,8 +248,8 @@ $("speed").addEventListener("change", (e) => {
 });
 
 // Drawing on demand: a frame is asked for when something arrives or changes, and the
-// loop goes on only while there is more to draw (a conflict flashing, panels waiting
-// their turn). An idle page asks for no frames at all: in headless Chromium a page
+// loop goes on only while there is more to draw (panels waiting their turn; the worker
+// animates the canvas's flashes). An idle page asks for no frames at all: in headless Chromium a page
 // that animated every frame used a tenth of a core doing nothing.
 const PANEL_PERIOD = 400; // each panel redraws at most two and a half times a second
 let frameAsked = false;
@@ -255,17 +261,18 @@ function kick() {
 // One panel at most per frame, each at most every PANEL_PERIOD: a thousand agents and
 // a burst of events drawn in the same frame made frames of 50-90 ms.
 const panels = [
-  { part: agents, last: -1e9, draw: () => agents.render() },
-  { part: log, last: -1e9, draw: () => log.render() },
-  { part: chart, last: -1e9, draw: () => chart.draw() },
+  { name: "agents", part: agents, last: -1e9, draw: () => agents.render() },
+  { name: "log", part: log, last: -1e9, draw: () => log.render() },
+  { name: "chart", part: chart, last: -1e9, draw: () => chart.draw() },
+  { name: "board", part: board, last: -1e9, draw: () => board.render() },
 ];
+
 let nextPanel = 0;
 
 function animate(now) {
   frameAsked = false;
   view.frames++;
   try {
-    tiles.draw(now);
     let waiting = Infinity;
     let drawn = false;
     const first = nextPanel;
@@ -275,7 +282,9 @@ function animate(now) {
       const due = panel.last + PANEL_PERIOD - now;
       if (!drawn && due <= 0) {
         panel.last = now;
+        const began = performance.now();
         panel.draw();
+        noteWork(`${panel.name} panel`, began);
         drawn = true;
         nextPanel = (first + i + 1) % panels.length;
       } else {
@@ -289,7 +298,6 @@ function animate(now) {
   } catch (error) {
     noteBad("drawing", error);
   }
-  if (tiles.busy(now)) kick(); // flashes animate, an overlay waits to be drawn
 }
 
 // The worst frames, for the benchmark and the curious: Chromium reports every animation
@@ -302,6 +310,30 @@ view.worstFrame = 0;
 view.longTasks = 0;
 view.worstTask = 0;
 view.frameWatch = [];
+// What each long frame was made of (the first 100): the scripts Chromium names (what
+// invoked them, where they are, how long they ran and how much of that was a layout
+// they forced), and the frame's own style and layout and paint at its end.
+view.longFrameLog = [];
+view.longTaskLog = []; // (the first 100: when, how long)
+const ms = (v) => Math.round(v * 10) / 10;
+function describeFrame(entry) {
+  const end = entry.startTime + entry.duration;
+  const scripts = Array.from(entry.scripts || [], (s) => ({
+    invoker: s.invoker, kind: s.invokerType, source: String(s.sourceURL || "").split("/").pop(),
+    fn: s.sourceFunctionName, ms: ms(s.duration), forced_layout_ms: ms(s.forcedStyleAndLayoutDuration || 0),
+    start_ms: ms(s.startTime - entry.startTime),
+  }));
+  return {
+    at_ms: ms(entry.startTime), ms: ms(entry.duration), blocking_ms: ms(entry.blockingDuration || 0),
+    scripts_ms: ms(scripts.reduce((sum, s) => sum + s.ms, 0)),
+    // from the frame's update of the rendering to its end: rAF callbacks, style, layout, paint
+    render_ms: entry.renderStart ? ms(end - entry.renderStart) : 0,
+    style_layout_ms: entry.styleAndLayoutStart ? ms(end - entry.styleAndLayoutStart) : 0,
+    scripts,
+    work: workLog.filter(([at]) => at >= entry.startTime && at <= end)
+      .map(([, name, took]) => `${name} ${ms(took)}`),
+  };
+}
 const entryTypes = (typeof PerformanceObserver === "function" &&
   PerformanceObserver.supportedEntryTypes) || [];
 const watchers = {
@@ -309,10 +341,12 @@ const watchers = {
     view.longFrames++;
     view.longFrameTime += entry.duration;
     view.worstFrame = Math.max(view.worstFrame, entry.duration);
+    if (view.longFrameLog.length < 100) view.longFrameLog.push(describeFrame(entry));
   },
   longtask: (entry) => {
     view.longTasks++;
     view.worstTask = Math.max(view.worstTask, entry.duration);
+    if (view.longTaskLog.length < 100) view.longTaskLog.push({ at_ms: ms(entry.startTime), ms: entry.duration });
   },
 };
 for (const [type, note] of Object.entries(watchers)) {
@@ -331,4 +365,4 @@ window.addEventListener("resize", kick);
 
 setStatus({ state: "offline", controls: false });
 kick();
-connect();
+start();

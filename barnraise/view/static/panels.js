@@ -21,7 +21,7 @@ function esc(value) {
     "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
 
-function brief(body) {
+export function brief(body) {
   let text;
   try { text = JSON.stringify(body); } catch { text = String(body); }
   return text && text.length > 240 ? `${text.slice(0, 240)}…` : text;
@@ -70,13 +70,43 @@ export class Agents {
     let working = 0;
     for (const a of all) if (a.status === "working") working++;
     this.count.textContent = `${this.rows.size} (${working} working)`;
-    this.body.innerHTML = shown.slice(0, MAX_AGENT_ROWS).map((a) =>
-      `<tr class="${esc(a.status)}"><td><i class="swatch" style="background:${esc(a.color)}"></i></td>` +
-      `<td title="${esc(a.id)}">${esc(a.name)}</td><td>${esc(a.role)}</td><td>${esc(a.status)}</td>` +
-      `<td>${esc(a.task || "")}</td><td>${esc(a.mailbox ?? "–")}</td></tr>`).join("");
+    // The rows stay; only what changed in a cell is written (a table rebuilt from HTML at
+    // every turn cost its parse and the style of every new cell).
+    const body = this.body;
+    const rows = shown.slice(0, MAX_AGENT_ROWS);
+    while (body.childElementCount > rows.length) body.lastElementChild.remove();
+    while (body.childElementCount < rows.length) body.appendChild(agentRow());
+    rows.forEach((a, i) => fillAgent(body.children[i], a));
     this.more.textContent = shown.length > MAX_AGENT_ROWS
       ? `… and ${shown.length - MAX_AGENT_ROWS} more (filter to find one)` : "";
   }
+}
+
+function agentRow() {
+  const tr = document.createElement("tr");
+  const swatch = document.createElement("i");
+  swatch.className = "swatch";
+  const cells = [];
+  for (let i = 0; i < 6; i++) cells.push(tr.appendChild(document.createElement("td")));
+  cells[0].appendChild(swatch);
+  tr.cellText = cells.slice(1).map((td) => td.appendChild(document.createTextNode("")));
+  tr.swatch = swatch;
+  tr.shown = [];
+  return tr;
+}
+
+// Write into a row only what differs from what it shows.
+function fillAgent(tr, a) {
+  const values = [String(a.status), String(a.color), String(a.id), String(a.name), String(a.role),
+    String(a.status), String(a.task || ""), String(a.mailbox ?? "–")]; // (a depth not known: a dash)
+  const was = tr.shown;
+  if (was[0] !== values[0]) tr.className = values[0];
+  if (was[1] !== values[1]) tr.swatch.style.background = values[1];
+  if (was[2] !== values[2]) tr.cells[1].title = values[2];
+  for (let i = 3; i < values.length; i++) {
+    if (was[i] !== values[i]) tr.cellText[i - 3].data = values[i];
+  }
+  tr.shown = values;
 }
 
 export class Board {
@@ -85,24 +115,48 @@ export class Board {
     this.frontierEl = frontier;
     this.sizeEl = size;
     this.colours = colours || {};
+    this.board = undefined;
+    this.dirty = false;
+    this.shown = null;
   }
 
+  setColours(colours) {
+    this.colours = colours || {};
+    this.shown = null;
+    this.dirty = true;
+  }
+
+  // Kept until the board's turn among the panels (a message only takes it in).
   show(board) {
+    this.board = board;
+    this.dirty = true;
+  }
+
+  render() {
+    if (!this.dirty) return;
+    this.dirty = false;
+    const board = this.board;
     if (!board) {
       this.countsEl.textContent = "no tasks yet";
       this.frontierEl.innerHTML = "";
       this.sizeEl.textContent = "";
+      this.shown = null;
       return;
     }
     const counts = board.counts || {};
-    this.countsEl.innerHTML = `<span style="background:#455A64">total ${esc(board.total ?? 0)}</span>` +
+    const html = `<span style="background:#455A64">total ${esc(board.total ?? 0)}</span>` +
       Object.entries(counts).map(([status, n]) =>
         `<span style="background:${esc(this.colours[status] || "#607D8B")}">${esc(status)} ${esc(n)}</span>`)
         .join("");
     const ready = Array.isArray(board.frontier) ? board.frontier : [];
-    this.sizeEl.textContent = `(${board.frontier_size ?? ready.length} ready)`;
-    this.frontierEl.innerHTML = ready.map((t) =>
+    const frontier = ready.map((t) =>
       `<li>${esc(t.id)} <b>${esc(t.type)}</b> ${esc(t.status)} → ${esc(t.assigned_to)}</li>`).join("");
+    const size = `(${board.frontier_size ?? ready.length} ready)`;
+    const was = this.shown || {};
+    if (was.html !== html) this.countsEl.innerHTML = html; // the DOM only where it changed
+    if (was.frontier !== frontier) this.frontierEl.innerHTML = frontier;
+    if (was.size !== size) this.sizeEl.textContent = size;
+    this.shown = { html, frontier, size };
   }
 }
 
@@ -142,8 +196,10 @@ export class Log {
     }
     const kind = KNOWN_EVENTS.has(e.type) ? "known" : "unknown";
     if (kind === "unknown") this.unknown++;
+    // (the worker sends each event's body already cut to text, its body kept only
+    // where the page needs it: a conflict's region)
     return { kind, n: e.n, t: typeof e.t === "number" ? e.t : null, type: e.type,
-      from: e.from ?? "", text: brief(e.body), body: e.body };
+      from: e.from ?? "", text: typeof e.text === "string" ? e.text : brief(e.body), body: e.body };
   }
 
   add(entries, skipped) {
@@ -175,11 +231,30 @@ export class Log {
     return !needle || `${e.type} ${e.from} ${e.text}`.toLowerCase().includes(needle);
   }
 
-  row(e) {
-    const label = e.kind === "unknown" ? `${esc(e.type)} (unknown)` : esc(e.type);
-    const t = e.t === null ? "" : e.t.toFixed(3);
-    return `<div class="${e.kind} ${esc(e.type)}"><span class="t">${t}</span> ` +
-      `<span class="type">${label}</span> <span class="from">${esc(e.from)}</span> ${esc(e.text)}</div>`;
+  // One row of the log, filled with an entry: its spans and text nodes are kept, and
+  // a row that scrolls off is the one the next entry is written into.
+  static row() {
+    const div = document.createElement("div");
+    const span = (cls) => {
+      const s = div.appendChild(document.createElement("span"));
+      s.className = cls;
+      const text = s.appendChild(document.createTextNode(""));
+      div.appendChild(document.createTextNode(" "));
+      return text;
+    };
+    div.parts = [span("t"), span("type"), span("from"), div.appendChild(document.createTextNode(""))];
+    return div;
+  }
+
+  static fill(div, e) {
+    if (div.entry === e) return;
+    div.entry = e;
+    div.className = `${e.kind} ${e.type}`;
+    const [t, type, from, text] = div.parts;
+    t.data = e.t === null ? "" : e.t.toFixed(3);
+    type.data = e.kind === "unknown" ? `${e.type} (unknown)` : String(e.type);
+    from.data = String(e.from);
+    text.data = String(e.text);
   }
 
   // The last DOM_ROWS matching entries, newest last.
@@ -196,18 +271,18 @@ export class Log {
     this.dirty = false;
     const el = this.el;
     if (this.rebuild || this.pending.length >= DOM_ROWS) {
-      // Many new rows at once (a big crew): draw the last ones afresh rather than
-      // appending hundreds and trimming them again.
-      el.innerHTML = this.tail(this.entries).map((e) => this.row(e)).join("");
+      // Many new rows at once (a big crew): the last ones written into the rows there
+      // are, rather than hundreds appended and trimmed again.
+      const shown = this.tail(this.entries);
+      while (el.childElementCount > shown.length) el.lastElementChild.remove();
+      while (el.childElementCount < shown.length) el.appendChild(Log.row());
+      shown.forEach((e, i) => Log.fill(el.children[i], e));
       this.rebuild = false;
     } else if (this.pending.length) {
-      el.insertAdjacentHTML("beforeend", this.tail(this.pending).map((e) => this.row(e)).join(""));
-      const excess = el.childElementCount - DOM_ROWS;
-      if (excess > 0) { // trim the oldest in one operation
-        const range = document.createRange();
-        range.setStartBefore(el.firstElementChild);
-        range.setEndBefore(el.children[excess]);
-        range.deleteContents();
+      for (const e of this.tail(this.pending)) { // the oldest row becomes the newest
+        const div = el.childElementCount >= DOM_ROWS ? el.firstElementChild : Log.row();
+        el.appendChild(div);
+        Log.fill(div, e);
       }
     }
     this.pending = [];
