@@ -2,14 +2,17 @@
 
 Sessions and crews
     :func:`host_session` (create a session from a client that does not join it),
-    :func:`spawn` (start a participant), :data:`ROLE_BEHAVIOURS`, :func:`total`.
+    :func:`spawn` (start a participant), :data:`ROLE_BEHAVIOURS`, :func:`total`,
+    :func:`restored_canvas` and :func:`rows_built` (where a row-by-row builder had got
+    to, for one that resumes).
 Seeded data
     :func:`rng_for` (the script's own random stream), :func:`kernel_blueprint`,
     :func:`seeded_tiles`.
 Rectangles
     :func:`box` (a region dict), :func:`overlapping_pairs`.
 Reading what a run recorded
-    :func:`session_events` and :func:`deliveries` (from the trace), :func:`count`,
+    :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run the
+    stopped run's log first, :func:`resumed_at`), :func:`count`,
     :func:`mark` (an agent's timeline), :func:`max_concurrent`, :func:`min_gap`,
     :func:`mean`, :func:`percentile`.
 
@@ -34,6 +37,7 @@ from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.dispatch import seed_for
 from sim.geometry import Rect
+from sim.store import StoredRun
 
 __all__ = [
     "PATIENCE",
@@ -49,7 +53,10 @@ __all__ = [
     "min_gap",
     "overlapping_pairs",
     "percentile",
+    "restored_canvas",
+    "resumed_at",
     "rng_for",
+    "rows_built",
     "seeded_tiles",
     "session_events",
     "spawn",
@@ -112,12 +119,19 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
 
     The scenario is the session's host: it grants the role first, for a role
     the session grants rather than opens (the architect's, by default).
+
+    In a resumed run (``simu.restored``) an agent of a session the stopped run had
+    made is its name's next incarnation and regroups with its crew (``Participant``);
+    one of a session made only now starts afresh, as in a new run.
     """
     simu.grant(session_id, agent_id, role)
-    resumed = {"regroup": True} if simu.restored is not None else {}
+    restored = simu.restored
+    resumed = restored is not None and session_id in restored.sessions
+    options: dict[str, Any] = {"regroup": True} if resumed else {}
     agent: Participant = simu.supervisor.start_child(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
-        behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params, **resumed)
+        behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params,
+        resumed=None if restored is None else resumed, **options)
     return agent
 
 
@@ -199,6 +213,58 @@ def overlapping_pairs(regions: Sequence[Rect | Mapping[str, int]]) -> list[tuple
 # -- reading what a run recorded ---------------------------------------------------------------
 
 
+def _stored(simu: Simulation, kind: str, types: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """A resumed run's stored log before the resume (the stopped run's records): those of
+    ``kind`` (and of ``types``, when given), as ``StoredRun.events`` gives them, in order.
+    Empty in a run that is not a resumed one."""
+    if simu.restored is None:
+        return []
+    if simu.store is None:
+        raise RuntimeError("a resumed run reads what its stopped run recorded from its "
+                           "store, and this Simulation has none")
+    stored = StoredRun(simu.store.path)
+    end = simu.store.offset
+    found = [e for t in (types or [None]) for e in stored.events(type=t, kind=kind)
+             if e["seq"] < end]
+    return sorted(found, key=lambda e: int(e["seq"]))
+
+
+def _offset(simu: Simulation) -> int:
+    """What to add to a trace record's seq for its seq in the run's whole log."""
+    return simu.store.offset if simu.restored is not None and simu.store is not None else 0
+
+
+def resumed_at(simu: Simulation) -> int:
+    """The seq (in the run's whole log) of a resumed run's first record: what
+    :func:`session_events` and :func:`deliveries` give with a smaller ``seq`` the stopped
+    run recorded. 0 in a run that is not a resumed one."""
+    return _offset(simu)
+
+
+def restored_canvas(simu: Simulation, session_id: str) -> np.ndarray[Any, Any] | None:
+    """In a resumed run, the canvas of ``session_id`` as the stopped run left it (the
+    restored world's, read before any agent starts); None for a session made only now, or
+    in a run that is not a resumed one. A scenario hands it to builders that resume, which
+    cannot read the canvas themselves (a builder may not call ``build_test``)."""
+    if simu.restored is None or session_id not in simu.restored.sessions:
+        return None
+    return simu.view(session_id).canvas
+
+
+def rows_built(built: np.ndarray[Any, Any] | None, plan: np.ndarray[Any, Any],
+               region: Mapping[str, int]) -> int:
+    """How many of ``region``'s rows, from its top, equal ``plan`` on the canvas ``built``
+    (:func:`restored_canvas`; None: nothing built, 0): where a builder that writes a region
+    row by row, in order, had got to when the run stopped."""
+    if built is None:
+        return 0
+    x, y, width, height = (int(region[k]) for k in ("x", "y", "width", "height"))
+    for row in range(height):
+        if not np.array_equal(built[y + row, x:x + width], plan[y + row, x:x + width]):
+            return row
+    return height
+
+
 def session_events(simu: Simulation, session_id: str, *types: str,
                    prefix: str = "") -> list[dict[str, Any]]:
     """The session's domain events from the trace, in order.
@@ -206,26 +272,34 @@ def session_events(simu: Simulation, session_id: str, *types: str,
     Each is the event's payload plus ``seq`` and ``t`` (its trace record's).
     ``types`` keeps the events of those types; ``prefix`` those whose type
     starts with it (``"plan."``); with neither, every event. Read from the trace,
-    so it sees everything, whoever subscribed.
+    so it sees everything, whoever subscribed. A resumed run's come first from the
+    stopped run's log, then from its own trace; ``seq`` is the record's in the
+    whole log.
     """
     topic = f"session:{session_id}:events"
     wanted = set(types)
-    out = []
+    out = [{**e["content"], "seq": e["seq"], "t": e["time"]}
+           for e in _stored(simu, "event", sorted(wanted))
+           if e["recipient"] == topic and str(e["type"]).startswith(prefix)]
+    offset = _offset(simu)
     for record in simu.dispatcher.trace.records("event"):
         if record.recipient != topic or not record.type.startswith(prefix):
             continue
         if wanted and record.type not in wanted:
             continue
-        out.append({**record.content_obj(), "seq": record.seq, "t": record.t})
+        out.append({**record.content_obj(), "seq": record.seq + offset, "t": record.t})
     return out
 
 
 def deliveries(simu: Simulation, recipient: str, message_type: str) -> list[dict[str, Any]]:
-    """Messages of ``message_type`` delivered to ``recipient``: seq, t, from and content."""
-    out = []
+    """Messages of ``message_type`` delivered to ``recipient``: seq, t, from and content
+    (in a resumed run, the stopped run's first, as :func:`session_events` does)."""
+    out = [{"seq": e["seq"], "t": e["time"], "from": e["sender"], "content": e["content"]}
+           for e in _stored(simu, "deliver", [message_type]) if e["recipient"] == recipient]
+    offset = _offset(simu)
     for record in simu.dispatcher.trace.records("deliver"):
         if record.recipient == recipient and record.type == message_type:
-            out.append({"seq": record.seq, "t": record.t, "from": record.sender,
+            out.append({"seq": record.seq + offset, "t": record.t, "from": record.sender,
                         "content": record.content_obj()})
     return out
 
