@@ -4,7 +4,7 @@ Sessions and crews
     :func:`host_session` (create a session from a client that does not join it),
     :func:`spawn` (start a participant), :data:`ROLE_BEHAVIOURS`, :func:`total`,
     :func:`restored_canvas` and :func:`rows_built` (where a row-by-row builder had got
-    to, for one that resumes).
+    to, for one that resumes), :func:`placed_before` (what it had been told).
 Seeded data
     :func:`rng_for` (the script's own random stream), :func:`kernel_blueprint`,
     :func:`seeded_tiles`.
@@ -53,6 +53,7 @@ __all__ = [
     "min_gap",
     "overlapping_pairs",
     "percentile",
+    "placed_before",
     "restored_canvas",
     "resumed_at",
     "rng_for",
@@ -239,6 +240,19 @@ def resumed_at(simu: Simulation) -> int:
     :func:`session_events` and :func:`deliveries` give with a smaller ``seq`` the stopped
     run recorded. 0 in a run that is not a resumed one."""
     return _offset(simu)
+
+
+def placed_before(simu: Simulation, agent_id: str) -> tuple[int, int]:
+    """In a resumed run, the tile-placing calls the stopped run answered ``agent_id`` with
+    success and the tiles those answers said were placed, read from the stored log (what
+    that agent's last incarnation was told); (0, 0) in a run that is not a resumed one."""
+    start = resumed_at(simu)
+    if not start:
+        return 0, 0
+    placed = [d["content"] for d in deliveries(simu, agent_id, "coordination_response")
+              if d["seq"] < start and d["from"] == "regions"
+              and d["content"].get("success") and "tiles_placed" in d["content"]]
+    return len(placed), sum(int(a["tiles_placed"]) for a in placed)
 
 
 def restored_canvas(simu: Simulation, session_id: str) -> np.ndarray[Any, Any] | None:

@@ -29,10 +29,9 @@ from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import COUNT, GRID, WAIT, ParamError
 from scenarios._kit import (
-    deliveries,
     host_session,
+    placed_before,
     restored_canvas,
-    resumed_at,
     rng_for,
     rows_built,
     seeded_tiles,
@@ -106,7 +105,7 @@ def run(simu: Simulation, *, grid: int, builders: int, step: float) -> dict[str,
                   x=(i % side) * block, y=(i // side) * block)
             for i in range(builders)]
     # A resumed run: what the builders' last incarnations were told, from the log.
-    before = [_told_before(simu, a.name) for a in crew]
+    before = [placed_before(simu, a.name) for a in crew]
     simu.run(progress_of=lambda: (sum(c for c, _ in before) + total(crew, "calls"))
              / (builders * block))
     return {
@@ -117,17 +116,6 @@ def run(simu: Simulation, *, grid: int, builders: int, step: float) -> dict[str,
         "claims": sum(1 for a in crew if a.outcome.get("claimed")),
     }
 
-
-def _told_before(simu: Simulation, builder: str) -> tuple[int, int]:
-    """In a resumed run, the tile-placing calls the stopped run answered ``builder`` and the
-    tiles those answers said it placed, read from the stored log; (0, 0) otherwise."""
-    start = resumed_at(simu)
-    if not start:
-        return 0, 0
-    placed = [d["content"] for d in deliveries(simu, builder, "coordination_response")
-              if d["seq"] < start and d["from"] == "regions"
-              and d["content"].get("success") and "tiles_placed" in d["content"]]
-    return len(placed), sum(int(a["tiles_placed"]) for a in placed)
 
 
 def check(summary: dict[str, Any]) -> bool:
