@@ -249,12 +249,23 @@ class _Fold:
         elif tool == "task_delegate":
             task = s.tasks.get(str(answer.get("task_id")))
             if task is not None and not task.get("_full"):
-                task.update(description=args.get("description", ""),
-                            region=args.get("region"),
-                            dependencies=list(dict.fromkeys(args.get("dependencies") or ())),
-                            deadline=args.get("deadline"),
-                            max_retries=int(args.get("max_retries", 0) or 0),
-                            payload=dict(args.get("payload") or {}))
+                _described(task, args)
+
+    def unanswered_delegation(self, s: SessionImage, task: dict[str, Any]) -> None:
+        """A task the log has no assignment of, nor an answer naming it (the run stopped
+        between its creation and both): its delegator's newest ``task_delegate`` call
+        that nothing answered and that came before its creation made it (an agent waits
+        for each answer before its next call to the queue)."""
+        calls = self.pairs.waiting.get(("tasks", task["delegated_by"]), ())
+        made = [(seq, c) for seq, c in calls if seq < task["_created_seq"]
+                and c.get("tool") == "task_delegate"
+                and (c.get("args") or {}).get("session_id") == s.session_id
+                and (c.get("args") or {}).get("task_type") == task["type"]]
+        if made:
+            _described(task, max(made, key=lambda sc: sc[0])[1].get("args") or {})
+        else:
+            self.problems.append(f"task {task['task_id']}: the log holds neither its "
+                                 "assignment nor the call that made it")
 
     def write(self, g: RegionsImage, agent: str, tool: str, args: dict[str, Any]) -> None:
         if tool == "builder_place_tile":
@@ -332,7 +343,7 @@ class _Fold:
                 "status": str(body.get("status", "pending")), "accepted_at": None,
                 "completed_at": None, "deadline": None, "max_retries": 0, "retries_used": 0,
                 "result": {}, "artifacts": [], "message": "", "claim_id": None,
-                "approval_requested_at": None, "payload": {}}
+                "approval_requested_at": None, "payload": {}, "_created_seq": r.seq}
             return
         task = s.tasks.get(tid)
         if task is None:
@@ -370,6 +381,15 @@ class _Fold:
                     task["dependencies"].append(dep)
 
 
+def _described(task: dict[str, Any], args: dict[str, Any]) -> None:
+    """Fill ``task``'s description, region, dependencies, deadline, retries and payload from
+    the ``task_delegate`` arguments that made it."""
+    task.update(description=args.get("description", ""), region=args.get("region"),
+                dependencies=list(dict.fromkeys(args.get("dependencies") or ())),
+                deadline=args.get("deadline"), max_retries=int(args.get("max_retries", 0) or 0),
+                payload=dict(args.get("payload") or {}), _described=True)
+
+
 def _serial(identifier: str) -> int:
     """The serial at the end of an id such as ``claim_000012`` (0 when there is none)."""
     tail = identifier.rsplit("_", 1)[-1]
@@ -401,6 +421,10 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
         seq, at = r.seq + 1, r.t
     for s in f.sessions.values():
         for task in s.tasks.values():
+            if not task.get("_full") and not task.get("_described"):
+                f.unanswered_delegation(s, task)
+            task.pop("_created_seq", None)
+            task.pop("_described", None)
             task.pop("_full", None)
             # Held by hand only while blocked (the graph clears it on any other way out).
             task["held"] = bool(task.pop("_held", False)) and task["status"] == "blocked"
