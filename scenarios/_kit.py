@@ -32,6 +32,7 @@ from typing import Any, Final, TypeVar
 import numpy as np
 
 from actors.agents import Participant, architect, builder, observer, tester
+from actors.agents.builder import rows_built
 from actors.agents.participant import Behaviour
 from actors.world import Client, Simulation
 from sim.canvas import Tile
@@ -263,20 +264,6 @@ def restored_canvas(simu: Simulation, session_id: str) -> np.ndarray[Any, Any] |
     if simu.restored is None or session_id not in simu.restored.sessions:
         return None
     return simu.view(session_id).canvas
-
-
-def rows_built(built: np.ndarray[Any, Any] | None, plan: np.ndarray[Any, Any],
-               region: Mapping[str, int]) -> int:
-    """How many of ``region``'s rows, from its top, equal ``plan`` on the canvas ``built``
-    (:func:`restored_canvas`; None: nothing built, 0): where a builder that writes a region
-    row by row, in order, had got to when the run stopped."""
-    if built is None:
-        return 0
-    x, y, width, height = (int(region[k]) for k in ("x", "y", "width", "height"))
-    for row in range(height):
-        if not np.array_equal(built[y + row, x:x + width], plan[y + row, x:x + width]):
-            return row
-    return height
 
 
 def session_events(simu: Simulation, session_id: str, *types: str,
