@@ -162,7 +162,9 @@ class _Fold:
             content = r.content_obj()
             if not isinstance(content, dict):
                 return
-            if r.sender in SERVICES:
+            if content.get("op") == "_agent_crashed" and content.get("reason") == "resumed":
+                self.resumed()  # a resumed run's first record: the stopped run's calls end
+            elif r.sender in SERVICES:
                 self.internal(r, content)
             elif r.recipient in ("regions", "tasks", "coordinator") and "tool" in content:
                 self.pairs.call(r.recipient, r.sender, r.seq, content)
@@ -251,7 +253,17 @@ class _Fold:
             if task is not None and not task.get("_full"):
                 _described(task, args)
 
-    def unanswered_delegation(self, s: SessionImage, task: dict[str, Any]) -> None:
+    def resumed(self) -> None:
+        """The log goes on with a resumed run: what the stopped run left unanswered is
+        never answered (its services are gone), so a later answer to the same agent is
+        paired with that agent's calls from here on, not with a stale one."""
+        for s in self.sessions.values():
+            for task in s.tasks.values():
+                if not task.get("_full") and not task.get("_described"):
+                    self.unanswered_delegation(s, task)
+        self.pairs.waiting.clear()
+
+    def unanswered_delegation(self, s: SessionImage, task: dict[str, Any]) -> bool:
         """A task the log has no assignment of, nor an answer naming it (the run stopped
         between its creation and both): its delegator's newest ``task_delegate`` call
         that nothing answered and that came before its creation made it (an agent waits
@@ -263,9 +275,7 @@ class _Fold:
                 and (c.get("args") or {}).get("task_type") == task["type"]]
         if made:
             _described(task, max(made, key=lambda sc: sc[0])[1].get("args") or {})
-        else:
-            self.problems.append(f"task {task['task_id']}: the log holds neither its "
-                                 "assignment nor the call that made it")
+        return bool(made)
 
     def write(self, g: RegionsImage, agent: str, tool: str, args: dict[str, Any]) -> None:
         if tool == "builder_place_tile":
@@ -421,8 +431,10 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
         seq, at = r.seq + 1, r.t
     for s in f.sessions.values():
         for task in s.tasks.values():
-            if not task.get("_full") and not task.get("_described"):
-                f.unanswered_delegation(s, task)
+            if not task.get("_full") and not task.get("_described") \
+                    and not f.unanswered_delegation(s, task):
+                f.problems.append(f"task {task['task_id']}: the log holds neither its "
+                                  "assignment nor the call that made it")
             task.pop("_created_seq", None)
             task.pop("_described", None)
             task.pop("_full", None)
