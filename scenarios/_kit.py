@@ -54,6 +54,7 @@ __all__ = [
     "min_gap",
     "overlapping_pairs",
     "percentile",
+    "placed_at",
     "placed_before",
     "restored_canvas",
     "resumed_at",
@@ -241,6 +242,17 @@ def resumed_at(simu: Simulation) -> int:
     :func:`session_events` and :func:`deliveries` give with a smaller ``seq`` the stopped
     run recorded. 0 in a run that is not a resumed one."""
     return _offset(simu)
+
+
+def placed_at(simu: Simulation, agent_id: str) -> float | None:
+    """In a resumed run, when the stopped run answered ``agent_id``'s last successful
+    tile-placing call (from the stored log); None when it had none, or in a run that is
+    not a resumed one."""
+    start = resumed_at(simu)
+    times = [d["t"] for d in deliveries(simu, agent_id, "coordination_response")
+             if d["seq"] < start and d["from"] == "regions"
+             and d["content"].get("success") and "tiles_placed" in d["content"]]
+    return max(times) if times else None
 
 
 def placed_before(simu: Simulation, agent_id: str) -> tuple[int, int]:

@@ -39,7 +39,15 @@ import numpy as np
 from actors.agents.participant import Participant
 from actors.world import Client, Simulation
 from scenarios import COUNT, GRID, RATE, ParamError
-from scenarios._kit import current, host_session, restored_canvas, rng_for, seeded_tiles, spawn
+from scenarios._kit import (
+    current,
+    host_session,
+    placed_at,
+    restored_canvas,
+    rng_for,
+    seeded_tiles,
+    spawn,
+)
 
 NAME = "parallel_speedup"
 PARAMS: dict[str, Any] = {"tasks": 3, "builders": 3, "block": 10, "tile_rate": 4.0}
@@ -50,7 +58,8 @@ STRATEGIES = ("parallel", "sequential")
 #: A realtime run resumes by running this script again on the restored world: the builds
 #: the stopped run had begun resume together, their architects rebuild the plan from the
 #: task queue (a test whose build had ended is delegated, nothing is built twice), the
-#: builders go on from the rows built on the restored canvas the script hands them, and a
+#: builders go on from the rows built on the restored canvas the script hands them (after
+#: what was left of the last row's pace: when it was placed is in the log), and a
 #: makespan runs from the first delegation in the log (docs/store.md).
 RESUMABLE = True
 
@@ -68,7 +77,7 @@ def _start(simu: Simulation, host: Client, strategy: str, blueprint: np.ndarray[
     built = restored_canvas(simu, sid)  # a resumed run: where the stopped run had got to
     for name in builder_ids:
         spawn(simu, sid, name, "builder", crew=crew, blueprint=blueprint, tile_rate=tile_rate,
-              built=built)
+              built=built, placed_at=placed_at(simu, name))
     spawn(simu, sid, f"{prefix}-tester-1", "tester", crew=crew)
     boss = spawn(simu, sid, f"{prefix}-architect", "architect", crew=crew, blueprint=blueprint,
                  block=block, builders=builder_ids, testers=[f"{prefix}-tester-1"],

@@ -14,6 +14,9 @@ Inputs (``agent.params``):
                 resuming (``agent.resuming``), a build starts at the first row of its
                 region that differs from the blueprint there, where the stopped run's
                 builder had got to (a builder cannot read the canvas itself)
+``placed_at``   with ``built``: when the stopped run answered this builder's last row
+                (from its log); a build resumed past its first row first waits what was
+                left of that row's pace, so the rate holds across the stop
 
 A repair task carries ``payload["cells"]``, a list of ``[x, y, tile]``: only those
 cells are placed again. A task whose work raises (a refused write, say) is reported
@@ -100,6 +103,8 @@ async def build_task(agent: Participant, task: dict[str, Any],
     region = task["region"]
     x, y, width, height = region["x"], region["y"], region["width"], region["height"]
     done = rows_built(params.get("built"), blueprint, region) if agent.resuming else 0
+    if done and params.get("placed_at") is not None:
+        await agent.sleep(max(0.0, float(params["placed_at"]) + width / rate - agent.now))
     for row in range(y + done, y + height):
         tiles = blueprint[row, x:x + width].copy()
         outcome["wrong_tiles"] += _wrong(tiles, error_rate, agent.rng)
