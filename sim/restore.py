@@ -70,6 +70,8 @@ class RegionsImage:
     tiles_placed: int = 0
     tiles_by_agent: dict[str, int] = field(default_factory=dict)
     lost_work: int = 0
+    #: Claims refused for a conflict (``conflict_detected`` events).
+    conflicts: int = 0
     blueprint: NDArray[np.uint8] | None = None
     #: claim id -> agent_id, region, exclusive, claimed_at, expires_at, serial
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -318,7 +320,7 @@ class _Fold:
     # -- events --------------------------------------------------------------------------------
 
     def event(self, r: TraceRecord) -> None:
-        if not r.type.startswith(("task_", "region_", "approval_")):
+        if not r.type.startswith(("task_", "region_", "approval_", "conflict_detected")):
             return
         body = r.content_obj()
         if not isinstance(body, dict):
@@ -327,6 +329,10 @@ class _Fold:
         if s is None:
             return
         kind = r.type
+        if kind == "conflict_detected":
+            if s.regions is not None:
+                s.regions.conflicts += 1
+            return
         if kind == "region_claimed" and s.regions is not None:
             cid = str(body["claim_id"])
             serial = _serial(cid)
