@@ -215,12 +215,29 @@ def _told_before(simu: Simulation, builder: str) -> dict[str, Any]:
                if d["seq"] < start]
     ready = [d["t"] for d in answers if d["from"] == "coordination"
              and d["content"].get("barrier_id") == "ready" and d["content"].get("released")]
-    calls = [d["content"]["tool"] for d in deliveries(simu, "regions", "coordination_request")
-             if d["seq"] < start and d["from"] == builder]
-    replies = [(d["t"], d["content"]) for d in answers if d["from"] == "regions"]
-    return {"started_at": ready[0] if ready else None,
-            "told": [(tool, t, answer) for tool, (t, answer) in zip(calls, replies,
-                                                                      strict=False)]}
+    # Each answer goes with the oldest call still unanswered (the service answers in
+    # order); a call left unanswered when a run stopped (a kill-resume-kill log has
+    # more than one stop) never is: the next resumed run begins with the op that
+    # crashes the stopped crew (Simulation.restore).
+    records = [(d["seq"], "call", d["t"], d["content"]["tool"])
+               for d in deliveries(simu, "regions", "coordination_request")
+               if d["seq"] < start and d["from"] == builder]
+    records += [(d["seq"], "answer", d["t"], d["content"]) for d in answers
+                if d["from"] == "regions"]
+    records += [(d["seq"], "stop", d["t"], None)
+                for d in deliveries(simu, "tasks", "coordination_request")
+                if d["seq"] < start and d["content"].get("op") == "_agent_crashed"
+                and d["content"].get("reason") == "resumed"]
+    told: list[tuple[str, float, dict[str, Any]]] = []
+    pending: list[str] = []
+    for _, what, t, body in sorted(records, key=lambda r: r[0]):
+        if what == "call":
+            pending.append(body)
+        elif what == "stop":
+            pending.clear()
+        elif pending:
+            told.append((pending.pop(0), t, body))
+    return {"started_at": ready[0] if ready else None, "told": told}
 
 
 def _figures(simu: Simulation, sid: str, crew: list[Participant]) -> dict[str, Any]:
