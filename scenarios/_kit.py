@@ -4,7 +4,8 @@ Sessions and crews
     :func:`host_session` (create a session from a client that does not join it),
     :func:`spawn` (start a participant), :data:`ROLE_BEHAVIOURS`, :func:`total`,
     :func:`restored_canvas` and :func:`rows_built` (where a row-by-row builder had got
-    to, for one that resumes), :func:`placed_before` (what it had been told).
+    to, for one that resumes), :func:`placed_before` and :func:`placed_at` (what it had
+    been told, and when).
 Seeded data
     :func:`rng_for` (the script's own random stream), :func:`kernel_blueprint`,
     :func:`seeded_tiles`.
@@ -232,40 +233,39 @@ def _stored(simu: Simulation, kind: str, types: Iterable[str] = ()) -> list[dict
     return sorted(found, key=lambda e: int(e["seq"]))
 
 
-def _offset(simu: Simulation) -> int:
-    """What to add to a trace record's seq for its seq in the run's whole log."""
-    return simu.store.offset if simu.restored is not None and simu.store is not None else 0
-
-
 def resumed_at(simu: Simulation) -> int:
     """The seq (in the run's whole log) of a resumed run's first record: what
     :func:`session_events` and :func:`deliveries` give with a smaller ``seq`` the stopped
-    run recorded. 0 in a run that is not a resumed one."""
-    return _offset(simu)
+    run recorded, and what to add to a trace record's seq for its seq in the whole log.
+    0 in a run that is not a resumed one."""
+    return simu.store.offset if simu.restored is not None and simu.store is not None else 0
+
+
+def _placed(simu: Simulation, agent_id: str) -> list[tuple[float, dict[str, Any]]]:
+    """The stopped run's successful answers to ``agent_id``'s tile-placing calls: (time,
+    answer), from the stored log; none in a run that is not a resumed one."""
+    start = resumed_at(simu)
+    if not start:
+        return []
+    return [(d["t"], d["content"])
+            for d in deliveries(simu, agent_id, "coordination_response")
+            if d["seq"] < start and d["from"] == "regions"
+            and d["content"].get("success") and "tiles_placed" in d["content"]]
 
 
 def placed_at(simu: Simulation, agent_id: str) -> float | None:
     """In a resumed run, when the stopped run answered ``agent_id``'s last successful
     tile-placing call (from the stored log); None when it had none, or in a run that is
     not a resumed one."""
-    start = resumed_at(simu)
-    times = [d["t"] for d in deliveries(simu, agent_id, "coordination_response")
-             if d["seq"] < start and d["from"] == "regions"
-             and d["content"].get("success") and "tiles_placed" in d["content"]]
-    return max(times) if times else None
+    return max((t for t, _ in _placed(simu, agent_id)), default=None)
 
 
 def placed_before(simu: Simulation, agent_id: str) -> tuple[int, int]:
     """In a resumed run, the tile-placing calls the stopped run answered ``agent_id`` with
     success and the tiles those answers said were placed, read from the stored log (what
     that agent's last incarnation was told); (0, 0) in a run that is not a resumed one."""
-    start = resumed_at(simu)
-    if not start:
-        return 0, 0
-    placed = [d["content"] for d in deliveries(simu, agent_id, "coordination_response")
-              if d["seq"] < start and d["from"] == "regions"
-              and d["content"].get("success") and "tiles_placed" in d["content"]]
-    return len(placed), sum(int(a["tiles_placed"]) for a in placed)
+    placed = _placed(simu, agent_id)
+    return len(placed), sum(int(a["tiles_placed"]) for _, a in placed)
 
 
 def restored_canvas(simu: Simulation, session_id: str) -> np.ndarray[Any, Any] | None:
@@ -294,7 +294,7 @@ def session_events(simu: Simulation, session_id: str, *types: str,
     out = [{**e["content"], "seq": e["seq"], "t": e["time"]}
            for e in _stored(simu, "event", sorted(wanted))
            if e["recipient"] == topic and str(e["type"]).startswith(prefix)]
-    offset = _offset(simu)
+    offset = resumed_at(simu)
     for record in simu.dispatcher.trace.records("event"):
         if record.recipient != topic or not record.type.startswith(prefix):
             continue
@@ -309,7 +309,7 @@ def deliveries(simu: Simulation, recipient: str, message_type: str) -> list[dict
     (in a resumed run, the stopped run's first, as :func:`session_events` does)."""
     out = [{"seq": e["seq"], "t": e["time"], "from": e["sender"], "content": e["content"]}
            for e in _stored(simu, "deliver", [message_type]) if e["recipient"] == recipient]
-    offset = _offset(simu)
+    offset = resumed_at(simu)
     for record in simu.dispatcher.trace.records("deliver"):
         if record.recipient == recipient and record.type == message_type:
             out.append({"seq": record.seq + offset, "t": record.t, "from": record.sender,
