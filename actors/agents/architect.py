@@ -96,9 +96,10 @@ async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting:
     Per block: passed if a test of it completed; else its open test (pending, in
     progress, or waiting for a build that may still finish) goes back into
     ``waiting`` (and that build into ``builds``); else its newest build or repair,
-    not failed, has no test yet (the run stopped between the two delegations:
-    delegate its test); else the newest test failed (order a repair of its defects)
-    or died with its build, or none was ever delegated (delegate the block afresh).
+    done or still to do (not failed, cancelled or blocked), has no test yet (the run
+    stopped between the two delegations: delegate its test); else the newest test
+    failed (order a repair of its defects) or died with its build, or none was ever
+    delegated (delegate the block afresh).
     Sequential, the next block is delegated when every block begun has passed.
     ``heard`` gets every completed task.
     """
@@ -150,7 +151,7 @@ async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting:
         newest = max(made.get(i, ()), key=lambda t: t["created_at"], default=None)
         if live is not None:
             waiting[live["task_id"]] = i
-        elif newest is not None and newest["status"] not in ("failed", "cancelled") \
+        elif newest is not None and newest["status"] in ("pending", "in_progress", "completed") \
                 and not any(newest["task_id"] in t.get("dependencies", ()) for t in mine_i):
             repair = bool(newest.get("payload", {}).get("cells"))
             plan.retest.append((i, newest["task_id"], "retest" if repair else "test"))
