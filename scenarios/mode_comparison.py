@@ -80,17 +80,19 @@ class _Told:
     out it goes on live: the sleep it was in when the run stopped waits what was left
     of it, and every later call goes to the services. ``now`` is the builder's time:
     the stored answers' while replaying, the clock's after. A claim the stopped run made
-    but never answered (the kill came between) is found in the world and not made twice.
-    In a run that is not a resumed one every call is live.
+    but never answered (the kill came between) is found in the world and not made twice
+    (a look, region_query, before the first live call when it is a claim; a later
+    resume replays that look too). In a run that is not a resumed one every call is
+    live.
     """
 
     def __init__(self, agent: Participant) -> None:
         self.agent = agent
-        told = agent.params.get("told") if agent.resuming else None
-        self.answers: list[tuple[str, float, dict[str, Any]]] = list(told or ())
-        self.live = not self.answers
-        self.t = float(agent.params.get("started_at") or agent.now) if not self.live \
-            else agent.now
+        self.answers: list[tuple[str, float, dict[str, Any]]] = list(
+            agent.params.get("told") or () if agent.resuming else ())
+        self.live = not agent.resuming
+        started = agent.params.get("started_at") if agent.resuming else None
+        self.t = agent.now if started is None else float(started)
 
     @property
     def now(self) -> float:
@@ -99,19 +101,37 @@ class _Told:
     async def call(self, tool: str, **args: Any) -> dict[str, Any]:
         if not self.live and self.answers:
             told_tool, t, answer = self.answers.pop(0)
+            self.t = t
+            if told_tool == "region_query" and tool == "region_claim":
+                # the look an earlier resumed incarnation took before this claim (below)
+                held = self._held(answer, args["region"])
+                if held is not None:
+                    return held
+                if not self.answers:
+                    return await self.call(tool, **args)
+                told_tool, t, answer = self.answers.pop(0)
+                self.t = t
             if told_tool != tool:
                 raise RuntimeError(f"resuming, {self.agent.name} called {tool} where its "
                                    f"stopped run had called {told_tool}")
-            self.t = t
             return answer
-        self.live = True
-        if tool == "region_claim" and self.agent.resuming:
-            # made, but its answer never came: it is in the world, under this builder
-            held = await self.agent.call("region_query", region=args["region"])
-            for c in held.get("claims", ()):
-                if c["agent_id"] == self.agent.name and c["bounds"] == args["region"]:
-                    return {"success": True, "claim_id": c["claim_id"], "region": c["bounds"]}
+        first, self.live = not self.live, True
+        if first and tool == "region_claim" and self.agent.resuming:
+            # Its first call live may be one the stopped run made and never answered: a
+            # claim made then is in the world, under this builder, and is not made twice.
+            held = self._held(await self.agent.call("region_query", region=args["region"]),
+                              args["region"])
+            if held is not None:
+                return held
         return await self.agent.call(tool, **args)
+
+    def _held(self, query: dict[str, Any], region: dict[str, int]) -> dict[str, Any] | None:
+        """A claim of exactly ``region`` this builder holds, from a region_query's answer, as
+        region_claim answers it; None when there is none."""
+        for c in query.get("claims", ()):
+            if c["agent_id"] == self.agent.name and c["bounds"] == region:
+                return {"success": True, "claim_id": c["claim_id"], "region": c["bounds"]}
+        return None
 
     async def sleep(self, seconds: float) -> None:
         if self.live:
