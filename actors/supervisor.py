@@ -116,13 +116,16 @@ class Supervisor(A2AActor):
         """Make this the top supervisor: the dispatcher's crashes come here."""
         self.dispatcher.crash_handler = self._crashed_anywhere
 
-    def start_child(self, cls: type[A2AActor], name: str, /, *args: Any, **kwargs: Any) -> Any:
+    def start_child(self, cls: type[A2AActor], name: str, /, *args: Any,
+                    resumed: bool | None = None, **kwargs: Any) -> Any:
         """Spawn ``cls(*args, **kwargs)`` as ``name`` under this supervisor; return it.
 
         In a resumed run (:attr:`resumed`) the child is the next incarnation of the
-        agent that had that name, so that it resumes from the world's state."""
+        agent that had that name, so that it resumes from the world's state.
+        ``resumed`` False starts a first incarnation even there (an agent of a
+        session the stopped run had not made yet: it has no state to resume from)."""
         spec = _Child(cls, args, dict(kwargs))
-        if self.resumed:
+        if self.resumed if resumed is None else resumed:
             actor = cls(*args, **kwargs)
             spec.incarnation = actor.incarnation = 1
             self.dispatcher.add(name, actor)

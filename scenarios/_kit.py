@@ -2,14 +2,18 @@
 
 Sessions and crews
     :func:`host_session` (create a session from a client that does not join it),
-    :func:`spawn` (start a participant), :data:`ROLE_BEHAVIOURS`, :func:`total`.
+    :func:`spawn` (start a participant), :data:`ROLE_BEHAVIOURS`, :func:`total`,
+    :func:`restored_canvas` and :func:`rows_built` (where a row-by-row builder had got
+    to, for one that resumes), :func:`placed_before` and :func:`placed_at` (what it had
+    been told, and when).
 Seeded data
     :func:`rng_for` (the script's own random stream), :func:`kernel_blueprint`,
     :func:`seeded_tiles`.
 Rectangles
     :func:`box` (a region dict), :func:`overlapping_pairs`.
 Reading what a run recorded
-    :func:`session_events` and :func:`deliveries` (from the trace), :func:`count`,
+    :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run the
+    stopped run's log first, :func:`resumed_at`), :func:`count`,
     :func:`mark` (an agent's timeline), :func:`max_concurrent`, :func:`min_gap`,
     :func:`mean`, :func:`percentile`.
 
@@ -29,11 +33,13 @@ from typing import Any, Final, TypeVar
 import numpy as np
 
 from actors.agents import Participant, architect, builder, observer, tester
+from actors.agents.builder import rows_built
 from actors.agents.participant import Behaviour
 from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.dispatch import seed_for
 from sim.geometry import Rect
+from sim.store import StoredRun
 
 __all__ = [
     "PATIENCE",
@@ -49,7 +55,12 @@ __all__ = [
     "min_gap",
     "overlapping_pairs",
     "percentile",
+    "placed_at",
+    "placed_before",
+    "restored_canvas",
+    "resumed_at",
     "rng_for",
+    "rows_built",
     "seeded_tiles",
     "session_events",
     "spawn",
@@ -112,12 +123,19 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
 
     The scenario is the session's host: it grants the role first, for a role
     the session grants rather than opens (the architect's, by default).
+
+    In a resumed run (``simu.restored``) an agent of a session the stopped run had
+    made is its name's next incarnation and regroups with its crew (``Participant``);
+    one of a session made only now starts afresh, as in a new run.
     """
     simu.grant(session_id, agent_id, role)
-    resumed = {"regroup": True} if simu.restored is not None else {}
+    restored = simu.restored
+    resumed = restored is not None and session_id in restored.sessions
+    options: dict[str, Any] = {"regroup": True} if resumed else {}
     agent: Participant = simu.supervisor.start_child(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
-        behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params, **resumed)
+        behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params,
+        resumed=None if restored is None else resumed, **options)
     return agent
 
 
@@ -199,6 +217,67 @@ def overlapping_pairs(regions: Sequence[Rect | Mapping[str, int]]) -> list[tuple
 # -- reading what a run recorded ---------------------------------------------------------------
 
 
+def _stored(simu: Simulation, kind: str, types: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """A resumed run's stored log before the resume (the stopped run's records): those of
+    ``kind`` (and of ``types``, when given), as ``StoredRun.events`` gives them, in order.
+    Empty in a run that is not a resumed one."""
+    if simu.restored is None:
+        return []
+    if simu.store is None:
+        raise RuntimeError("a resumed run reads what its stopped run recorded from its "
+                           "store, and this Simulation has none")
+    stored = StoredRun(simu.store.path)
+    end = simu.store.offset
+    found = [e for t in (types or [None]) for e in stored.events(type=t, kind=kind)
+             if e["seq"] < end]
+    return sorted(found, key=lambda e: int(e["seq"]))
+
+
+def resumed_at(simu: Simulation) -> int:
+    """The seq (in the run's whole log) of a resumed run's first record: what
+    :func:`session_events` and :func:`deliveries` give with a smaller ``seq`` the stopped
+    run recorded, and what to add to a trace record's seq for its seq in the whole log.
+    0 in a run that is not a resumed one."""
+    return simu.store.offset if simu.restored is not None and simu.store is not None else 0
+
+
+def _placed(simu: Simulation, agent_id: str) -> list[tuple[float, dict[str, Any]]]:
+    """The stopped run's successful answers to ``agent_id``'s tile-placing calls: (time,
+    answer), from the stored log; none in a run that is not a resumed one."""
+    start = resumed_at(simu)
+    if not start:
+        return []
+    return [(d["t"], d["content"])
+            for d in deliveries(simu, agent_id, "coordination_response")
+            if d["seq"] < start and d["from"] == "regions"
+            and d["content"].get("success") and "tiles_placed" in d["content"]]
+
+
+def placed_at(simu: Simulation, agent_id: str) -> float | None:
+    """In a resumed run, when the stopped run answered ``agent_id``'s last successful
+    tile-placing call (from the stored log); None when it had none, or in a run that is
+    not a resumed one."""
+    return max((t for t, _ in _placed(simu, agent_id)), default=None)
+
+
+def placed_before(simu: Simulation, agent_id: str) -> tuple[int, int]:
+    """In a resumed run, the tile-placing calls the stopped run answered ``agent_id`` with
+    success and the tiles those answers said were placed, read from the stored log (what
+    that agent's last incarnation was told); (0, 0) in a run that is not a resumed one."""
+    placed = _placed(simu, agent_id)
+    return len(placed), sum(int(a["tiles_placed"]) for _, a in placed)
+
+
+def restored_canvas(simu: Simulation, session_id: str) -> np.ndarray[Any, Any] | None:
+    """In a resumed run, the canvas of ``session_id`` as the stopped run left it (the
+    restored world's, read before any agent starts); None for a session made only now, or
+    in a run that is not a resumed one. A scenario hands it to builders that resume, which
+    cannot read the canvas themselves (a builder may not call ``build_test``)."""
+    if simu.restored is None or session_id not in simu.restored.sessions:
+        return None
+    return simu.view(session_id).canvas
+
+
 def session_events(simu: Simulation, session_id: str, *types: str,
                    prefix: str = "") -> list[dict[str, Any]]:
     """The session's domain events from the trace, in order.
@@ -206,26 +285,34 @@ def session_events(simu: Simulation, session_id: str, *types: str,
     Each is the event's payload plus ``seq`` and ``t`` (its trace record's).
     ``types`` keeps the events of those types; ``prefix`` those whose type
     starts with it (``"plan."``); with neither, every event. Read from the trace,
-    so it sees everything, whoever subscribed.
+    so it sees everything, whoever subscribed. A resumed run's come first from the
+    stopped run's log, then from its own trace; ``seq`` is the record's in the
+    whole log.
     """
     topic = f"session:{session_id}:events"
     wanted = set(types)
-    out = []
+    out = [{**e["content"], "seq": e["seq"], "t": e["time"]}
+           for e in _stored(simu, "event", sorted(wanted))
+           if e["recipient"] == topic and str(e["type"]).startswith(prefix)]
+    offset = resumed_at(simu)
     for record in simu.dispatcher.trace.records("event"):
         if record.recipient != topic or not record.type.startswith(prefix):
             continue
         if wanted and record.type not in wanted:
             continue
-        out.append({**record.content_obj(), "seq": record.seq, "t": record.t})
+        out.append({**record.content_obj(), "seq": record.seq + offset, "t": record.t})
     return out
 
 
 def deliveries(simu: Simulation, recipient: str, message_type: str) -> list[dict[str, Any]]:
-    """Messages of ``message_type`` delivered to ``recipient``: seq, t, from and content."""
-    out = []
+    """Messages of ``message_type`` delivered to ``recipient``: seq, t, from and content
+    (in a resumed run, the stopped run's first, as :func:`session_events` does)."""
+    out = [{"seq": e["seq"], "t": e["time"], "from": e["sender"], "content": e["content"]}
+           for e in _stored(simu, "deliver", [message_type]) if e["recipient"] == recipient]
+    offset = resumed_at(simu)
     for record in simu.dispatcher.trace.records("deliver"):
         if record.recipient == recipient and record.type == message_type:
-            out.append({"seq": record.seq, "t": record.t, "from": record.sender,
+            out.append({"seq": record.seq + offset, "t": record.t, "from": record.sender,
                         "content": record.content_obj()})
     return out
 

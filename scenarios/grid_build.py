@@ -28,12 +28,27 @@ import numpy as np
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import COUNT, GRID, WAIT, ParamError
-from scenarios._kit import host_session, rng_for, seeded_tiles, spawn, total
+from scenarios._kit import (
+    host_session,
+    placed_before,
+    restored_canvas,
+    rng_for,
+    rows_built,
+    seeded_tiles,
+    spawn,
+    total,
+)
 
 NAME = "grid_build"
 PARAMS: dict[str, Any] = {"grid": 120, "builders": 9, "step": 1.0}
 #: What each parameter may be, checked before the run (``barnraise scenarios grid_build``).
 BOUNDS = {"grid": GRID, "builders": COUNT, "step": WAIT}
+#: A realtime run resumes by running this script again on the restored world: each
+#: builder finds its claim in the world (region_query) and how many rows of its block
+#: were built on the restored canvas the script hands it, and builds the rest; the calls
+#: and tiles the stopped run's builders were told of are read from the stored log and
+#: counted on (docs/store.md).
+RESUMABLE = True
 # The blueprint travels in one message: a 1000 x 1000 one is a few MB of JSON.
 SIMULATION = {"max_content_bytes": 64 * 2**20}
 
@@ -54,13 +69,21 @@ async def _block_builder(agent: Participant) -> None:
     step = float(params["step"])
     outcome = agent.outcome
     outcome.update(claimed=False, tiles_placed=0, calls=0)
-    claim = await agent.call("region_claim", region={"x": x, "y": y, "width": side,
-                                                     "height": side},
-                             purpose="my block", timeout=0)
-    if not claim.get("success"):
-        raise RuntimeError(f"claiming block ({x}, {y}) failed: {claim.get('message')}")
-    outcome["claimed"] = True
-    for row in range(y, y + side):
+    block = {"x": x, "y": y, "width": side, "height": side}
+    done = 0
+    if agent.resuming:
+        # Back after the run stopped: the claim the last incarnation made (if the
+        # stopped run recorded it) and the rows it built are in the world.
+        held = await agent.call("region_query", region=block)
+        outcome["claimed"] = any(c["agent_id"] == agent.name and c["bounds"] == block
+                                 for c in held.get("claims", ()))
+        done = rows_built(params.get("built"), plan, block)
+    if not outcome["claimed"]:
+        claim = await agent.call("region_claim", region=block, purpose="my block", timeout=0)
+        if not claim.get("success"):
+            raise RuntimeError(f"claiming block ({x}, {y}) failed: {claim.get('message')}")
+        outcome["claimed"] = True
+    for row in range(y + done, y + side):
         placed = await agent.call("builder_place_tiles", tiles=[plan[row, x:x + side].tolist()],
                                   region={"x": x, "y": row, "width": side, "height": 1})
         if not placed.get("success"):
@@ -78,15 +101,21 @@ def run(simu: Simulation, *, grid: int, builders: int, step: float) -> dict[str,
                           max_agents=builders, blueprint=plan.tolist())
     crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=builders,
                   behaviour=_block_builder, plan=plan, block=block, step=step,
+                  built=restored_canvas(simu, sid),
                   x=(i % side) * block, y=(i // side) * block)
             for i in range(builders)]
-    simu.run(progress_of=lambda: total(crew, "calls") / (builders * block))
+    # A resumed run: what the builders' last incarnations were told, from the log.
+    before = [placed_before(simu, a.name) for a in crew]
+    simu.run(progress_of=lambda: (sum(c for c, _ in before) + total(crew, "calls"))
+             / (builders * block))
     return {
         "session_id": sid, "block": block, "steps": block,
         "tiles_expected": builders * block * block,
-        "tiles_placed": total(crew, "tiles_placed"), "calls": total(crew, "calls"),
+        "tiles_placed": sum(t for _, t in before) + total(crew, "tiles_placed"),
+        "calls": sum(c for c, _ in before) + total(crew, "calls"),
         "claims": sum(1 for a in crew if a.outcome.get("claimed")),
     }
+
 
 
 def check(summary: dict[str, Any]) -> bool:

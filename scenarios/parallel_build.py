@@ -27,7 +27,10 @@ from scenarios._kit import (
     box,
     host_session,
     mark,
+    placed_before,
+    restored_canvas,
     rng_for,
+    rows_built,
     seeded_tiles,
     session_events,
     spawn,
@@ -40,20 +43,50 @@ PARAMS: dict[str, Any] = {
 #: What each parameter may be, checked before the run (``barnraise scenarios parallel_build``).
 BOUNDS = {"builders": COUNT, "width": GRID, "height": GRID, "tile_rate": RATE,
           "stagger": WAIT}
+#: A realtime run resumes by running this script again on the restored world: each
+#: builder goes on from its claim (region_query) and the rows built on the restored canvas
+#: the script hands it, or knows it had built and released its region; a barrier release
+#: and the tiles the stopped run's builders were told of are read from the stored log
+#: (docs/store.md).
+RESUMABLE = True
 # The plan travels as the session's blueprint: a grid of builders * width cells a side.
 SIMULATION = {"max_content_bytes": 16 * 2**20}
 BARRIER = "all-released"
 
 
 async def region_builder(agent: Participant) -> None:
-    """Claim one region, build it from the plan, release it, wait for the others."""
+    """Claim one region, build it from the plan, release it, wait for the others.
+
+    Resuming (the run was stopped and is resumed, ``agent.resuming``) it goes on from
+    where the world says it was: its claim still held (region_query) and the rows built
+    on the restored canvas (``params["built"]``); a region built with no claim left was
+    built and released; a barrier the stopped run released (``params["passed"]``, from
+    its log: barriers are not restored) is not entered again.
+    """
     params = agent.params
     region = params["region"]
     plan: np.ndarray[Any, Any] = params["plan"]
     outcome = agent.outcome
     outcome.update(region=region, granted=False, released=False, tiles_placed=0)
-    await agent.sleep(float(params["stagger"]) * float(agent.rng.random()))
-    claim = await agent.call("region_claim", region=region, purpose="parallel build")
+    claim: dict[str, Any] = {}
+    done = 0
+    if agent.resuming:
+        done = rows_built(params.get("built"), plan, region)
+        held = await agent.call("region_query", region=region)
+        claim = next(({"success": True, "claim_id": c["claim_id"]}
+                      for c in held.get("claims", ())
+                      if c["agent_id"] == agent.name and c["bounds"] == region), {})
+        if not claim and done == region["height"]:
+            # Built, and its claim gone (the lease outlasts the build): it had released it.
+            outcome.update(granted=True, released=True, claim={"success": True})
+            mark(agent, "resumed", built=True, released=True)
+            await _meet(agent)
+            return
+        mark(agent, "resumed", rows_built=done, claim_id=claim.get("claim_id"))
+    else:
+        await agent.sleep(float(params["stagger"]) * float(agent.rng.random()))
+    if not claim:
+        claim = await agent.call("region_claim", region=region, purpose="parallel build")
     outcome["claim"] = {k: claim.get(k) for k in ("success", "error", "claim_id")}
     if not claim.get("success"):
         mark(agent, "claim_refused", error=claim.get("error"))
@@ -62,7 +95,7 @@ async def region_builder(agent: Participant) -> None:
     mark(agent, "claimed", claim_id=claim["claim_id"])
     x, y, width = region["x"], region["y"], region["width"]
     rate = float(params["tile_rate"])
-    for row in range(region["height"]):
+    for row in range(done, region["height"]):
         placed = await agent.call("builder_place_tiles", region=box(x, y + row, width, 1),
                                   tiles=[plan[y + row, x:x + width].tolist()])
         if not placed.get("success"):
@@ -74,11 +107,21 @@ async def region_builder(agent: Participant) -> None:
     released = await agent.call("region_release", claim_id=claim["claim_id"])
     outcome["released"] = bool(released.get("released"))
     mark(agent, "released")
-    barrier = await agent.call("a2a_barrier_enter", barrier_id=BARRIER,
-                               expected_count=agent.crew, timeout=PATIENCE,
-                               call_timeout=None)
-    outcome["barrier"] = {k: barrier.get(k) for k in ("released", "generation", "arrived",
-                                                       "waited")}
+    await _meet(agent)
+
+
+async def _meet(agent: Participant) -> None:
+    """Wait at the barrier for the other builders (unless the stopped run had released it)."""
+    passed = agent.params.get("passed")
+    if passed is not None:
+        barrier = {"released": True, "generation": passed["generation"],
+                   "arrived": passed["arrived"], "waited": None}
+    else:
+        barrier = await agent.call("a2a_barrier_enter", barrier_id=BARRIER,
+                                   expected_count=agent.crew, timeout=PATIENCE,
+                                   call_timeout=None)
+    agent.outcome["barrier"] = {k: barrier.get(k) for k in ("released", "generation",
+                                                             "arrived", "waited")}
     mark(agent, "barrier_passed" if barrier.get("released") else "barrier_failed")
 
 
@@ -93,10 +136,16 @@ def run(simu: Simulation, *, builders: int, width: int, height: int, tile_rate: 
         rng_for(simu, "plan"), height, builders * width, empty=0.1, draw_dtype=np.int64)
     _, sid = host_session(simu, session_name="Parallel Region Building", grid_size=grid,
                           max_agents=builders, blueprint=plan.tolist())
+    # A resumed run: the world as the stopped run left it, and the barrier if it had
+    # released it (a barrier is not restored; its release is in the log).
+    built = restored_canvas(simu, sid)
+    passed = next((e for e in session_events(simu, sid, "barrier_released")
+                   if e["barrier_id"] == BARRIER), None)
     crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=builders,
                   behaviour=region_builder, plan=plan, region=box(i * width, 0, width, height),
-                  tile_rate=tile_rate, stagger=stagger)
+                  tile_rate=tile_rate, stagger=stagger, built=built, passed=passed)
             for i in range(builders)]
+    before = sum(placed_before(simu, a.name)[1] for a in crew)
     simu.run()
     claimed = session_events(simu, sid, "region_claimed")
     released = session_events(simu, sid, "region_released")
@@ -118,7 +167,8 @@ def run(simu: Simulation, *, builders: int, width: int, height: int, tile_rate: 
         "barrier_generations": sorted({a.outcome["barrier"]["generation"] for a in passed}),
         "barrier_arrivals": sorted(next(iter(arrived))) if len(arrived) == 1 else [],
         "claim_order": [e["agent_id"] for e in claimed],
-        "tiles": sum(a.outcome.get("tiles_placed", 0) for a in crew),
+        # what the builders were told they placed (a resumed run's stopped run's from the log)
+        "tiles": before + sum(a.outcome.get("tiles_placed", 0) for a in crew),
         "planned_tiles": int(np.count_nonzero(plan)),
         "canvas_matches_plan": bool(np.array_equal(canvas, plan)),
         "builders": builders,

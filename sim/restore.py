@@ -72,7 +72,7 @@ _FOLDED: Final = frozenset({
     "task_cancelled", "task_blocked", "task_unblocked", "task_requeued",
     "task_dependencies_added", "approval_requested", "approval_resolved", "region_claimed",
     "region_released", "lock_granted", "lock_released", "lock_expired", "barrier_released",
-    "checkpoint_created"})
+    "checkpoint_created", "conflict_detected"})
 #: Task events and the status each leaves (see actors/taskqueue.py).
 _STATUS: Final = {"task_completed": "completed", "task_failed": "failed",
                   "task_cancelled": "cancelled", "task_blocked": "blocked"}
@@ -87,6 +87,8 @@ class RegionsImage:
     tiles_placed: int = 0
     tiles_by_agent: dict[str, int] = field(default_factory=dict)
     lost_work: int = 0
+    #: Claims refused for a conflict (``conflict_detected`` events).
+    conflicts: int = 0
     blueprint: NDArray[np.uint8] | None = None
     #: claim id -> agent_id, region, exclusive, claimed_at, expires_at, serial
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -315,12 +317,31 @@ class _Fold:
         elif tool == "task_delegate":
             task = s.tasks.get(str(answer.get("task_id")))
             if task is not None and not task.get("_full"):
-                task.update(description=args.get("description", ""),
-                            region=args.get("region"),
-                            dependencies=list(dict.fromkeys(args.get("dependencies") or ())),
-                            deadline=args.get("deadline"),
-                            max_retries=int(args.get("max_retries", 0) or 0),
-                            payload=dict(args.get("payload") or {}))
+                _described(task, args)
+
+    def resumed(self) -> None:
+        """The log goes on with a resumed run: what the stopped run left unanswered is
+        never answered (its services are gone), so a later answer to the same agent is
+        paired with that agent's calls from here on, not with a stale one."""
+        for s in self.sessions.values():
+            for task in s.tasks.values():
+                if not task.get("_full") and not task.get("_described"):
+                    self.unanswered_delegation(s, task)
+        self.pairs.waiting.clear()
+
+    def unanswered_delegation(self, s: SessionImage, task: dict[str, Any]) -> bool:
+        """A task the log has no assignment of, nor an answer naming it (the run stopped
+        between its creation and both): its delegator's newest ``task_delegate`` call
+        that nothing answered and that came before its creation made it (an agent waits
+        for each answer before its next call to the queue)."""
+        calls = self.pairs.waiting.get(("tasks", task["delegated_by"]), ())
+        made = [(seq, c) for seq, c in calls if seq < task["_created_seq"]
+                and c.get("tool") == "task_delegate"
+                and (c.get("args") or {}).get("session_id") == s.session_id
+                and (c.get("args") or {}).get("task_type") == task["type"]]
+        if made:
+            _described(task, max(made, key=lambda sc: sc[0])[1].get("args") or {})
+        return bool(made)
 
     def write(self, g: RegionsImage, agent: str, tool: str, args: dict[str, Any]) -> None:
         if tool == "builder_place_tile":
@@ -364,10 +385,10 @@ class _Fold:
 
     def event(self, r: TraceRecord) -> None:
         if r.type == RESUMED:
-            self.pairs.waiting.clear()
+            self.resumed()
             return
         if not r.type.startswith(("task_", "region_", "approval_", "lock_", "barrier_",
-                                  "checkpoint_")):
+                                  "checkpoint_", "conflict_detected")):
             return
         body = r.content_obj()
         if not isinstance(body, dict):
@@ -376,6 +397,10 @@ class _Fold:
         if s is None:
             return
         kind = r.type
+        if kind == "conflict_detected":
+            if s.regions is not None:
+                s.regions.conflicts += 1
+            return
         if kind == "lock_granted":
             s.locks[str(body["lock_id"])] = {"holder": str(body["holder"]),
                                             "expires_at": body.get("expires_at")}
@@ -416,7 +441,7 @@ class _Fold:
                 "status": str(body.get("status", "pending")), "accepted_at": None,
                 "completed_at": None, "deadline": None, "max_retries": 0, "retries_used": 0,
                 "result": {}, "artifacts": [], "message": "", "claim_id": None,
-                "approval_requested_at": None, "payload": {}}
+                "approval_requested_at": None, "payload": {}, "_created_seq": r.seq}
             return
         task = s.tasks.get(tid)
         if task is None:
@@ -498,6 +523,15 @@ def _matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
     return True
 
 
+def _described(task: dict[str, Any], args: dict[str, Any]) -> None:
+    """Fill ``task``'s description, region, dependencies, deadline, retries and payload from
+    the ``task_delegate`` arguments that made it."""
+    task.update(description=args.get("description", ""), region=args.get("region"),
+                dependencies=list(dict.fromkeys(args.get("dependencies") or ())),
+                deadline=args.get("deadline"), max_retries=int(args.get("max_retries", 0) or 0),
+                payload=dict(args.get("payload") or {}), _described=True)
+
+
 def _serial(identifier: str) -> int:
     """The serial at the end of an id such as ``claim_000012`` (0 when there is none)."""
     tail = identifier.rsplit("_", 1)[-1]
@@ -531,9 +565,15 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
             f.deliver(r)
         seq, at = r.seq + 1, r.t
     for s in f.sessions.values():
+        for task in s.tasks.values():
+            if not task.get("_full") and not task.get("_described") \
+                    and not f.unanswered_delegation(s, task):
+                f.problems.append(f"task {task['task_id']}: the log holds neither its "
+                                  "assignment nor the call that made it")
         for tasks in (s.tasks, *s.task_checkpoints.values()):
             for task in tasks.values():
-                task.pop("_full", None)
+                for temporary in ("_created_seq", "_described", "_full"):
+                    task.pop(temporary, None)
                 # Held by hand only while blocked (the graph clears it on any other way).
                 task["held"] = bool(task.pop("_held", False)) and task["status"] == "blocked"
                 task["priority"] = str(task["priority"])

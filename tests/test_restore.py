@@ -51,7 +51,7 @@ def service_state(simu: Simulation, sid: str) -> dict[str, Any]:
         return {
             "tiles": w.canvas.tiles.tobytes(), "writers": _writers(w.canvas.writer, w.writers),
             "tiles_placed": w.tiles_placed, "tiles_by_agent": dict(w.tiles_by_agent),
-            "lost_work": w.lost_work,
+            "lost_work": w.lost_work, "conflicts": w.conflicts,
             "blueprint": None if w.blueprint is None else w.blueprint.tobytes(),
             "claims": {cid: [c.agent_id, c.rect.to_dict(), c.exclusive, c.claimed_at,
                              c.expires_at] for cid, c in w.claims.items()},
@@ -428,3 +428,34 @@ def test_a_realtime_run_under_a_fault_plan_is_refused_and_its_store_left_as_it_w
         resume(path)
     assert path.read_bytes() == before
     assert open_run(path).status == "interrupted"
+
+
+def test_a_task_whose_creation_was_not_answered_comes_back_with_what_its_call_gave(
+        tmp_path: Path) -> None:
+    """A log cut between a task's creation and both its assignment and the answer naming it
+    (the run stopped there): the task is folded with the region, dependencies and payload
+    of the task_delegate call that made it, as the whole log has them."""
+    path = tmp_path / "run.db"
+    request = check_request("parallel_speedup")
+    assert run_request(request, store=open_store(request, path), record=False).success
+    stored = open_run(path)
+    whole = image_of(stored)
+    records = list(stored.records())
+    cut = 0
+    for r in records:
+        if r.kind == "event" and r.type == "task_created" and \
+                r.content_obj().get("type") == "test":
+            task_id = r.content_obj()["task_id"]
+            named = [x.seq for x in records if x.seq > r.seq and x.kind == "deliver"
+                     and task_id in x.content.decode(errors="replace")]
+            cut = r.seq + 1
+            assert named and named[0] >= cut  # nothing before the cut names it but the event
+            break
+    assert cut, "the run made no test task"
+    part = image_of(stored, upto=cut)
+    sid = next(s for s, img in part.sessions.items() if task_id in img.tasks)
+    got, want = part.sessions[sid].tasks[task_id], whole.sessions[sid].tasks[task_id]
+    assert got["dependencies"] and got["payload"]
+    for key in ("region", "dependencies", "payload", "description", "deadline"):
+        assert got[key] == want[key], key
+    assert part.unsupported() is None

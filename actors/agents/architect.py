@@ -77,10 +77,14 @@ class ResumePlan:
 
     start: float
     next_block: int
+    #: When the last of its tests that had passed completed (None: none had).
+    finished: float | None = None
     passed: int = 0
     repairs: int = 0
     rebuilds: int = 0
     rebuild: list[int] = field(default_factory=list)  # blocks to delegate afresh
+    #: (block, build or repair task, "test" or "retest"): a build no test waits for yet
+    retest: list[tuple[int, str, str]] = field(default_factory=list)
     repair: list[tuple[int, list[Any]]] = field(default_factory=list)  # (block, cells)
 
 
@@ -91,9 +95,13 @@ async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting:
 
     Per block: passed if a test of it completed; else its open test (pending, in
     progress, or waiting for a build that may still finish) goes back into
-    ``waiting`` (and that build into ``builds``); else the newest test failed
-    (order a repair of its defects) or died with its build, or none was ever
-    delegated (delegate the block afresh). ``heard`` gets every completed task.
+    ``waiting`` (and that build into ``builds``); else its newest build or repair,
+    done or still to do (not failed, cancelled or blocked), has no test yet (the run
+    stopped between the two delegations: delegate its test); else the newest test
+    failed (order a repair of its defects) or died with its build, or none was ever
+    delegated (delegate the block afresh).
+    Sequential, the next block is delegated when every block begun has passed.
+    ``heard`` gets every completed task.
     """
     queue = await agent.call("task_get_queue", filter={"status": "all"})
     mine = [t for t in queue.get("tasks", ()) if t.get("delegated_by") == agent.name]
@@ -102,6 +110,7 @@ async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting:
     plan = ResumePlan(start=min((t["created_at"] for t in mine), default=agent.now),
                       next_block=0)
     tests: dict[int, list[dict[str, Any]]] = {}
+    made: dict[int, list[dict[str, Any]]] = {}  # builds and repairs, by block
     started: set[int] = set()
     for t in mine:
         if t["status"] == "completed":
@@ -114,6 +123,7 @@ async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting:
         elif t.get("region") is not None and _key(t["region"]) in index:
             i = index[_key(t["region"])]
             started.add(i)
+            made.setdefault(i, []).append(t)
             if t.get("payload", {}).get("cells"):
                 plan.repairs += 1
             else:
@@ -126,6 +136,8 @@ async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting:
                                                           t["created_at"]))
         if any(t["status"] == "completed" for t in mine_i):
             plan.passed += 1
+            done_at = max(t["completed_at"] for t in mine_i if t["status"] == "completed")
+            plan.finished = done_at if plan.finished is None else max(plan.finished, done_at)
             continue
         live = None
         for t in mine_i:
@@ -136,12 +148,21 @@ async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting:
                 for d in deps:
                     if d is not None and d["status"] not in ("completed", "failed", "cancelled"):
                         builds[d["task_id"]] = (i, t["task_id"])
+        newest = max(made.get(i, ()), key=lambda t: t["created_at"], default=None)
         if live is not None:
             waiting[live["task_id"]] = i
+        elif newest is not None and newest["status"] in ("pending", "in_progress", "completed") \
+                and not any(newest["task_id"] in t.get("dependencies", ()) for t in mine_i):
+            repair = bool(newest.get("payload", {}).get("cells"))
+            plan.retest.append((i, newest["task_id"], "retest" if repair else "test"))
         elif mine_i and mine_i[-1]["status"] == "failed":
             plan.repair.append((i, mine_i[-1].get("result", {}).get("defects", [])))
         else:
             plan.rebuild.append(i)
+    if sequential and plan.passed == plan.next_block < len(blocks):
+        # every block begun has passed (or none was begun): the next one is due
+        plan.rebuild.append(plan.next_block)
+        plan.next_block += 1
     return plan
 
 
@@ -207,6 +228,7 @@ async def architect(agent: Participant) -> None:
         await delegate_test(i, repair["task_id"], "retest")
 
     heard: set[str] = set()  # tasks whose task_completed event has come
+    end: float | None = None  # when the build ended, if not when the loop below ends
     if agent.resuming:
         # Restarted after a crash: what was delegated, passed and still open is in
         # the task queue, not in memory (see resume_plan).
@@ -222,6 +244,11 @@ async def architect(agent: Participant) -> None:
             await delegate_block(i)
         for i, cells in plan.repair:
             await order_repair(i, cells)
+        for i, build_id, what in plan.retest:
+            await delegate_test(i, build_id, what)
+        if not waiting and not builds:
+            # Every test had passed before the run stopped: the build ended then.
+            end = plan.finished
     else:
         next_block = 1 if strategy == "sequential" else len(blocks)
         for i in range(min(next_block, len(blocks))):
@@ -283,7 +310,7 @@ async def architect(agent: Participant) -> None:
             break
         await order_repair(index, result.get("result", {}).get("defects", []))
 
-    outcome["makespan"] = round(agent.now - start, 6)
+    outcome["makespan"] = round((agent.now if end is None else end) - start, 6)
     if strategy == "cluster":
         outcome["first_review_approval_rate"] = (
             round(sum(first_approved) / len(first_approved), 4) if first_approved else None)

@@ -10,6 +10,13 @@ Inputs (``agent.params``):
 ``shader``      if set, a shader of that name is loaded over each region built
 ``cartridge``   if set, each region built is assembled into a cartridge named
                 ``{cartridge}-{x}-{y}``
+``built``       a resumed run's restored canvas (``scenarios._kit.restored_canvas``):
+                resuming (``agent.resuming``), a build starts at the first row of its
+                region that differs from the blueprint there, where the stopped run's
+                builder had got to (a builder cannot read the canvas itself)
+``placed_at``   with ``built``: when the stopped run answered this builder's last row
+                (from its log); a build resumed past its first row first waits what was
+                left of that row's pace, so the rate holds across the stop
 
 A repair task carries ``payload["cells"]``, a list of ``[x, y, tile]``: only those
 cells are placed again. A task whose work raises (a refused write, say) is reported
@@ -25,7 +32,8 @@ import numpy as np
 
 from actors.agents.participant import Participant, start_next
 
-__all__ = ["BUILD_TYPES", "accept_with_backoff", "build_task", "builder", "load_artifacts"]
+__all__ = ["BUILD_TYPES", "accept_with_backoff", "build_task", "builder", "load_artifacts",
+           "rows_built"]
 
 BUILD_TYPES = frozenset({"build", "assemble", "evolve", "migrate"})
 
@@ -94,7 +102,10 @@ async def build_task(agent: Participant, task: dict[str, Any],
         return [{"type": "tile", "id": f"{task['task_id']}-repair", "count": len(cells)}]
     region = task["region"]
     x, y, width, height = region["x"], region["y"], region["width"], region["height"]
-    for row in range(y, y + height):
+    done = rows_built(params.get("built"), blueprint, region) if agent.resuming else 0
+    if done and params.get("placed_at") is not None:
+        await agent.sleep(max(0.0, float(params["placed_at"]) + width / rate - agent.now))
+    for row in range(y + done, y + height):
         tiles = blueprint[row, x:x + width].copy()
         outcome["wrong_tiles"] += _wrong(tiles, error_rate, agent.rng)
         placed = await agent.call("builder_place_tiles", tiles=[tiles.tolist()],
@@ -105,6 +116,20 @@ async def build_task(agent: Participant, task: dict[str, Any],
         await agent.sleep(width / rate)
     artifacts = [{"type": "tile", "id": f"{task['task_id']}-tiles", "count": width * height}]
     return artifacts + await load_artifacts(agent, region, params)
+
+
+def rows_built(built: np.ndarray[Any, Any] | None, blueprint: np.ndarray[Any, Any],
+               region: dict[str, int]) -> int:
+    """How many of ``region``'s rows, from its top, equal ``blueprint`` on the canvas
+    ``built`` (None: nothing built, 0): where a builder that writes a region row by row,
+    in order, had got to when the run stopped."""
+    if built is None:
+        return 0
+    x, y, width, height = (int(region[k]) for k in ("x", "y", "width", "height"))
+    for row in range(height):
+        if not np.array_equal(built[y + row, x:x + width], blueprint[y + row, x:x + width]):
+            return row
+    return height
 
 
 async def load_artifacts(agent: Participant, region: dict[str, int],
