@@ -9,7 +9,8 @@ Seeded data
 Rectangles
     :func:`box` (a region dict), :func:`overlapping_pairs`.
 Reading what a run recorded
-    :func:`session_events` and :func:`deliveries` (from the trace), :func:`count`,
+    :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run
+    the stopped run's stored log first), :func:`count`,
     :func:`mark` (an agent's timeline), :func:`max_concurrent`, :func:`min_gap`,
     :func:`mean`, :func:`percentile`.
 
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import numpy as np
@@ -34,6 +36,8 @@ from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.dispatch import seed_for
 from sim.geometry import Rect
+from sim.store import StoredRun
+from sim.trace import TraceRecord
 
 __all__ = [
     "PATIENCE",
@@ -50,6 +54,7 @@ __all__ = [
     "overlapping_pairs",
     "percentile",
     "rng_for",
+    "run_records",
     "seeded_tiles",
     "session_events",
     "spawn",
@@ -206,12 +211,14 @@ def session_events(simu: Simulation, session_id: str, *types: str,
     Each is the event's payload plus ``seq`` and ``t`` (its trace record's).
     ``types`` keeps the events of those types; ``prefix`` those whose type
     starts with it (``"plan."``); with neither, every event. Read from the trace,
-    so it sees everything, whoever subscribed.
+    so it sees everything, whoever subscribed. In a resumed run the stopped run's
+    events come first, from its stored log, and ``seq`` is the store's numbering
+    (:func:`run_records`).
     """
     topic = f"session:{session_id}:events"
     wanted = set(types)
     out = []
-    for record in simu.dispatcher.trace.records("event"):
+    for record in run_records(simu, "event"):
         if record.recipient != topic or not record.type.startswith(prefix):
             continue
         if wanted and record.type not in wanted:
@@ -221,13 +228,40 @@ def session_events(simu: Simulation, session_id: str, *types: str,
 
 
 def deliveries(simu: Simulation, recipient: str, message_type: str) -> list[dict[str, Any]]:
-    """Messages of ``message_type`` delivered to ``recipient``: seq, t, from and content."""
+    """Messages of ``message_type`` delivered to ``recipient``: seq, t, from and content
+    (in a resumed run, the stopped run's first: :func:`run_records`)."""
     out = []
-    for record in simu.dispatcher.trace.records("deliver"):
+    for record in run_records(simu, "deliver"):
         if record.recipient == recipient and record.type == message_type:
             out.append({"seq": record.seq, "t": record.t, "from": record.sender,
                         "content": record.content_obj()})
     return out
+
+
+_STOPPED: weakref.WeakKeyDictionary[Simulation, list[TraceRecord]] = \
+    weakref.WeakKeyDictionary()
+
+
+def run_records(simu: Simulation, kind: str | None = None) -> Iterator[TraceRecord]:
+    """The whole run's trace records (of ``kind``), in order.
+
+    In a resumed realtime run (``simu.restored``) that is the stopped run's records,
+    read once from the store it left (up to the record the world was restored at),
+    then this process's, numbered on from there as the store numbers them: a count
+    or an order that spans the kill reads the log, not the crew's memory, which the
+    kill took.
+    """
+    offset = 0
+    image, store = simu.restored, simu.store
+    if image is not None and store is not None:
+        stopped = _STOPPED.get(simu)
+        if stopped is None:
+            stopped = _STOPPED[simu] = [r for r in StoredRun(store.path).records()
+                                        if r.seq < image.seq]
+        yield from (r for r in stopped if kind is None or r.kind == kind)
+        offset = image.seq
+    for record in simu.dispatcher.trace.records(kind):
+        yield record._replace(seq=record.seq + offset) if offset else record
 
 
 def count(events: Iterable[Mapping[str, Any]], event: str) -> int:
