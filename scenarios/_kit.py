@@ -10,7 +10,8 @@ Rectangles
     :func:`box` (a region dict), :func:`overlapping_pairs`.
 Reading what a run recorded
     :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run
-    the stopped run's stored log first), :func:`count`,
+    the stopped run's stored log first), :func:`answered_before` (what an agent of
+    a resumed run was told before the kill), :func:`count`,
     :func:`mark` (an agent's timeline), :func:`max_concurrent`, :func:`min_gap`,
     :func:`mean`, :func:`percentile`.
 
@@ -37,11 +38,13 @@ from sim.canvas import Tile
 from sim.dispatch import seed_for
 from sim.geometry import Rect
 from sim.store import StoredRun
+from sim.tools import SERVICES
 from sim.trace import TraceRecord
 
 __all__ = [
     "PATIENCE",
     "ROLE_BEHAVIOURS",
+    "answered_before",
     "box",
     "count",
     "deliveries",
@@ -262,6 +265,36 @@ def run_records(simu: Simulation, kind: str | None = None) -> Iterator[TraceReco
         offset = image.seq
     for record in simu.dispatcher.trace.records(kind):
         yield record._replace(seq=record.seq + offset) if offset else record
+
+
+def answered_before(simu: Simulation, agent_id: str) -> list[tuple[str, dict[str, Any], Any]]:
+    """In a resumed run: the tool calls ``agent_id`` made before the kill that were
+    answered, as (tool, args, answer), in the order it made them ([] in a run that
+    was not resumed). An answer the log does not hold never reached the agent: the
+    call is not in the list, whatever the service did with it.
+
+    Each service answers one agent's calls in the order it takes them, and a
+    behaviour waits for each answer before its next call, so calls and answers
+    pair in order per service (as ``sim.restore`` pairs them).
+    """
+    if simu.restored is None:
+        return []
+    waiting: dict[str, list[dict[str, Any]]] = {}
+    out: list[tuple[int, str, dict[str, Any], Any]] = []
+    for r in run_records(simu, "deliver"):
+        if r.seq >= simu.restored.seq:
+            break
+        if r.type == "coordination_request" and r.sender == agent_id \
+                and r.recipient in SERVICES:
+            content = r.content_obj()
+            if isinstance(content, dict) and "tool" in content:
+                waiting.setdefault(r.recipient, []).append({**content, "seq": r.seq})
+        elif r.type == "coordination_response" and r.recipient == agent_id \
+                and r.sender in SERVICES and waiting.get(r.sender):
+            call = waiting[r.sender].pop(0)
+            out.append((call["seq"], str(call["tool"]), dict(call.get("args") or {}),
+                        r.content_obj()))
+    return [(tool, args, answer) for _, tool, args, answer in sorted(out, key=lambda c: c[0])]
 
 
 def count(events: Iterable[Mapping[str, Any]], event: str) -> int:
