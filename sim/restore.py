@@ -249,12 +249,7 @@ class _Fold:
         elif tool == "task_delegate":
             task = s.tasks.get(str(answer.get("task_id")))
             if task is not None and not task.get("_full"):
-                task.update(description=args.get("description", ""),
-                            region=args.get("region"),
-                            dependencies=list(dict.fromkeys(args.get("dependencies") or ())),
-                            deadline=args.get("deadline"),
-                            max_retries=int(args.get("max_retries", 0) or 0),
-                            payload=dict(args.get("payload") or {}))
+                _delegated(task, args)
 
     def write(self, g: RegionsImage, agent: str, tool: str, args: dict[str, Any]) -> None:
         if tool == "builder_place_tile":
@@ -333,6 +328,15 @@ class _Fold:
                 "completed_at": None, "deadline": None, "max_retries": 0, "retries_used": 0,
                 "result": {}, "artifacts": [], "message": "", "claim_id": None,
                 "approval_requested_at": None, "payload": {}}
+            # The call that made it, when the log ends before its answer and before the
+            # assignment: the delegator's oldest unanswered call to the queue (it waits
+            # for each answer before its next call), if it asked for this task.
+            waiting = self.pairs.waiting.get(("tasks", str(body.get("delegated_by"))))
+            call = waiting[0][1] if waiting else None
+            if call is not None and call.get("tool") == "task_delegate":
+                args = call.get("args") or {}
+                if args.get("task_type") == body.get("type"):
+                    _delegated(s.tasks[tid], args)
             return
         task = s.tasks.get(tid)
         if task is None:
@@ -368,6 +372,14 @@ class _Fold:
             for dep in body.get("added") or ():
                 if dep not in task["dependencies"]:
                     task["dependencies"].append(dep)
+
+
+def _delegated(task: dict[str, Any], args: dict[str, Any]) -> None:
+    """What a ``task_delegate`` call's ``args`` say of the task it made."""
+    task.update(description=args.get("description", ""), region=args.get("region"),
+                dependencies=list(dict.fromkeys(args.get("dependencies") or ())),
+                deadline=args.get("deadline"), max_retries=int(args.get("max_retries", 0) or 0),
+                payload=dict(args.get("payload") or {}))
 
 
 def _serial(identifier: str) -> int:

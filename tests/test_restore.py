@@ -30,7 +30,7 @@ from barnraise.runner import (
     run_request,
 )
 from sim.rebuild import pair_writes
-from sim.restore import Image, image_of
+from sim.restore import Image, fold, image_of
 from sim.store import StoreError
 
 
@@ -386,3 +386,20 @@ def test_a_scenario_that_does_not_declare_how_it_resumes_is_refused(tmp_path: Pa
     with pytest.raises(StoreError, match="does not declare how it resumes"):
         resume(path)
     assert path.read_bytes() == before
+
+
+def test_a_task_whose_delegation_was_not_answered_yet_is_folded_from_its_call() -> None:
+    """A log that ends after a task_created event but before the task_delegate answer (and
+    the assignment) still gives the task what its delegator asked for: its description,
+    region and payload come from the unanswered call."""
+    result = run_request(check_request("delegation_chain", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    created = next(r for r in records if r.kind == "event" and r.type == "task_created")
+    call = next(r for r in reversed(records[:created.seq]) if r.type == "coordination_request"
+                and r.content_obj().get("tool") == "task_delegate")
+    args = call.content_obj()["args"]
+    image = fold(records, upto=created.seq + 1)
+    (session,) = image.sessions.values()
+    (task,) = session.tasks.values()
+    assert (task["description"], task["region"], task["payload"]) == (
+        "build kernel", args["region"], args["payload"])
