@@ -107,7 +107,7 @@ async def my_ready_tasks(agent: Participant) -> list[dict[str, Any]]:
     return list(queue.get("tasks", ()))
 
 
-async def my_delegations(agent: Participant) -> list[dict[str, Any]]:
+async def my_delegations(agent: Agent) -> list[dict[str, Any]]:
     """The tasks ``agent`` delegated, whatever their status, oldest first, from the task
     queue: what a delegator restarted after a crash (``Agent.resuming``) made before it.
 
