@@ -333,8 +333,9 @@ class RegionManager(SessionService):
         self.worlds[info.session_id] = _World(info, TileCanvas(size), ClaimIndex(size))
 
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
-        """The canvas (tiles and last writers), tile counts, blueprint, claims with their
-        leases (a lease already past expires at once) and artifacts of ``image``."""
+        """The canvas (tiles and last writers), tile counts, conflicts counted, blueprint,
+        claims with their leases (a lease already past expires at once) and artifacts of
+        ``image``."""
         part = image.regions
         if part is None:
             return
@@ -342,6 +343,7 @@ class RegionManager(SessionService):
         s.canvas, s.writers = part.canvas, dict(part.writers)
         s.tiles_placed, s.tiles_by_agent = part.tiles_placed, dict(part.tiles_by_agent)
         s.lost_work, s.blueprint = part.lost_work, part.blueprint
+        s.conflicts = part.conflicts
         s.shaders = {k: dict(v) for k, v in part.shaders.items()}
         s.cartridges = {k: dict(v) for k, v in part.cartridges.items()}
         for claim_id, c in sorted(part.claims.items(), key=lambda kv: kv[1]["serial"]):

@@ -16,7 +16,8 @@ What the log gives, and where from:
   and the tile counts (every tile write whose answer says it succeeded, applied
   when the service took it, paired with its answer as :func:`sim.rebuild.pair_writes`
   does), the claims with their leases (``region_claimed`` and ``region_released``),
-  shaders and cartridges (the calls that made them, paired with their answers);
+  the refusals counted (``conflict_detected``), shaders and cartridges (the calls
+  that made them, paired with their answers);
 * **tasks**: every task's record (the ``task_assignment`` the queue sent its
   assignee carries all of it; a task for ``"any"`` is read from its
   ``task_delegate`` call, paired with the answer that named it) and its history
@@ -70,6 +71,8 @@ class RegionsImage:
     tiles_placed: int = 0
     tiles_by_agent: dict[str, int] = field(default_factory=dict)
     lost_work: int = 0
+    #: refused claims and transfers (``conflict_detected`` events)
+    conflicts: int = 0
     blueprint: NDArray[np.uint8] | None = None
     #: claim id -> agent_id, region, exclusive, claimed_at, expires_at, serial
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -292,7 +295,7 @@ class _Fold:
     # -- events --------------------------------------------------------------------------------
 
     def event(self, r: TraceRecord) -> None:
-        if not r.type.startswith(("task_", "region_", "approval_")):
+        if not r.type.startswith(("task_", "region_", "approval_", "conflict_")):
             return
         body = r.content_obj()
         if not isinstance(body, dict):
@@ -312,6 +315,10 @@ class _Fold:
             return
         if kind == "region_released" and s.regions is not None:
             s.regions.claims.pop(str(body.get("claim_id")), None)
+            return
+        if kind == "conflict_detected":
+            if s.regions is not None:
+                s.regions.conflicts += 1
             return
         tid = str(body.get("task_id"))
         if kind == "task_completed":

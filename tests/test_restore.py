@@ -50,7 +50,7 @@ def service_state(simu: Simulation, sid: str) -> dict[str, Any]:
         return {
             "tiles": w.canvas.tiles.tobytes(), "writers": _writers(w.canvas.writer, w.writers),
             "tiles_placed": w.tiles_placed, "tiles_by_agent": dict(w.tiles_by_agent),
-            "lost_work": w.lost_work,
+            "lost_work": w.lost_work, "conflicts": w.conflicts,
             "blueprint": None if w.blueprint is None else w.blueprint.tobytes(),
             "claims": {cid: [c.agent_id, c.rect.to_dict(), c.exclusive, c.claimed_at,
                              c.expires_at] for cid, c in w.claims.items()},
