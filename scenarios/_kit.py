@@ -10,8 +10,9 @@ Rectangles
     :func:`box` (a region dict), :func:`overlapping_pairs`.
 Reading what a run recorded
     :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run
-    the stopped run's stored log first), :func:`answered_before` (what an agent of
-    a resumed run was told before the kill), :func:`count`,
+    the stopped run's stored log first), :func:`calls_before` and
+    :func:`answered_before` (what an agent of a resumed run asked and was told
+    before the kill), :class:`Replay` (going through it again), :func:`count`,
     :func:`mark` (an agent's timeline), :func:`max_concurrent`, :func:`min_gap`,
     :func:`mean`, :func:`percentile`.
 
@@ -44,8 +45,10 @@ from sim.trace import TraceRecord
 __all__ = [
     "PATIENCE",
     "ROLE_BEHAVIOURS",
+    "Replay",
     "answered_before",
     "box",
+    "calls_before",
     "count",
     "deliveries",
     "host_session",
@@ -267,34 +270,98 @@ def run_records(simu: Simulation, kind: str | None = None) -> Iterator[TraceReco
         yield record._replace(seq=record.seq + offset) if offset else record
 
 
-def answered_before(simu: Simulation, agent_id: str) -> list[tuple[str, dict[str, Any], Any]]:
-    """In a resumed run: the tool calls ``agent_id`` made before the kill that were
-    answered, as (tool, args, answer), in the order it made them ([] in a run that
-    was not resumed). An answer the log does not hold never reached the agent: the
-    call is not in the list, whatever the service did with it.
+def calls_before(simu: Simulation, agent_id: str) -> list[dict[str, Any]]:
+    """In a resumed run: the tool calls ``agent_id`` made before the kill, in the order it
+    made them ([] in a run that was not resumed), each a dict: ``tool``, ``args`` (as
+    sent, defaults filled in), ``asked`` (simulated time), ``seq`` (its record),
+    ``answer`` and ``answered`` (None for a call whose answer the log does not hold:
+    it never reached the agent, whatever the service did with it).
 
     Each service answers one agent's calls in the order it takes them, and a
     behaviour waits for each answer before its next call, so calls and answers
     pair in order per service (as ``sim.restore`` pairs them).
     """
-    if simu.restored is None:
+    image = simu.restored
+    if image is None:
         return []
     waiting: dict[str, list[dict[str, Any]]] = {}
-    out: list[tuple[int, str, dict[str, Any], Any]] = []
+    out: list[dict[str, Any]] = []
     for r in run_records(simu, "deliver"):
-        if r.seq >= simu.restored.seq:
+        if r.seq >= image.seq:
             break
         if r.type == "coordination_request" and r.sender == agent_id \
                 and r.recipient in SERVICES:
             content = r.content_obj()
             if isinstance(content, dict) and "tool" in content:
-                waiting.setdefault(r.recipient, []).append({**content, "seq": r.seq})
+                call = {"tool": str(content["tool"]), "args": dict(content.get("args") or {}),
+                        "asked": r.t, "seq": r.seq, "answer": None, "answered": None}
+                waiting.setdefault(r.recipient, []).append(call)
+                out.append(call)
         elif r.type == "coordination_response" and r.recipient == agent_id \
                 and r.sender in SERVICES and waiting.get(r.sender):
             call = waiting[r.sender].pop(0)
-            out.append((call["seq"], str(call["tool"]), dict(call.get("args") or {}),
-                        r.content_obj()))
-    return [(tool, args, answer) for _, tool, args, answer in sorted(out, key=lambda c: c[0])]
+            call.update(answer=r.content_obj(), answered=r.t)
+    return out
+
+
+def answered_before(simu: Simulation, agent_id: str) -> list[tuple[str, dict[str, Any], Any]]:
+    """In a resumed run: the tool calls ``agent_id`` made before the kill that were
+    answered, as (tool, args, answer), in the order it made them (:func:`calls_before`)."""
+    return [(c["tool"], c["args"], c["answer"]) for c in calls_before(simu, agent_id)
+            if c["answer"] is not None]
+
+
+class Replay:
+    """A resumed agent goes through what it did before the kill again, without redoing it.
+
+    For a scripted behaviour whose progress is not in the world's state (how many of
+    its rounds it had done, say): its next incarnation runs the same script, calling
+    and sleeping through this object. ``calls`` are the stopped incarnations' calls of
+    the script's tools (:func:`calls_before`), each with the answer the log gives it;
+    while any is left, :meth:`call` returns the next one's answer instead of calling
+    (RuntimeError if the script asks for another tool or other arguments: it went
+    another way than the log), :meth:`sleep` returns at once, and :attr:`now` is the
+    time the log says it was. From the first call with no answer on, everything is
+    live. The script's random draws must come from ``agent.rng`` (its stream is the
+    same in every incarnation), so it makes the same choices on the same answers.
+    """
+
+    def __init__(self, agent: Participant, calls: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.agent = agent
+        self.calls = [dict(c) for c in calls]
+        for i, c in enumerate(self.calls):
+            if c.get("answer") is None:  # nothing after a call that was never answered
+                del self.calls[i:]
+                break
+        self._now: float | None = None
+        #: calls answered from the log
+        self.replayed = 0
+
+    @property
+    def now(self) -> float:
+        return self.agent.now if self._now is None else self._now
+
+    async def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        if not self.calls:
+            self._now = None
+            return await self.agent.call(tool, **args)
+        logged = self.calls.pop(0)
+        wrong = [k for k, v in args.items() if logged["args"].get(k) != v]
+        if logged["tool"] != tool or wrong:
+            raise RuntimeError(f"{self.agent.name} went another way than its stored log: "
+                               f"{tool} {args}, where the log has {logged['tool']} "
+                               f"{logged['args']}")
+        self._now = float(logged["answered"])
+        self.replayed += 1
+        answer: dict[str, Any] = logged["answer"]
+        return answer
+
+    async def sleep(self, seconds: float) -> None:
+        if self.calls:
+            self._now = float(self.calls[0]["asked"])
+            return
+        self._now = None
+        await self.agent.sleep(seconds)
 
 
 def count(events: Iterable[Mapping[str, Any]], event: str) -> int:
