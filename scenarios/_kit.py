@@ -12,7 +12,8 @@ Reading what a run recorded
     :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run
     the stopped run's stored log first), :func:`calls_before` and
     :func:`answered_before` (what an agent of a resumed run asked and was told
-    before the kill), :class:`Replay` (going through it again), :func:`count`,
+    before the kill), :func:`delivered_before` (what reached it), :class:`Replay`
+    (going through it again), :func:`count`,
     :func:`mark` (an agent's timeline), :func:`max_concurrent`, :func:`min_gap`,
     :func:`mean`, :func:`percentile`.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import numpy as np
@@ -38,6 +39,7 @@ from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.dispatch import seed_for
 from sim.geometry import Rect
+from sim.messages import Message
 from sim.store import StoredRun
 from sim.tools import SERVICES
 from sim.trace import TraceRecord
@@ -50,6 +52,7 @@ __all__ = [
     "box",
     "calls_before",
     "count",
+    "delivered_before",
     "deliveries",
     "host_session",
     "kernel_blueprint",
@@ -311,6 +314,22 @@ def answered_before(simu: Simulation, agent_id: str) -> list[tuple[str, dict[str
             if c["answer"] is not None]
 
 
+def delivered_before(simu: Simulation, agent_id: str, *types: str) -> list[Message]:
+    """In a resumed run: the messages of ``types`` delivered to ``agent_id`` before the
+    kill (rebuilt from the stored log), in order; [] in a run that was not resumed."""
+    image = simu.restored
+    if image is None:
+        return []
+    out = []
+    for r in run_records(simu, "deliver"):
+        if r.seq >= image.seq:
+            break
+        if r.recipient == agent_id and r.type in types:
+            out.append(Message(message_id=f"logged-{r.seq}", timestamp=r.t, from_agent=r.sender,
+                               to_agent=agent_id, message_type=r.type, content=r.content_obj()))
+    return out
+
+
 class Replay:
     """A resumed agent goes through what it did before the kill again, without redoing it.
 
@@ -326,9 +345,13 @@ class Replay:
     same in every incarnation), so it makes the same choices on the same answers.
     """
 
-    def __init__(self, agent: Participant, calls: Iterable[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, agent: Participant, calls: Iterable[Mapping[str, Any]] = (),
+                 inbox: Iterable[Message] = ()) -> None:
         self.agent = agent
         self.calls = [dict(c) for c in calls]
+        #: messages the stopped incarnations had been delivered (:func:`delivered_before`),
+        #: which :meth:`receive` takes before waiting for new ones
+        self.inbox = list(inbox)
         for i, c in enumerate(self.calls):
             if c.get("answer") is None:  # nothing after a call that was never answered
                 del self.calls[i:]
@@ -355,6 +378,15 @@ class Replay:
         self.replayed += 1
         answer: dict[str, Any] = logged["answer"]
         return answer
+
+    async def receive(self, match: Callable[[Message], bool], **wait: Any) -> Message:
+        """The first message of :attr:`inbox` that ``match`` accepts (taken from it), else
+        ``agent.receive(match, **wait)``."""
+        for i, message in enumerate(self.inbox):
+            if match(message):
+                del self.inbox[i]
+                return message
+        return await self.agent.receive(match, **wait)
 
     async def sleep(self, seconds: float) -> None:
         if self.calls:
