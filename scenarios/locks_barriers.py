@@ -25,7 +25,16 @@ from typing import Any
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import COUNT, WAIT, Bound, ParamError
-from scenarios._kit import PATIENCE, host_session, mark, max_concurrent, session_events, spawn
+from scenarios._kit import (
+    PATIENCE,
+    Replay,
+    calls_before,
+    host_session,
+    mark,
+    max_concurrent,
+    session_events,
+    spawn,
+)
 
 NAME = "locks_barriers"
 PARAMS: dict[str, Any] = {
@@ -36,41 +45,93 @@ PARAMS: dict[str, Any] = {
 BOUNDS = {"agents": COUNT, "rounds": COUNT, "hold_min": WAIT, "hold_max": WAIT,
           "lease": Bound(above=0, high=86_400), "wait": WAIT, "think": WAIT}
 LOCK, BARRIER = "critical", "done"
+#: A realtime run resumes by running this script again on the restored world, each
+#: agent replaying its stored calls up to the section the kill cut (see above).
+RESUMABLE = True
 
 
 async def contender(agent: Participant) -> None:
     """Acquire, hold for a seeded time, release; ``rounds`` times; then the barrier."""
     p = agent.params
+    io = Replay(agent, p.get("before", ()))  # a resumed run: its calls before the kill
     outcome = agent.outcome
     outcome.update(sections=[], granted=0, refused=0, waited=0.0, waits=0, released=0,
                    release_refused=0)
     for _ in range(int(p["rounds"])):
-        await agent.sleep(float(p["think"]) * float(agent.rng.random()))
-        got = await agent.call("a2a_lock_acquire", lock_id=LOCK, wait=float(p["wait"]),
-                               lease=float(p["lease"]), call_timeout=None)
+        await io.sleep(float(p["think"]) * float(agent.rng.random()))
+        got = await io.call("a2a_lock_acquire", lock_id=LOCK, wait=float(p["wait"]),
+                            lease=float(p["lease"]), call_timeout=None)
         if not got.get("granted"):
             outcome["refused"] += 1
             mark(agent, "lock_refused", reason=got.get("reason"))
             continue
-        entered = agent.now
+        entered = io.now
         outcome["granted"] += 1
         outcome["waited"] += float(got["waited"])
         outcome["waits"] += int(got["waited"] > 0)
         mark(agent, "enter", waited=got["waited"])
         hold = float(p["hold_min"]) + (float(p["hold_max"]) - float(p["hold_min"])) * float(
             agent.rng.random())
-        await agent.sleep(hold)
-        outcome["sections"].append([entered, agent.now])
+        await io.sleep(hold)
+        outcome["sections"].append([entered, io.now])
         mark(agent, "leave", held=round(hold, 6))
-        released = await agent.call("a2a_lock_release", lock_id=LOCK)
+        released = await io.call("a2a_lock_release", lock_id=LOCK)
         if released.get("success"):
             outcome["released"] += 1
         else:
             outcome["release_refused"] += 1  # the lease ran out: someone else has it now
-    barrier = await agent.call("a2a_barrier_enter", barrier_id=BARRIER,
-                               expected_count=agent.crew, timeout=PATIENCE, call_timeout=None)
+    barrier = await io.call("a2a_barrier_enter", barrier_id=BARRIER,
+                            expected_count=agent.crew, timeout=PATIENCE, call_timeout=None)
     outcome["barrier"] = bool(barrier.get("released"))
     mark(agent, "barrier", released=outcome["barrier"])
+
+
+def _before_kill(simu: Simulation, sid: str, agent_id: str) -> list[dict[str, Any]]:
+    """A resumed run: ``agent_id``'s lock and ``done`` barrier calls before the kill, up to
+    the acquire of the section it was in (or waiting for) when the kill came."""
+    image = simu.restored
+    assert image is not None
+    calls = [c for c in calls_before(simu, agent_id)
+             if c["tool"] in ("a2a_lock_acquire", "a2a_lock_release")
+             or (c["tool"] == "a2a_barrier_enter" and c["args"].get("barrier_id") == BARRIER)]
+    events = [e for e in session_events(simu, sid, "lock_released", "barrier_released")
+              if e["seq"] < image.seq]
+    last = calls[-1] if calls else None
+    if last is not None and last["answer"] is None:
+        if last["tool"] == "a2a_lock_release":
+            done = [e for e in events if e["event"] == "lock_released" and e["seq"] > last["seq"]
+                    and e["holder"] == agent_id]
+            if done:
+                last.update(answered=done[0]["t"], answer={
+                    "success": True, "released": True, "lock_id": LOCK,
+                    "next_holder": done[0].get("next_holder")})
+        elif last["tool"] == "a2a_barrier_enter":
+            # released if the log shows it: its event, or another agent's answer
+            released = [e["t"] for e in events if e["event"] == "barrier_released"
+                        and e["barrier_id"] == BARRIER and agent_id in e["arrived"]]
+            released += [c["answered"] for other in _crew(simu, sid) if other != agent_id
+                         for c in calls_before(simu, other)
+                         if c["tool"] == "a2a_barrier_enter" and c["answer"] is not None
+                         and c["args"].get("barrier_id") == BARRIER
+                         and c["answer"].get("released")
+                         and agent_id in c["answer"].get("arrived", ())]
+            if released:
+                last.update(answered=min(released), answer={"success": True, "released": True,
+                                                            "barrier_id": BARRIER})
+    # the section the kill cut (acquired, or asked for, and not released): done again
+    for i in range(len(calls) - 1, -1, -1):
+        if calls[i]["tool"] == "a2a_lock_release" and calls[i]["answer"] is not None:
+            break
+        if calls[i]["tool"] == "a2a_lock_acquire":
+            del calls[i:]
+            break
+    return calls
+
+
+def _crew(simu: Simulation, sid: str) -> list[str]:
+    image = simu.restored
+    assert image is not None
+    return list(image.sessions[sid].members) if sid in image.sessions else []
 
 
 def run(simu: Simulation, *, agents: int, rounds: int, hold_min: float, hold_max: float,
@@ -81,7 +142,8 @@ def run(simu: Simulation, *, agents: int, rounds: int, hold_min: float, hold_max
                           max_agents=agents)
     crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=agents, behaviour=contender,
                   rounds=rounds, hold_min=hold_min, hold_max=hold_max, lease=lease, wait=wait,
-                  think=think)
+                  think=think, **({"before": _before_kill(simu, sid, f"builder-{i + 1}")}
+                                  if simu.restored is not None else {}))
             for i in range(agents)]
     simu.run()
     sections = [tuple(s) for a in crew for s in a.outcome.get("sections", [])]
