@@ -375,6 +375,8 @@ class _Fold:
             task["approval_requested_at"] = r.t
         elif kind == "approval_resolved":
             task["approval_requested_at"] = None
+            if body.get("decision") == "skip":  # what approval_respond puts in its place
+                task["result"] = {"skipped": True}
         elif kind == "task_dependencies_added":
             for dep in body.get("added") or ():
                 if dep not in task["dependencies"]:

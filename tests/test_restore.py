@@ -403,3 +403,15 @@ def test_a_task_whose_delegation_was_not_answered_yet_is_folded_from_its_call() 
     (task,) = session.tasks.values()
     assert (task["description"], task["region"], task["payload"]) == (
         "build kernel", args["region"], args["payload"])
+
+
+def test_a_skipped_approval_leaves_the_skip_result_in_the_fold_before_its_result_is_sent() -> None:
+    """approval_respond with skip puts {"skipped": true} in the task's result; a log that
+    ends at its approval_resolved event (before the task_result) keeps it."""
+    result = run_request(check_request("hitl_approval", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    skip = next(r for r in records if r.kind == "event" and r.type == "approval_resolved"
+                and r.content_obj()["decision"] == "skip")
+    image = fold(records, upto=skip.seq + 1)
+    (session,) = image.sessions.values()
+    assert session.tasks[skip.content_obj()["task_id"]]["result"] == {"skipped": True}
