@@ -348,6 +348,8 @@ class _Fold:
         task = s.tasks.get(tid)
         if task is None:
             return
+        if kind in ("task_completed", "task_failed", "task_blocked"):
+            self.reported(task, str(body.get("by")))
         if kind == "task_accepted":
             task.update(status="in_progress", accepted_at=r.t, claim_id=body.get("claim_id"),
                         _held=False)
@@ -373,6 +375,9 @@ class _Fold:
                 task["assigned_to"] = "any"
         elif kind == "approval_requested":
             task["approval_requested_at"] = r.t
+            # the report that asked for it: what it said is in the request
+            task.update(result=dict(body.get("result") or {}),
+                        artifacts=[dict(a) for a in body.get("artifacts") or ()])
         elif kind == "approval_resolved":
             task["approval_requested_at"] = None
             if body.get("decision") == "skip":  # what approval_respond puts in its place
@@ -381,6 +386,20 @@ class _Fold:
             for dep in body.get("added") or ():
                 if dep not in task["dependencies"]:
                     task["dependencies"].append(dep)
+
+    def reported(self, task: dict[str, Any], by: str) -> None:
+        """A task ended (or blocked) by ``by``'s report, when the log ends before the report's
+        answer and before the result went out: what the report said, from the call (the
+        reporter's oldest unanswered call to the queue)."""
+        waiting = self.pairs.waiting.get(("tasks", by))
+        call = waiting[0][1] if waiting else None
+        if call is None or call.get("tool") != "task_report":
+            return
+        args = call.get("args") or {}
+        if args.get("task_id") == task["task_id"]:
+            task.update(result=dict(args.get("result") or {}),
+                        artifacts=[dict(a) for a in args.get("artifacts") or ()],
+                        message=str(args.get("message") or ""))
 
 
 def _delegated(task: dict[str, Any], args: dict[str, Any]) -> None:

@@ -415,3 +415,23 @@ def test_a_skipped_approval_leaves_the_skip_result_in_the_fold_before_its_result
     image = fold(records, upto=skip.seq + 1)
     (session,) = image.sessions.values()
     assert session.tasks[skip.content_obj()["task_id"]]["result"] == {"skipped": True}
+
+
+def test_a_task_ended_by_a_report_whose_answer_is_not_in_the_log_keeps_what_it_said() -> None:
+    """A log that ends at a task_completed event, before the report's answer and the result
+    sent to the delegator, still gives the task what the report said (from the call)."""
+    result = run_request(check_request("delegation_chain", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    checked = 0
+    for done in (r for r in records if r.kind == "event" and r.type == "task_completed"):
+        report = next(r for r in reversed(records[:done.seq])
+                      if r.type == "coordination_request"
+                      and r.content_obj().get("tool") == "task_report")
+        said = report.content_obj()["args"]
+        image = fold(records, upto=done.seq + 1)
+        (session,) = image.sessions.values()
+        task = session.tasks[done.content_obj()["task_id"]]
+        assert (task["result"], task["artifacts"]) == (said.get("result", {}),
+                                                       said.get("artifacts", []))
+        checked += bool(said.get("result")) + bool(said.get("artifacts"))
+    assert checked >= 2  # the build's artifacts and the test's result
