@@ -125,14 +125,29 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
     """Start one participant of ``role`` (``agent_id`` is also its display name).
 
     The scenario is the session's host: it grants the role first, for a role
-    the session grants rather than opens (the architect's, by default).
+    the session grants rather than opens (the architect's, by default). In a resumed
+    run the agent is its name's next incarnation, and ``params["published_before"]``
+    names the delegations whose events it had published (see ``DelegationLedger.recover``).
     """
     simu.grant(session_id, agent_id, role)
     resumed = {"regroup": True} if simu.restored is not None else {}
+    if simu.restored is not None:
+        params.setdefault("published_before", _published_before(simu, agent_id))
     agent: Participant = simu.supervisor.start_child(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
         behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params, **resumed)
     return agent
+
+
+def _published_before(simu: Simulation, agent_id: str) -> list[str]:
+    """The delegations whose ``delegation.*`` event ``agent_id`` published before the kill
+    (from the stored log): a resumed delegator does not publish them again
+    (``DelegationLedger.recover``)."""
+    image = simu.restored
+    assert image is not None
+    return [str(r.content_obj().get("delegation_id")) for r in run_records(simu, "event")
+            if r.seq < image.seq and r.sender == agent_id
+            and r.type in ("delegation.completed", "delegation.failed")]
 
 
 P = TypeVar("P", bound=Participant)
