@@ -5,6 +5,7 @@ the run that wrote the log, at its end and after every call of random sessions."
 from __future__ import annotations
 
 import collections
+import json
 import os
 import random
 import subprocess
@@ -435,3 +436,66 @@ def test_a_task_ended_by_a_report_whose_answer_is_not_in_the_log_keeps_what_it_s
                                                        said.get("artifacts", []))
         checked += bool(said.get("result")) + bool(said.get("artifacts"))
     assert checked >= 2  # the build's artifacts and the test's result
+
+
+#: Scenarios whose resumed crew takes back what the stopped one did (tasks, claims, events)
+#: rather than doing it again: checked strictly by the test below.
+TAKEN_BACK = ("async_delegation", "best_of_n", "conflict_resolution", "conflict_storm",
+              "delegation_chain", "hitl_approval", "locks_barriers", "permissions", "plan_run",
+              "writer_critic")
+
+
+def _done_twice(records: list[Any], stopped: int) -> list[str]:
+    """What the resumed part of a log (records from ``stopped`` on) did that the stopped
+    part had done already: a task delegated again (same delegator, type and description),
+    a claim made again (same agent and region, while its first was still held), a
+    delegation or plan event published again."""
+    def delegations(part: list[Any]) -> collections.Counter[tuple[Any, ...]]:
+        return collections.Counter(
+            (r.sender, c["args"].get("task_type"), c["args"].get("description"))
+            for r in part if r.kind == "deliver" and r.type == "coordination_request"
+            and (c := r.content_obj()).get("tool") == "task_delegate")
+
+    twice = [f"delegated again: {key}" for key in
+             set(delegations(records[:stopped])) & set(delegations(records[stopped:]))]
+    held: dict[str, tuple[str, str]] = {}
+    published: collections.Counter[tuple[str, str]] = collections.Counter()
+    for r in records:
+        if r.kind != "event":
+            continue
+        body = r.content_obj()
+        if r.type == "region_claimed":
+            key = (body["agent_id"], json.dumps(body["region"], sort_keys=True))
+            if r.seq >= stopped and key in held.values():
+                twice.append(f"claimed again: {key}")
+            held[body["claim_id"]] = key
+        elif r.type == "region_released":
+            held.pop(body["claim_id"], None)
+        elif r.type.startswith(("delegation.", "plan.", "hitl.approval.")):
+            what = body.get("delegation_id") or f"{body.get('plan_id')}:{body.get('step_id')}"
+            published[(r.type, str(what))] += 1
+    twice += [f"published {n} times: {key}" for key, n in published.items() if n > 1]
+    return twice
+
+
+@pytest.mark.parametrize("scenario", TAKEN_BACK)
+def test_a_resumed_crew_does_nothing_twice(tmp_path: Path, scenario: str) -> None:
+    """Killed in realtime at two seeded points (other than the test above's), the scenario
+    resumes to success and its resumed crew redoes nothing the stopped one had done: no
+    task delegated again, no claim made again, no delegation, plan or approval event
+    published again (work in progress at the kill is requeued and done once, which is no
+    repeat: its task is the same)."""
+    assert getattr(load(scenario), "RESUMABLE", False)
+    whole = tmp_path / "whole.db"
+    assert _run_killed("", "run", scenario, "--mode", "realtime", "--store", str(whole)) == 0
+    length = len(list(open_run(whole).records()))
+    rng = random.Random(f"{scenario}: twice")
+    for point in sorted(rng.sample(range(length // 10, length * 19 // 20), 2)):
+        path = tmp_path / f"{point}.db"
+        if _run_killed(f"record:{point}", "run", scenario, "--mode", "realtime",
+                       "--store", str(path)) != -9:
+            continue
+        stopped = len(list(open_run(path).records()))
+        result = resume(path, record=False)
+        assert result.success, (scenario, point, result.summary)
+        assert _done_twice(list(open_run(path).records()), stopped) == [], (scenario, point)
