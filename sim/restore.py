@@ -165,6 +165,12 @@ class _Fold:
             content = r.content_obj()
             if not isinstance(content, dict):
                 return
+            if content.get("op") == "_agent_crashed" and content.get("reason") == "resumed":
+                # A resumed run starts here (Simulation.restore, before any agent of it
+                # calls): the stopped run's unanswered calls died with it and are never
+                # answered, so the next answers pair with the resumed agents' calls.
+                self.pairs = _Pairs()
+                return
             if r.sender in SERVICES:
                 self.internal(r, content)
             elif r.recipient in ("regions", "tasks", "coordinator") and "tool" in content:
