@@ -293,11 +293,14 @@ def calls_before(simu: Simulation, agent_id: str) -> list[dict[str, Any]]:
     made them ([] in a run that was not resumed), each a dict: ``tool``, ``args`` (as
     sent, defaults filled in), ``asked`` (simulated time), ``seq`` (its record),
     ``answer`` and ``answered`` (None for a call whose answer the log does not hold:
-    it never reached the agent, whatever the service did with it).
+    it never reached the agent, whatever the service did with it), ``until`` (for
+    such a call of an earlier incarnation: the seq where the run that made it was
+    resumed, with it dead; else None).
 
     Each service answers one agent's calls in the order it takes them, and a
     behaviour waits for each answer before its next call, so calls and answers
-    pair in order per service (as ``sim.restore`` pairs them).
+    pair in order per service (as ``sim.restore`` pairs them), within each run of
+    a log that was resumed before.
     """
     image = simu.restored
     if image is None:
@@ -307,12 +310,20 @@ def calls_before(simu: Simulation, agent_id: str) -> list[dict[str, Any]]:
     for r in run_records(simu, "deliver"):
         if r.seq >= image.seq:
             break
-        if r.type == "coordination_request" and r.sender == agent_id \
+        if r.type == "coordination_request" and r.recipient == "tasks" \
+                and r.content_obj().get("op") == "_agent_crashed" \
+                and r.content_obj().get("reason") == "resumed":  # an earlier resume began
+            for calls in waiting.values():
+                for call in calls:
+                    call["until"] = r.seq
+            waiting.clear()
+        elif r.type == "coordination_request" and r.sender == agent_id \
                 and r.recipient in SERVICES:
             content = r.content_obj()
             if isinstance(content, dict) and "tool" in content:
                 call = {"tool": str(content["tool"]), "args": dict(content.get("args") or {}),
-                        "asked": r.t, "seq": r.seq, "answer": None, "answered": None}
+                        "asked": r.t, "seq": r.seq, "answer": None, "answered": None,
+                        "until": None}
                 waiting.setdefault(r.recipient, []).append(call)
                 out.append(call)
         elif r.type == "coordination_response" and r.recipient == agent_id \
@@ -355,22 +366,24 @@ class Replay:
     while any is left, :meth:`call` returns the next one's answer instead of calling
     (RuntimeError if the script asks for another tool or other arguments: it went
     another way than the log), :meth:`sleep` returns at once, and :attr:`now` is the
-    time the log says it was. From the first call with no answer on, everything is
-    live. The script's random draws must come from ``agent.rng`` (its stream is the
-    same in every incarnation), so it makes the same choices on the same answers.
+    time the log says it was. From the last call, if it has no answer, everything is
+    live; a call with no answer before others died with an earlier run, and the
+    resume after it made it again (it is left out). The script's random draws must
+    come from ``agent.rng`` (its stream is the same in every incarnation), so it
+    makes the same choices on the same answers.
     """
 
     def __init__(self, agent: Participant, calls: Iterable[Mapping[str, Any]] = (),
                  inbox: Iterable[Message] = ()) -> None:
         self.agent = agent
-        self.calls = [dict(c) for c in calls]
+        given = [dict(c) for c in calls]
+        self.calls = [c for i, c in enumerate(given)
+                      if c.get("answer") is not None or i == len(given) - 1]
+        if self.calls and self.calls[-1].get("answer") is None:
+            self.calls.pop()  # the last call was never answered: live from there
         #: messages the stopped incarnations had been delivered (:func:`delivered_before`),
         #: which :meth:`receive` takes before waiting for new ones
         self.inbox = list(inbox)
-        for i, c in enumerate(self.calls):
-            if c.get("answer") is None:  # nothing after a call that was never answered
-                del self.calls[i:]
-                break
         self._now: float | None = None
         #: calls answered from the log
         self.replayed = 0

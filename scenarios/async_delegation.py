@@ -81,8 +81,8 @@ async def delegator(agent: Participant) -> None:
     alerted = set(before.get("alerted", ()))
     jobs = list(params["jobs"])
     if agent.resuming:
-        for record, job in zip(await ledger.recover(published=before.get("published", ())),
-                               jobs, strict=False):
+        taken_back = await ledger.recover(published=params.get("published_before", ()))
+        for record, job in zip(taken_back, jobs, strict=False):
             if record.description != f"job {job['job']}":
                 raise RuntimeError(f"{agent.name}: delegation {record.delegation_id} was "
                                    f"{record.description!r}, expected job {job['job']}")
@@ -146,8 +146,9 @@ def _before_kill(simu: Simulation, sid: str, delegator_id: str,
                  worker_ids: list[str]) -> dict[str, Any]:
     """A resumed run: what the stopped run did and was told, from its stored log ({} else).
 
-    ``rows`` the delegator's strip rows whose write was acknowledged; ``published`` and
-    ``alerted`` the delegations whose event and alert were published; ``echoes`` the
+    ``rows`` the delegator's strip rows whose write was acknowledged; ``alerted`` the
+    delegations whose alert was raised (``spawn`` names those whose event was published:
+    ``published_before``); ``echoes`` the
     results workers sent the delegator directly that reached it, ``duplicates`` the
     results that reached it for a delegation it already had one of (the stopped
     ledger's duplicates), ``refused`` the workers' second reports refused.
@@ -163,8 +164,6 @@ def _before_kill(simu: Simulation, sid: str, delegator_id: str,
     refused = sum(1 for w in worker_ids for tool, _, answer in answered_before(simu, w)
                   if tool == "task_report" and not answer.get("success"))
     return {"rows": rows,
-            "published": [e["delegation_id"] for e in stopped
-                          if e["event"] in ("delegation.completed", "delegation.failed")],
             "alerted": [e.get("delegation_id") for e in stopped if e["event"] == ALERT_EVENT],
             "echoes": sum(1 for d in heard if d["from"] != "tasks"),
             "duplicates": sum(n - 1 for n in per_task.values()),

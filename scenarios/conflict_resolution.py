@@ -129,22 +129,26 @@ def _refusal(simu: Simulation, sid: str, event: dict[str, Any]) -> dict[str, Any
 
 
 def _before_kill(simu: Simulation, sid: str, agent_id: str) -> dict[str, Any]:
-    """A resumed run: ``agent_id``'s calls before the kill (a last claim the kill left
-    unanswered answered from the event the log shows for it) and the messages it had
-    been delivered; {} in a run that was not resumed."""
-    if simu.restored is None:
+    """A resumed run: ``agent_id``'s calls before the kill (a claim a kill left unanswered
+    answered from the event the log shows for it) and the messages it had been
+    delivered; {} in a run that was not resumed."""
+    image = simu.restored
+    if image is None:
         return {}
     calls = [c for c in calls_before(simu, agent_id) if c["tool"] in _TOOLS]
-    last = calls[-1] if calls else None
-    if last is not None and last["answer"] is None and last["tool"] == "region_claim":
-        for e in session_events(simu, sid, "region_claimed", "conflict_detected"):
-            if last["seq"] < e["seq"] < simu.restored.seq and e["agent_id"] == agent_id:
+    events = session_events(simu, sid, "region_claimed", "conflict_detected")
+    for call in calls:
+        if call["answer"] is not None or call["tool"] != "region_claim":
+            continue
+        end = call["until"] if call["until"] is not None else image.seq
+        for e in events:
+            if call["seq"] < e["seq"] < end and e["agent_id"] == agent_id:
                 answer = {"success": True, "claim_id": e.get("claim_id"),
                           "agent_id": agent_id, "region": e["region"],
                           "exclusive": e.get("exclusive"), "expires_at": e.get("expires_at"),
                           "conflicts": []} if e["event"] == "region_claimed" \
                     else _refusal(simu, sid, e)
-                last.update(answered=e["t"], answer=answer)
+                call.update(answered=e["t"], answer=answer)
                 break
     return {"before": calls, "inbox": delivered_before(simu, agent_id, "status_update")}
 

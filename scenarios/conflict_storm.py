@@ -139,30 +139,33 @@ def overlaps_during(held: list[list[Any]]) -> int:
 
 
 def _before_kill(simu: Simulation, sid: str, agent_id: str) -> list[dict[str, Any]]:
-    """A resumed run: ``agent_id``'s calls of the script's tools before the kill, a last
-    one the kill left unanswered answered from what the log shows it did (if it did)."""
+    """A resumed run: ``agent_id``'s calls of the script's tools before the kill, each one
+    a kill left unanswered answered from what the log shows it did (if it did)."""
+    image = simu.restored
+    assert image is not None
     calls = [c for c in calls_before(simu, agent_id) if c["tool"] in _TOOLS]
-    if calls and calls[-1]["answer"] is None:
-        last = calls[-1]
-        for e in session_events(simu, sid, "region_claimed", "conflict_detected",
-                                "region_released"):
-            if e["seq"] < last["seq"] or e["agent_id"] != agent_id \
-                    or (simu.restored is not None and e["seq"] >= simu.restored.seq):
+    events = session_events(simu, sid, "region_claimed", "conflict_detected", "region_released")
+    for call in calls:
+        if call["answer"] is not None:
+            continue
+        end = call["until"] if call["until"] is not None else image.seq
+        for e in events:
+            if not call["seq"] < e["seq"] < end or e["agent_id"] != agent_id:
                 continue
             answer: dict[str, Any] | None = None
-            if last["tool"] == "region_claim" and e["event"] == "region_claimed":
+            if call["tool"] == "region_claim" and e["event"] == "region_claimed":
                 answer = {"success": True, "claim_id": e["claim_id"], "agent_id": agent_id,
                           "region": e["region"], "exclusive": e["exclusive"],
                           "expires_at": e["expires_at"], "conflicts": []}
-            elif last["tool"] == "region_claim" and e["event"] == "conflict_detected":
+            elif call["tool"] == "region_claim" and e["event"] == "conflict_detected":
                 # refused; the suggestion went with the answer: none is known
                 answer = {"success": False, "error": "region_conflict",
                           "message": "refused before the kill", "suggestion_region": None}
-            elif last["tool"] == "region_release" and e["event"] == "region_released" \
-                    and e["claim_id"] == last["args"].get("claim_id"):
+            elif call["tool"] == "region_release" and e["event"] == "region_released" \
+                    and e["claim_id"] == call["args"].get("claim_id"):
                 answer = {"success": True, "claim_id": e["claim_id"]}
             if answer is not None:
-                last.update(answer=answer, answered=e["t"])
+                call.update(answer=answer, answered=e["t"])
                 break
     return calls
 

@@ -87,8 +87,9 @@ async def contender(agent: Participant) -> None:
 
 
 def _before_kill(simu: Simulation, sid: str, agent_id: str) -> list[dict[str, Any]]:
-    """A resumed run: ``agent_id``'s lock and ``done`` barrier calls before the kill, up to
-    the acquire of the section it was in (or waiting for) when the kill came."""
+    """A resumed run: ``agent_id``'s lock and ``done`` barrier calls before the kill, less
+    the sections a kill cut (acquired, or asked for, and never released), which were
+    or are to be done again."""
     image = simu.restored
     assert image is not None
     calls = [c for c in calls_before(simu, agent_id)
@@ -96,36 +97,44 @@ def _before_kill(simu: Simulation, sid: str, agent_id: str) -> list[dict[str, An
              or (c["tool"] == "a2a_barrier_enter" and c["args"].get("barrier_id") == BARRIER)]
     events = [e for e in session_events(simu, sid, "lock_released", "barrier_released")
               if e["seq"] < image.seq]
-    last = calls[-1] if calls else None
-    if last is not None and last["answer"] is None:
-        if last["tool"] == "a2a_lock_release":
-            done = [e for e in events if e["event"] == "lock_released" and e["seq"] > last["seq"]
-                    and e["holder"] == agent_id]
+    for call in calls:
+        if call["answer"] is not None:
+            continue
+        end = call["until"] if call["until"] is not None else image.seq
+        if call["tool"] == "a2a_lock_release":
+            done = [e for e in events if e["event"] == "lock_released"
+                    and call["seq"] < e["seq"] < end and e["holder"] == agent_id]
             if done:
-                last.update(answered=done[0]["t"], answer={
+                call.update(answered=done[0]["t"], answer={
                     "success": True, "released": True, "lock_id": LOCK,
                     "next_holder": done[0].get("next_holder")})
-        elif last["tool"] == "a2a_barrier_enter":
+        elif call["tool"] == "a2a_barrier_enter":
             # released if the log shows it: its event, or another agent's answer
             released = [e["t"] for e in events if e["event"] == "barrier_released"
+                        and call["seq"] < e["seq"] < end
                         and e["barrier_id"] == BARRIER and agent_id in e["arrived"]]
             released += [c["answered"] for other in _crew(simu, sid) if other != agent_id
                          for c in calls_before(simu, other)
                          if c["tool"] == "a2a_barrier_enter" and c["answer"] is not None
+                         and c["seq"] < end and c["answered"] >= call["asked"]
                          and c["args"].get("barrier_id") == BARRIER
                          and c["answer"].get("released")
                          and agent_id in c["answer"].get("arrived", ())]
             if released:
-                last.update(answered=min(released), answer={"success": True, "released": True,
-                                                            "barrier_id": BARRIER})
-    # the section the kill cut (acquired, or asked for, and not released): done again
-    for i in range(len(calls) - 1, -1, -1):
-        if calls[i]["tool"] == "a2a_lock_release" and calls[i]["answer"] is not None:
-            break
-        if calls[i]["tool"] == "a2a_lock_acquire":
-            del calls[i:]
-            break
-    return calls
+                call.update(answered=min(released), answer={
+                    "success": True, "released": True, "barrier_id": BARRIER})
+    # a section a kill cut (no answered release before the next acquire): done again
+    kept: list[dict[str, Any]] = []
+    for i, call in enumerate(calls):
+        if call["tool"] == "a2a_lock_acquire":
+            after = next((c for c in calls[i + 1:] if c["tool"] != "a2a_lock_release"
+                          or c["answer"] is not None), None)
+            if after is None or after["tool"] != "a2a_lock_release":
+                continue
+        elif call["tool"] == "a2a_lock_release" and call["answer"] is None:
+            continue
+        kept.append(call)
+    return kept
 
 
 def _crew(simu: Simulation, sid: str) -> list[str]:
