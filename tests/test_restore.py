@@ -480,10 +480,11 @@ def _done_twice(records: list[Any], stopped: int) -> list[str]:
 
 @pytest.mark.parametrize("scenario", TAKEN_BACK)
 def test_a_resumed_crew_does_nothing_twice(tmp_path: Path, scenario: str) -> None:
-    """Killed in realtime at two seeded points (other than the test above's), the scenario
-    resumes to success and its resumed crew redoes nothing the stopped one had done: no
-    task delegated again, no claim made again, no delegation, plan or approval event
-    published again (work in progress at the kill is requeued and done once, which is no
+    """Killed in realtime at two seeded points (other than the test above's), and killed,
+    resumed, killed again in its resume and resumed at a third pair, the scenario resumes
+    to success and its resumed crew redoes nothing a stopped one had done: no task
+    delegated again, no claim made again, no delegation, plan or approval event
+    published again (work in progress at a kill is requeued and done once, which is no
     repeat: its task is the same)."""
     assert getattr(load(scenario), "RESUMABLE", False)
     whole = tmp_path / "whole.db"
@@ -499,3 +500,15 @@ def test_a_resumed_crew_does_nothing_twice(tmp_path: Path, scenario: str) -> Non
         result = resume(path, record=False)
         assert result.success, (scenario, point, result.summary)
         assert _done_twice(list(open_run(path).records()), stopped) == [], (scenario, point)
+    first, second = sorted(rng.sample(range(length // 5, length * 19 // 20), 2))
+    path = tmp_path / "twice.db"
+    if _run_killed(f"record:{first}", "run", scenario, "--mode", "realtime",
+                   "--store", str(path)) != -9:
+        return
+    stops = [len(list(open_run(path).records()))]
+    if _run_killed(f"record:{max(second, stops[0] + 5)}", "resume", str(path)) == -9:
+        stops.append(len(list(open_run(path).records())))
+    result = resume(path, record=False)
+    assert result.success, (scenario, first, second, result.summary)
+    after = list(open_run(path).records())
+    assert [_done_twice(after, stop) for stop in stops] == [[]] * len(stops), (scenario, stops)
