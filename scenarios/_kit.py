@@ -10,7 +10,8 @@ Rectangles
     :func:`box` (a region dict), :func:`overlapping_pairs`.
 Reading what a run recorded
     :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run
-    the stopped run's stored log first), :func:`calls_before` and
+    the stopped run's stored log first, as :func:`run_records` reads the whole
+    log), :func:`calls_before` and
     :func:`answered_before` (what an agent of a resumed run asked and was told
     before the kill), :func:`delivered_before` (what reached it), :class:`Replay`
     (going through it again), :func:`count`,
@@ -277,11 +278,11 @@ def run_records(simu: Simulation, kind: str | None = None) -> Iterator[TraceReco
     """
     offset = 0
     image, store = simu.restored, simu.store
-    if image is not None and store is not None:
+    if image is not None:
         stopped = _STOPPED.get(simu)
-        if stopped is None:
-            stopped = _STOPPED[simu] = [r for r in StoredRun(store.path).records()
-                                        if r.seq < image.seq]
+        if stopped is None:  # (no store: an image restored by hand, without its log)
+            stopped = _STOPPED[simu] = [] if store is None else [
+                r for r in StoredRun(store.path).records() if r.seq < image.seq]
         yield from (r for r in stopped if kind is None or r.kind == kind)
         offset = image.seq
     for record in simu.dispatcher.trace.records(kind):
