@@ -154,6 +154,10 @@ class _Fold:
         self.serials: dict[str, int] = {"regions": 0, "tasks": 0, "coordinator": 0}
         self.problems: list[str] = []
         self.completions: dict[str, int] = {}
+        #: the task queue's last claim request for a task_accept (agent, region, task id)
+        self.claiming: tuple[str, str, str] | None = None
+        #: claim id -> the task it was made for, by task_accept
+        self.task_claims: dict[str, str] = {}
 
     def session(self, sid: Any) -> SessionImage | None:
         return self.sessions.get(sid) if isinstance(sid, str) else None
@@ -196,6 +200,10 @@ class _Fold:
             return
         if r.recipient != "regions":
             return  # every membership operation goes to each service: regions' copy serves
+        if op == "_claim_for" and str(content.get("purpose", "")).startswith("task "):
+            self.claiming = (str(content.get("agent_id")), _key(content.get("region")),
+                             str(content["purpose"]).removeprefix("task "))
+            return
         if op == "_session" and isinstance(content.get("session"), dict):
             info = dict(content["session"])
             sid = str(info["session_id"])
@@ -318,6 +326,10 @@ class _Fold:
                 "agent_id": str(body["agent_id"]), "region": dict(body["region"]),
                 "exclusive": bool(body.get("exclusive", True)), "claimed_at": r.t,
                 "expires_at": body.get("expires_at"), "serial": serial}
+            if self.claiming is not None and self.claiming[:2] == (
+                    str(body["agent_id"]), _key(body["region"])):
+                self.task_claims[cid] = self.claiming[2]
+            self.claiming = None
             return
         if kind == "region_released" and s.regions is not None:
             s.regions.claims.pop(str(body.get("claim_id")), None)
@@ -416,6 +428,10 @@ def _delegated(task: dict[str, Any], args: dict[str, Any]) -> None:
                 payload=dict(args.get("payload") or {}))
 
 
+def _key(region: Any) -> str:
+    return repr(sorted(dict(region).items())) if isinstance(region, dict) else repr(region)
+
+
 def _serial(identifier: str) -> int:
     """The serial at the end of an id such as ``claim_000012`` (0 when there is none)."""
     tail = identifier.rsplit("_", 1)[-1]
@@ -453,6 +469,13 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
             # A failed or completed task whose result went to nobody keeps {}.
             task["priority"] = str(task["priority"])
             parse_priority(task["priority"])  # a ValueError here is a fold bug
+    # A claim task_accept made whose acceptance the log does not hold: the task is still
+    # pending (its assignee accepts it again, claiming again), so the claim is no one's.
+    for s in f.sessions.values():
+        if s.regions is not None:
+            for cid, tid in f.task_claims.items():
+                if cid in s.regions.claims and s.tasks.get(tid, {}).get("claim_id") != cid:
+                    del s.regions.claims[cid]
     # A session whose creation was never answered is not kept: its host never learned
     # of it, no agent can have joined it, and a resumed scenario makes it again.
     for sid in [sid for sid, s in f.sessions.items() if not s.owner]:

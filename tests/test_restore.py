@@ -445,10 +445,11 @@ TAKEN_BACK = ("async_delegation", "best_of_n", "conflict_resolution", "conflict_
               "writer_critic")
 
 
-def _done_twice(records: list[Any], stopped: int) -> list[str]:
+def _done_twice(records: list[Any], stopped: int, claims: set[str] | None = None) -> list[str]:
     """What the resumed part of a log (records from ``stopped`` on) did that the stopped
     part had done already: a task delegated again (same delegator, type and description),
-    a claim made again (same agent and region, while its first was still held), a
+    a claim made again (same agent and region, while its first was still held: at the
+    resume, held means among ``claims``, the claims the world was restored with), a
     delegation or plan event published again."""
     def delegations(part: list[Any]) -> collections.Counter[tuple[Any, ...]]:
         return collections.Counter(
@@ -461,6 +462,8 @@ def _done_twice(records: list[Any], stopped: int) -> list[str]:
     held: dict[str, tuple[str, str]] = {}
     published: collections.Counter[tuple[str, str]] = collections.Counter()
     for r in records:
+        if r.seq == stopped and claims is not None:
+            held = {cid: key for cid, key in held.items() if cid in claims}
         if r.kind != "event":
             continue
         body = r.content_obj()
@@ -497,18 +500,43 @@ def test_a_resumed_crew_does_nothing_twice(tmp_path: Path, scenario: str) -> Non
                        "--store", str(path)) != -9:
             continue
         stopped = len(list(open_run(path).records()))
+        claims = _claims_restored(path)
         result = resume(path, record=False)
         assert result.success, (scenario, point, result.summary)
-        assert _done_twice(list(open_run(path).records()), stopped) == [], (scenario, point)
+        assert _done_twice(list(open_run(path).records()), stopped, claims) == [], \
+            (scenario, point)
     first, second = sorted(rng.sample(range(length // 5, length * 19 // 20), 2))
     path = tmp_path / "twice.db"
     if _run_killed(f"record:{first}", "run", scenario, "--mode", "realtime",
                    "--store", str(path)) != -9:
         return
-    stops = [len(list(open_run(path).records()))]
-    if _run_killed(f"record:{max(second, stops[0] + 5)}", "resume", str(path)) == -9:
-        stops.append(len(list(open_run(path).records())))
+    stops = [(len(list(open_run(path).records())), _claims_restored(path))]
+    if _run_killed(f"record:{max(second, stops[0][0] + 5)}", "resume", str(path)) == -9:
+        stops.append((len(list(open_run(path).records())), _claims_restored(path)))
     result = resume(path, record=False)
     assert result.success, (scenario, first, second, result.summary)
     after = list(open_run(path).records())
-    assert [_done_twice(after, stop) for stop in stops] == [[]] * len(stops), (scenario, stops)
+    assert [_done_twice(after, *stop) for stop in stops] == [[]] * len(stops), (scenario, stops)
+
+
+def _claims_restored(path: Path) -> set[str]:
+    """The claims a resume of the interrupted run at ``path`` restores."""
+    image = image_of(open_run(path))
+    return {cid for s in image.sessions.values() if s.regions is not None
+            for cid in s.regions.claims}
+
+
+def test_a_claim_made_for_an_acceptance_the_log_does_not_hold_is_no_ones() -> None:
+    """task_accept claims the task's region, then accepts: a log that ends between the two
+    leaves the task pending, and the claim is not restored (its assignee accepts again,
+    claiming again); once the acceptance is in the log, the claim is the task's."""
+    result = run_request(check_request("delegation_chain", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    claimed = next(r for r in records if r.kind == "event" and r.type == "region_claimed")
+    accepted = next(r for r in records if r.kind == "event" and r.type == "task_accepted"
+                    and r.content_obj().get("claim_id") == claimed.content_obj()["claim_id"])
+    claim = claimed.content_obj()["claim_id"]
+    for upto, kept in ((claimed.seq + 1, False), (accepted.seq + 1, True)):
+        (session,) = fold(records, upto=upto).sessions.values()
+        assert session.regions is not None
+        assert (claim in session.regions.claims) == kept, upto
