@@ -16,6 +16,16 @@ Parameters: agents, rounds, hold_min, hold_max, lease, wait, think.
 Success: every acquisition granted, every release accepted, at most one agent
 in the critical section at any time (max_concurrent 1), no lease expired, and
 the barrier released every agent.
+
+Resumed after a kill (``barnraise resume``, realtime): how far each agent had got
+is in no service, so its next incarnation goes through its script again
+(``_kit.Replay``): its calls are answered from the stored log and not made again,
+up to the section it was in (or waiting for) at the kill, which the kill cut short
+and which is done again, live, from its acquire on (the lock is free in the
+restored world, or still its name's, and acquiring a lock one holds renews it; its
+waiters and the barrier's arrivals were the stopped run's). A release the log
+shows done or a barrier it shows released, whose answer the kill took, is answered
+from that.
 """
 
 from __future__ import annotations
