@@ -444,13 +444,23 @@ def test_snapshots_decode_to_the_world(tmp_path: pathlib.Path) -> None:
 
 def test_resume_and_replay_refuse_what_they_cannot_do(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A scenario of the user's that does not say how it resumes (RESUMABLE) in realtime.
+    script = tmp_path / "plain_scenario.py"
+    script.write_text(
+        "from scenarios._kit import host_session\n"
+        "PARAMS = {}\n"
+        "def run(simu):\n"
+        "    _, sid = host_session(simu, session_name='S', grid_size=8)\n"
+        "    return {'session_id': sid}\n"
+        "def check(summary):\n"
+        "    return True\n")
     realtime = tmp_path / "rt.db"
-    run("locks_barriers", mode="realtime", time_scale=200.0, record=False, store=realtime)
+    run(str(script), mode="realtime", time_scale=200.0, record=False, store=realtime)
     with sqlite3.connect(realtime) as db:  # as if it had been killed
         db.execute("UPDATE run SET status = 'running'")
     db.close()
     before = _digest_of_file(realtime)
-    for argv, words in ((["resume", str(realtime)], "only deterministic runs resume"),
+    for argv, words in ((["resume", str(realtime)], "does not declare how it resumes"),
                         (["replay", str(realtime)], "realtime run"),
                         (["run", "locks_barriers", "--store",
                           str(tmp_path / "no" / "such" / "dir.db")], "cannot open it")):
