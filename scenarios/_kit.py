@@ -12,8 +12,12 @@ Seeded data
 Rectangles
     :func:`box` (a region dict), :func:`overlapping_pairs`.
 Reading what a run recorded
-    :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run the
-    stopped run's log first, :func:`resumed_at`), :func:`count`,
+    :func:`session_events` and :func:`deliveries` (from the trace; in a resumed run
+    the stopped run's stored log first, as :func:`run_records` reads the whole log;
+    :func:`resumed_at` is where the resumed run began), :func:`calls_before` and
+    :func:`answered_before` (what an agent of a resumed run asked and was told
+    before the kill), :func:`delivered_before` (what reached it), :class:`Replay`
+    (going through it again), :func:`count`,
     :func:`mark` (an agent's timeline), :func:`max_concurrent`, :func:`min_gap`,
     :func:`mean`, :func:`percentile`.
 
@@ -27,7 +31,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import numpy as np
@@ -39,13 +44,20 @@ from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.dispatch import seed_for
 from sim.geometry import Rect
+from sim.messages import Message
 from sim.store import StoredRun
+from sim.tools import SERVICES
+from sim.trace import TraceRecord
 
 __all__ = [
     "PATIENCE",
     "ROLE_BEHAVIOURS",
+    "Replay",
+    "answered_before",
     "box",
+    "calls_before",
     "count",
+    "delivered_before",
     "deliveries",
     "host_session",
     "kernel_blueprint",
@@ -61,6 +73,7 @@ __all__ = [
     "resumed_at",
     "rng_for",
     "rows_built",
+    "run_records",
     "seeded_tiles",
     "session_events",
     "spawn",
@@ -125,18 +138,33 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
     the session grants rather than opens (the architect's, by default).
 
     In a resumed run (``simu.restored``) an agent of a session the stopped run had
-    made is its name's next incarnation and regroups with its crew (``Participant``);
-    one of a session made only now starts afresh, as in a new run.
+    made is its name's next incarnation and regroups with its crew (``Participant``),
+    and ``params["published_before"]`` names the delegations whose events it had
+    published (see ``DelegationLedger.recover``); one of a session made only now
+    starts afresh, as in a new run.
     """
     simu.grant(session_id, agent_id, role)
     restored = simu.restored
     resumed = restored is not None and session_id in restored.sessions
     options: dict[str, Any] = {"regroup": True} if resumed else {}
+    if resumed:
+        params.setdefault("published_before", _published_before(simu, agent_id))
     agent: Participant = simu.supervisor.start_child(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
         behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params,
         resumed=None if restored is None else resumed, **options)
     return agent
+
+
+def _published_before(simu: Simulation, agent_id: str) -> list[str]:
+    """The delegations whose ``delegation.*`` event ``agent_id`` published before the kill
+    (from the stored log): a resumed delegator does not publish them again
+    (``DelegationLedger.recover``)."""
+    image = simu.restored
+    assert image is not None
+    return [str(r.content_obj().get("delegation_id")) for r in run_records(simu, "event")
+            if r.seq < image.seq and r.sender == agent_id
+            and r.type in ("delegation.completed", "delegation.failed")]
 
 
 P = TypeVar("P", bound=Participant)
@@ -217,22 +245,6 @@ def overlapping_pairs(regions: Sequence[Rect | Mapping[str, int]]) -> list[tuple
 # -- reading what a run recorded ---------------------------------------------------------------
 
 
-def _stored(simu: Simulation, kind: str, types: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """A resumed run's stored log before the resume (the stopped run's records): those of
-    ``kind`` (and of ``types``, when given), as ``StoredRun.events`` gives them, in order.
-    Empty in a run that is not a resumed one."""
-    if simu.restored is None:
-        return []
-    if simu.store is None:
-        raise RuntimeError("a resumed run reads what its stopped run recorded from its "
-                           "store, and this Simulation has none")
-    stored = StoredRun(simu.store.path)
-    end = simu.store.offset
-    found = [e for t in (types or [None]) for e in stored.events(type=t, kind=kind)
-             if e["seq"] < end]
-    return sorted(found, key=lambda e: int(e["seq"]))
-
-
 def resumed_at(simu: Simulation) -> int:
     """The seq (in the run's whole log) of a resumed run's first record: what
     :func:`session_events` and :func:`deliveries` give with a smaller ``seq`` the stopped
@@ -285,36 +297,193 @@ def session_events(simu: Simulation, session_id: str, *types: str,
     Each is the event's payload plus ``seq`` and ``t`` (its trace record's).
     ``types`` keeps the events of those types; ``prefix`` those whose type
     starts with it (``"plan."``); with neither, every event. Read from the trace,
-    so it sees everything, whoever subscribed. A resumed run's come first from the
-    stopped run's log, then from its own trace; ``seq`` is the record's in the
-    whole log.
+    so it sees everything, whoever subscribed. In a resumed run the stopped run's
+    events come first, from its stored log, and ``seq`` is the store's numbering
+    (:func:`run_records`).
     """
     topic = f"session:{session_id}:events"
     wanted = set(types)
-    out = [{**e["content"], "seq": e["seq"], "t": e["time"]}
-           for e in _stored(simu, "event", sorted(wanted))
-           if e["recipient"] == topic and str(e["type"]).startswith(prefix)]
-    offset = resumed_at(simu)
-    for record in simu.dispatcher.trace.records("event"):
+    out = []
+    for record in run_records(simu, "event"):
         if record.recipient != topic or not record.type.startswith(prefix):
             continue
         if wanted and record.type not in wanted:
             continue
-        out.append({**record.content_obj(), "seq": record.seq + offset, "t": record.t})
+        out.append({**record.content_obj(), "seq": record.seq, "t": record.t})
     return out
 
 
 def deliveries(simu: Simulation, recipient: str, message_type: str) -> list[dict[str, Any]]:
     """Messages of ``message_type`` delivered to ``recipient``: seq, t, from and content
-    (in a resumed run, the stopped run's first, as :func:`session_events` does)."""
-    out = [{"seq": e["seq"], "t": e["time"], "from": e["sender"], "content": e["content"]}
-           for e in _stored(simu, "deliver", [message_type]) if e["recipient"] == recipient]
-    offset = resumed_at(simu)
-    for record in simu.dispatcher.trace.records("deliver"):
+    (in a resumed run, the stopped run's first: :func:`run_records`)."""
+    out = []
+    for record in run_records(simu, "deliver"):
         if record.recipient == recipient and record.type == message_type:
-            out.append({"seq": record.seq + offset, "t": record.t, "from": record.sender,
+            out.append({"seq": record.seq, "t": record.t, "from": record.sender,
                         "content": record.content_obj()})
     return out
+
+
+_STOPPED: weakref.WeakKeyDictionary[Simulation, list[TraceRecord]] = \
+    weakref.WeakKeyDictionary()
+
+
+def run_records(simu: Simulation, kind: str | None = None) -> Iterator[TraceRecord]:
+    """The whole run's trace records (of ``kind``), in order.
+
+    In a resumed realtime run (``simu.restored``) that is the stopped run's records,
+    read once from the store it left (up to the record the world was restored at),
+    then this process's, numbered on from there as the store numbers them: a count
+    or an order that spans the kill reads the log, not the crew's memory, which the
+    kill took.
+    """
+    offset = 0
+    image, store = simu.restored, simu.store
+    if image is not None:
+        stopped = _STOPPED.get(simu)
+        if stopped is None:  # (no store: an image restored by hand, without its log)
+            stopped = _STOPPED[simu] = [] if store is None else [
+                r for r in StoredRun(store.path).records() if r.seq < image.seq]
+        yield from (r for r in stopped if kind is None or r.kind == kind)
+        offset = image.seq
+    for record in simu.dispatcher.trace.records(kind):
+        yield record._replace(seq=record.seq + offset) if offset else record
+
+
+def calls_before(simu: Simulation, agent_id: str) -> list[dict[str, Any]]:
+    """In a resumed run: the tool calls ``agent_id`` made before the kill, in the order it
+    made them ([] in a run that was not resumed), each a dict: ``tool``, ``args`` (as
+    sent, defaults filled in), ``asked`` (simulated time), ``seq`` (its record),
+    ``answer`` and ``answered`` (None for a call whose answer the log does not hold:
+    it never reached the agent, whatever the service did with it), ``until`` (for
+    such a call of an earlier incarnation: the seq where the run that made it was
+    resumed, with it dead; else None).
+
+    Each service answers one agent's calls in the order it takes them, and a
+    behaviour waits for each answer before its next call, so calls and answers
+    pair in order per service (as ``sim.restore`` pairs them), within each run of
+    a log that was resumed before.
+    """
+    image = simu.restored
+    if image is None:
+        return []
+    waiting: dict[str, list[dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
+    for r in run_records(simu, "deliver"):
+        if r.seq >= image.seq:
+            break
+        if r.type == "coordination_request" and r.recipient == "tasks" \
+                and r.content_obj().get("op") == "_agent_crashed" \
+                and r.content_obj().get("reason") == "resumed":  # an earlier resume began
+            for calls in waiting.values():
+                for call in calls:
+                    call["until"] = r.seq
+            waiting.clear()
+        elif r.type == "coordination_request" and r.sender == agent_id \
+                and r.recipient in SERVICES:
+            content = r.content_obj()
+            if isinstance(content, dict) and "tool" in content:
+                call = {"tool": str(content["tool"]), "args": dict(content.get("args") or {}),
+                        "asked": r.t, "seq": r.seq, "answer": None, "answered": None,
+                        "until": None}
+                waiting.setdefault(r.recipient, []).append(call)
+                out.append(call)
+        elif r.type == "coordination_response" and r.recipient == agent_id \
+                and r.sender in SERVICES and waiting.get(r.sender):
+            call = waiting[r.sender].pop(0)
+            call.update(answer=r.content_obj(), answered=r.t)
+    return out
+
+
+def answered_before(simu: Simulation, agent_id: str) -> list[tuple[str, dict[str, Any], Any]]:
+    """In a resumed run: the tool calls ``agent_id`` made before the kill that were
+    answered, as (tool, args, answer), in the order it made them (:func:`calls_before`)."""
+    return [(c["tool"], c["args"], c["answer"]) for c in calls_before(simu, agent_id)
+            if c["answer"] is not None]
+
+
+def delivered_before(simu: Simulation, agent_id: str, *types: str) -> list[Message]:
+    """In a resumed run: the messages of ``types`` delivered to ``agent_id`` before the
+    kill (rebuilt from the stored log), in order; [] in a run that was not resumed."""
+    image = simu.restored
+    if image is None:
+        return []
+    out = []
+    for r in run_records(simu, "deliver"):
+        if r.seq >= image.seq:
+            break
+        if r.recipient == agent_id and r.type in types:
+            out.append(Message(message_id=f"logged-{r.seq}", timestamp=r.t, from_agent=r.sender,
+                               to_agent=agent_id, message_type=r.type, content=r.content_obj()))
+    return out
+
+
+class Replay:
+    """A resumed agent goes through what it did before the kill again, without redoing it.
+
+    For a scripted behaviour whose progress is not in the world's state (how many of
+    its rounds it had done, say): its next incarnation runs the same script, calling
+    and sleeping through this object. ``calls`` are the stopped incarnations' calls of
+    the script's tools (:func:`calls_before`), each with the answer the log gives it;
+    while any is left, :meth:`call` returns the next one's answer instead of calling
+    (RuntimeError if the script asks for another tool or other arguments: it went
+    another way than the log), :meth:`sleep` returns at once, and :attr:`now` is the
+    time the log says it was. From the last call, if it has no answer, everything is
+    live; a call with no answer before others died with an earlier run, and the
+    resume after it made it again (it is left out). The script's random draws must
+    come from ``agent.rng`` (its stream is the same in every incarnation), so it
+    makes the same choices on the same answers.
+    """
+
+    def __init__(self, agent: Participant, calls: Iterable[Mapping[str, Any]] = (),
+                 inbox: Iterable[Message] = ()) -> None:
+        self.agent = agent
+        given = [dict(c) for c in calls]
+        self.calls = [c for i, c in enumerate(given)
+                      if c.get("answer") is not None or i == len(given) - 1]
+        if self.calls and self.calls[-1].get("answer") is None:
+            self.calls.pop()  # the last call was never answered: live from there
+        #: messages the stopped incarnations had been delivered (:func:`delivered_before`),
+        #: which :meth:`receive` takes before waiting for new ones
+        self.inbox = list(inbox)
+        self._now: float | None = None
+        #: calls answered from the log
+        self.replayed = 0
+
+    @property
+    def now(self) -> float:
+        return self.agent.now if self._now is None else self._now
+
+    async def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        if not self.calls:
+            self._now = None
+            return await self.agent.call(tool, **args)
+        logged = self.calls.pop(0)
+        wrong = [k for k, v in args.items() if logged["args"].get(k) != v]
+        if logged["tool"] != tool or wrong:
+            raise RuntimeError(f"{self.agent.name} went another way than its stored log: "
+                               f"{tool} {args}, where the log has {logged['tool']} "
+                               f"{logged['args']}")
+        self._now = float(logged["answered"])
+        self.replayed += 1
+        answer: dict[str, Any] = logged["answer"]
+        return answer
+
+    async def receive(self, match: Callable[[Message], bool], **wait: Any) -> Message:
+        """The first message of :attr:`inbox` that ``match`` accepts (taken from it), else
+        ``agent.receive(match, **wait)``."""
+        for i, message in enumerate(self.inbox):
+            if match(message):
+                del self.inbox[i]
+                return message
+        return await self.agent.receive(match, **wait)
+
+    async def sleep(self, seconds: float) -> None:
+        if self.calls:
+            self._now = float(self.calls[0]["asked"])
+            return
+        self._now = None
+        await self.agent.sleep(seconds)
 
 
 def count(events: Iterable[Mapping[str, Any]], event: str) -> int:

@@ -18,6 +18,15 @@ Success: every result (and the failure) delivered exactly once and after its
 delegation, one delegation event per delegation (completed or failed as it
 ended), duplicates dropped, the delegator did its own work while results were
 pending, and no behaviour failed.
+
+Resumed after a kill (``barnraise resume``, realtime), the delegator takes its
+delegations back from the task queue (``DelegationLedger.recover``) and delegates
+only the jobs it had not; each result finished before the kill is read from its
+task, and handed to the new incarnation once (the stopped one's memory of it died
+with it); a delegation event or an alert the stopped run had published is not
+published again. It keeps the claim on its strip it holds and builds only the
+rows it had not been told were built. What the stopped run did and was told
+(rows built, echoes, duplicates, refused reports) is read from the stored log.
 """
 
 from __future__ import annotations
@@ -25,12 +34,21 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from actors.agents.alerts import alert
+from actors.agents.alerts import ALERT_EVENT, alert
 from actors.agents.delegation import Delegation, DelegationLedger, delegate_worker
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import COUNT, GRID, WAIT, Bound, ParamError
-from scenarios._kit import count, host_session, kernel_blueprint, rng_for, session_events, spawn
+from scenarios._kit import (
+    answered_before,
+    count,
+    deliveries,
+    host_session,
+    kernel_blueprint,
+    rng_for,
+    session_events,
+    spawn,
+)
 
 NAME = "async_delegation"
 PARAMS: dict[str, Any] = {
@@ -41,6 +59,10 @@ PARAMS: dict[str, Any] = {
 BOUNDS = {"workers": COUNT, "delegations": COUNT, "fail_index": Bound(low=-1, high=100_000),
           "echo_worker": Bound(low=0, high=100_000), "turn": WAIT, "min_work": WAIT,
           "max_work": WAIT, "own_rows": Bound(low=0, high=4096), "grid_size": GRID}
+#: A realtime run resumes by running this script again on the restored world: the
+#: delegator takes its delegations back from the task queue and what it had done and
+#: published from the stored log, the workers their requeued jobs (see above).
+RESUMABLE = True
 
 
 async def delegator(agent: Participant) -> None:
@@ -52,27 +74,41 @@ async def delegator(agent: Participant) -> None:
     deliveries: list[dict[str, Any]] = []
     delegated: dict[str, int] = {}
     outcome = agent.outcome
+    before = params.get("before", {})  # a resumed run: what the stopped run did
     outcome.update(ledger=ledger, deliveries=deliveries, delegated=delegated, turns=0,
-                   rows_built=0, work_while_waiting=0, waits=0, alerts=0)
-    claimed = await agent.call("region_claim", region=region, purpose="the delegator's own strip")
+                   rows_built=len(before.get("rows", ())),
+                   work_while_waiting=len(before.get("rows", ())), waits=0, alerts=0)
+    alerted = set(before.get("alerted", ()))
+    jobs = list(params["jobs"])
+    if agent.resuming:
+        taken_back = await ledger.recover(published=params.get("published_before", ()))
+        for record, job in zip(taken_back, jobs, strict=False):
+            if record.description != f"job {job['job']}":
+                raise RuntimeError(f"{agent.name}: delegation {record.delegation_id} was "
+                                   f"{record.description!r}, expected job {job['job']}")
+            delegated[record.delegation_id] = 0
+        jobs = jobs[len(ledger.records):]
+    claimed = await _claim(agent, region)
     turn = 0
 
     def deliver(done: Delegation) -> None:
         deliveries.append({"turn": turn, "t": agent.now, "delegation_id": done.delegation_id,
                            "status": done.status, "job": done.result.get("job"),
                            "message": done.message})
-        if done.status == "failed":
+        if done.status == "failed" and done.delegation_id not in alerted:
             alert(agent, "warning", "Delegation failed",
                   f"{done.delegate} could not do {done.description}: {done.message}",
                   delegation_id=done.delegation_id)
             outcome["alerts"] += 1
 
-    for job in params["jobs"]:
+    for job in jobs:
         delegation_id = await ledger.delegate(
             job["worker"], "build", description=f"job {job['job']}",
             payload={"job": job["job"], "work": job["work"], "fail": job["fail"]})
         delegated[delegation_id] = turn
-    rows = list(range(region["y"], region["y"] + region["height"])) if claimed["success"] else []
+    built = set(before.get("rows", ()))
+    rows = [y for y in range(region["y"], region["y"] + region["height"]) if y not in built] \
+        if claimed else []
     x, width = region["x"], region["width"]
     while ledger.pending or ledger.undelivered:
         turn += 1
@@ -94,6 +130,46 @@ async def delegator(agent: Participant) -> None:
     outcome["turns"] = turn
 
 
+async def _claim(agent: Participant, region: dict[str, int]) -> bool:
+    """Claim the delegator's strip; after a restart, the claim it holds on it is kept."""
+    if agent.resuming:
+        query = await agent.call("region_query", region=region)
+        if any(c["agent_id"] == agent.name and c["bounds"] == region
+               for c in query.get("claims", ())):
+            return True
+    claimed = await agent.call("region_claim", region=region,
+                               purpose="the delegator's own strip")
+    return bool(claimed.get("success"))
+
+
+def _before_kill(simu: Simulation, sid: str, delegator_id: str,
+                 worker_ids: list[str]) -> dict[str, Any]:
+    """A resumed run: what the stopped run did and was told, from its stored log ({} else).
+
+    ``rows`` the delegator's strip rows whose write was acknowledged; ``alerted`` the
+    delegations whose alert was raised (``spawn`` names those whose event was published:
+    ``published_before``); ``echoes`` the
+    results workers sent the delegator directly that reached it, ``duplicates`` the
+    results that reached it for a delegation it already had one of (the stopped
+    ledger's duplicates), ``refused`` the workers' second reports refused.
+    """
+    image = simu.restored
+    if image is None:
+        return {}
+    rows = [args["region"]["y"] for tool, args, answer in answered_before(simu, delegator_id)
+            if tool == "builder_place_tiles" and answer.get("success")]
+    stopped = [e for e in session_events(simu, sid) if e["seq"] < image.seq]
+    heard = [d for d in deliveries(simu, delegator_id, "task_result") if d["seq"] < image.seq]
+    per_task = Counter(str(d["content"].get("task_id")) for d in heard)
+    refused = sum(1 for w in worker_ids for tool, _, answer in answered_before(simu, w)
+                  if tool == "task_report" and not answer.get("success"))
+    return {"rows": rows,
+            "alerted": [e.get("delegation_id") for e in stopped if e["event"] == ALERT_EVENT],
+            "echoes": sum(1 for d in heard if d["from"] != "tasks"),
+            "duplicates": sum(n - 1 for n in per_task.values()),
+            "refused": refused}
+
+
 def run(simu: Simulation, *, workers: int, delegations: int, fail_index: int, echo_worker: int,
         turn: float, min_work: float, max_work: float, own_rows: int,
         grid_size: int) -> dict[str, Any]:
@@ -110,9 +186,11 @@ def run(simu: Simulation, *, workers: int, delegations: int, fail_index: int, ec
                           max_agents=crew, blueprint=blueprint.tolist())
     crew_ = [spawn(simu, sid, name, "builder", crew=crew, behaviour=delegate_worker,
                    echo=(i + 1 == echo_worker)) for i, name in enumerate(worker_ids)]
+    before = _before_kill(simu, sid, "delegator-1", worker_ids)
     boss = spawn(simu, sid, "delegator-1", "architect", crew=crew, behaviour=delegator,
                  jobs=jobs, turn=turn, blueprint=blueprint,
-                 region={"x": 0, "y": 0, "width": grid_size, "height": own_rows})
+                 region={"x": 0, "y": 0, "width": grid_size, "height": own_rows},
+                 **({"before": before} if before else {}))
     simu.run()
     out = boss.outcome
     ledger: DelegationLedger = out["ledger"]
@@ -135,9 +213,10 @@ def run(simu: Simulation, *, workers: int, delegations: int, fail_index: int, ec
         "events_failed": count(events, "delegation.failed"),
         "events_once": sorted(per_id) == sorted(ids) and set(per_id.values()) == {1}
         and right_kind,
-        "duplicates_ignored": ledger.duplicates,
-        "echoes": sum(w.outcome.get("echoes", 0) for w in crew_),
-        "refused_reports": sum(w.outcome.get("refused_reports", 0) for w in crew_),
+        "duplicates_ignored": ledger.duplicates + before.get("duplicates", 0),
+        "echoes": sum(w.outcome.get("echoes", 0) for w in crew_) + before.get("echoes", 0),
+        "refused_reports": sum(w.outcome.get("refused_reports", 0) for w in crew_)
+        + before.get("refused", 0),
         "turns": out["turns"], "rows_built": out["rows_built"],
         "work_while_waiting": out["work_while_waiting"], "waits": out["waits"],
         "alerts": len(session_events(simu, sid, "agent.alert")),

@@ -11,6 +11,11 @@ to the canvas, and the critic checks that the canvas holds exactly that layout.
 Parameters: grid_size, size (the region's side), builders, threshold, min_error, max_error.
 Success: every builder proposed, the committed layout is the best-scored
 proposal (verified on the canvas), and no behaviour failed.
+
+Resumed after a kill (``barnraise resume``, realtime): the lead takes back the
+proposal and commit tasks it had delegated from the task queue, with the
+proposals that had come (``critic.best_of_n``); only the rest is delegated, and
+the critic, whose review changes nothing, is asked again.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ PARAMS: dict[str, Any] = {
 #: What each parameter may be, checked before the run (``barnraise scenarios best_of_n``).
 BOUNDS = {"grid_size": GRID, "size": GRID, "builders": COUNT, "threshold": Bound(low=0, high=10),
           "min_error": FRACTION, "max_error": FRACTION}
+#: A realtime run resumes by running this script again on the restored world: the lead
+#: takes its delegated tasks back from the task queue, the builders their requeued work.
+RESUMABLE = True
 
 
 def run(simu: Simulation, *, grid_size: int, size: int, builders: int, threshold: float,

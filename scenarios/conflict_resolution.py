@@ -14,6 +14,13 @@ Success: every contender's first claim was refused with A among the conflicting
 agents and a suggestion; every suggested claim was granted at once; no two final
 claims overlap; the session counted exactly one conflict per contender; and every
 agent's tiles are on the canvas where it claimed.
+
+Resumed after a kill (``barnraise resume``, realtime): each agent's next incarnation
+goes through its script again (``_kit.Replay``): the calls it had made are answered
+from the stored log, not made again (its seeded tiles are drawn again, the same),
+the turn it had been given is taken from the log, and it goes on live from the
+first call the log holds no answer to; a last claim the kill left unanswered but
+the log shows granted or refused is answered from that.
 """
 
 from __future__ import annotations
@@ -26,7 +33,10 @@ from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import GRID, Bound, ParamError
 from scenarios._kit import (
+    Replay,
     box,
+    calls_before,
+    delivered_before,
     host_session,
     mark,
     overlapping_pairs,
@@ -34,6 +44,7 @@ from scenarios._kit import (
     session_events,
     spawn,
 )
+from sim.geometry import find_free_placement
 
 NAME = "conflict_resolution"
 PARAMS: dict[str, Any] = {
@@ -43,20 +54,24 @@ PARAMS: dict[str, Any] = {
 #: What each parameter may be, checked before the run (``barnraise scenarios conflict_resolution``).
 BOUNDS = {"grid_size": GRID, "first": Bound(low=0, high=4096),
           "second": Bound(low=0, high=4096), "contenders": Bound(low=0, high=10_000)}
+#: A realtime run resumes by running this script again on the restored world, each
+#: agent replaying its stored calls before it goes on live (see above).
+RESUMABLE = True
+_TOOLS = frozenset({"region_claim", "builder_place_tiles", "a2a_send_message"})
 
 
-async def _fill(agent: Participant, region: dict[str, int]) -> bool:
+async def _fill(agent: Participant, io: Replay, region: dict[str, int]) -> bool:
     tiles = seeded_tiles(agent.rng, region["height"], region["width"], empty=0.2,
                          draw_dtype=np.int64)
-    placed = await agent.call("builder_place_tiles", region=region, tiles=tiles.tolist())
+    placed = await io.call("builder_place_tiles", region=region, tiles=tiles.tolist())
     agent.outcome["tiles"] = tiles
     return bool(placed.get("success"))
 
 
-async def _go_on(agent: Participant) -> None:
+async def _go_on(agent: Participant, io: Replay) -> None:
     following = agent.params.get("next")
     if following:
-        await agent.call("a2a_send_message", to_agent=following,
+        await io.call("a2a_send_message", to_agent=following,
                          content={"event": "your_turn", "after": agent.agent_name})
 
 
@@ -64,13 +79,15 @@ async def claimant(agent: Participant) -> None:
     """Wait for one's turn (unless first), claim; on a conflict claim the suggestion."""
     params = agent.params
     outcome = agent.outcome
+    # a resumed run: its calls before the kill, and the turn if it had come
+    io = Replay(agent, params.get("before", ()), params.get("inbox", ()))
     outcome.update(attempts=[], final=None, filled=False)
     if params.get("after"):
-        await agent.receive(lambda m: m.content.get("event") == "your_turn",
+        await io.receive(lambda m: m.content.get("event") == "your_turn",
                             description="its turn to claim")
     region = params["region"]
     while region is not None and len(outcome["attempts"]) < 3:
-        answer = await agent.call("region_claim", region=region, purpose="flow 3", timeout=0)
+        answer = await io.call("region_claim", region=region, purpose="flow 3", timeout=0)
         attempt = {"region": region, "granted": bool(answer.get("success")),
                    "error": answer.get("error"),
                    "conflicting": [c["agent_name"] for c in answer.get("conflicting_agents", [])],
@@ -81,10 +98,59 @@ async def claimant(agent: Participant) -> None:
              conflicting=attempt["conflicting"])
         if attempt["granted"]:
             outcome["final"] = region
-            outcome["filled"] = await _fill(agent, region)
+            outcome["filled"] = await _fill(agent, io, region)
             break
         region = attempt["suggestion_region"]
-    await _go_on(agent)
+    await _go_on(agent, io)
+
+
+def _refusal(simu: Simulation, sid: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The region_conflict answer the kill took, rebuilt from its ``conflict_detected``
+    event and the claims the run stopped with (the contenders go in turn: nothing was
+    claimed or released between the refusal and the kill), as the regions service
+    builds it: the suggestion is the nearest free placement of the same size."""
+    assert simu.restored is not None
+    part = simu.restored.sessions[sid].regions
+    assert part is not None
+    occupied = np.zeros(part.canvas.tiles.shape, dtype=bool)
+    for claim in part.claims.values():
+        r = claim["region"]
+        occupied[r["y"]:r["y"] + r["height"], r["x"]:r["x"] + r["width"]] = True
+    want = event["region"]
+    spot = find_free_placement(occupied, want["width"], want["height"],
+                               near=(want["x"], want["y"]))
+    return {"success": False, "error": "region_conflict",
+            "conflicting_agents": [{"agent_id": a, "agent_name": a,
+                                    "overlapping_region": event["overlapping_region"]}
+                                   for a in event["agents"]],
+            "suggestion": None if spot is None else
+            f"Claim region starting at ({spot.x}, {spot.y}) to avoid conflict",
+            "suggestion_region": None if spot is None else spot.to_dict()}
+
+
+def _before_kill(simu: Simulation, sid: str, agent_id: str) -> dict[str, Any]:
+    """A resumed run: ``agent_id``'s calls before the kill (a claim a kill left unanswered
+    answered from the event the log shows for it) and the messages it had been
+    delivered; {} in a run that was not resumed."""
+    image = simu.restored
+    if image is None:
+        return {}
+    calls = [c for c in calls_before(simu, agent_id) if c["tool"] in _TOOLS]
+    events = session_events(simu, sid, "region_claimed", "conflict_detected")
+    for call in calls:
+        if call["answer"] is not None or call["tool"] != "region_claim":
+            continue
+        end = call["until"] if call["until"] is not None else image.seq
+        for e in events:
+            if call["seq"] < e["seq"] < end and e["agent_id"] == agent_id:
+                answer = {"success": True, "claim_id": e.get("claim_id"),
+                          "agent_id": agent_id, "region": e["region"],
+                          "exclusive": e.get("exclusive"), "expires_at": e.get("expires_at"),
+                          "conflicts": []} if e["event"] == "region_claimed" \
+                    else _refusal(simu, sid, e)
+                call.update(answered=e["t"], answer=answer)
+                break
+    return {"before": calls, "inbox": delivered_before(simu, agent_id, "status_update")}
 
 
 def run(simu: Simulation, *, grid_size: int, first: list[int], second: list[int],
@@ -102,7 +168,8 @@ def run(simu: Simulation, *, grid_size: int, first: list[int], second: list[int]
         region = box(*first) if i == 0 else box(*second)
         agents.append(spawn(simu, sid, name, "builder", crew=crew, behaviour=claimant,
                             region=region, after=names[i - 1] if i else None,
-                            next=names[i + 1] if i + 1 < crew else None))
+                            next=names[i + 1] if i + 1 < crew else None,
+                            **_before_kill(simu, sid, name)))
     simu.run()
     a, others = agents[0], agents[1:]
     finals = [x.outcome.get("final") for x in agents]

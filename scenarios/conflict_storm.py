@@ -28,6 +28,15 @@ Success: the figures are consistent (granted + refused == attempted, granted +
 abandoned == agents x claims_per_agent, 0 <= conflict_rate <= 1, and the regions
 actor counted exactly the refusals the agents saw), no two exclusive claims ever
 overlapped (during the run or at its end), and every agent got at least one claim.
+
+Resumed after a kill (``barnraise resume``, realtime): how far each agent had got is
+not in the world's state, so its next incarnation goes through its script again
+(``_kit.Replay``): the calls it had made are answered from the stored log, not
+made again, with the same random draws and the logged times, and it goes on live
+from the first call the log holds no answer to. A last call whose answer the kill
+took but whose effect the log shows (a claim granted, a refusal counted, a
+release) is answered from that effect, so no claim is made twice and every
+refusal the regions counted is one an agent saw.
 """
 
 from __future__ import annotations
@@ -37,7 +46,17 @@ from typing import Any
 from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import COUNT, GRID, RATE, WAIT, Bound, ParamError
-from scenarios._kit import host_session, mean, overlapping_pairs, percentile, spawn, total
+from scenarios._kit import (
+    Replay,
+    calls_before,
+    host_session,
+    mean,
+    overlapping_pairs,
+    percentile,
+    session_events,
+    spawn,
+    total,
+)
 from sim.geometry import Rect
 
 NAME = "conflict_storm"
@@ -52,11 +71,16 @@ BOUNDS = {"agents": COUNT, "grid": GRID, "claim_size": GRID,
           "rate": RATE, "hold": WAIT, "claims_per_agent": COUNT, "patience": WAIT,
           "backoff": WAIT, "max_attempts": COUNT}
 BACKOFF_CAP = 4  # the backoff grows with the attempt number up to this many times
+#: A realtime run resumes by running this script again on the restored world, each
+#: agent replaying its stored calls before it goes on live (see above).
+RESUMABLE = True
+_TOOLS = frozenset({"region_claim", "builder_place_tiles", "region_release"})
 
 
 async def _claimer(agent: Participant) -> None:
     p = agent.params
     rng = agent.rng
+    io = Replay(agent, p.get("before", ()))  # a resumed run: its calls before the kill
     grid, size, claims = int(p["grid"]), int(p["claim_size"]), int(p["claims_per_agent"])
     out = agent.outcome
     out.update(attempted=0, granted=0, refused=0, abandoned=0, writes_ok=0, writes_refused=0)
@@ -64,15 +88,15 @@ async def _claimer(agent: Participant) -> None:
     held: list[list[Any]] = []  # [granted at, released at (None: kept), bounds]
     out.update(latencies=latencies, held=held)
     for k in range(claims):
-        await agent.sleep(float(rng.exponential(1 / float(p["rate"]))))
+        await io.sleep(float(rng.exponential(1 / float(p["rate"]))))
         x, y = (int(v) for v in rng.integers(0, grid - size + 1, size=2))
         region = {"x": x, "y": y, "width": size, "height": size}
-        first, refused_before = agent.now, out["refused"]
+        first, refused_before = io.now, out["refused"]
         granted: dict[str, Any] = {}
         for attempt in range(1, int(p["max_attempts"]) + 1):
             out["attempted"] += 1
-            granted = await agent.call("region_claim", region=region, purpose=f"storm {k}",
-                                       timeout=0)
+            granted = await io.call("region_claim", region=region, purpose=f"storm {k}",
+                                    timeout=0)
             if granted.get("success"):
                 break
             if granted.get("error") != "region_conflict":
@@ -83,22 +107,22 @@ async def _claimer(agent: Participant) -> None:
                 region = suggestion
                 continue
             wait = float(p["backoff"]) * min(attempt, BACKOFF_CAP)
-            await agent.sleep(wait * (0.5 + float(rng.random())))
+            await io.sleep(wait * (0.5 + float(rng.random())))
         if not granted.get("success"):
             out["abandoned"] += 1
             continue
         out["granted"] += 1
-        latencies.append(agent.now - first)
-        record: list[Any] = [agent.now, None, granted["region"]]
+        latencies.append(io.now - first)
+        record: list[Any] = [io.now, None, granted["region"]]
         held.append(record)
-        wrote = await agent.call("builder_place_tiles", region=granted["region"],
-                                 tiles=int(p["tile"]))
+        wrote = await io.call("builder_place_tiles", region=granted["region"],
+                              tiles=int(p["tile"]))
         out["writes_ok" if wrote.get("success") else "writes_refused"] += 1
         if k == claims - 1:
             break  # the last claim is kept
-        await agent.sleep(float(p["hold"]))
-        record[1] = agent.now  # before the release is sent: never after it took effect
-        await agent.call("region_release", claim_id=granted["claim_id"])
+        await io.sleep(float(p["hold"]))
+        record[1] = io.now  # before the release is sent: never after it took effect
+        await io.call("region_release", claim_id=granted["claim_id"])
 
 
 def overlaps_during(held: list[list[Any]]) -> int:
@@ -114,6 +138,38 @@ def overlaps_during(held: list[list[Any]]) -> int:
     return found
 
 
+def _before_kill(simu: Simulation, sid: str, agent_id: str) -> list[dict[str, Any]]:
+    """A resumed run: ``agent_id``'s calls of the script's tools before the kill, each one
+    a kill left unanswered answered from what the log shows it did (if it did)."""
+    image = simu.restored
+    assert image is not None
+    calls = [c for c in calls_before(simu, agent_id) if c["tool"] in _TOOLS]
+    events = session_events(simu, sid, "region_claimed", "conflict_detected", "region_released")
+    for call in calls:
+        if call["answer"] is not None:
+            continue
+        end = call["until"] if call["until"] is not None else image.seq
+        for e in events:
+            if not call["seq"] < e["seq"] < end or e["agent_id"] != agent_id:
+                continue
+            answer: dict[str, Any] | None = None
+            if call["tool"] == "region_claim" and e["event"] == "region_claimed":
+                answer = {"success": True, "claim_id": e["claim_id"], "agent_id": agent_id,
+                          "region": e["region"], "exclusive": e["exclusive"],
+                          "expires_at": e["expires_at"], "conflicts": []}
+            elif call["tool"] == "region_claim" and e["event"] == "conflict_detected":
+                # refused; the suggestion went with the answer: none is known
+                answer = {"success": False, "error": "region_conflict",
+                          "message": "refused before the kill", "suggestion_region": None}
+            elif call["tool"] == "region_release" and e["event"] == "region_released" \
+                    and e["claim_id"] == call["args"].get("claim_id"):
+                answer = {"success": True, "claim_id": e["claim_id"]}
+            if answer is not None:
+                call.update(answer=answer, answered=e["t"])
+                break
+    return calls
+
+
 def run(simu: Simulation, *, agents: int, grid: int, claim_size: int, coordination_mode: str,
         rate: float, hold: float, claims_per_agent: int, patience: int, backoff: float,
         max_attempts: int) -> dict[str, Any]:
@@ -125,7 +181,9 @@ def run(simu: Simulation, *, agents: int, grid: int, claim_size: int, coordinati
     crew = [spawn(simu, sid, f"agent-{i + 1}", "builder", crew=agents, behaviour=_claimer,
                   grid=grid, claim_size=claim_size, rate=rate, hold=hold,
                   claims_per_agent=claims_per_agent, patience=patience, backoff=backoff,
-                  max_attempts=max_attempts, tile=1 + i % 7)
+                  max_attempts=max_attempts, tile=1 + i % 7,
+                  **({"before": _before_kill(simu, sid, f"agent-{i + 1}")}
+                     if simu.restored is not None else {}))
             for i in range(agents)]
     simu.run(progress_of=lambda: (total(crew, "granted") + total(crew, "abandoned"))
              / (agents * claims_per_agent))

@@ -13,6 +13,11 @@ Success: for both tasks the trace shows delegate -> accept -> complete -> notify
 (the ``task_result`` delivered to the architect) in that order, the test task is
 delegated only after the build's result arrived, and the test passed (so with a
 non-zero error rate the check fails: the tester found the wrong tiles).
+
+Resumed after a kill (``barnraise resume``, realtime), the architect takes back the
+tasks it had delegated from the task queue instead of delegating them again, and
+reads a result that came before the kill from the task's record; a result it
+read there stands for the ``notify`` step (the queue's answer that carried it).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
-from actors.agents.participant import Participant
+from actors.agents.participant import FINISHED, Participant, my_delegations
 from actors.world import Simulation
 from scenarios import FRACTION, GRID, RATE, ParamError
 from scenarios._kit import (
@@ -40,6 +45,10 @@ NAME = "delegation_chain"
 PARAMS: dict[str, Any] = {"size": 40, "tile_rate": 800.0, "error_rate": 0.0}
 #: What each parameter may be, checked before the run (``barnraise scenarios delegation_chain``).
 BOUNDS = {"size": GRID, "tile_rate": RATE, "error_rate": FRACTION}
+#: A realtime run resumes by running this script again on the restored world: the
+#: architect takes its delegated tasks (and any result) back from the task queue,
+#: the builder and tester their requeued work; each task is done once.
+RESUMABLE = True
 ARCHITECT, BUILDER, TESTER = "architect-1", "builder-1", "tester-1"
 STEPS = ("delegate", "accept", "complete", "notify")
 
@@ -52,25 +61,39 @@ def _result_of(task_id: str) -> Callable[[Message], bool]:
 
 
 async def chain_architect(agent: Participant) -> None:
-    """Delegate the build; on its result delegate the test; keep both results."""
+    """Delegate the build; on its result delegate the test; keep both results.
+
+    Restarted after a crash, each stage's task is the one delegated before it, if
+    any, and its result, if it finished, is read from the queue."""
     region = agent.params["region"]
     outcome = agent.outcome
     outcome["tasks"] = {}
     stages: list[tuple[str, str, str, dict[str, Any]]] = [
         ("build", BUILDER, "build kernel", {}),
         ("test", TESTER, "test kernel", {"region": region})]
+    before = {t["type"]: t for t in await my_delegations(agent)} if agent.resuming else {}
     for kind, who, description, payload in stages:
-        delegated = await agent.call("task_delegate", target_agent_id=who, task_type=kind,
-                                     region=region if kind == "build" else None,
-                                     payload=payload, description=description)
-        if not delegated.get("success"):
-            mark(agent, "delegate_failed", task=kind, error=delegated.get("error"))
-            return
-        task_id = delegated["task_id"]
+        earlier = before.get(kind)
+        if earlier is None:
+            delegated = await agent.call("task_delegate", target_agent_id=who, task_type=kind,
+                                         region=region if kind == "build" else None,
+                                         payload=payload, description=description)
+            if not delegated.get("success"):
+                mark(agent, "delegate_failed", task=kind, error=delegated.get("error"))
+                return
+            task_id = delegated["task_id"]
+            mark(agent, "delegated", task=kind, task_id=task_id, to=who)
+        else:
+            task_id = earlier["task_id"]
+            mark(agent, "taken_back", task=kind, task_id=task_id, status=earlier["status"])
         outcome["tasks"][kind] = task_id
-        mark(agent, "delegated", task=kind, task_id=task_id, to=who)
-        message = await agent.receive(_result_of(task_id), description=f"the {kind} result")
-        result = message.content
+        if earlier is not None and earlier["status"] in FINISHED:
+            result = {"status": earlier["status"], "result": earlier["result"],
+                      "reported_by": earlier["assigned_to"]}
+        else:
+            message = await agent.receive(_result_of(task_id),
+                                          description=f"the {kind} result")
+            result = message.content
         outcome[kind] = {"status": result["status"], "result": result.get("result", {}),
                          "reported_by": result.get("reported_by")}
         mark(agent, "result", task=kind, status=result["status"])
@@ -89,6 +112,15 @@ def _chain(simu: Simulation, sid: str, task_id: str) -> dict[str, int]:
     for note in deliveries(simu, ARCHITECT, "task_result"):
         if note["content"].get("task_id") == task_id and seqs["notify"] < 0:
             seqs["notify"] = note["seq"]
+    if seqs["notify"] < 0 and simu.restored is not None:
+        # Finished before a kill, its result not yet sent: the resumed architect read it
+        # in the task queue's answer.
+        for note in deliveries(simu, ARCHITECT, "coordination_response"):
+            if note["from"] == "tasks" and any(
+                    t.get("task_id") == task_id and t.get("status") in FINISHED
+                    for t in note["content"].get("tasks", ())):
+                seqs["notify"] = note["seq"]
+                break
     return seqs
 
 

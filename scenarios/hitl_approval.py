@@ -18,6 +18,13 @@ Success: every task waited for approval, then ended as its decision says:
 approve completed; reject failed with "Rejected"; timeout failed with "Approval
 timed out"; skip completed with result {"skipped": true}; and the session counts
 agree (completed = approvals + skips, failed = rejections + timeouts).
+
+Resumed after a kill (``barnraise resume``, realtime): the person finds its session
+again, takes the tasks it had delegated back from the task queue (delegating only
+the others), and what it had heard, seen and answered before the kill is read from
+the stored log (``_kit.calls_before``, ``_kit.delivered_before``); a task finished
+meanwhile is read from its record. A task awaiting approval at the kill is looked
+at and answered now, unless the log shows the answer given (its ``approval_resolved``).
 """
 
 from __future__ import annotations
@@ -26,9 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from actors.world import Simulation
+from actors.world import Client, Simulation
 from scenarios import GRID, RATE, WAIT, Bound, ParamError
-from scenarios._kit import box, rng_for, seeded_tiles, spawn
+from scenarios._kit import (
+    box,
+    calls_before,
+    delivered_before,
+    host_session,
+    rng_for,
+    seeded_tiles,
+    session_events,
+    spawn,
+)
 
 NAME = "hitl_approval"
 PARAMS: dict[str, Any] = {
@@ -40,6 +56,10 @@ BOUNDS = {"decisions": Bound(choices=("approve", "reject", "timeout", "skip")),
           "block": GRID, "tile_rate": RATE, "approval_timeout": Bound(above=0, high=86_400),
           "think": WAIT}
 BUILDER, PERSON = "builder-1", "person"
+#: A realtime run resumes by running this script again on the restored world: the
+#: person takes its session, its tasks and what it had heard and said back (see above).
+RESUMABLE = True
+_FINISHED = ("completed", "failed", "cancelled")
 #: What each decision must lead to: the task's final status and its message.
 EXPECTED: dict[str, tuple[str, str]] = {
     "approve": ("completed", ""), "reject": ("failed", "Rejected"),
@@ -58,29 +78,56 @@ def run(simu: Simulation, *, decisions: list[str], block: int, tile_rate: float,
     grid = block * len(decisions)
     plan = seeded_tiles(rng_for(simu, "plan"), grid, grid, empty=0.1, draw_dtype=np.int64)
     person = simu.client(PERSON)
-    created = person.call("session_create", session_name="Approval Gates", grid_size=grid,
+    _, sid = host_session(simu, host=person, session_name="Approval Gates", grid_size=grid,
                           max_agents=2, config={"require_approval": True,
                                                 "approval_timeout": approval_timeout})
-    if not created.get("success"):
-        raise RuntimeError(f"session_create failed: {created}")
-    sid = str(created["session_id"])
-    person.call("session_join", session_id=sid, agent_name="Person", role="architect")
+    joined = person.call("session_join", session_id=sid, agent_name="Person", role="architect")
+    if not joined.get("success"):
+        if not (simu.restored and joined.get("error") == "name_taken"):
+            raise RuntimeError(f"session_join failed: {joined}")
+        person.session_id = sid  # a member still: it joined before the kill
     spawn(simu, sid, BUILDER, "builder", crew=1, blueprint=plan, tile_rate=tile_rate)
-    simu.run()  # the builder has joined: the person may delegate to it
+    image = simu.restored
+    if image is None or sid not in image.sessions or BUILDER not in image.sessions[sid].members:
+        # the builder has joined: the person may delegate to it. (Not when it had joined
+        # before a kill: its tasks go on at once, and a run to the end would let their
+        # approval gates time out before the person is back.)
+        simu.run()
     minds = rng_for(simu, "person")
-    decided: dict[str, str] = {}
+    earlier = _delegated_before(person, simu)
     tasks: list[dict[str, Any]] = []
     for i, decision in enumerate(decisions):
-        made = person.call("task_delegate", target_agent_id=BUILDER, task_type="build",
-                           region=box(i * block, 0, block, block),
-                           description=f"block {i} (the person will {decision})")
-        if not made.get("success"):
-            raise RuntimeError(f"task_delegate failed: {made}")
-        decided[made["task_id"]] = decision
+        description = f"block {i} (the person will {decision})"
+        if earlier and earlier[0]["description"] == description:
+            made = {"task_id": earlier.pop(0)["task_id"]}  # delegated before the kill
+        else:
+            made = person.call("task_delegate", target_agent_id=BUILDER, task_type="build",
+                               region=box(i * block, 0, block, block), description=description)
+            if not made.get("success"):
+                raise RuntimeError(f"task_delegate failed: {made}")
         tasks.append({"task_id": made["task_id"], "decision": decision, "requested": False,
                       "shown_status": None, "answer": None, "status": None, "message": None,
                       "result": None})
+    if earlier:
+        raise RuntimeError(f"the person had delegated tasks this run does not know: {earlier}")
     by_id = {t["task_id"]: t for t in tasks}
+
+    def answer(task: dict[str, Any]) -> None:
+        """The person looks at a task awaiting approval, then decides."""
+        if task["shown_status"] is None:
+            queue = person.call("task_get_queue", filter={"assigned_to": BUILDER})
+            task["shown_status"] = next((q["status"] for q in queue.get("tasks", [])
+                                         if q["task_id"] == task["task_id"]), None)
+        if task["decision"] == "timeout" or task["answer"] is not None:
+            return  # the person looks away (the gate times out on its own), or had answered
+        simu.advance(think * float(minds.random()))
+        said = person.call("approval_respond", task_id=task["task_id"],
+                           decision=task["decision"], comment="seen by the person")
+        task["answer"] = {k: said.get(k) for k in ("success", "decision", "status", "error")}
+
+    if simu.restored is not None:
+        for task in _before_kill(simu, sid, person, tasks):
+            answer(task)
     patience = approval_timeout + 60.0 + len(decisions) * block * block / tile_rate
     while any(t["status"] is None for t in tasks):
         message = person.receive(timeout=patience)
@@ -97,15 +144,7 @@ def run(simu: Simulation, *, decisions: list[str], block: int, tile_rate: float,
         if content.get("event") != "approval_requested":
             continue
         task["requested"] = True
-        queue = person.call("task_get_queue", filter={"assigned_to": BUILDER})
-        task["shown_status"] = next((q["status"] for q in queue.get("tasks", [])
-                                     if q["task_id"] == task["task_id"]), None)
-        if task["decision"] == "timeout":
-            continue  # the person looks away; the gate times out on its own
-        simu.advance(think * float(minds.random()))
-        answer = person.call("approval_respond", task_id=task["task_id"],
-                             decision=task["decision"], comment="seen by the person")
-        task["answer"] = {k: answer.get(k) for k in ("success", "decision", "status", "error")}
+        answer(task)
     outcomes = {}
     for t in tasks:
         want_status, want_message = EXPECTED[t["decision"]]
@@ -123,6 +162,65 @@ def run(simu: Simulation, *, decisions: list[str], block: int, tile_rate: float,
         "outcomes": [t["status"] for t in tasks],
         "messages": [t["message"] for t in tasks],
     }
+
+
+def _delegated_before(person: Client, simu: Simulation) -> list[dict[str, Any]]:
+    """A resumed run: the tasks the person had delegated, oldest first ([] otherwise)."""
+    if simu.restored is None:
+        return []
+    queue = person.call("task_get_queue", filter={"status": "all"})
+    mine = [t for t in queue.get("tasks", ()) if t["delegated_by"] == person.agent_id]
+    return sorted(mine, key=lambda t: (t["created_at"], t["task_id"]))
+
+
+def _before_kill(simu: Simulation, sid: str, person: Client,
+                 tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A resumed run: fill in ``tasks`` with what the person had heard (approval requests),
+    seen (the queue after each) and answered before the kill, from the stored log, and
+    each finished task's end from its record; the tasks awaiting approval it had not
+    answered (to look at and answer now)."""
+    image = simu.restored
+    assert image is not None
+    by_id = {t["task_id"]: t for t in tasks}
+    heard = [m for m in delivered_before(simu, person.agent_id, "status_update")
+             if m.content.get("event") == "approval_requested"]
+    calls = calls_before(simu, person.agent_id)
+    for m in heard:
+        task = by_id.get(str(m.content.get("task_id")))
+        if task is None:
+            continue
+        task["requested"] = True
+        seen = next((c["answer"] for c in calls if c["tool"] == "task_get_queue"
+                     and c["answer"] is not None and c["answered"] >= m.timestamp), None)
+        if seen is not None:
+            task["shown_status"] = next((q["status"] for q in seen.get("tasks", [])
+                                         if q["task_id"] == task["task_id"]), None)
+    resolved = {e["task_id"]: e for e in session_events(simu, sid, "approval_resolved")
+                if e["seq"] < image.seq}
+    for c in calls:
+        task = by_id.get(str(c["args"].get("task_id")))
+        if c["tool"] != "approval_respond" or task is None:
+            continue
+        said = c["answer"]
+        if said is None and task["task_id"] in resolved:  # the kill took the answer
+            said = {"success": True, "decision": resolved[task["task_id"]]["decision"]}
+        if said is not None:
+            task["answer"] = {k: said.get(k) for k in ("success", "decision", "status",
+                                                        "error")}
+    queue = person.call("task_get_queue", filter={"status": "all"})
+    records = {q["task_id"]: q for q in queue.get("tasks", ())}
+    waiting = []
+    for task in tasks:
+        record = records.get(task["task_id"])
+        if record is None:
+            continue
+        if record["status"] in _FINISHED:
+            task.update(status=record["status"], message=record["message"],
+                        result=record["result"])
+        elif record["status"] == "awaiting_approval":
+            task["requested"] = True  # its request went to the person's dead incarnation
+            waiting.append(task)
+    return waiting
 
 
 def check(summary: dict[str, Any]) -> bool:

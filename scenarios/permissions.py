@@ -17,21 +17,31 @@ was written: no tile placed, no claim made); every member's state showed every
 member; the observer received the session's events, the foreman's task among
 them; the architect's filtered subscription received that task's completion;
 the foreman's delegation succeeded and the tester completed the task.
+
+Resumed after a kill (``barnraise resume``, realtime), each member is told what it
+was answered before the kill (the forbidden calls it had tried are not tried again,
+their refusals count), the observer and the architect what events had reached
+them, and the review task is taken from the task queue: the foreman does not
+delegate it again, nor wait for a result the queue holds; the tester knows it did it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from actors.agents.participant import Participant, accept_next
+from actors.agents.participant import FINISHED, Participant, accept_next, my_delegations
 from actors.world import Simulation
 from scenarios import COUNT, ParamError
-from scenarios._kit import host_session, mark, spawn
+from scenarios._kit import answered_before, deliveries, host_session, mark, spawn
 
 NAME = "permissions"
 PARAMS: dict[str, Any] = {"builders": 2}
 #: What each parameter may be, checked before the run (``barnraise scenarios permissions``).
 BOUNDS = {"builders": COUNT}
+#: A realtime run resumes by running this script again on the restored world: what a
+#: member was answered and told before the kill is read from the stored log and
+#: handed to its next incarnation, the review task from the task queue (see above).
+RESUMABLE = True
 FOREMAN = "foreman"
 # The one rule on top of the role matrix: this builder (by id or name) may delegate.
 SIMULATION: dict[str, Any] = {
@@ -63,8 +73,11 @@ async def _look(agent: Participant) -> None:
 
 
 async def _try_forbidden(agent: Participant, kind: str) -> None:
-    tried = agent.outcome.setdefault("forbidden", [])
+    # what it tried before a kill, with the answers it got (a resumed run's params)
+    tried = agent.outcome.setdefault("forbidden", list(agent.params.get("tried", ())))
     for tool, args in FORBIDDEN[kind]:
+        if any(t["tool"] == tool for t in tried):
+            continue
         answer = await agent.call(tool, **args)
         tried.append({"agent": agent.agent_name, "tool": tool,
                       "success": bool(answer.get("success")), "error": answer.get("error")})
@@ -78,8 +91,8 @@ def _is_event(message: Any) -> bool:
 async def watcher(agent: Participant) -> None:
     """Subscribe, wait until every member has joined, look, try to write, then record."""
     expected = int(agent.params["members"])
-    record: list[str] = []
-    agent.outcome.update(events=0, record=record)
+    record: list[str] = list(agent.params.get("heard", ()))  # before a kill
+    agent.outcome.update(events=len(record), record=record)
     await agent.call("a2a_subscribe")
     state = await agent.call("session_get_state", include=["agents"])
     joined = {a["agent_id"] for a in state["state"]["agents"]}
@@ -97,12 +110,29 @@ async def watcher(agent: Participant) -> None:
         agent.outcome["events"] = len(record)
 
 
+async def _review_task(agent: Participant, **match: str) -> dict[str, Any] | None:
+    """After a restart: the review task, if the foreman had delegated it (the task queue)."""
+    queue = await agent.call("task_get_queue", filter={"status": "all"})
+    return next((t for t in queue.get("tasks", ()) if t["type"] == "review"
+                 and all(t.get(k) == v for k, v in match.items())), None)
+
+
 async def lead(agent: Participant) -> None:
     """The architect: subscribe to completions, let the foreman go, hear the completion."""
     await _pause(agent)
     await _look(agent)
     await agent.call("a2a_subscribe", event_type="task_completed")
-    await agent.call("a2a_send_message", to_agent=FOREMAN, content={"event": "go"})
+    heard = agent.params.get("heard")  # the task_completed event that came before a kill
+    if heard is not None:
+        agent.outcome["heard_completed"] = heard
+        return
+    review = await _review_task(agent, delegated_by=FOREMAN) if agent.resuming else None
+    if review is None:
+        await agent.call("a2a_send_message", to_agent=FOREMAN, content={"event": "go"})
+    elif review["status"] in FINISHED:
+        # finished before the kill, its event never delivered: there is nothing to hear
+        mark(agent, "missed task_completed", task_id=review["task_id"])
+        return
     message = await agent.receive(lambda m: m.content.get("event") == "task_completed",
                                   timeout=600.0, description="a task_completed event")
     agent.outcome["heard_completed"] = message.content.get("task_id")
@@ -117,16 +147,29 @@ async def member(agent: Participant) -> None:
         await _try_forbidden(agent, "builder")
         return
     await _try_forbidden(agent, "foreman")
-    await agent.receive(lambda m: m.content.get("event") == "go", timeout=600.0,
-                        description="the architect's go")
-    delegated = await agent.call("task_delegate", target_agent_id=TESTER, task_type="review",
-                                 description="review the plan")
-    agent.outcome["delegated"] = {k: delegated.get(k) for k in ("success", "task_id", "error")}
-    mark(agent, "delegated", task_id=delegated.get("task_id"))
-    if delegated.get("success"):
-        result = await agent.receive(lambda m: m.message_type == "task_result",
-                                     timeout=600.0, description="the review's result")
-        agent.outcome["result"] = result.content.get("status")
+    earlier = [t for t in await my_delegations(agent) if t["type"] == "review"] \
+        if agent.resuming else []
+    if earlier:  # delegated before a kill: taken back, not delegated again
+        task = earlier[0]
+        agent.outcome["delegated"] = {"success": True, "task_id": task["task_id"],
+                                      "error": None}
+        mark(agent, "taken back", task_id=task["task_id"], status=task["status"])
+        if task["status"] in FINISHED:
+            agent.outcome["result"] = task["status"]
+            return
+    else:
+        await agent.receive(lambda m: m.content.get("event") == "go", timeout=600.0,
+                            description="the architect's go")
+        delegated = await agent.call("task_delegate", target_agent_id=TESTER,
+                                     task_type="review", description="review the plan")
+        agent.outcome["delegated"] = {k: delegated.get(k) for k in ("success", "task_id",
+                                                                    "error")}
+        mark(agent, "delegated", task_id=delegated.get("task_id"))
+        if not delegated.get("success"):
+            return
+    result = await agent.receive(lambda m: m.message_type == "task_result",
+                                 timeout=600.0, description="the review's result")
+    agent.outcome["result"] = result.content.get("status")
 
 
 async def reviewer(agent: Participant) -> None:
@@ -134,6 +177,11 @@ async def reviewer(agent: Participant) -> None:
     await _pause(agent)
     await _look(agent)
     await _try_forbidden(agent, "tester")
+    done = await _review_task(agent, assigned_to=agent.name, status="completed") \
+        if agent.resuming else None
+    if done is not None:  # reviewed before a kill
+        agent.outcome["reviewed"] = done["task_id"]
+        return
 
     async def take(a: Participant, task: dict[str, Any]) -> dict[str, Any]:
         return await a.call("task_accept", task_id=task["task_id"])
@@ -145,6 +193,28 @@ async def reviewer(agent: Participant) -> None:
         agent.outcome["reviewed"] = task["task_id"]
 
 
+def _before_kill(simu: Simulation, agent_id: str) -> dict[str, Any]:
+    """A resumed run: what ``agent_id`` had been answered and told before the kill, from
+    the stored log (its forbidden calls; the events that reached a subscriber); {} else."""
+    if simu.restored is None:
+        return {}
+    forbidden = {tool for tries in FORBIDDEN.values() for tool, _ in tries}
+    tried = [{"agent": agent_id, "tool": tool, "success": bool(answer.get("success")),
+              "error": answer.get("error")}
+             for tool, _, answer in answered_before(simu, agent_id) if tool in forbidden]
+    events = [d["content"] for d in deliveries(simu, agent_id, "status_update")
+              if d["seq"] < simu.restored.seq and d["from"] != "registry"
+              and "event" in d["content"]]
+    out: dict[str, Any] = {"tried": tried}
+    if agent_id == OBSERVER:
+        out["heard"] = [e["event"] for e in events]
+    elif agent_id == ARCHITECT:
+        completed = [e["task_id"] for e in events if e["event"] == "task_completed"]
+        if completed:
+            out["heard"] = completed[0]
+    return out
+
+
 def run(simu: Simulation, *, builders: int) -> dict[str, Any]:
     if builders < 1:
         raise ParamError(f"builders must be at least 1 (the foreman), got {builders}")
@@ -154,14 +224,15 @@ def run(simu: Simulation, *, builders: int) -> dict[str, Any]:
     _, sid = host_session(simu, session_name="Permissions", grid_size=32, max_agents=members)
     jitter = 1.0
     observer = spawn(simu, sid, OBSERVER, "observer", crew=crew, behaviour=watcher,
-                     members=members, jitter=jitter)
+                     members=members, jitter=jitter, **_before_kill(simu, OBSERVER))
     simu.run()  # the observer is subscribed before anyone else joins
     agents = [spawn(simu, sid, ARCHITECT, "architect", crew=crew, behaviour=lead,
-                    jitter=jitter)]
-    agents += [spawn(simu, sid, name, "builder", crew=crew, behaviour=member, jitter=jitter)
+                    jitter=jitter, **_before_kill(simu, ARCHITECT))]
+    agents += [spawn(simu, sid, name, "builder", crew=crew, behaviour=member, jitter=jitter,
+                     **_before_kill(simu, name))
                for name in names]
     agents.append(spawn(simu, sid, TESTER, "tester", crew=crew, behaviour=reviewer,
-                        jitter=jitter))
+                        jitter=jitter, **_before_kill(simu, TESTER)))
     simu.run()
     everyone = [observer, *agents]
     ids = sorted(a.name for a in everyone)

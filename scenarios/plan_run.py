@@ -19,6 +19,14 @@ Success: plan.completed published once with status completed, every step's
 events in dependency order (a step starts only after its dependencies
 completed), the approval step approved, progress updates at least
 progress_interval apart, and no behaviour failed.
+
+Resumed after a kill (``barnraise resume``, realtime): the planner picks its run up
+from the plan events it had published and the approval answers that had reached
+it (read from the stored log), and takes its delegated tasks back from the task
+queue (``plans.run_plan``); the approver answers the requests left open, the
+watcher rebuilds its view from the plan events it had seen. Its progress updates
+are those sent since the resume (they are kept in no message), and so is the
+check of their spacing.
 """
 
 from __future__ import annotations
@@ -27,10 +35,14 @@ import pathlib
 from typing import Any
 
 from actors.agents.plans import PlanError, approver, load_plan, plan_runner, progress_watcher
+from actors.agents.plans.approvals import APPROVAL_REQUESTED, APPROVAL_RESOLVED, APPROVAL_RESPONSE
+from actors.agents.plans.runner import PLAN_EVENTS
 from actors.world import Simulation
 from scenarios import COUNT, GRID, RATE, Bound, ParamError
 from scenarios._kit import (
+    answered_before,
     count,
+    delivered_before,
     host_session,
     kernel_blueprint,
     min_gap,
@@ -49,6 +61,9 @@ PARAMS: dict[str, Any] = {
 BOUNDS = {"grid_size": GRID, "builders": COUNT, "testers": COUNT, "tile_rate": RATE,
           "decision": Bound(choices=("approve", "reject", "skip", "ignore")),
           "progress_interval": Bound(above=0, high=86_400)}
+#: A realtime run resumes by running this script again on the restored world: the
+#: planner, approver and watcher pick up from what the stored log says (see above).
+RESUMABLE = True
 
 
 def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: int,
@@ -66,12 +81,13 @@ def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: 
               tile_rate=tile_rate)
     for i in range(testers):
         spawn(simu, sid, f"tester-{i + 1}", "tester", crew=crew)
+    before = _before_kill(simu, sid)
     watcher = spawn(simu, sid, "watcher-1", "observer", crew=crew, behaviour=progress_watcher,
-                    interval=progress_interval)
+                    interval=progress_interval, **before.get("watcher-1", {}))
     judge = spawn(simu, sid, "approver-1", "architect", crew=crew, behaviour=approver,
-                  decision=decision)
+                  decision=decision, **before.get("approver-1", {}))
     planner = spawn(simu, sid, "planner-1", "architect", crew=crew, behaviour=plan_runner,
-                    plan=the_plan)
+                    plan=the_plan, **before.get("planner-1", {}))
     simu.run()
     out = planner.outcome
     plan_id = out.get("plan_id")
@@ -88,7 +104,9 @@ def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: 
         "decisions": {s: steps.get(s, {}).get("decision") for s in gated},
         "approved": bool(gated) and all(steps.get(s, {}).get("decision") == "approve"
                                         for s in gated),
-        "approvals_answered": len(judge.outcome.get("answered", [])),
+        "approvals_answered": len(judge.outcome.get("answered", [])) + sum(
+            1 for tool, args, _ in answered_before(simu, "approver-1")  # before a kill
+            if tool == "a2a_send_message" and args["content"].get("event") == APPROVAL_RESPONSE),
         "plan_completed": count(events, "plan.completed"),
         "in_dependency_order": _in_dependency_order(the_plan, events),
         "step_events": [[e["event"], e.get("step_id")] for e in events],
@@ -99,6 +117,30 @@ def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: 
         "progress_interval": progress_interval,
         "progress_final": updates[-1][1] if updates else None,
     }
+
+
+def _before_kill(simu: Simulation, sid: str) -> dict[str, dict[str, Any]]:
+    """A resumed run: per agent, what it had published, heard or been asked before the kill,
+    from the stored log (the planner's plan events and the approval answers that reached
+    it and were not acted on yet; the requests left open; the plan events the watcher
+    saw); {} in a run that was not resumed."""
+    image = simu.restored
+    if image is None:
+        return {}
+    published = [e for e in session_events(simu, sid) if e["seq"] < image.seq
+                 and e["event"] in PLAN_EVENTS]
+    resolved = {e["step_id"] for e in published if e["event"] == APPROVAL_RESOLVED}
+    answers = [m for m in delivered_before(simu, "planner-1", "status_update")
+               if m.content.get("event") == APPROVAL_RESPONSE
+               and m.content.get("step_id") not in resolved]
+    answered = {m.content.get("step_id") for m in answers}
+    open_requests = [e for e in published if e["event"] == APPROVAL_REQUESTED
+                     and e["step_id"] not in resolved and e["step_id"] not in answered]
+    seen = [m.content for m in delivered_before(simu, "watcher-1", "status_update")
+            if str(m.content.get("event", "")).startswith("plan.")]
+    return {"planner-1": {"plan_events_before": published, "answers_before": answers},
+            "approver-1": {"requests_before": open_requests},
+            "watcher-1": {"seen_before": seen}}
 
 
 def _in_dependency_order(plan: Any, events: list[dict[str, Any]]) -> bool:

@@ -15,6 +15,13 @@ Parameters: grid_size, block, writers, threshold, max_iterations, error_rate, fi
 Success: every region ends approved or at max_iterations, every final layout is
 committed (verified on the canvas), iterations are recorded per region
 (``iterations`` is their total), and no behaviour failed.
+
+Resumed after a kill (``barnraise resume``, realtime): the lead takes back the
+refine tasks it had delegated from the task queue (``critic.refinement_lead``),
+with the results of those done; a refine task in progress at the kill goes back
+to its writer, who drafts it again. ``reviews`` counts the critic's reviews
+before the kill from the stored log; ``revisions`` counts the writers' since
+the resume only (a revision is in no message).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from actors.agents.architect import plan_blocks
 from actors.agents.critic import critic, refinement_lead, writer
 from actors.world import Simulation
 from scenarios import COUNT, FRACTION, GRID, Bound, ParamError
-from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
+from scenarios._kit import answered_before, host_session, kernel_blueprint, rng_for, spawn
 
 NAME = "writer_critic"
 PARAMS: dict[str, Any] = {
@@ -36,6 +43,9 @@ PARAMS: dict[str, Any] = {
 BOUNDS = {"grid_size": GRID, "block": GRID, "writers": COUNT,
           "threshold": Bound(low=0, high=10), "max_iterations": COUNT, "error_rate": FRACTION,
           "fix_rate": FRACTION}
+#: A realtime run resumes by running this script again on the restored world: the lead
+#: takes its delegated tasks back from the task queue, the writers their requeued work.
+RESUMABLE = True
 
 
 def run(simu: Simulation, *, grid_size: int, block: int, writers: int, threshold: float,
@@ -75,7 +85,9 @@ def run(simu: Simulation, *, grid_size: int, block: int, writers: int, threshold
         "first_review_approval_rate": round(first / len(per_region), 3) if per_region else 0.0,
         "committed": sum(1 for r in per_region if r["committed"]),
         "mean_final_score": round(sum(finals) / len(finals), 3) if finals else 0.0,
-        "reviews": judge.outcome.get("reviews", 0),
+        "reviews": judge.outcome.get("reviews", 0) + sum(  # before a kill: the log's
+            1 for tool, args, _ in answered_before(simu, "critic-1")
+            if tool == "a2a_send_message" and args["content"].get("kind") == "review_result"),
         "revisions": sum(w.outcome.get("revisions", 0) for w in writers_),
         "per_region": per_region,
     }

@@ -18,7 +18,8 @@ What the log gives, and where from:
   and the tile counts (every tile write whose answer says it succeeded, applied when
   the service took it, paired with its answer as :func:`sim.rebuild.pair_writes`
   does), the claims with their leases (``region_claimed`` and ``region_released``),
-  shaders and cartridges (the calls that made them, paired with their answers), and
+  the refusals counted (``conflict_detected``), shaders and cartridges (the calls
+  that made them, paired with their answers), and
   what each checkpoint kept of them (``_checkpoint``, ``_rollback``);
 * **tasks**: every task's record (the ``task_assignment`` the queue sent its
   assignee carries all of it; a task for ``"any"`` is read from its
@@ -180,6 +181,10 @@ class _Fold:
         self.serials: dict[str, int] = {"regions": 0, "tasks": 0, "coordinator": 0}
         self.problems: list[str] = []
         self.completions: dict[str, int] = {}
+        #: the task queue's last claim request for a task_accept (agent, region, task id)
+        self.claiming: tuple[str, str, str] | None = None
+        #: claim id -> the task it was made for, by task_accept
+        self.task_claims: dict[str, str] = {}
 
     def session(self, sid: Any) -> SessionImage | None:
         return self.sessions.get(sid) if isinstance(sid, str) else None
@@ -190,6 +195,12 @@ class _Fold:
         if r.type == "coordination_request":
             content = r.content_obj()
             if not isinstance(content, dict):
+                return
+            if content.get("op") == "_agent_crashed" and content.get("reason") == "resumed":
+                # A resumed run starts here (Simulation.restore, before any agent of it
+                # calls): the stopped run's unanswered calls died with it and are never
+                # answered, so the next answers pair with the resumed agents' calls.
+                self.pairs = _Pairs()
                 return
             if r.sender in SERVICES:
                 self.internal(r, content)
@@ -214,6 +225,10 @@ class _Fold:
             return
         if r.recipient != "regions":
             return  # every membership operation goes to each service: regions' copy serves
+        if op == "_claim_for" and str(content.get("purpose", "")).startswith("task "):
+            self.claiming = (str(content.get("agent_id")), _key(content.get("region")),
+                             str(content["purpose"]).removeprefix("task "))
+            return
         if op == "_session" and isinstance(content.get("session"), dict):
             info = dict(content["session"])
             sid = str(info["session_id"])
@@ -423,6 +438,10 @@ class _Fold:
                 "agent_id": str(body["agent_id"]), "region": dict(body["region"]),
                 "exclusive": bool(body.get("exclusive", True)), "claimed_at": r.t,
                 "expires_at": body.get("expires_at"), "serial": serial}
+            if self.claiming is not None and self.claiming[:2] == (
+                    str(body["agent_id"]), _key(body["region"])):
+                self.task_claims[cid] = self.claiming[2]
+            self.claiming = None
             return
         if kind == "region_released" and s.regions is not None:
             s.regions.claims.pop(str(body.get("claim_id")), None)
@@ -446,6 +465,8 @@ class _Fold:
         task = s.tasks.get(tid)
         if task is None:
             return
+        if kind in ("task_completed", "task_failed", "task_blocked"):
+            self.reported(task, str(body.get("by")))
         if kind == "task_accepted":
             task.update(status="in_progress", accepted_at=r.t, claim_id=body.get("claim_id"),
                         _held=False)
@@ -471,12 +492,35 @@ class _Fold:
                 task["assigned_to"] = "any"
         elif kind == "approval_requested":
             task["approval_requested_at"] = r.t
+            # the report that asked for it: what it said is in the request
+            task.update(result=dict(body.get("result") or {}),
+                        artifacts=[dict(a) for a in body.get("artifacts") or ()])
         elif kind == "approval_resolved":
             task["approval_requested_at"] = None
+            if body.get("decision") == "skip":  # what approval_respond puts in its place
+                task["result"] = {"skipped": True}
         elif kind == "task_dependencies_added":
             for dep in body.get("added") or ():
                 if dep not in task["dependencies"]:
                     task["dependencies"].append(dep)
+
+    def reported(self, task: dict[str, Any], by: str) -> None:
+        """A task ended (or blocked) by ``by``'s report, when the log ends before the report's
+        answer and before the result went out: what the report said, from the call (the
+        reporter's oldest unanswered call to the queue)."""
+        waiting = self.pairs.waiting.get(("tasks", by))
+        call = waiting[0][1] if waiting else None
+        if call is None or call.get("tool") != "task_report":
+            return
+        args = call.get("args") or {}
+        if args.get("task_id") == task["task_id"]:
+            task.update(result=dict(args.get("result") or {}),
+                        artifacts=[dict(a) for a in args.get("artifacts") or ()],
+                        message=str(args.get("message") or ""))
+
+
+def _key(region: Any) -> str:
+    return repr(sorted(dict(region).items())) if isinstance(region, dict) else repr(region)
 
 
 def _created(s: SessionImage, r: TraceRecord, body: dict[str, Any]) -> None:
@@ -578,6 +622,13 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
                 task["held"] = bool(task.pop("_held", False)) and task["status"] == "blocked"
                 task["priority"] = str(task["priority"])
                 parse_priority(task["priority"])  # a ValueError here is a fold bug
+    # A claim task_accept made whose acceptance the log does not hold: the task is still
+    # pending (its assignee accepts it again, claiming again), so the claim is no one's.
+    for s in f.sessions.values():
+        if s.regions is not None:
+            for cid, tid in f.task_claims.items():
+                if cid in s.regions.claims and s.tasks.get(tid, {}).get("claim_id") != cid:
+                    del s.regions.claims[cid]
     # A session whose creation was never answered is not kept: its host never learned
     # of it, no agent can have joined it, and a resumed scenario makes it again.
     for sid in [sid for sid, s in f.sessions.items() if not s.owner]:

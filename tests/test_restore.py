@@ -5,6 +5,7 @@ the run that wrote the log, at its end and after every call of random sessions."
 from __future__ import annotations
 
 import collections
+import json
 import os
 import random
 import subprocess
@@ -30,7 +31,7 @@ from barnraise.runner import (
     run_request,
 )
 from sim.rebuild import pair_writes
-from sim.restore import Image, image_of
+from sim.restore import Image, fold, image_of
 from sim.store import StoreError
 
 
@@ -459,3 +460,156 @@ def test_a_task_whose_creation_was_not_answered_comes_back_with_what_its_call_ga
     for key in ("region", "dependencies", "payload", "description", "deadline"):
         assert got[key] == want[key], key
     assert part.unsupported() is None
+
+
+def test_a_task_whose_delegation_was_not_answered_yet_is_folded_from_its_call() -> None:
+    """A log that ends after a task_created event but before the task_delegate answer (and
+    the assignment) still gives the task what its delegator asked for: its description,
+    region and payload come from the unanswered call."""
+    result = run_request(check_request("delegation_chain", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    created = next(r for r in records if r.kind == "event" and r.type == "task_created")
+    call = next(r for r in reversed(records[:created.seq]) if r.type == "coordination_request"
+                and r.content_obj().get("tool") == "task_delegate")
+    args = call.content_obj()["args"]
+    image = fold(records, upto=created.seq + 1)
+    (session,) = image.sessions.values()
+    (task,) = session.tasks.values()
+    assert (task["description"], task["region"], task["payload"]) == (
+        "build kernel", args["region"], args["payload"])
+
+
+def test_a_skipped_approval_leaves_the_skip_result_in_the_fold_before_its_result_is_sent() -> None:
+    """approval_respond with skip puts {"skipped": true} in the task's result; a log that
+    ends at its approval_resolved event (before the task_result) keeps it."""
+    result = run_request(check_request("hitl_approval", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    skip = next(r for r in records if r.kind == "event" and r.type == "approval_resolved"
+                and r.content_obj()["decision"] == "skip")
+    image = fold(records, upto=skip.seq + 1)
+    (session,) = image.sessions.values()
+    assert session.tasks[skip.content_obj()["task_id"]]["result"] == {"skipped": True}
+
+
+def test_a_task_ended_by_a_report_whose_answer_is_not_in_the_log_keeps_what_it_said() -> None:
+    """A log that ends at a task_completed event, before the report's answer and the result
+    sent to the delegator, still gives the task what the report said (from the call)."""
+    result = run_request(check_request("delegation_chain", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    checked = 0
+    for done in (r for r in records if r.kind == "event" and r.type == "task_completed"):
+        report = next(r for r in reversed(records[:done.seq])
+                      if r.type == "coordination_request"
+                      and r.content_obj().get("tool") == "task_report")
+        said = report.content_obj()["args"]
+        image = fold(records, upto=done.seq + 1)
+        (session,) = image.sessions.values()
+        task = session.tasks[done.content_obj()["task_id"]]
+        assert (task["result"], task["artifacts"]) == (said.get("result", {}),
+                                                       said.get("artifacts", []))
+        checked += bool(said.get("result")) + bool(said.get("artifacts"))
+    assert checked >= 2  # the build's artifacts and the test's result
+
+
+#: Scenarios whose resumed crew takes back what the stopped one did (tasks, claims, events)
+#: rather than doing it again: checked strictly by the test below.
+TAKEN_BACK = ("async_delegation", "best_of_n", "conflict_resolution", "conflict_storm",
+              "delegation_chain", "hitl_approval", "locks_barriers", "permissions", "plan_run",
+              "writer_critic")
+
+
+def _done_twice(records: list[Any], stopped: int, claims: set[str] | None = None) -> list[str]:
+    """What the resumed part of a log (records from ``stopped`` on) did that the stopped
+    part had done already: a task delegated again (same delegator, type and description),
+    a claim made again (same agent and region, while its first was still held: at the
+    resume, held means among ``claims``, the claims the world was restored with), a
+    delegation or plan event published again."""
+    def delegations(part: list[Any]) -> collections.Counter[tuple[Any, ...]]:
+        return collections.Counter(
+            (r.sender, c["args"].get("task_type"), c["args"].get("description"))
+            for r in part if r.kind == "deliver" and r.type == "coordination_request"
+            and (c := r.content_obj()).get("tool") == "task_delegate")
+
+    twice = [f"delegated again: {key}" for key in
+             set(delegations(records[:stopped])) & set(delegations(records[stopped:]))]
+    held: dict[str, tuple[str, str]] = {}
+    published: collections.Counter[tuple[str, str]] = collections.Counter()
+    for r in records:
+        if r.seq == stopped and claims is not None:
+            held = {cid: key for cid, key in held.items() if cid in claims}
+        if r.kind != "event":
+            continue
+        body = r.content_obj()
+        if r.type == "region_claimed":
+            key = (body["agent_id"], json.dumps(body["region"], sort_keys=True))
+            if r.seq >= stopped and key in held.values():
+                twice.append(f"claimed again: {key}")
+            held[body["claim_id"]] = key
+        elif r.type == "region_released":
+            held.pop(body["claim_id"], None)
+        elif r.type.startswith(("delegation.", "plan.", "hitl.approval.")):
+            what = body.get("delegation_id") or f"{body.get('plan_id')}:{body.get('step_id')}"
+            published[(r.type, str(what))] += 1
+    twice += [f"published {n} times: {key}" for key, n in published.items() if n > 1]
+    return twice
+
+
+@pytest.mark.parametrize("scenario", TAKEN_BACK)
+def test_a_resumed_crew_does_nothing_twice(tmp_path: Path, scenario: str) -> None:
+    """Killed in realtime at two seeded points (other than the test above's), and killed,
+    resumed, killed again in its resume and resumed at a third pair, the scenario resumes
+    to success and its resumed crew redoes nothing a stopped one had done: no task
+    delegated again, no claim made again, no delegation, plan or approval event
+    published again (work in progress at a kill is requeued and done once, which is no
+    repeat: its task is the same)."""
+    assert getattr(load(scenario), "RESUMABLE", False)
+    whole = tmp_path / "whole.db"
+    assert _run_killed("", "run", scenario, "--mode", "realtime", "--store", str(whole)) == 0
+    length = len(list(open_run(whole).records()))
+    rng = random.Random(f"{scenario}: twice")
+    for point in sorted(rng.sample(range(length // 10, length * 19 // 20), 2)):
+        path = tmp_path / f"{point}.db"
+        if _run_killed(f"record:{point}", "run", scenario, "--mode", "realtime",
+                       "--store", str(path)) != -9:
+            continue
+        stopped = len(list(open_run(path).records()))
+        claims = _claims_restored(path)
+        result = resume(path, record=False)
+        assert result.success, (scenario, point, result.summary)
+        assert _done_twice(list(open_run(path).records()), stopped, claims) == [], \
+            (scenario, point)
+    first, second = sorted(rng.sample(range(length // 5, length * 19 // 20), 2))
+    path = tmp_path / "twice.db"
+    if _run_killed(f"record:{first}", "run", scenario, "--mode", "realtime",
+                   "--store", str(path)) != -9:
+        return
+    stops = [(len(list(open_run(path).records())), _claims_restored(path))]
+    if _run_killed(f"record:{max(second, stops[0][0] + 5)}", "resume", str(path)) == -9:
+        stops.append((len(list(open_run(path).records())), _claims_restored(path)))
+    result = resume(path, record=False)
+    assert result.success, (scenario, first, second, result.summary)
+    after = list(open_run(path).records())
+    assert [_done_twice(after, *stop) for stop in stops] == [[]] * len(stops), (scenario, stops)
+
+
+def _claims_restored(path: Path) -> set[str]:
+    """The claims a resume of the interrupted run at ``path`` restores."""
+    image = image_of(open_run(path))
+    return {cid for s in image.sessions.values() if s.regions is not None
+            for cid in s.regions.claims}
+
+
+def test_a_claim_made_for_an_acceptance_the_log_does_not_hold_is_no_ones() -> None:
+    """task_accept claims the task's region, then accepts: a log that ends between the two
+    leaves the task pending, and the claim is not restored (its assignee accepts again,
+    claiming again); once the acceptance is in the log, the claim is the task's."""
+    result = run_request(check_request("delegation_chain", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    claimed = next(r for r in records if r.kind == "event" and r.type == "region_claimed")
+    accepted = next(r for r in records if r.kind == "event" and r.type == "task_accepted"
+                    and r.content_obj().get("claim_id") == claimed.content_obj()["claim_id"])
+    claim = claimed.content_obj()["claim_id"]
+    for upto, kept in ((claimed.seq + 1, False), (accepted.seq + 1, True)):
+        (session,) = fold(records, upto=upto).sessions.values()
+        assert session.regions is not None
+        assert (claim in session.regions.claims) == kept, upto

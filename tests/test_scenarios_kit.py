@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import numpy as np
 import pytest
 
 from actors.world import Simulation
 from scenarios._kit import (
+    Replay,
     count,
     host_session,
     max_concurrent,
@@ -96,3 +100,55 @@ def test_session_events_filters_by_type_or_prefix() -> None:
         assert [e["event"] for e in session_events(simu, sid, prefix="region_")] == [
             "region_claimed"]
         assert session_events(simu, sid, "region_claimed", prefix="lock") == []
+
+
+class _Stub:
+    """Just what Replay uses of an agent: name, call, sleep, now."""
+
+    def __init__(self) -> None:
+        self.name = "agent-1"
+        self.now = 99.0
+        self.live: list[str] = []
+        self.slept: list[float] = []
+
+    async def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        self.live.append(tool)
+        return {"live": tool}
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+def _call(tool: str, asked: float, answer: Any = None, **args: Any) -> dict[str, Any]:
+    return {"tool": tool, "args": args, "asked": asked, "answer": answer,
+            "answered": None if answer is None else asked + 1}
+
+
+def test_replay_answers_the_logged_calls_then_goes_live() -> None:
+    """Logged calls are answered from the log at the logged times, sleeps between them are
+    skipped; a call a run left unanswered before others was made again and is left out;
+    from a last unanswered call on, everything is live."""
+    agent = _Stub()
+    replay = Replay(agent, [_call("region_claim", 1.0, {"n": 1}, x=1),  # type: ignore[arg-type]
+                            _call("region_release", 3.0),  # died with its run, made again
+                            _call("region_release", 5.0, {"n": 2}),
+                            _call("region_claim", 7.0)])  # unanswered at the kill
+
+    async def script() -> list[Any]:
+        seen = [await replay.call("region_claim", x=1), replay.now]
+        await replay.sleep(10.0)
+        seen.append(replay.now)  # the next logged call's time, not slept
+        seen += [await replay.call("region_release"), replay.now]
+        await replay.sleep(10.0)  # nothing left in the log: slept
+        seen += [await replay.call("region_claim"), replay.now]
+        return seen
+
+    assert asyncio.run(script()) == [{"n": 1}, 2.0, 5.0, {"n": 2}, 6.0,
+                                     {"live": "region_claim"}, 99.0]
+    assert (agent.live, agent.slept, replay.replayed) == (["region_claim"], [10.0], 2)
+
+
+def test_replay_refuses_a_script_that_goes_another_way_than_its_log() -> None:
+    replay = Replay(_Stub(), [_call("region_claim", 1.0, {"n": 1}, x=1)])  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="another way than its stored log"):
+        asyncio.run(replay.call("region_claim", x=2))

@@ -376,14 +376,20 @@ async def refinement_lead(agent: Participant) -> None:
 
     Inputs: ``regions``, ``writers``, ``critic``, ``threshold``, ``max_iterations``.
     Outcome: ``results`` (per region, in region order), ``iterations``
-    (per region), ``failed`` (regions whose task failed).
+    (per region), ``failed`` (regions whose task failed). Restarted after a crash, it
+    takes back the tasks it had delegated (``DelegationLedger.recover``) and delegates
+    only the others.
     """
     params = agent.params
     regions: list[dict[str, int]] = [dict(r) for r in params["regions"]]
     writers: list[str] = list(params["writers"])
     ledger = DelegationLedger(agent)
+    earlier = await _taken_back(agent, ledger)
     order: list[str] = []
     for i, region in enumerate(regions):
+        if f"refine region {i}" in earlier:  # delegated before a crash
+            order.append(earlier.pop(f"refine region {i}"))
+            continue
         order.append(await ledger.delegate(
             writers[i % len(writers)], "build", region=region,
             payload={"mode": "refine", "critic": params["critic"],
@@ -401,6 +407,17 @@ async def refinement_lead(agent: Participant) -> None:
                          failed=sum(1 for r in results if r["status"] != "completed"))
 
 
+async def _taken_back(agent: Agent, ledger: DelegationLedger) -> dict[str, str]:
+    """Restarted after a crash (``Agent.resuming``): the delegations ``agent`` had made, taken
+    back into ``ledger`` (``DelegationLedger.recover``), by description; {} otherwise. A
+    participant's ``params["published_before"]`` names those whose events it had published."""
+    if not agent.resuming:
+        return {}
+    published = agent.params.get("published_before", ()) if isinstance(agent, Participant) \
+        else ()
+    return {r.description: r.delegation_id for r in await ledger.recover(published=published)}
+
+
 async def best_of_n(agent: Agent, region: Mapping[str, int], builders: Sequence[str],
                     critic_id: str, *, ledger: DelegationLedger | None = None,
                     threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
@@ -409,14 +426,19 @@ async def best_of_n(agent: Agent, region: Mapping[str, int], builders: Sequence[
 
     Returns ``scores`` (builder -> score), ``ranking`` (builders, best first),
     ``winner``, ``winner_score``, ``best_score``, ``committed`` and ``failed``
-    (builders whose proposal task failed).
+    (builders whose proposal task failed). Restarted after a crash, ``agent`` takes back
+    the proposal and commit tasks it had delegated (``DelegationLedger.recover``) rather
+    than delegating them again; the critic's review and check, which change nothing
+    and are not kept, are asked for again.
     """
     ledger = ledger or DelegationLedger(agent)
+    earlier = await _taken_back(agent, ledger)
     asked: dict[str, str] = {}  # delegation id -> builder
     for builder in builders:
-        delegation_id = await ledger.delegate(
+        description = f"propose a layout ({builder})"
+        delegation_id = earlier.pop(description, None) or await ledger.delegate(
             builder, "build", payload={"mode": "propose", "region": dict(region)},
-            description=f"propose a layout ({builder})")
+            description=description)
         asked[delegation_id] = builder
     done = await ledger.gather(asked)
     authors = [asked[d] for d in asked if done[d].status == "completed"]
@@ -429,9 +451,10 @@ async def best_of_n(agent: Agent, region: Mapping[str, int], builders: Sequence[
     critiques = review["critiques"]
     best = int(review["ranking"][0])
     winner = authors[best]
-    commit = await ledger.delegate(winner, "build", region=dict(region),
-                                   payload={"mode": "commit", "layout": proposals[best]},
-                                   description=f"commit {winner}'s layout")
+    description = f"commit {winner}'s layout"
+    commit = earlier.pop(description, None) or await ledger.delegate(
+        winner, "build", region=dict(region),
+        payload={"mode": "commit", "layout": proposals[best]}, description=description)
     committed = (await ledger.gather([commit]))[commit]
     verified: dict[str, Any] = {"committed": False}
     if committed.status == "completed":

@@ -31,6 +31,13 @@ since the last take, each delegation once in its life (its ``delivered_at`` is
 set); :meth:`wait` suspends until one settles. Both run in the delegator's own
 behaviour, so a result reaches it on its next turn, never in the middle of one.
 
+After a crash (``Agent.resuming``) a delegator's next incarnation has no ledger:
+:meth:`DelegationLedger.recover` takes its delegations back from the task queue
+(the tasks it delegated, in the order it made them, under the same ids), settles
+those that finished from the tasks' records and waits for the others as before.
+The events the stopped incarnation had published are named by the caller (a
+resumed run reads them from the stored log) and are not published again.
+
 Built over ``task_delegate`` / ``task_report`` rather than bare A2A messages:
 the task queue already owns the task's state machine (a task completes or fails
 once; a second report is refused), enforces who may delegate to whom, keeps
@@ -48,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from actors.agents.alerts import events_topic
-from actors.agents.participant import Participant, accept_next
+from actors.agents.participant import FINISHED, Participant, accept_next, my_delegations
 from actors.base import Agent
 from sim.messages import Message
 
@@ -163,6 +170,40 @@ class DelegationLedger:
             self.agent.start_behaviour(_collect, self, name=f"{self.name}-collector")
         return delegation_id
 
+    async def recover(self, *, published: Iterable[str] = ()) -> list[Delegation]:
+        """The resume hook: take back the delegations this agent made before a crash.
+
+        They are the tasks it delegated (``participant.my_delegations``), numbered in
+        the order it made them, so each gets the id it had (one ledger per delegator;
+        call this before the first :meth:`delegate`). One that finished meanwhile is
+        settled from its task's record, not from a message (the task queue sends a
+        result once, and a letter to the stopped incarnation died with it): its
+        ``delegation.*`` event is published unless its id is in ``published`` (the
+        stopped incarnation published it), and the next :meth:`take` hands it to
+        this incarnation, whose memory starts empty. Results of the others come as
+        usual. Returns them in order.
+        """
+        if self.records:
+            raise RuntimeError("recover() takes back a restarted delegator's delegations; "
+                               "this ledger has delegated already")
+        published = set(published)
+        back = []
+        for task in await my_delegations(self.agent):
+            delegation_id = f"dlg-{self.agent.name}-{self.agent.next_serial('delegation')}"
+            record = Delegation(delegation_id, str(task["task_id"]), str(task["assigned_to"]),
+                                str(task["type"]), str(task["description"]),
+                                float(task["created_at"]))
+            self.records[delegation_id] = record
+            self._by_task[record.task_id] = delegation_id
+            back.append(record)
+            if task["status"] in FINISHED:
+                self._settle(record, task["status"], task.get("result"), task.get("message"),
+                             self.queue, publish=delegation_id not in published)
+        if self.collect and self.pending and not self._collecting:
+            self._collecting = True
+            self.agent.start_behaviour(_collect, self, name=f"{self.name}-collector")
+        return back
+
     # -- settling -------------------------------------------------------------------------
 
     def wants(self, message: Message) -> bool:
@@ -188,25 +229,29 @@ class DelegationLedger:
             record.duplicates += 1
             self.duplicates += 1
             return None
-        record.status = "completed" if content.get("status") == "completed" else "failed"
-        result = content.get("result")
-        record.result = dict(result) if isinstance(result, Mapping) else {}
-        record.message = str(content.get("message") or "")
-        if record.status == "failed" and not record.message:
-            record.message = f"task {content.get('status', 'failed')}"
-        record.reported_by = message.from_agent
         if record.delegate == "any" and content.get("assigned_to"):
             record.delegate = str(content["assigned_to"])  # whoever accepted it
+        self._settle(record, content.get("status"), content.get("result"),
+                     content.get("message"), message.from_agent)
+        return record
+
+    def _settle(self, record: Delegation, status: Any, result: Any, message: Any,
+                reported_by: str, publish: bool = True) -> None:
+        record.status = "completed" if status == "completed" else "failed"
+        record.result = dict(result) if isinstance(result, Mapping) else {}
+        record.message = str(message or "")
+        if record.status == "failed" and not record.message:
+            record.message = f"task {status or 'failed'}"
+        record.reported_by = reported_by
         record.settled_at = self.agent.now
-        self._ready.append(delegation_id)
-        if self.events:
+        self._ready.append(record.delegation_id)
+        if self.events and publish:
             self._publish(record)
         if self._waiting is not None:
             # The owner is suspended in wait(): wake it (a message to itself).
             self.agent.send(self.agent.name, "status_update",
                             {"kind": _WAKE, "ledger": self.name, "wake": self._waiting})
             self._waiting = None
-        return record
 
     def _publish(self, record: Delegation) -> None:
         sid = self.agent.session_id

@@ -7,9 +7,13 @@ from typing import Any
 
 from actors.base import Agent
 
-__all__ = ["Behaviour", "Participant", "accept_next", "my_ready_tasks", "start_next"]
+__all__ = ["FINISHED", "Behaviour", "Participant", "accept_next", "my_delegations",
+           "my_ready_tasks", "start_next"]
 
 Behaviour = Callable[["Participant"], Coroutine[Any, Any, Any]]
+
+#: Task statuses after which a task's result is in its record for good.
+FINISHED = frozenset({"completed", "failed", "cancelled"})
 
 
 class Participant(Agent):
@@ -101,6 +105,20 @@ async def my_ready_tasks(agent: Participant) -> list[dict[str, Any]]:
     queue = await agent.call("task_get_queue", filter={"assigned_to": agent.name,
                                                        "status": "pending"})
     return list(queue.get("tasks", ()))
+
+
+async def my_delegations(agent: Agent) -> list[dict[str, Any]]:
+    """The tasks ``agent`` delegated, whatever their status, oldest first, from the task
+    queue: what a delegator restarted after a crash (``Agent.resuming``) made before it.
+
+    A finished one carries its result (``status``, ``result``, ``message``), so a
+    result the crash kept from its delegator is read here, never asked for again.
+    """
+    queue = await agent.call("task_get_queue", filter={"status": "all"})
+    if queue.get("truncated"):
+        raise RuntimeError(f"{agent.name}: the task queue is too long to read in one reply")
+    mine = [t for t in queue.get("tasks", ()) if t.get("delegated_by") == agent.name]
+    return sorted(mine, key=lambda t: (t["created_at"], t["task_id"]))
 
 
 async def _life(agent: Participant) -> None:

@@ -69,8 +69,9 @@ async def approver(agent: Participant) -> None:
 
     Inputs: ``decision`` (approve | reject | skip | ignore; default approve),
     ``decisions`` (per step id, overriding it), ``think`` ([min, max] simulated
-    seconds; default [0.5, 2]). Outcome: ``requests``, ``answered`` ([step id,
-    decision] pairs), ``ignored``.
+    seconds; default [0.5, 2]), ``requests_before`` (restarted after a crash: the
+    requests left open). Outcome: ``requests``, ``answered`` ([step id, decision]
+    pairs), ``ignored``.
     """
     params = agent.params
     default = str(params.get("decision", "approve"))
@@ -84,6 +85,9 @@ async def approver(agent: Participant) -> None:
     # before the subscription took effect (and not resolved yet) from recent events.
     recent = await agent.call("session_get_state", include=["events"])
     backlog = _open_requests(recent.get("state", {}).get("events", []))
+    # Restarted after a crash: the requests still open then (a resumed run reads them from
+    # its stored log; recent events are not kept across a restart).
+    backlog += [dict(r) for r in params.get("requests_before", ())] if agent.resuming else []
     seen: set[tuple[str, str]] = set()
     while True:
         if backlog:

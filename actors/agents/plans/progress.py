@@ -77,15 +77,21 @@ class Debouncer(Generic[T]):
 async def progress_watcher(agent: Participant) -> None:
     """Follow every plan in the session; record progress, debounced.
 
-    Inputs: ``interval`` (simulated seconds between updates, default 2).
-    Outcome: ``events`` (plan events seen), ``updates`` ([t, snapshot]: plan,
-    plan_id, done, failed, total, status, last event), ``coalesced``.
+    Inputs: ``interval`` (simulated seconds between updates, default 2), ``seen_before``
+    (restarted after a crash: the plan events it had seen). Outcome: ``events`` (plan
+    events seen), ``updates`` ([t, snapshot]: plan, plan_id, done, failed, total,
+    status, last event), ``coalesced``.
     """
     debounce: Debouncer[dict[str, Any]] = Debouncer(float(agent.params.get("interval", 2.0)))
     updates: list[list[Any]] = []
     agent.outcome.update(events=0, updates=updates, coalesced=0)
     plans: dict[str, dict[str, Any]] = {}
     await agent.call("a2a_subscribe")
+    # Restarted after a crash: the plan events it had seen (a resumed run reads them from
+    # its stored log) make its view again; the updates it had sent are not sent again.
+    for content in agent.params.get("seen_before", ()) if agent.resuming else ():
+        agent.outcome["events"] += 1
+        _see(plans, content)
     while True:
         due = debounce.due()
         timeout = None if due is None else max(0.0, due - agent.now)
@@ -98,28 +104,32 @@ async def progress_watcher(agent: Participant) -> None:
             if held is not None:
                 updates.append([agent.now, held])
             continue
-        content = message.content
         agent.outcome["events"] += 1
-        view = plans.setdefault(str(content.get("plan_id")), {
-            "plan": content.get("plan"), "plan_id": content.get("plan_id"), "steps": {},
-            "total": 0, "status": "running"})
-        event = str(content["event"])
-        if event == PLAN_STARTED:
-            view["total"] = len(content.get("steps", []))
-        elif event == STEP_COMPLETED:
-            view["steps"][content["step_id"]] = "skipped" if content.get("skipped") else "done"
-        elif event == STEP_FAILED:
-            view["steps"][content["step_id"]] = "failed"
-        elif event == STEP_STARTED:
-            view["steps"].setdefault(content["step_id"], "running")
-        elif event == PLAN_COMPLETED:
-            view["status"] = content.get("status")
-        states = list(view["steps"].values())
-        snapshot = {"plan": view["plan"], "plan_id": view["plan_id"],
-                    "done": sum(1 for s in states if s in ("done", "skipped")),
-                    "failed": states.count("failed"), "total": view["total"],
-                    "status": view["status"], "last_event": event}
+        snapshot = _see(plans, message.content)
         sent = debounce.offer(agent.now, snapshot)
         if sent is not None:
             updates.append([agent.now, sent])
         agent.outcome["coalesced"] = debounce.coalesced
+
+
+def _see(plans: dict[str, dict[str, Any]], content: dict[str, Any]) -> dict[str, Any]:
+    """Fold one plan event into ``plans`` (by plan id); the plan's progress snapshot."""
+    view = plans.setdefault(str(content.get("plan_id")), {
+        "plan": content.get("plan"), "plan_id": content.get("plan_id"), "steps": {},
+        "total": 0, "status": "running"})
+    event = str(content["event"])
+    if event == PLAN_STARTED:
+        view["total"] = len(content.get("steps", []))
+    elif event == STEP_COMPLETED:
+        view["steps"][content["step_id"]] = "skipped" if content.get("skipped") else "done"
+    elif event == STEP_FAILED:
+        view["steps"][content["step_id"]] = "failed"
+    elif event == STEP_STARTED:
+        view["steps"].setdefault(content["step_id"], "running")
+    elif event == PLAN_COMPLETED:
+        view["status"] = content.get("status")
+    states = list(view["steps"].values())
+    return {"plan": view["plan"], "plan_id": view["plan_id"],
+            "done": sum(1 for s in states if s in ("done", "skipped")),
+            "failed": states.count("failed"), "total": view["total"],
+            "status": view["status"], "last_event": event}

@@ -11,6 +11,13 @@ step), ``plan.step.failed`` (``reason``; ``blocked_by`` for a step whose
 dependency failed, which never starts), ``plan.completed`` (``status``
 completed or failed), and the gates' ``hitl.approval.requested`` and
 ``hitl.approval.resolved``. Every payload has ``plan`` (the name) and ``plan_id``.
+
+Restarted after a crash, a runner given what it had published (``before``: its
+plan events, oldest first, read from a stored log by a resumed run) and the
+approval answers that had reached it (``answers``) picks the run up
+(:meth:`_Run.resume`): the steps' states come from those events, the tasks it had
+delegated from the task queue (``DelegationLedger.recover``), and nothing it had
+published or delegated is done again.
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors.agents.alerts import alert, events_topic
-from actors.agents.delegation import DelegationError, DelegationLedger
-from actors.agents.participant import Participant
+from actors.agents.delegation import Delegation, DelegationError, DelegationLedger
+from actors.agents.participant import Participant, my_delegations
 from actors.agents.plans.approvals import (
     APPROVAL_REQUESTED,
     APPROVAL_RESOLVED,
@@ -181,6 +188,10 @@ class _Run:
         record = self.ledger.settle(message)
         if record is None or record.delegation_id not in self.running:
             return  # a duplicate, or the step already failed (its task was blocked)
+        self.finish(record)
+
+    def finish(self, record: Delegation) -> None:
+        """A running step's delegation settled: the step completes or fails."""
         self.ledger.take([record.delegation_id])
         step_id = self.running.pop(record.delegation_id)
         self.load[self.targets[step_id]] -= 1
@@ -207,6 +218,59 @@ class _Run:
                 self.load[self.targets[step_id]] -= 1
                 self.fail(step_id, f"blocked: {message.content.get('message') or 'task blocked'}",
                           task_id=task_id)
+
+    async def resume(self, before: list[dict[str, Any]], answers: list[Message]) -> bool:
+        """Pick up a run its restarted runner had begun: the steps' states from the events
+        it had published (``before``), its delegations from the task queue; a step whose
+        task finished meanwhile settles now, a started step with no task is delegated,
+        an approval answer that had reached it (``answers``) counts. False when the
+        plan had completed already."""
+        for e in before:
+            event, step_id = e["event"], e.get("step_id")
+            self.events.append([e["t"], event, step_id])
+            if event == PLAN_COMPLETED:
+                return False
+            if step_id is None:
+                continue
+            if event == STEP_STARTED:
+                self.targets[step_id] = str(e["agent"])
+                self.load[e["agent"]] = self.load.get(e["agent"], 0) + 1
+                self.set(step_id, "started", agent=e["agent"], started_at=e["t"])
+            elif event == APPROVAL_REQUESTED:
+                self.set(step_id, "awaiting_approval")
+                self.deadlines[step_id] = float(e["t"]) + float(e["timeout"])
+            elif event == APPROVAL_RESOLVED:
+                self.deadlines.pop(step_id, None)
+                self.steps[step_id]["decision"] = e["decision"]
+                self.approvals.append({"step_id": step_id, "decision": e["decision"],
+                                       "by": e["by"], "t": e["t"]})
+                if e["decision"] == "approve":
+                    self.set(step_id, "started")
+            elif event in (STEP_COMPLETED, STEP_FAILED):
+                if self.status[step_id] != "waiting":
+                    self.load[self.targets[step_id]] -= 1
+                if event == STEP_FAILED:
+                    self.set(step_id, "failed", message=e.get("reason", ""), finished_at=e["t"])
+                else:
+                    self.set(step_id, "skipped" if e.get("skipped") else "completed",
+                             finished_at=e["t"])
+        by_task = {t["task_id"]: t.get("payload", {}) for t in await my_delegations(self.agent)}
+        for record in await self.ledger.recover():
+            payload = by_task.get(record.task_id, {})
+            step_id = str(payload.get("step"))
+            if payload.get("plan_id") != self.plan_id or self.status.get(step_id) != "started":
+                continue
+            self.running[record.delegation_id] = step_id
+            self.set(step_id, "running", task_id=record.task_id)
+            if record.settled:  # finished while the runner was down
+                self.finish(record)
+        for step in self.plan.steps:  # started, but its task was never made
+            if self.status[step.id] == "started":
+                await self.delegate(step)
+        for message in answers:
+            if self.is_response(message):
+                await self.answer(message)
+        return True
 
     def is_response(self, message: Message) -> bool:
         content = message.content
@@ -259,19 +323,33 @@ class _Run:
 
 
 async def run_plan(agent: Agent, plan: Plan, *, plan_id: str | None = None,
-                   outcome: dict[str, Any] | None = None) -> dict[str, Any]:
+                   outcome: dict[str, Any] | None = None,
+                   before: list[dict[str, Any]] | None = None,
+                   answers: list[Message] | None = None) -> dict[str, Any]:
     """Run ``plan`` from ``agent`` (who may delegate: an architect); its outcome.
 
     Outcome: ``plan``, ``plan_id``, ``status`` (completed | failed), ``steps``
     (per step: status, agent, task_id, started_at, finished_at, message,
     decision), ``events`` ([t, event, step id], in publication order),
     ``approvals``, ``alerts``, ``duration``. ``outcome`` is updated as the run goes.
+    ``before`` (with ``answers``): the events a restarted runner had published for
+    this plan (its ``plan.started`` first), to pick the run up from (see the module
+    doc); its ``plan_id`` is the one they carry.
     """
+    if before:
+        plan_id = str(before[0]["plan_id"])
     if plan_id is None:
         plan_id = f"{plan.name}-{agent.name}-{agent.next_serial('plan-run')}"
     run = _Run(agent, plan, plan_id, outcome if outcome is not None else {})
     started = agent.now
-    run.emit(PLAN_STARTED, steps=plan.ids, runner=agent.name)
+    if before:
+        started = float(before[0]["t"])
+        if not await run.resume(before, list(answers or ())):
+            run.outcome.update(status=before[-1].get("status"),
+                               duration=round(float(before[-1]["t"]) - started, 6))
+            return run.outcome
+    else:
+        run.emit(PLAN_STARTED, steps=plan.ids, runner=agent.name)
     await run.advance()
     while run.running or run.deadlines:
         timeout = None
@@ -307,7 +385,9 @@ async def plan_runner(agent: Participant) -> None:
     """Run ``params["plan"]`` (a Plan, a mapping, a path or a name in ``params["plans_dir"]``).
 
     The outcome is :func:`run_plan`'s; a plan that does not validate ends the
-    behaviour with ``status`` "invalid" and ``error``.
+    behaviour with ``status`` "invalid" and ``error``. Restarted after a crash, it picks
+    the run up from ``params["plan_events_before"]`` and ``params["answers_before"]``
+    (see :func:`run_plan`), when given.
     """
     params = agent.params
     try:
@@ -316,6 +396,9 @@ async def plan_runner(agent: Participant) -> None:
     except PlanError as exc:
         agent.outcome.update(status="invalid", error=str(exc), field=exc.field)
         return
-    await run_plan(agent, plan, outcome=agent.outcome)
+    # a resumed run: the events it had published for the plan, the answers it had had
+    before = params.get("plan_events_before") if agent.resuming else None
+    await run_plan(agent, plan, outcome=agent.outcome, before=before,
+                   answers=params.get("answers_before"))
 
 
