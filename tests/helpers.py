@@ -107,3 +107,84 @@ def canvas_from_log(run: Any, at: float, size: int) -> np.ndarray[Any, Any]:
             canvas[r["y"]:r["y"] + r["height"], r["x"]:r["x"] + r["width"]] = (
                 int(parse_tile(tiles)) if isinstance(tiles, (int, str)) else np.array(tiles))
     return canvas
+
+
+class HandSession:
+    """A session driven by hand, one step at a time, for the stores' property tests
+    (tests/test_rebuild.py, tests/test_restore.py): an owner (architect) and guests
+    (builders) who come and go, making tool calls good and refused.
+
+    :meth:`step` takes ``(name, a, b, c)`` as the tests' hypothesis strategies draw them:
+    ``place_tile``, ``place_tiles``, ``claim``, ``release``, ``delegate`` (b odd: on the
+    last task; to guest b when it is in, else to any), ``accept`` and ``report`` (by guest
+    b, or the owner), ``artifact``, ``checkpoint``, ``rollback``, ``join``, ``leave``,
+    ``wait`` (a simulated seconds pass), ``lock``, ``unlock``, ``barrier``.
+    """
+
+    def __init__(self, simu: Simulation) -> None:
+        self.simu = simu
+        self.owner = simu.client("owner")
+        self.session_id = str(self.owner.call("session_create", session_name="P",
+                                              grid_size=10)["session_id"])
+        self.owner.call("session_join", agent_name="owner", role="architect")
+        self.guests: dict[int, Any] = {}  # in the session now
+        self.clients: dict[int, Any] = {}  # made once each: an actor name is never reused
+        self.claims: list[str] = []
+        self.tasks: list[str] = []
+        self.checkpoints: list[str] = []
+
+    def step(self, name: str, a: int, b: int, c: Any) -> None:
+        owner, guests, simu = self.owner, self.guests, self.simu
+        who = guests.get(b, owner)
+        claims, tasks, checkpoints = self.claims, self.tasks, self.checkpoints
+        if name == "place_tile":
+            owner.call("builder_place_tile", x=a, y=b, tile_type=c)
+        elif name == "place_tiles":
+            owner.call("builder_place_tiles", region=box(a, b, 2), tiles=c)
+        elif name == "claim":
+            got = owner.call("region_claim", region=box(a, b, c), timeout=60)
+            if got.get("success"):
+                claims.append(got["claim_id"])
+        elif name == "release" and claims:
+            owner.call("region_release", claim_id=claims[a % len(claims)])
+        elif name == "delegate":
+            deps = tasks[-1:] if b % 2 and tasks else []
+            target = f"guest-{b}" if b in guests else "any"
+            got = owner.call("task_delegate", task_type="build", description=f"t{a}",
+                             dependencies=deps, target_agent_id=target, region=box(a, 0, 2),
+                             payload={"n": a}, deadline=simu.now + 100 * (a + 1))
+            if got.get("success"):
+                tasks.append(got["task_id"])
+        elif name == "accept" and tasks:
+            who.call("task_accept", task_id=tasks[a % len(tasks)])
+        elif name == "report" and tasks:
+            who.call("task_report", task_id=tasks[a % len(tasks)], status=c, result={"k": a})
+        elif name == "artifact":
+            if b:
+                owner.call("builder_assemble_cartridge", region=box(a, a, 2), name=f"c{a}")
+            else:
+                owner.call("builder_load_shader", region=box(a, a, 2), shader_name=f"s{a}")
+        elif name == "checkpoint":
+            include = [["tiles"], ["tiles", "session_state"], ["session_state"],
+                       ["tiles", "shaders", "cartridges", "session_state"]][a]
+            got = owner.call("build_checkpoint", include=include, description=f"c{a}")
+            if got.get("success"):
+                checkpoints.append(got["checkpoint_id"])
+        elif name == "rollback" and checkpoints:
+            owner.call("build_rollback", checkpoint_id=checkpoints[a % len(checkpoints)])
+        elif name == "join" and a not in guests:
+            if a not in self.clients:
+                self.clients[a] = simu.client(f"guest-{a}")
+            guests[a] = self.clients[a]
+            guests[a].call("session_join", session_id=self.session_id,
+                           agent_name=f"guest-{a}", role="builder")
+        elif name == "leave" and a in guests:
+            guests.pop(a).call("session_leave")
+        elif name == "wait":
+            simu.advance(a)
+        elif name == "lock":
+            who.call("a2a_lock_acquire", lock_id=f"lock-{a}", wait=0, lease=c)
+        elif name == "unlock":
+            who.call("a2a_lock_release", lock_id=f"lock-{a}")
+        elif name == "barrier":
+            who.call("a2a_barrier_enter", barrier_id=f"b-{a}", expected_count=1, timeout=0)

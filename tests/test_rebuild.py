@@ -14,7 +14,7 @@ from barnraise import open_run
 from barnraise.runner import check_request, list_scenarios, open_store, run_request
 from sim.rebuild import pair_writes, world_at
 from sim.store import StoredRun
-from tests.helpers import canvas_from_log
+from tests.helpers import HandSession, canvas_from_log
 
 SMALL = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}
 PARTS = ("canvas", "shape", "members", "claims", "tasks", "checkpoints")
@@ -177,51 +177,9 @@ def test_the_world_folded_from_the_log_equals_the_world_in_memory_at_every_prefi
         store = simu.store
         assert store is not None
         store.snapshot_every = 10**9  # one at the end at most: the fold does the rest
-        owner = simu.client("owner")
-        owner.call("session_create", session_name="P", grid_size=10)
-        owner.call("session_join", agent_name="owner", role="architect")
-        guests: dict[int, Any] = {}  # in the session now
-        clients: dict[int, Any] = {}  # made once each: an actor name is never reused
-        claims: list[str] = []
-        tasks: list[str] = []
-        checkpoints: list[str] = []
-        for name, a, b, c in steps:
-            who = guests.get(b, owner) if name in ("accept", "report") else owner
-            if name == "place_tile":
-                owner.call("builder_place_tile", x=a, y=b, tile_type=c)
-            elif name == "place_tiles":
-                owner.call("builder_place_tiles", region={"x": a, "y": b, "width": 2,
-                                                          "height": 2}, tiles=c)
-            elif name == "claim":
-                got = owner.call("region_claim", region={"x": a, "y": b, "width": c,
-                                                         "height": c})
-                if got.get("success"):
-                    claims.append(got["claim_id"])
-            elif name == "release" and claims:
-                owner.call("region_release", claim_id=claims[a % len(claims)])
-            elif name == "delegate":
-                got = owner.call("task_delegate", task_type="build", description=f"t{a}")
-                if got.get("success"):
-                    tasks.append(got["task_id"])
-            elif name == "accept" and tasks:
-                who.call("task_accept", task_id=tasks[a % len(tasks)])
-            elif name == "report" and tasks:
-                who.call("task_report", task_id=tasks[a % len(tasks)], status=c)
-            elif name == "checkpoint":
-                include = [["tiles"], ["tiles", "session_state"], ["session_state"]][a]
-                got = owner.call("build_checkpoint", include=include)
-                if got.get("success"):
-                    checkpoints.append(got["checkpoint_id"])
-            elif name == "rollback" and checkpoints:
-                owner.call("build_rollback", checkpoint_id=checkpoints[a % len(checkpoints)])
-            elif name == "join" and a not in guests:
-                if a not in clients:
-                    clients[a] = simu.client(f"guest-{a}")
-                guests[a] = clients[a]
-                guests[a].call("session_join", session_id=owner.session_id,
-                               agent_name=f"guest-{a}", role="builder")
-            elif name == "leave" and a in guests:
-                guests.pop(a).call("session_leave")
+        hand = HandSession(simu)
+        for step in steps:
+            hand.step(*step)
             store.commit()
             seen.append((store.written, simu.world_state()))
         run = open_run(path)

@@ -33,6 +33,7 @@ from barnraise.runner import (
 from sim.rebuild import pair_writes
 from sim.restore import Image, fold, image_of
 from sim.store import StoreError
+from tests.helpers import HandSession
 
 
 def service_state(simu: Simulation, sid: str) -> dict[str, Any]:
@@ -201,74 +202,10 @@ def test_the_services_restored_from_any_prefix_of_the_log_are_the_services_in_me
     with Simulation(seed=3, store=path) as simu:
         store = simu.store
         assert store is not None
-        owner = simu.client("owner")
-        sid = owner.call("session_create", session_name="P", grid_size=10)["session_id"]
-        owner.call("session_join", agent_name="owner", role="architect")
-        guests: dict[int, Any] = {}
-        clients: dict[int, Any] = {}
-        claims: list[str] = []
-        tasks: list[str] = []
-        checkpoints: list[str] = []
-        for name, a, b, c in steps:
-            who = guests.get(b, owner) if name in ("accept", "report") else owner
-            if name == "place_tile":
-                owner.call("builder_place_tile", x=a, y=b, tile_type=c)
-            elif name == "place_tiles":
-                owner.call("builder_place_tiles", region={"x": a, "y": b, "width": 2,
-                                                          "height": 2}, tiles=c)
-            elif name == "claim":
-                got = owner.call("region_claim", region={"x": a, "y": b, "width": c,
-                                                         "height": c}, timeout=60)
-                if got.get("success"):
-                    claims.append(got["claim_id"])
-            elif name == "release" and claims:
-                owner.call("region_release", claim_id=claims[a % len(claims)])
-            elif name == "delegate":
-                deps = tasks[-1:] if b % 2 and tasks else []
-                target = f"guest-{b}" if b in guests else "any"
-                got = owner.call("task_delegate", task_type="build", description=f"t{a}",
-                                 dependencies=deps, target_agent_id=target,
-                                 region={"x": a, "y": 0, "width": 2, "height": 2},
-                                 payload={"n": a}, deadline=simu.now + 100 * (a + 1))
-                if got.get("success"):
-                    tasks.append(got["task_id"])
-            elif name == "accept" and tasks:
-                who.call("task_accept", task_id=tasks[a % len(tasks)])
-            elif name == "report" and tasks:
-                who.call("task_report", task_id=tasks[a % len(tasks)], status=c,
-                         result={"k": a})
-            elif name == "artifact":
-                box = {"x": a, "y": a, "width": 2, "height": 2}
-                if b:
-                    owner.call("builder_assemble_cartridge", region=box, name=f"c{a}")
-                else:
-                    owner.call("builder_load_shader", region=box, shader_name=f"s{a}")
-            elif name == "join" and a not in guests:
-                if a not in clients:
-                    clients[a] = simu.client(f"guest-{a}")
-                guests[a] = clients[a]
-                guests[a].call("session_join", session_id=sid, agent_name=f"guest-{a}",
-                               role="builder")
-            elif name == "leave" and a in guests:
-                guests.pop(a).call("session_leave")
-            elif name == "wait":
-                simu.advance(a)
-            elif name == "checkpoint":
-                include = [["tiles"], ["tiles", "session_state"], ["session_state"],
-                           ["tiles", "shaders", "cartridges", "session_state"]][a]
-                got = owner.call("build_checkpoint", include=include, description=f"c{a}")
-                if got.get("success"):
-                    checkpoints.append(got["checkpoint_id"])
-            elif name == "rollback" and checkpoints:
-                owner.call("build_rollback", checkpoint_id=checkpoints[a % len(checkpoints)])
-            elif name == "lock":
-                guests.get(b, owner).call("a2a_lock_acquire", lock_id=f"lock-{a}", wait=0,
-                                          lease=c)
-            elif name == "unlock":
-                guests.get(b, owner).call("a2a_lock_release", lock_id=f"lock-{a}")
-            elif name == "barrier":
-                guests.get(b, owner).call("a2a_barrier_enter", barrier_id=f"b-{a}",
-                                          expected_count=1, timeout=0)
+        hand = HandSession(simu)
+        sid = hand.session_id
+        for step in steps:
+            hand.step(*step)
             store.commit()
             seen.append((store.written, service_state(simu, sid)))
     run = open_run(path)
