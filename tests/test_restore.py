@@ -550,3 +550,36 @@ def test_a_claim_made_for_an_acceptance_the_log_does_not_hold_is_no_ones() -> No
         (session,) = fold(records, upto=upto).sessions.values()
         assert session.regions is not None
         assert (claim in session.regions.claims) == kept, upto
+
+
+def test_restore_refuses_a_simulation_that_has_a_world_already_and_an_unusable_image(
+        tmp_path: Path) -> None:
+    path = tmp_path / "run.db"
+    request = check_request("kernel_build", **SMALL["kernel_build"])
+    assert run_request(request, store=open_store(request, path), record=False).success
+    image = image_of(open_run(path))
+    with Simulation(mode="deterministic") as simu:
+        simu.client("host").call("session_create", session_name="S", grid_size=8)
+        before = simu.world_state()
+        with pytest.raises(ValueError, match="has sessions"):
+            simu.restore(image)
+        assert simu.world_state() == before and simu.restored is None
+    image.problems.append("a problem the fold met")
+    with Simulation(mode="deterministic") as simu:
+        with pytest.raises(ValueError, match="cannot be resumed from its log: a problem"):
+            simu.restore(image)
+        assert simu.sessions() == [] and simu.restored is None
+
+
+@pytest.mark.parametrize("at", [-1.0, float("nan"), float("inf")])
+def test_a_clock_does_not_jump_to_a_bad_time(at: float) -> None:
+    from sim.clock import VirtualClock, WallClock
+
+    for clock in (VirtualClock(5.0), WallClock(10.0)):
+        before = clock.now
+        with pytest.raises(ValueError, match="finite time >= 0"):
+            clock.jump_to(at)
+        assert clock.now >= before
+    virtual = VirtualClock(5.0)
+    virtual.jump_to(3.0)  # never backwards
+    assert virtual.now == 5.0

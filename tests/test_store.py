@@ -531,3 +531,12 @@ def test_a_new_store_does_not_take_in_a_stale_wal_of_a_deleted_one(
     view = open_run(path)
     assert view.info.scenario == "grid_build" and view.status == "finished"  # type: ignore[union-attr]
     assert [r.seq for r in view.records()] == list(range(len(result.trace)))
+
+
+@pytest.mark.parametrize("interval", [0, -1.0, float("nan"), float("inf"), True, "1"])
+def test_a_time_series_with_a_bad_interval_is_refused(tmp_path: pathlib.Path,
+                                                      interval: Any) -> None:
+    path = tmp_path / "run.db"
+    run("grid_build", record=False, store=path)
+    with pytest.raises(ValueError, match="interval must be a finite number of seconds > 0"):
+        open_run(path).timeseries(interval=interval)
