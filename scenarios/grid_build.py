@@ -99,9 +99,9 @@ def run(simu: Simulation, *, grid: int, builders: int, step: float) -> dict[str,
     plan = seeded_tiles(rng_for(simu, "plan"), grid, grid)
     _, sid = host_session(simu, session_name="Grid build", grid_size=grid,
                           max_agents=builders, blueprint=plan.tolist())
+    built = restored_canvas(simu, sid)  # one copy for the crew, not one each
     crew = [spawn(simu, sid, f"builder-{i + 1}", "builder", crew=builders,
-                  behaviour=_block_builder, plan=plan, block=block, step=step,
-                  built=restored_canvas(simu, sid),
+                  behaviour=_block_builder, plan=plan, block=block, step=step, built=built,
                   x=(i % side) * block, y=(i // side) * block)
             for i in range(builders)]
     # A resumed run: what the builders' last incarnations were told, from the log.

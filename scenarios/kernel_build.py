@@ -35,7 +35,16 @@ from typing import Any
 from actors.agents.critic import critic_tester, writer
 from actors.world import Simulation
 from scenarios import COUNT, FRACTION, GRID, RATE, Bound, ParamError
-from scenarios._kit import current, host_session, kernel_blueprint, rng_for, spawn, total
+from scenarios._kit import (
+    current,
+    host_session,
+    kernel_blueprint,
+    placed_at,
+    restored_canvas,
+    rng_for,
+    spawn,
+    total,
+)
 
 NAME = "kernel_build"
 PARAMS: dict[str, Any] = {
@@ -47,7 +56,8 @@ BOUNDS = {"grid_size": GRID, "block": GRID, "builders": COUNT, "testers": COUNT,
           "error_rate": FRACTION, "tile_rate": RATE,
           "strategy": Bound(choices=("parallel", "sequential", "cluster"))}
 #: A realtime run resumes by running this script again on the restored world: the
-#: session is found again, and every agent resumes from the world's state (docs/store.md).
+#: session is found again, every agent resumes from the world's state (docs/store.md),
+#: and a builder redoing a block requeued at the kill starts at its first row not built.
 RESUMABLE = True
 # A blueprint travels in one message: a 1000 x 1000 one is a few MB of JSON.
 SIMULATION = {"max_content_bytes": 64 * 2**20}
@@ -76,9 +86,15 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
     if strategy == "cluster":
         cluster, reviewers = {"behaviour": writer}, {"behaviour": critic_tester,
                                                       "blueprint": blueprint}
+    # A resumed run: the canvas as the stopped run left it, so that a builder redoing a
+    # requeued block starts at its first row not yet built (builders cannot read it).
+    built = restored_canvas(simu, sid)
+    resumed = (lambda name: {"built": built, "placed_at": placed_at(simu, name)}) \
+        if built is not None else (lambda name: {})
     crew_agents = [spawn(simu, sid, name, "builder", crew=crew, blueprint=blueprint,
                          tile_rate=tile_rate, error_rate=error_rate, shader=shader,
-                         cartridge=cartridge, **cluster) for name in builder_ids]
+                         cartridge=cartridge, **cluster, **resumed(name))
+                   for name in builder_ids]
     testers_ = [spawn(simu, sid, name, "tester", crew=crew, **reviewers)
                 for name in tester_ids]
     # Exactly once: every task_completed event the task queue records, counted by
