@@ -284,7 +284,10 @@ class LogIndex:
             f = self.figures.setdefault(sid, _Figures())
             cid = str(content.get("checkpoint_id"))
             if op == "_checkpoint":
-                f.checkpoints[cid] = f.tiles_placed
+                # Only a checkpoint of the tiles keeps (and a rollback to it puts back) the
+                # count, as regions does; one of the session state alone leaves it be.
+                if "tiles" in (content.get("include") or ()):
+                    f.checkpoints[cid] = f.tiles_placed
             elif cid in f.checkpoints:
                 f.tiles_placed = f.checkpoints[cid]
                 f.placed.set(r.seq, f.tiles_placed)

@@ -108,6 +108,9 @@ SCRIPTED = [("delegate", []), ("delegate", []), ("depend", (0, [1])), ("depend",
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 @example(steps=SCRIPTED)
+# Found by a CI run: a rollback to a checkpoint of the session state alone put the tile
+# count back to the checkpoint's, which regions does only for a checkpoint of the tiles.
+@example(steps=[("checkpoint", 0), ("place", (0, "code")), ("rollback", 0)])
 def test_the_folded_board_and_figures_equal_the_world_in_memory_at_every_prefix(
         tmp_path: Path, steps: list[tuple[str, Any]]) -> None:
     """Tasks delegated with dependencies, given more (good calls and refused ones: unknown
