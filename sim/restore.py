@@ -185,6 +185,9 @@ class _Fold:
         self.claiming: tuple[str, str, str] | None = None
         #: claim id -> the task it was made for, by task_accept
         self.task_claims: dict[str, str] = {}
+        #: Claims whose task_accepted the log holds (the service kept them, whatever
+        #: became of the task later: a rollback leaves its claim in place).
+        self.accepted_claims: set[str] = set()
 
     def session(self, sid: Any) -> SessionImage | None:
         return self.sessions.get(sid) if isinstance(sid, str) else None
@@ -468,6 +471,8 @@ class _Fold:
         if kind in ("task_completed", "task_failed", "task_blocked"):
             self.reported(task, str(body.get("by")))
         if kind == "task_accepted":
+            if body.get("claim_id") is not None:
+                self.accepted_claims.add(str(body["claim_id"]))
             task.update(status="in_progress", accepted_at=r.t, claim_id=body.get("claim_id"),
                         _held=False)
             if task["assigned_to"] == "any":
@@ -626,8 +631,8 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
     # pending (its assignee accepts it again, claiming again), so the claim is no one's.
     for s in f.sessions.values():
         if s.regions is not None:
-            for cid, tid in f.task_claims.items():
-                if cid in s.regions.claims and s.tasks.get(tid, {}).get("claim_id") != cid:
+            for cid in f.task_claims:
+                if cid in s.regions.claims and cid not in f.accepted_claims:
                     del s.regions.claims[cid]
     # A session whose creation was never answered is not kept: its host never learned
     # of it, no agent can have joined it, and a resumed scenario makes it again.

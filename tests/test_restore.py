@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from actors.world import Simulation
@@ -190,6 +190,11 @@ STEPS = st.lists(st.one_of(
 @settings(deadline=None,  # 100 examples; --hypothesis-profile=long: 2,000
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
+# Found by the 2,000-example run: a rollback leaves in place the claim a task's
+# acceptance made after the checkpoint; the fold had taken it for one whose acceptance
+# the log lacks, and dropped it.
+@example(steps=[("delegate", 0, 0, 0), ("checkpoint", 1, 0, 0), ("accept", 0, 0, 0),
+                ("rollback", 0, 0, 0)])
 def test_the_services_restored_from_any_prefix_of_the_log_are_the_services_in_memory(
         tmp_path: Path, steps: list[tuple[str, int, int, Any]]) -> None:
     """Random tool calls (good and refused) by an owner and guests, with time passing
