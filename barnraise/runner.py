@@ -435,7 +435,7 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
         problem = image.unsupported()
         if problem is not None:
             raise StoreError(f"store {name!r} cannot be resumed from its log: {problem}")
-    store, info = Store.resume(name)
+    store, info = Store.resume(name, info)
     if image is not None:
         store.continue_after()
     result = run_request(request, progress=progress, record=record, store=store,

@@ -15,7 +15,9 @@ row, already in WAL mode) and synced once. Tables:
 * ``snapshots``: every ``snapshot_every`` records (deterministic mode), a
   zlib-compressed msgpack of the world (canvas bytes, members, claims, tasks);
 * ``delegations``: one row per task, kept from the task events (delegator,
-  delegatee, status, result, when the result was delivered).
+  delegatee, status, result, when the result was delivered);
+* ``digests`` (deterministic mode): after each commit, the number of records then
+  in the log and the trace digest over them (SHA-256, as ``trace_digest``).
 
 **Acknowledged means durable.** :meth:`Store.commit` writes every record not yet
 written in one transaction (a group commit). The services call it, through
@@ -24,9 +26,12 @@ call: the answer reaches its caller only once everything the call changed is
 committed.
 
 **Resume.** :meth:`Store.resume` opens an interrupted store for appending: a
-re-execution's first records are compared with the stored ones, every record, a
-group at a time and in bulk (:attr:`Store.divergence` names the first that
-differs), and records past the stored end are appended.
+re-execution's first records are checked against the stored ones, every record,
+and records past the stored end are appended. The check goes by the ``digests``
+rows: the re-execution's digest at each stored commit's end must equal the stored
+one (equal digests over equal-length prefixes mean equal records); only the records
+of a commit whose digest differs, or that no digest covers (an older store), are
+compared row by row, to name the first that differs (:attr:`Store.divergence`).
 
 **Crash tests.** The environment variable ``BARNRAISE_STORE_CRASH`` set to
 ``record:N``, ``commit:N`` or ``snapshot:N`` makes the process kill itself
@@ -57,6 +62,7 @@ import sqlite3
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from typing import Any, Final
 
@@ -68,7 +74,7 @@ from sim.trace import DELIVER, EVENT, Trace, TraceRecord
 __all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
            "read_snapshot"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 #: Records between two snapshots (deterministic mode).
 SNAPSHOT_EVERY: Final = 10_000
 #: Group commit for answers to in-process agents: at most this many wall seconds or
@@ -101,6 +107,10 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
     2: ("no index on events(type): nothing reads the log through it, and every record "
         "paid an insert into it", (
             "DROP INDEX IF EXISTS events_type",
+        )),
+    3: ("digests: the trace digest at the end of every commit of a deterministic run, so "
+        "that a resume checks its re-execution a digest per commit, not row by row", (
+            "CREATE TABLE digests (seq INTEGER PRIMARY KEY, digest TEXT NOT NULL)",
         )),
 }
 
@@ -341,6 +351,11 @@ class Store:
         #: A realtime resume's trace starts after the stored log: its record i is stored
         #: as seq ``offset + i`` (see :meth:`continue_after`).
         self.offset = 0
+        #: Keep the trace digest of every commit (a deterministic run: one thread writes
+        #: the trace, so its incremental hash can follow the commits).
+        self.keep_digests = False
+        #: A resumed run's stored commit ends and digests still to check, in order.
+        self._stored_digests: deque[tuple[int, str]] = deque()
         every = os.environ.get("BARNRAISE_STORE_SNAPSHOT_EVERY", "")
         self.snapshot_every = int(every) if every.isdigit() and int(every) > 0 \
             else SNAPSHOT_EVERY
@@ -386,27 +401,39 @@ class Store:
         row = (scenario, json.dumps(params or {}, sort_keys=True), seed, mode, version,
                json.dumps(options or {}, sort_keys=True), now, now)
         if info is None:
-            return cls._open(name, image=_fresh_image(row))
-        store = cls._open(name)
-        with store._db as db:
-            for table in ("run", "events", "snapshots", "delegations"):
-                db.execute(f"DELETE FROM {table}")
-            db.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, ?, ?)",
-                       row)
+            store = cls._open(name, image=_fresh_image(row))
+        else:
+            store = cls._open(name)
+            with store._db as db:
+                for table in ("run", "events", "snapshots", "delegations", "digests"):
+                    db.execute(f"DELETE FROM {table}")
+                db.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, "
+                           "?, ?)", row)
+        store.keep_digests = mode == "deterministic"
         return store
 
     @classmethod
-    def resume(cls, path: str | os.PathLike[str]) -> tuple[Store, RunInfo]:
-        """The store of an interrupted run, opened to be re-executed and continued."""
+    def resume(cls, path: str | os.PathLike[str], info: RunInfo | None = None
+               ) -> tuple[Store, RunInfo]:
+        """The store of an interrupted run, opened to be re-executed and continued.
+
+        ``info``: what :func:`check_store` said of it a moment ago (the caller checked it
+        already; the lock is taken and tested here in any case)."""
         name = os.fspath(path)
-        info = check_store(name, writing=True)
+        if info is None:
+            info = check_store(name, writing=True)
         assert info is not None
         if info.status == "finished":
             raise StoreError(f"store {name!r} holds a finished run: nothing to resume "
                              "(barnraise replay checks it)")
         store = cls._open(name)
-        count = store._db.execute("SELECT count(*) FROM events").fetchone()[0]
+        db = store._db
+        count = db.execute("SELECT max(seq) + 1 FROM events").fetchone()[0] or 0
         store.expected = count
+        store.keep_digests = info.mode == "deterministic"
+        if store.keep_digests:
+            store._stored_digests.extend(db.execute(
+                "SELECT seq, digest FROM digests WHERE seq <= ? ORDER BY seq", (count,)))
         return store, info
 
     def continue_after(self) -> None:
@@ -467,21 +494,23 @@ class Store:
         if trace is None:
             return
         if caller in self.outside or len(trace) - self.written >= self.group_records:
-            self.commit()
+            self.commit(whole=False)
         elif len(trace) <= self.expected:
             # A resumed run still reproducing the stored log: everything its crew has
             # heard is already committed (to be checked), so the check waits for a
             # bigger group.
             return
         elif time.perf_counter() - self._last_commit >= self.group_seconds:
-            self.commit()
+            self.commit(whole=False)
 
-    def commit(self) -> None:
+    def commit(self, *, whole: bool = True) -> None:
         """Write every record the trace gained since the last commit, in one transaction.
 
-        In a resumed run the records the log already holds are compared instead.
-        A snapshot is taken (when a snapshotter is set) every ``snapshot_every``
-        records.
+        In a resumed run the records the log already holds are checked instead
+        (:meth:`_check`); with ``whole`` false the check may stop at the end of the
+        last stored commit it reached, and the records after it wait for the next
+        commit. A snapshot is taken (when a snapshotter is set) every
+        ``snapshot_every`` records.
         """
         trace = self._trace
         if trace is None or self.closed:
@@ -491,9 +520,12 @@ class Store:
             if end <= start or self.divergence is not None:
                 return
             if start < self.expected:
-                checked = min(end, self.expected)
-                self._check(trace, start, checked)
+                checked = self._check(trace, start, min(end, self.expected),
+                                      whole or end >= self.expected)
                 if self.divergence is not None:
+                    return
+                if checked < end:  # stopped at a stored commit's end; the rest waits
+                    self.written = checked
                     return
                 start = checked
             if start < end:
@@ -515,6 +547,9 @@ class Store:
                     if self._crash is not None and self._crash[0] == "record" and \
                             first <= self._crash[1] < end + self.offset:
                         self._crash_point("record", self._crash[1])
+                    if self.keep_digests:
+                        db.execute("INSERT INTO digests VALUES (?, ?)",
+                                   (end + self.offset, trace.digest_at(end)))
                     self._since_snapshot += end - start
                     if self.snapshotter is not None and \
                             self._since_snapshot >= self.snapshot_every:
@@ -523,12 +558,39 @@ class Store:
             self.written = end
             self._last_commit = time.perf_counter()
 
-    def _check(self, trace: Trace, start: int, end: int) -> None:
-        """Compare the trace's records ``start`` to ``end - 1`` with the stored ones; the
-        first that differs becomes :attr:`divergence`."""
-        self.divergence = _first_difference(self._db, trace, start, end)
+    def _check(self, trace: Trace, start: int, end: int, whole: bool) -> int:
+        """Check the trace's records ``start`` to ``end - 1`` against the stored ones; the
+        first that differs becomes :attr:`divergence`. Returns where the check got to:
+        ``end`` when ``whole``, else possibly the end of the last stored commit before it.
+
+        A stored commit's digest is compared with the trace's digest at the same record
+        (equal digests: equal records up to there); a commit whose digest differs is
+        then compared row by row, to find its first record that differs, and so are
+        records that no stored digest covers (a store older than the digests, or the
+        trace's hash already past them).
+        """
+        db = self._db
+        digests = self._stored_digests
+        checked = start
+        while digests and digests[0][0] <= end:
+            seq, digest = digests.popleft()
+            if seq <= checked:
+                continue
+            if trace.digested > seq:  # the hash has gone past it: rows, then
+                break
+            if trace.digest_at(seq) != digest:
+                # The rows decide (equal rows under a stored digest that differs: the
+                # digest row is what is wrong, and the log is reproduced).
+                self.divergence = _first_difference(db, trace, checked, seq)
+                if self.divergence is not None:
+                    return checked
+            checked = seq
+        if whole and checked < end:
+            self.divergence = _first_difference(db, trace, checked, end)
+            checked = end
         if self.divergence is None:
-            self._since_snapshot += end - start
+            self._since_snapshot += checked - start
+        return checked
 
     def _snapshot(self, db: sqlite3.Connection, seq: int, t: float) -> None:
         """Keep the world as it is after record ``seq - 1`` (recorded at time ``t``)."""

@@ -201,12 +201,25 @@ class Trace:
 
     @property
     def digest(self) -> str:
-        """SHA-256 (hex) over every record so far; incremental, so cheap to ask often.
+        """SHA-256 (hex) over every record so far; incremental, so cheap to ask often."""
+        return self.digest_at(len(self._records))
+
+    @property
+    def digested(self) -> int:
+        """How many records the incremental digest has covered so far."""
+        return self._digested
+
+    def digest_at(self, end: int) -> str:
+        """SHA-256 (hex) over records ``0`` to ``end - 1``: what :attr:`digest` was when the
+        trace held ``end`` records. The hash only goes forward: ``end`` may not be before
+        a point already hashed (ValueError), nor past the last record.
 
         The lines are encoded a block at a time (``encode_lines``: the same bytes as
         :meth:`TraceRecord.to_json` and a newline for each record, one call per block).
         """
-        end = len(self._records)
+        if not self._digested <= end <= len(self._records):
+            raise ValueError(f"digest_at({end}): the trace has {len(self._records)} records "
+                             f"and its digest has covered {self._digested}")
         update = self._digest.update
         raw_content = msgspec.Raw
         for block in range(self._digested, end, _DIGEST_BLOCK):

@@ -27,6 +27,7 @@ from actors.world import Simulation
 from barnraise.cli import main
 from barnraise.runner import list_scenarios, open_run, replay, resume, run
 from sim.store import SCHEMA_VERSION, Store, StoreError, check_store, read_snapshot
+from sim.trace import Trace
 
 SMALL_KERNEL = {"grid_size": 40, "block": 20}
 
@@ -71,6 +72,18 @@ def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) 
         # index beyond the primary keys, and the run row is there.
         assert db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND "
                           "sql IS NOT NULL").fetchall() == []
+        # Each commit's digest is the trace digest of the log up to its end, the last
+        # one the run's.
+        digests = db.execute("SELECT seq, digest FROM digests ORDER BY seq").fetchall()
+    db.close()
+    assert len(digests) > 1 and digests[-1] == (len(memory.trace), memory.trace_digest)
+    prefix = Trace()
+    for seq, digest in digests:
+        for r in memory.trace.records_from(len(prefix), seq):
+            prefix.add_record((r.t, r.kind, r.sender, r.recipient, r.type, r.content))
+        assert prefix.digest == digest
+    with pytest.raises(ValueError, match=r"digest_at\(1\): the trace has"):
+        prefix.digest_at(1)  # the hash only goes forward
 
 
 def test_a_new_store_is_whole_before_its_first_commit(tmp_path: pathlib.Path) -> None:
@@ -273,27 +286,71 @@ def test_a_faulted_run_killed_and_resumed_ends_as_it_would_have(tmp_path: pathli
     assert replay(path) == (expected.trace_digest, None)
 
 
-def test_resume_of_a_store_whose_log_differs_names_the_record(
+def test_resume_of_a_run_that_no_longer_reproduces_its_log_names_the_first_record(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A re-execution that differs from the stored run (here its error rate is changed in
+    the run row, as a changed barnraise would change the run): the resume refuses, names
+    the record a record-by-record comparison finds first, and leaves the log as it was."""
+    path = tmp_path / "run.db"
+    assert _run_killed(path, "record:1500", "run", "kernel_build", "--store", str(path)) == -9
+    before = list(open_run(path).records())
+    with sqlite3.connect(path) as db:
+        params = json.loads(db.execute("SELECT params FROM run").fetchone()[0])
+        params["error_rate"] = 0.05
+        db.execute("UPDATE run SET params = ?", (json.dumps(params, sort_keys=True),))
+        assert db.execute("SELECT count(*) FROM digests").fetchone()[0] > 1
+    db.close()
+    first = open_run(path).compare(run("kernel_build", error_rate=0.05, record=False).trace)
+    assert first is not None and 0 < first.seq < len(before)
+    assert main(["resume", str(path)]) == 1
+    assert f"record {first.seq} differs" in capsys.readouterr().err
+    assert open_run(path).status == "interrupted"
+    assert list(open_run(path).records()) == before
+
+
+def test_resume_goes_by_the_rows_where_a_stored_digest_is_wrong(tmp_path: pathlib.Path) -> None:
+    """The digests only save reading the rows: a digest row that does not match its
+    records (damaged) sends the check to the rows, which the re-execution reproduces."""
+    path = tmp_path / "run.db"
+    assert _run_killed(path, "record:1500", "run", "kernel_build", "--store", str(path)) == -9
+    prefix = list(open_run(path).records())
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE digests SET digest = 'not a digest' WHERE seq = "
+                   "(SELECT min(seq) FROM digests WHERE seq > 200)")
+        assert db.total_changes == 1
+    db.close()
+    _check_resumed(path, prefix, run("kernel_build", record=False).trace_digest)
+
+
+def test_resume_of_a_store_without_digests_checks_its_rows(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A store without digests (one written before schema 3; here they are deleted) is
+    checked row by row: a stored record that the re-execution does not reproduce is
+    named. (With digests, the check is against what the run wrote when it wrote it; a
+    row changed in the file afterwards is for ``barnraise replay`` to find, which
+    compares rows: test_replay_names_the_first_record_that_differs.)"""
     path = tmp_path / "run.db"
     assert _run_killed(path, "record:400", "run", "kernel_build", "--store", str(path)) == -9
     with sqlite3.connect(path) as db:
         db.execute("UPDATE events SET t = t + 1 WHERE seq = 12")
+        db.execute("DELETE FROM digests")
+    db.close()
     assert main(["resume", str(path)]) == 1
-    err = capsys.readouterr().err
-    assert "record 12 differs" in err
+    assert "record 12 differs" in capsys.readouterr().err
     assert open_run(path).status == "interrupted"
 
 
 def test_a_store_of_schema_1_is_migrated_when_resumed(tmp_path: pathlib.Path) -> None:
-    """Schema 1 had an index on events(type); a resume brings the file up to the current
-    schema in one transaction (the index goes, the migrations table says so)."""
+    """Schema 1 had an index on events(type) and no digests; a resume brings the file up to
+    the current schema in one transaction (the index goes, the digests table comes, the
+    migrations table says so) and checks the stored records row by row."""
     expected = run("kernel_build", seed=5, record=False).trace_digest
     path = tmp_path / "old.db"
     assert _run_killed(path, "record:900", "run", "kernel_build", "--seed", "5", "--store",
                        str(path)) == -9
     with sqlite3.connect(path) as db:  # as barnraise with schema 1 would have left it
         db.execute("CREATE INDEX events_type ON events (type)")
+        db.execute("DROP TABLE digests")
         db.execute("DELETE FROM migrations WHERE version > 1")
         db.execute("PRAGMA user_version = 1")
     db.close()
@@ -305,6 +362,8 @@ def test_a_store_of_schema_1_is_migrated_when_resumed(tmp_path: pathlib.Path) ->
             list(range(1, SCHEMA_VERSION + 1))
         assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'events_type'"
                           ).fetchone()[0] == 0
+        # The resumed run's own commits (past the stored log) keep their digests.
+        assert db.execute("SELECT min(seq) FROM digests").fetchone()[0] > len(prefix)
     db.close()
 
 
