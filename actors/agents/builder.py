@@ -76,7 +76,7 @@ def _wrong(tiles: np.ndarray[Any, Any], error_rate: float, rng: np.random.Genera
     if error_rate <= 0 or tiles.size == 0:
         return 0
     mask = rng.random(tiles.shape) < error_rate
-    count = int(mask.sum())
+    count = int(np.count_nonzero(mask))
     if count:
         # another non-empty tile type than the intended one (types 1..7)
         tiles[mask] = (tiles[mask] % 7) + 1
