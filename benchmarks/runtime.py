@@ -335,6 +335,45 @@ def bench_scale(agents: int, pykka_actors: int, repeats: int) -> dict[str, Any]:
     }
 
 
+# -- the loop and the collector ------------------------------------------------------------
+
+
+def bench_loop_collector(grid_size: int = 840, repeats: int = 5) -> dict[str, Any]:
+    """A full kernel_build (about 100,000 records at grid 840) with the deterministic
+    loop's collector threshold as shipped (``LOOP_GC_THRESHOLD``) against Python's
+    default of 700 (what the loop ran with before), interleaved, medians; the two runs'
+    trace digests must be equal (the collector changes when memory is freed, not what
+    a run does)."""
+    from barnraise.runner import run as run_scenario
+    from sim.dispatch import deterministic
+
+    shipped = deterministic.LOOP_GC_THRESHOLD
+    params = {"grid_size": grid_size, "block": 30}
+    digests: set[str] = set()
+
+    def with_threshold(threshold: int) -> Callable[[], float]:
+        def one() -> float:
+            deterministic.LOOP_GC_THRESHOLD = threshold
+            try:
+                start = time.perf_counter()
+                result = run_scenario("kernel_build", record=False, **params)
+                elapsed = time.perf_counter() - start
+            finally:
+                deterministic.LOOP_GC_THRESHOLD = shipped
+            digests.add(result.trace_digest)
+            return elapsed
+        return one
+
+    runs = interleaved(repeats, default_700=with_threshold(700), shipped=with_threshold(shipped))
+    assert len(digests) == 1, "the collector's threshold changed what the run did"
+    medians = _summary(runs)
+    return {"scenario": "kernel_build", "params": params, "threshold": shipped,
+            "default_700_s": round(medians["default_700"], 3),
+            "shipped_s": round(medians["shipped"], 3),
+            "ratio": round(medians["shipped"] / medians["default_700"], 3),
+            "runs": {k: [round(v, 3) for v in vs] for k, vs in runs.items()}}
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     if quick:  # a smoke run: the code paths, at sizes that take seconds
         return {
@@ -342,12 +381,14 @@ def run(quick: bool = False) -> dict[str, Any]:
             "request_reply": bench_request_reply(500, 1),
             "fanout": bench_fanout(50, 20, 1),
             "scale": bench_scale(2_000, 200, 1),
+            "loop_collector": bench_loop_collector(120, 1),
         }
     return {
         "throughput": bench_throughput(100, 200_000, 5),
         "request_reply": bench_request_reply(20_000, 5),
         "fanout": bench_fanout(1_000, 200, 3),
         "scale": bench_scale(100_000, 10_000, 3),
+        "loop_collector": bench_loop_collector(),
     }
 
 

@@ -272,6 +272,38 @@ def test_run_until_and_step(det: Dispatcher) -> None:
     assert det.step() is False  # type: ignore[attr-defined]
 
 
+def test_the_loop_raises_the_collector_threshold_while_it_runs_and_puts_it_back() -> None:
+    """While the deterministic loop runs (run and run_until alike) the collector's first
+    threshold is LOOP_GC_THRESHOLD; afterwards the program's own is back. A program that
+    chose a higher threshold, or turned collection off, keeps its choice."""
+    import gc
+
+    from sim.dispatch.deterministic import LOOP_GC_THRESHOLD
+
+    seen: list[int] = []
+
+    class Probe(Recorder):
+        def handle_message(self, message: Message) -> None:
+            seen.append(gc.get_threshold()[0])
+
+    before = gc.get_threshold()
+    try:
+        for threshold in (700, LOOP_GC_THRESHOLD * 2, 0):
+            gc.set_threshold(threshold, *before[1:])
+            det = new_dispatcher("deterministic")
+            det.spawn(Probe, "probe")
+            send(det, "outside", "probe", i=1)
+            det.run()
+            send(det, "outside", "probe", i=2)
+            assert det.run_until(lambda: len(seen) % 2 == 0)  # type: ignore[attr-defined]
+            expected = LOOP_GC_THRESHOLD if threshold == 700 else threshold
+            assert seen[-2:] == [expected, expected]
+            assert gc.get_threshold()[0] == threshold
+            det.shutdown()
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_max_steps_stops_early(det: Dispatcher) -> None:
     rec = det.spawn(Recorder, "rec")
     for i in range(5):
