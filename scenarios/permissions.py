@@ -29,7 +29,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.agents.participant import FINISHED, Participant, accept_next, my_delegations
+from actors.agents.participant import (
+    FINISHED,
+    Participant,
+    accept_next,
+    my_delegations,
+    results_read,
+)
 from actors.world import Simulation
 from scenarios import COUNT, ParamError
 from scenarios._kit import answered_before, deliveries, host_session, mark, spawn
@@ -113,8 +119,11 @@ async def watcher(agent: Participant) -> None:
 async def _review_task(agent: Participant, **match: str) -> dict[str, Any] | None:
     """After a restart: the review task, if the foreman had delegated it (the task queue)."""
     queue = await agent.call("task_get_queue", filter={"status": "all"})
-    return next((t for t in queue.get("tasks", ()) if t["type"] == "review"
-                 and all(t.get(k) == v for k, v in match.items())), None)
+    found = next((t for t in queue.get("tasks", ()) if t["type"] == "review"
+                  and all(t.get(k) == v for k, v in match.items())), None)
+    if found is not None:
+        results_read(agent, [found])  # the foreman's own review, finished: its result
+    return found
 
 
 async def lead(agent: Participant) -> None:

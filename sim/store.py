@@ -117,7 +117,10 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
 _decode_body: Final = msgspec.json.Decoder(dict[str, Any]).decode
 
 _TASK_EVENTS: Final = frozenset({"task_created", "task_accepted", "task_completed",
-                                 "task_failed", "task_cancelled", "task_reassigned"})
+                                 "task_failed", "task_cancelled", "task_reassigned",
+                                 # a restarted delegator read a result from the queue
+                                 # (actors.agents.participant.results_read): a delivery
+                                 "task_result_read"})
 
 
 class StoreError(Exception):
@@ -607,11 +610,12 @@ class Store:
     @staticmethod
     def _delegations(db: sqlite3.Connection, records: list[TraceRecord]) -> None:
         """Keep the delegations table up to date with ``records`` (the task events, and the
-        ``task_result`` letters delivered to delegators: ``delivered_at``)."""
+        ``task_result`` letters delivered to delegators, or the results a restarted
+        delegator read from the queue instead: ``delivered_at``, the first of them)."""
         for r in records:
             body = _decode_body(r.content)
             task = body.get("task_id")
-            if r.kind == DELIVER:  # a task_result letter reached its delegator
+            if r.kind == DELIVER or r.type == "task_result_read":  # it reached its delegator
                 db.execute("UPDATE delegations SET delivered_at = ? WHERE task_id = ? AND "
                            "delivered_at IS NULL", (r.t, task))
             elif r.type == "task_created":
@@ -833,9 +837,9 @@ class StoredRun:
     def delegations(self) -> list[dict[str, Any]]:
         """One dict per task the run delegated: task_id, session_id, delegator,
         delegatee, type, status, result (the last task event's body), delivered_at (when
-        its ``task_result`` letter reached the delegator; None if none did: still open, a
-        delegator outside the run, or a result a resumed delegator read from the queue
-        because the stopped run had not delivered it)."""
+        its ``task_result`` letter reached the delegator, or, for a result the stopped run
+        had not delivered, when the resumed delegator read it from the task queue; None
+        if neither happened: still open, or a delegator outside the run)."""
         db = self._db()
         try:
             cursor = db.execute("SELECT task_id, session_id, delegator, delegatee, type, status, "

@@ -8,6 +8,7 @@ import collections
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from barnraise.runner import (
 )
 from sim.rebuild import pair_writes
 from sim.restore import Image, fold, image_of
-from sim.store import StoreError
+from sim.store import Store, StoreError
 from tests.helpers import HandSession
 
 
@@ -265,8 +266,9 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     assert after[:len(prefix)] == prefix
     assert [r.seq for r in after] == list(range(len(after)))
     # Every task completed exactly once in the whole log, and every completed task's
-    # result went to its delegator at most once (a result the stopped run had not yet
-    # delivered is read from the task queue by the resumed architect, not sent again).
+    # result went to its delegator at most once as a letter (a result the stopped run had
+    # not yet delivered is read from the task queue by the resumed architect, not sent
+    # again), and reached it: by its letter, or by that reading.
     completed = collections.Counter(e["content"]["task_id"]
                                     for e in view.events(type="task_completed"))
     assert completed and all(n == 1 for n in completed.values())
@@ -275,8 +277,16 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     results = collections.Counter(r.content_obj()["task_id"] for r in after
                                   if r.kind == "deliver" and r.type == "task_result")
     assert all(n == 1 for n in results.values()), results.most_common(3)
-    delivered = {d["task_id"] for d in view.delegations() if d["delivered_at"] is not None}
-    assert delivered == set(results)
+    read = {e["content"]["task_id"]: e["time"] for e in view.events(type="task_result_read")}
+    assert all(e["seq"] >= len(prefix) for e in view.events(type="task_result_read"))
+    rows = {d["task_id"]: d for d in view.delegations()}
+    delivered = {tid for tid, d in rows.items() if d["delivered_at"] is not None}
+    assert delivered == set(results) | set(read)
+    assert finished <= delivered
+    lettered = {r.content_obj()["task_id"]: r.t for r in after
+                if r.kind == "deliver" and r.type == "task_result"}
+    for tid, t in read.items():  # the first of the letter and the reading counts
+        assert rows[tid]["delivered_at"] == min(t, lettered.get(tid, t))
     # Work in progress at the kill went back to the queue once, said so, and was done.
     requeued = [e["content"] for e in view.events(type="task_requeued")
                 if e["seq"] >= len(prefix) and e["content"].get("reason") == "resumed"]
@@ -315,6 +325,43 @@ def test_a_realtime_run_killed_at_seeded_moments_resumes_to_success(tmp_path: Pa
         if moment.startswith("snapshot:"):  # killed in the end's transaction: no snapshot
             assert open_run(path).snapshots() == []
         _check_realtime_resumed(path, prefix)
+
+
+def test_a_result_the_stopped_run_did_not_deliver_is_delivered_by_the_reading(
+        tmp_path: Path) -> None:
+    """A run stopped after a task completed and before its result letter reached the
+    delegator (the log cut there, as a kill in the commit holding that delivery leaves
+    it): the resumed architect reads the result from the task queue, the queue sends no
+    letter again, and the store counts the reading as the delivery (delivered_at)."""
+    path = tmp_path / "full.db"
+    assert _run_killed("", "run", "kernel_build", "--mode", "realtime", "--param", "grid_size=60",
+                       "--store", str(path)) == 0
+    records = list(open_run(path).records())
+    cut = next(r for r in records if r.kind == "deliver" and r.type == "task_result")
+    task_id = cut.content_obj()["task_id"]
+    assert any(r.type == "task_completed" and r.content_obj()["task_id"] == task_id
+               for r in records[:cut.seq])
+    with sqlite3.connect(path) as db:  # the log as the kill left it: a prefix, whole
+        db.execute("DELETE FROM events WHERE seq >= ?", (cut.seq,))
+        for table in ("snapshots", "delegations", "digests"):
+            db.execute(f"DELETE FROM {table}")
+        Store._delegations(db, [r for r in records[:cut.seq] if r.kind == "event"])
+        db.execute("UPDATE run SET status = 'running', summary = NULL, trace_digest = NULL")
+    db.close()
+    assert open_run(path).status == "interrupted"
+    assert next(d for d in open_run(path).delegations()
+                if d["task_id"] == task_id)["delivered_at"] is None
+    result = resume(path, record=False)
+    assert result.success, result.summary
+    view = open_run(path)
+    later = list(view.records())[cut.seq:]
+    assert not any(r.kind == "deliver" and r.type == "task_result"
+                   and r.content_obj()["task_id"] == task_id for r in later)
+    read = [e for e in view.events(type="task_result_read")
+            if e["content"]["task_id"] == task_id]
+    assert len(read) == 1 and read[0]["seq"] >= cut.seq
+    row = next(d for d in view.delegations() if d["task_id"] == task_id)
+    assert row["delivered_at"] == read[0]["time"] and row["status"] == "completed"
 
 
 def test_a_realtime_run_killed_resumed_killed_resumed(tmp_path: Path) -> None:

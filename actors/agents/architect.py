@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant
+from actors.agents.participant import Participant, results_read
 from actors.base import WaitTimeout
 
 __all__ = ["ResumePlan", "architect", "finished_tasks", "plan_blocks", "resume_plan"]
@@ -105,6 +105,7 @@ async def resume_plan(agent: Participant, blocks: list[dict[str, int]], waiting:
     """
     queue = await agent.call("task_get_queue", filter={"status": "all"})
     mine = [t for t in queue.get("tasks", ()) if t.get("delegated_by") == agent.name]
+    results_read(agent, mine)
     index = {_key(b): i for i, b in enumerate(blocks)}
     by_id = {t["task_id"]: t for t in mine}
     plan = ResumePlan(start=min((t["created_at"] for t in mine), default=agent.now),

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from actors.base import Agent
 
-__all__ = ["FINISHED", "Behaviour", "Participant", "accept_next", "my_delegations",
-           "my_ready_tasks", "start_next"]
+__all__ = ["FINISHED", "RESULT_READ", "Behaviour", "Participant", "accept_next",
+           "my_delegations", "my_ready_tasks", "results_read", "start_next"]
 
 Behaviour = Callable[["Participant"], Coroutine[Any, Any, Any]]
 
 #: Task statuses after which a task's result is in its record for good.
 FINISHED = frozenset({"completed", "failed", "cancelled"})
+#: The event a restarted delegator's reading of a finished task's result leaves in the
+#: trace (see :func:`results_read`).
+RESULT_READ = "task_result_read"
 
 
 class Participant(Agent):
@@ -118,7 +121,32 @@ async def my_delegations(agent: Agent) -> list[dict[str, Any]]:
     if queue.get("truncated"):
         raise RuntimeError(f"{agent.name}: the task queue is too long to read in one reply")
     mine = [t for t in queue.get("tasks", ()) if t.get("delegated_by") == agent.name]
+    results_read(agent, mine)
     return sorted(mine, key=lambda t: (t["created_at"], t["task_id"]))
+
+
+def results_read(agent: Agent, tasks: Iterable[Mapping[str, Any]]) -> None:
+    """``agent``, restarted after a crash (``Agent.resuming``), has read ``tasks`` from the
+    task queue: each finished one it delegated has reached it with its result, as its
+    ``task_result`` letter would have (a letter to the stopped incarnation died with it,
+    and the queue sends none again). Each is traced once per incarnation as a
+    ``task_result_read`` event, which a store counts as the result's delivery
+    (``delegations.delivered_at``) when no letter had come. Nothing for an agent that
+    is not resuming: its results come as letters."""
+    if not agent.resuming:
+        return
+    seen: set[str] = agent.__dict__.setdefault("_results_read", set())
+    sid = agent.session_id
+    topic = f"session:{sid}:events" if sid is not None else agent.name
+    for task in tasks:
+        task_id = str(task.get("task_id"))
+        if task.get("delegated_by") != agent.name or task.get("status") not in FINISHED \
+                or task_id in seen:
+            continue
+        seen.add(task_id)
+        agent.dispatcher.trace.event(agent.now, agent.name, topic, RESULT_READ, {
+            "event": RESULT_READ, "session_id": sid, "task_id": task_id,
+            "delegated_by": agent.name, "status": task.get("status")})
 
 
 async def _life(agent: Participant) -> None:
