@@ -744,7 +744,7 @@ def validate(tool: Tool, args: Mapping[str, Any]) -> dict[str, Any]:
     :class:`ToolError` with code ``invalid_argument`` and ``field`` set to the
     dotted path of the offending argument (``region.x``, ``include[0]``).
     """
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):  # (an ABC check is slow)
         raise ToolError("invalid_argument", f"arguments must be an object, got {args!r}",
                         field="")
     check = _VALIDATORS.get(tool.name)
