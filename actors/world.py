@@ -447,12 +447,16 @@ class Simulation:
                                         session_id, timeout=timeout)
         return WorldView.assemble(at, session, regions, task_part, coordination)
 
-    def world_state(self) -> dict[str, Any]:
+    def world_state(self, views: Mapping[str, WorldView] | None = None) -> dict[str, Any]:
         """Every open session's world as plain data (what a store's snapshot keeps):
-        canvas bytes, members, claims, task statuses and checkpoints, by session id."""
+        canvas bytes, members, claims, task statuses and checkpoints, by session id.
+        ``views``: views with their canvas taken a moment ago, by session id, to use
+        instead of taking them again (nothing may have happened since)."""
         out: dict[str, Any] = {}
         for sid in self.sessions():
-            view = self.view(sid, canvas=True)
+            view = views.get(sid) if views is not None else None
+            if view is None or view.canvas is None:
+                view = self.view(sid, canvas=True)
             canvas = view.canvas
             out[sid] = {
                 "canvas": None if canvas is None else canvas.tobytes(),

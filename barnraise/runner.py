@@ -49,6 +49,7 @@ from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
 from sim.restore import Image, image_of
 from sim.store import Divergence, RunInfo, Store, StoredRun, StoreError, check_store
 from sim.trace import Trace
+from sim.views import WorldView
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -503,7 +504,8 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             if ended is not None:
                 ended()
         recorded = recorder.finish() if recorder is not None else None
-        world = _world(simu, metrics.pop("session_id", None))
+        views: dict[str, WorldView] = {}
+        world = _world(simu, metrics.pop("session_id", None), views)
         stats = simu.dispatcher.statistics()
         wall = time.perf_counter() - started
         summary: dict[str, Any] = {
@@ -536,7 +538,7 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             if store.divergence is not None:
                 raise ResumeDivergence(f"the re-execution does not reproduce the stored log: "
                                        f"{store.divergence.describe()}")
-            store.finish(summary, summary["trace_digest"], simu.world_state())
+            store.finish(summary, summary["trace_digest"], simu.world_state(views))
         # What shutting down records (unregistrations dropped as offline) is not
         # part of the run: the trace handed back is the one the digest covers.
         simu.dispatcher.trace.enabled = False
@@ -561,8 +563,10 @@ def _faults_summary(simu: Simulation) -> dict[str, Any] | None:
     return out
 
 
-def _world(simu: Simulation, session_id: str | None) -> dict[str, Any]:
-    """World figures of one session (default: the oldest), from its frozen view.
+def _world(simu: Simulation, session_id: str | None,
+           views: dict[str, WorldView] | None = None) -> dict[str, Any]:
+    """World figures of one session (default: the oldest), from its frozen view (put in
+    ``views`` under its session id, for a store's last snapshot to use).
 
     ``completion_percent`` is None for a session without a blueprint (there is
     nothing to be complete against).
@@ -575,6 +579,8 @@ def _world(simu: Simulation, session_id: str | None) -> dict[str, Any]:
                 "tasks_completed": 0, "tasks_failed": 0, "task_counts": {}, "canvas": None,
                 "claims": [], "tasks": []}
     view = simu.view(sid, completion=True)
+    if views is not None:
+        views[sid] = view
     counts = view.task_counts()
     members = {m.agent_id: m for m in view.members}
     claims = []
