@@ -523,11 +523,11 @@ class Store:
             if end <= start or self.divergence is not None:
                 return
             if start < self.expected:
-                checked = self._check(trace, start, min(end, self.expected),
-                                      whole or end >= self.expected)
+                stored_end = min(end, self.expected)
+                checked = self._check(trace, start, stored_end, whole or end >= self.expected)
                 if self.divergence is not None:
                     return
-                if checked < end:  # stopped at a stored commit's end; the rest waits
+                if checked < stored_end:  # stopped at a stored commit's end; the rest waits
                     self.written = checked
                     return
                 start = checked

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import barnraise
+import sim.store as store_module
 from actors.world import Simulation
 from barnraise.cli import main
 from barnraise.runner import list_scenarios, open_run, replay, resume, run
@@ -84,6 +85,53 @@ def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) 
         assert prefix.digest == digest
     with pytest.raises(ValueError, match=r"digest_at\(1\): the trace has"):
         prefix.digest_at(1)  # the hash only goes forward
+
+
+def _records(n: int, start: int = 0) -> list[tuple[float, str, str, str, str, bytes]]:
+    return [(float(i), "event", "a", "b", "tick", b'{"i":%d}' % i) for i in range(start, n)]
+
+
+def test_a_resumed_store_checks_by_digests_and_writes_what_goes_past_the_log_at_once(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The re-execution's first commit that goes past the stored log checks the stored
+    part by its commits' digests (no row is read back) and writes the rest in the same
+    commit: an answer acknowledged then is durable then."""
+    path = tmp_path / "run.db"
+    store = Store.create(path, seed=0, mode="deterministic")
+    first = Trace()
+    store.attach(first)
+    for stop in (30, 70, 100):  # three commits, three digests
+        for record in _records(stop, len(first)):
+            first.add_record(record)
+        store.commit()
+    store.close()
+    resumed, _ = Store.resume(path)
+
+    def no_rows(*args: Any) -> None:
+        raise AssertionError("the check read rows back")
+
+    monkeypatch.setattr(store_module, "_first_difference", no_rows)
+    again = Trace()
+    resumed.attach(again)
+    for record in _records(130):
+        again.add_record(record)
+    resumed.commit(whole=False)
+    assert resumed.divergence is None and resumed.written == 130
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM events").fetchone()[0] == 130
+        assert db.execute("SELECT seq, digest FROM digests ORDER BY seq").fetchall() == [
+            (30, _digest_of(_records(30))),
+            (70, _digest_of(_records(70))), (100, _digest_of(_records(100))),
+            (130, again.digest)]
+    db.close()
+    resumed.close()
+
+
+def _digest_of(records: list[tuple[float, str, str, str, str, bytes]]) -> str:
+    trace = Trace()
+    for record in records:
+        trace.add_record(record)
+    return trace.digest
 
 
 def test_a_new_store_is_whole_before_its_first_commit(tmp_path: pathlib.Path) -> None:
