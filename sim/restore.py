@@ -9,8 +9,12 @@ share (their ``restore`` methods) before any agent is let in.
 What the log gives, and where from:
 
 * **sessions** (coordinator): each session's info from the coordinator's ``_session``
-  operation, its owner and granted roles from the ``session_create`` call (a session
-  whose creation was never answered is dropped: its host never learned of it), its
+  operation, its owner and granted roles from the ``session_create`` call and its
+  answer (a session whose creation was never answered is dropped: its host never
+  learned of it). The answer may come before regions' ``_session`` record: the
+  coordinator tells the services and answers at once, and in realtime each record is
+  written on its recipient's thread, so the two are matched by session id at the end,
+  not in log order. Its
   members (with their colours and join times) from ``_member_joined`` and
   ``_member_left``, its checkpoint index from the ``build_checkpoint`` answers (an
   automatic checkpoint's from its event);
@@ -181,6 +185,10 @@ class _Fold:
         self.serials: dict[str, int] = {"regions": 0, "tasks": 0, "coordinator": 0}
         self.problems: list[str] = []
         self.completions: dict[str, int] = {}
+        #: session id -> (owner, granted roles), from each answered session_create. Kept
+        #: apart from the sessions: in a realtime log the answer can come before the
+        #: ``_session`` record the session is made from (see the module doc).
+        self.owners: dict[str, tuple[str, list[str]]] = {}
         #: the task queue's last claim request for a task_accept (agent, region, task id)
         self.claiming: tuple[str, str, str] | None = None
         #: claim id -> the task it was made for, by task_accept
@@ -298,10 +306,8 @@ class _Fold:
                                  "and answers cannot be paired")
             return
         if tool == "session_create":
-            s = self.session(answer.get("session_id"))
-            if s is not None:
-                s.owner = r.recipient
-                s.granted_roles = list(args.get("granted_roles") or ["architect"])
+            self.owners[str(answer.get("session_id"))] = (
+                r.recipient, list(args.get("granted_roles") or ["architect"]))
             return
         s = self.session(args.get("session_id"))
         if s is None:
@@ -634,8 +640,12 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
             for cid in f.task_claims:
                 if cid in s.regions.claims and cid not in f.accepted_claims:
                     del s.regions.claims[cid]
+    # Each session's owner, from the answer to its creation, wherever that is in the log.
     # A session whose creation was never answered is not kept: its host never learned
     # of it, no agent can have joined it, and a resumed scenario makes it again.
+    for sid, s in f.sessions.items():
+        if sid in f.owners:
+            s.owner, s.granted_roles = f.owners[sid][0], list(f.owners[sid][1])
     for sid in [sid for sid, s in f.sessions.items() if not s.owner]:
         del f.sessions[sid]
     f.serials["seq"] = seq
