@@ -14,10 +14,10 @@ What the log gives, and where from:
   learned of it). The answer may come before regions' ``_session`` record: the
   coordinator tells the services and answers at once, and in realtime each record is
   written on its recipient's thread, so the two are matched by session id at the end,
-  not in log order. Its
-  members (with their colours and join times) from ``_member_joined`` and
-  ``_member_left``, its checkpoint index from the ``build_checkpoint`` answers (an
-  automatic checkpoint's from its event);
+  not in log order. Its members (with their colours and join times) from
+  ``_member_joined`` and ``_member_left`` (a join is answered only after regions'
+  copy, through a ``_state`` round trip), its checkpoint index from the
+  ``build_checkpoint`` answers (an automatic checkpoint's from its event);
 * **regions**: the blueprint (``_blueprint``), the canvas with its last-writer layer
   and the tile counts (every tile write whose answer says it succeeded, applied when
   the service took it, paired with its answer as :func:`sim.rebuild.pair_writes`
