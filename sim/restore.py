@@ -603,9 +603,16 @@ def _rows(tiles: Any) -> NDArray[np.uint8]:
 
 
 def fold(records: Iterable[TraceRecord], *, faults: bool = False,
-         upto: int | None = None) -> Image:
+         upto: int | None = None, last: TraceRecord | None = None) -> Image:
     """The :class:`Image` after ``records`` (a log from its first record; with ``upto``,
-    only its records before seq ``upto``)."""
+    only its records before seq ``upto``).
+
+    ``last``: the log's last record (before ``upto``), when ``records`` leave some out
+    (:func:`image_of` reads only the types the fold uses). The image stands after it,
+    not after the last record folded: :attr:`Image.seq` is where the stopped run's log
+    ends and the resumed run's begins (``scenarios._kit.run_records`` and the
+    scenarios' reading of what was done before the kill count on it), whatever type
+    the log's last records are of (a ``delegation.*`` event, a status update)."""
     f = _Fold()
     if faults:
         f.problems.append("the run had a fault plan: lost and doubled letters break the "
@@ -619,6 +626,8 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
         elif r.kind == DELIVER:
             f.deliver(r)
         seq, at = r.seq + 1, r.t
+    if last is not None and last.seq >= seq and (upto is None or last.seq < upto):
+        seq, at = last.seq + 1, max(at, last.t)
     for s in f.sessions.values():
         for task in s.tasks.values():
             if not task.get("_full") and not task.get("_described") \
@@ -654,10 +663,18 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
 
 def image_of(run: StoredRun, upto: int | None = None) -> Image:
     """Fold every committed record of ``run`` (see the module doc), or those before seq
-    ``upto``."""
+    ``upto``. The image stands after the log's last record (before ``upto``), of
+    whatever type."""
+    last = run.last()
+    if last is not None and upto is not None and last.seq >= upto:
+        tail = run.records(max(0, upto - 1))
+        try:
+            last = next(tail, None) if upto > 0 else None
+        finally:
+            tail.close()
     records = run.records(0, types=_FOLDED)
     try:
         faults = bool(run.info is not None and run.info.options.get("faults"))
-        return fold(records, faults=faults, upto=upto)
+        return fold(records, faults=faults, upto=upto, last=last)
     finally:
         records.close()

@@ -620,6 +620,29 @@ def test_a_resumed_run_draws_no_id_the_stopped_one_drew_with_no_session_restored
     assert made["session_id"] != answer.content_obj()["session_id"]
 
 
+def test_the_image_stands_after_the_logs_last_record_whatever_its_type(
+        tmp_path: Path) -> None:
+    """image_of reads only the record types the fold uses, but the image stands after the
+    log's last record: its seq is where the stopped run's log ends and the resumed run's
+    begins, and what a resumed scenario reads of the time before the kill is the log
+    before it. (An async_delegation run killed at record 99 ended with a
+    ``delegation.failed`` event at 98 that the image stood before: the resumed delegator
+    did not see it as published, and published it again.)"""
+    path = tmp_path / "run.db"
+    request = check_request("async_delegation", 0, "deterministic")
+    assert run_request(request, store=open_store(request, path), record=False).success
+    stored = open_run(path)
+    records = list(stored.records())
+    published = [r for r in records if r.type.startswith("delegation.")]
+    assert published
+    for r in (published[0], published[-1], records[-1]):
+        image = image_of(stored, upto=r.seq + 1)
+        assert (image.seq, image.serials["seq"]) == (r.seq + 1, r.seq + 1), r.type
+        assert image.at >= r.t
+    assert image_of(stored).seq == len(records)
+    assert image_of(stored, upto=0).seq == 0
+
+
 def test_restore_refuses_a_simulation_that_has_a_world_already_and_an_unusable_image(
         tmp_path: Path) -> None:
     path = tmp_path / "run.db"
