@@ -187,12 +187,14 @@ class Coordinator(SessionService):
                   state={"agents_count": 0, "regions_claimed": 0, "tasks_pending": 0,
                          "progress_percent": 0.0})
 
+    def resume_serial(self, serials: Mapping[str, int]) -> None:
+        self._serial = max(self._serial, serials["coordinator"])
+
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
         """A resumed session: its owner, granted roles and members as they were, a new
         invite token (the log keeps only stand-ins; the host's code is given the new one
         by ``Simulation.restore``); role tokens handed out before are void."""
         info = self.sessions[image.session_id]
-        self._serial = max(self._serial, serials["coordinator"])
         stand_in = f"join_resumed_{len(self._state) + 1}"
         token = f"join_{secrets.token_urlsafe(18)}"
         self.dispatcher.trace.redact(token, stand_in)

@@ -362,6 +362,9 @@ class RegionManager(SessionService):
         size = info.grid_size
         self.worlds[info.session_id] = _World(info, TileCanvas(size), ClaimIndex(size))
 
+    def resume_serial(self, serials: Mapping[str, int]) -> None:
+        self._serial = max(self._serial, serials["regions"])
+
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
         """The canvas (tiles and last writers), tile counts, the conflicts counted, blueprint,
         claims with their leases (a lease already past expires at once), artifacts and
@@ -388,7 +391,6 @@ class RegionManager(SessionService):
             s.claims[claim_id] = claim
             s.by_agent.setdefault(claim.agent_id, {})[claim_id] = claim
             s.index.add(claim)
-        self._serial = max(self._serial, serials["regions"])
 
     def _world(self, session_id: object) -> _World:
         world = self.worlds.get(session_id) if isinstance(session_id, str) else None

@@ -305,18 +305,30 @@ class SessionService(A2AActor):
         stopped (:mod:`sim.restore`): its info and members, then :meth:`restore_session`
         for this service's share. Run in this actor's context, before any agent is in."""
         info = SessionInfo(**image.info)
-        # Ids are drawn from the actor's seeded stream: a resumed run draws from another
-        # one, so it never repeats an id of the run it continues.
-        self._rng = np.random.default_rng(seed_for(self.dispatcher.seed,
-                                                   f"{self.name}:resumed:{serials['seq']}"))
         self.sessions[info.session_id] = info
         self.members[info.session_id] = {aid: Member(**m) for aid, m in image.members.items()}
         self.on_session(info)
         self.restore_session(image, serials)
 
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
-        """Subclasses put back their share of ``image`` (``serials``: the largest serial each
-        service had drawn, so that no id is drawn twice)."""
+        """Subclasses put back their share of ``image``."""
+
+    def resume_ids(self, serials: Mapping[str, int]) -> None:
+        """A resumed run draws no id the stopped one drew (:mod:`sim.restore`'s
+        ``Image.serials``: the largest serial each service had drawn, and the log's
+        length). Called once per service, before any session is restored, and whether
+        or not the image holds any: a session the fold left out (its creation never
+        answered) had drawn its id too, and the stopped run's records of it stay in the
+        log that a resumed scenario reads.
+
+        Ids are drawn from the actor's seeded stream: a resumed run draws from another
+        one; subclasses also go on from their serial (:meth:`resume_serial`)."""
+        self._rng = np.random.default_rng(seed_for(self.dispatcher.seed,
+                                                   f"{self.name}:resumed:{serials['seq']}"))
+        self.resume_serial(serials)
+
+    def resume_serial(self, serials: Mapping[str, int]) -> None:
+        """Subclasses that number their ids go on from ``serials``' entry of theirs."""
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -954,6 +954,9 @@ class TaskQueue(SessionService):
                     max(0.0, record.deadline - self.now), self, self._deadline_passed,
                     session_id, record.task_id, daemon=True)
 
+    def resume_serial(self, serials: Mapping[str, int]) -> None:
+        self._serial = max(self._serial, serials["tasks"])
+
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
         """Every task of ``image`` with its record, place in the graph and timers; the
         checkpoints of the session state it had."""
@@ -961,7 +964,6 @@ class TaskQueue(SessionService):
         self._load(state, _snapshot_of(image.tasks))
         state.checkpoints = {cid: _encode(_snapshot_of(tasks))
                              for cid, tasks in image.task_checkpoints.items()}
-        self._serial = max(self._serial, serials["tasks"])
 
     def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """Keep a copy of the graph and the records under ``checkpoint_id``."""

@@ -504,6 +504,8 @@ class Simulation:
                           {"after_seq": image.seq, "at": image.at})
             for service in (self._coordinator, self._regions, self._tasks,
                             self._coordination):
+                # No id of the stopped run is drawn again, sessions restored or not.
+                self._in_context(service, service.resume_ids, image.serials)
                 for session in image.sessions.values():
                     self._in_context(service, service.restore, session, image.serials)
         finally:

@@ -9,11 +9,15 @@ share (their ``restore`` methods) before any agent is let in.
 What the log gives, and where from:
 
 * **sessions** (coordinator): each session's info from the coordinator's ``_session``
-  operation, its owner and granted roles from the ``session_create`` call (a session
-  whose creation was never answered is dropped: its host never learned of it), its
-  members (with their colours and join times) from ``_member_joined`` and
-  ``_member_left``, its checkpoint index from the ``build_checkpoint`` answers (an
-  automatic checkpoint's from its event);
+  operation, its owner and granted roles from the ``session_create`` call and its
+  answer (a session whose creation was never answered is dropped: its host never
+  learned of it). The answer may come before regions' ``_session`` record: the
+  coordinator tells the services and answers at once, and in realtime each record is
+  written on its recipient's thread, so the two are matched by session id at the end,
+  not in log order. Its members (with their colours and join times) from
+  ``_member_joined`` and ``_member_left`` (a join is answered only after regions'
+  copy, through a ``_state`` round trip), its checkpoint index from the
+  ``build_checkpoint`` answers (an automatic checkpoint's from its event);
 * **regions**: the blueprint (``_blueprint``), the canvas with its last-writer layer
   and the tile counts (every tile write whose answer says it succeeded, applied when
   the service took it, paired with its answer as :func:`sim.rebuild.pair_writes`
@@ -181,6 +185,10 @@ class _Fold:
         self.serials: dict[str, int] = {"regions": 0, "tasks": 0, "coordinator": 0}
         self.problems: list[str] = []
         self.completions: dict[str, int] = {}
+        #: session id -> (owner, granted roles), from each answered session_create. Kept
+        #: apart from the sessions: in a realtime log the answer can come before the
+        #: ``_session`` record the session is made from (see the module doc).
+        self.owners: dict[str, tuple[str, list[str]]] = {}
         #: the task queue's last claim request for a task_accept (agent, region, task id)
         self.claiming: tuple[str, str, str] | None = None
         #: claim id -> the task it was made for, by task_accept
@@ -298,10 +306,8 @@ class _Fold:
                                  "and answers cannot be paired")
             return
         if tool == "session_create":
-            s = self.session(answer.get("session_id"))
-            if s is not None:
-                s.owner = r.recipient
-                s.granted_roles = list(args.get("granted_roles") or ["architect"])
+            self.owners[str(answer.get("session_id"))] = (
+                r.recipient, list(args.get("granted_roles") or ["architect"]))
             return
         s = self.session(args.get("session_id"))
         if s is None:
@@ -597,9 +603,16 @@ def _rows(tiles: Any) -> NDArray[np.uint8]:
 
 
 def fold(records: Iterable[TraceRecord], *, faults: bool = False,
-         upto: int | None = None) -> Image:
+         upto: int | None = None, last: TraceRecord | None = None) -> Image:
     """The :class:`Image` after ``records`` (a log from its first record; with ``upto``,
-    only its records before seq ``upto``)."""
+    only its records before seq ``upto``).
+
+    ``last``: the log's last record (before ``upto``), when ``records`` leave some out
+    (:func:`image_of` reads only the types the fold uses). The image stands after it,
+    not after the last record folded: :attr:`Image.seq` is where the stopped run's log
+    ends and the resumed run's begins (``scenarios._kit.run_records`` and the
+    scenarios' reading of what was done before the kill count on it), whatever type
+    the log's last records are of (a ``delegation.*`` event, a status update)."""
     f = _Fold()
     if faults:
         f.problems.append("the run had a fault plan: lost and doubled letters break the "
@@ -613,6 +626,8 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
         elif r.kind == DELIVER:
             f.deliver(r)
         seq, at = r.seq + 1, r.t
+    if last is not None and last.seq >= seq and (upto is None or last.seq < upto):
+        seq, at = last.seq + 1, max(at, last.t)
     for s in f.sessions.values():
         for task in s.tasks.values():
             if not task.get("_full") and not task.get("_described") \
@@ -634,8 +649,12 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
             for cid in f.task_claims:
                 if cid in s.regions.claims and cid not in f.accepted_claims:
                     del s.regions.claims[cid]
+    # Each session's owner, from the answer to its creation, wherever that is in the log.
     # A session whose creation was never answered is not kept: its host never learned
     # of it, no agent can have joined it, and a resumed scenario makes it again.
+    for sid, s in f.sessions.items():
+        if sid in f.owners:
+            s.owner, s.granted_roles = f.owners[sid][0], list(f.owners[sid][1])
     for sid in [sid for sid, s in f.sessions.items() if not s.owner]:
         del f.sessions[sid]
     f.serials["seq"] = seq
@@ -644,10 +663,18 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
 
 def image_of(run: StoredRun, upto: int | None = None) -> Image:
     """Fold every committed record of ``run`` (see the module doc), or those before seq
-    ``upto``."""
+    ``upto``. The image stands after the log's last record (before ``upto``), of
+    whatever type."""
+    last = run.last()
+    if last is not None and upto is not None and last.seq >= upto:
+        tail = run.records(max(0, upto - 1))
+        try:
+            last = next(tail, None) if upto > 0 else None
+        finally:
+            tail.close()
     records = run.records(0, types=_FOLDED)
     try:
         faults = bool(run.info is not None and run.info.options.get("faults"))
-        return fold(records, faults=faults, upto=upto)
+        return fold(records, faults=faults, upto=upto, last=last)
     finally:
         records.close()

@@ -604,6 +604,92 @@ def test_a_claim_made_for_an_acceptance_the_log_does_not_hold_is_no_ones() -> No
         assert (claim in session.regions.claims) == kept, upto
 
 
+def _moved(records: list[Any], seq: int, after: int) -> list[Any]:
+    """``records`` with the one at ``seq`` moved to just after the one at ``after``, all
+    numbered again in their new order."""
+    order = [r for r in records if r.seq != seq]
+    at = next(i for i, r in enumerate(order) if r.seq == after) + 1
+    order.insert(at, records[seq])
+    return [r._replace(seq=i) for i, r in enumerate(order)]
+
+
+def _session_made(records: list[Any]) -> tuple[Any, Any, Any]:
+    """The first session_create call of ``records``, regions' ``_session`` record of the
+    session it made, and the answer to the call."""
+    call = next(r for r in records if r.type == "coordination_request"
+                and r.content_obj().get("tool") == "session_create")
+    told = next(r for r in records if r.seq > call.seq and r.recipient == "regions"
+                and r.content_obj().get("op") == "_session")
+    answer = next(r for r in records if r.seq > call.seq and r.sender == "coordinator"
+                  and r.recipient == call.sender and r.type == "coordination_response")
+    return call, told, answer
+
+
+def test_a_session_is_kept_when_the_answer_making_it_is_logged_before_regions_hears_of_it(
+        ) -> None:
+    """In realtime each delivery is logged on its recipient's thread, and the coordinator
+    tells the services of a new session and answers its host at once: the answer can be
+    logged before regions' ``_session``, from which the fold makes the session. (A
+    hitl_approval run killed at record 133 had its session, members and finished tasks
+    left out so: its resume made a new session under the same id, and took the stopped
+    run's answers about the old tasks for the new ones'.) The session is folded with its
+    owner, members and tasks as in the deterministic order, at once and at the end."""
+    result = run_request(check_request("hitl_approval", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    _, told, answer = _session_made(records)
+    assert told.seq < answer.seq
+    reordered = _moved(records, told.seq, answer.seq)
+    assert reordered[answer.seq - 1].recipient == answer.recipient  # the answer first
+    for upto in (answer.seq + 1, len(records)):
+        want, got = fold(records, upto=upto), fold(reordered, upto=upto)
+        assert want.sessions and set(got.sessions) == set(want.sessions), upto
+        for sid, w in want.sessions.items():
+            g = got.sessions[sid]
+            assert (g.owner, g.granted_roles, g.members, g.joined, g.tasks) == (
+                w.owner, w.granted_roles, w.members, w.joined, w.tasks), upto
+        assert got.unsupported() is None
+
+
+def test_a_resumed_run_draws_no_id_the_stopped_one_drew_with_no_session_restored() -> None:
+    """A log cut between a session's creation and its answer: the fold leaves the session
+    out (its host never learned of it), but the stopped run drew its id, and its records
+    of it stay in the log a resumed scenario reads. Restored from that image, the services
+    draw other ids (the same seed, the same call)."""
+    result = run_request(check_request("hitl_approval", 0, "deterministic"), record=False)
+    records = list(result.trace.records())
+    call, _, answer = _session_made(records)
+    image = fold(records, upto=answer.seq)
+    assert image.sessions == {} and image.serials["coordinator"] == 1
+    with Simulation(seed=result.summary["seed"], mode="deterministic") as simu:
+        simu.restore(image)
+        made = simu.client(call.sender).call("session_create", **call.content_obj()["args"])
+    assert made["success"], made
+    assert made["session_id"] != answer.content_obj()["session_id"]
+
+
+def test_the_image_stands_after_the_logs_last_record_whatever_its_type(
+        tmp_path: Path) -> None:
+    """image_of reads only the record types the fold uses, but the image stands after the
+    log's last record: its seq is where the stopped run's log ends and the resumed run's
+    begins, and what a resumed scenario reads of the time before the kill is the log
+    before it. (An async_delegation run killed at record 99 ended with a
+    ``delegation.failed`` event at 98 that the image stood before: the resumed delegator
+    did not see it as published, and published it again.)"""
+    path = tmp_path / "run.db"
+    request = check_request("async_delegation", 0, "deterministic")
+    assert run_request(request, store=open_store(request, path), record=False).success
+    stored = open_run(path)
+    records = list(stored.records())
+    published = [r for r in records if r.type.startswith("delegation.")]
+    assert published
+    for r in (published[0], published[-1], records[-1]):
+        image = image_of(stored, upto=r.seq + 1)
+        assert (image.seq, image.serials["seq"]) == (r.seq + 1, r.seq + 1), r.type
+        assert image.at >= r.t
+    assert image_of(stored).seq == len(records)
+    assert image_of(stored, upto=0).seq == 0
+
+
 def test_restore_refuses_a_simulation_that_has_a_world_already_and_an_unusable_image(
         tmp_path: Path) -> None:
     path = tmp_path / "run.db"
