@@ -37,9 +37,9 @@ __all__ = ["LOOP_GC_THRESHOLD", "DeterministicDispatcher"]
 #: content, the trace record, a coroutine step's values), nearly all freed by their
 #: reference counts; at 700 the collector ran a young collection every few hundred
 #: deliveries and a full one (the whole heap, the trace included) every ~70,000
-#: allocations. A full kernel_build (100,000 records) runs ~8% faster at 10,000
-#: (docs/benchmarks.md, "The loop and the collector"); the cost is at most that many
-#: more young objects alive between collections.
+#: allocations. A full kernel_build (100,000 records) runs about 4% faster at 10,000
+#: (``python -m benchmarks --only runtime``, ``loop_collector``; docs/benchmarks.md);
+#: the cost is at most that many more young objects alive between collections.
 LOOP_GC_THRESHOLD = 10_000
 
 
