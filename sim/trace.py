@@ -222,22 +222,22 @@ class Trace:
                              f"and its digest has covered {self._digested}")
         update = self._digest.update
         raw_content = msgspec.Raw
-        records, redactions = self._records, self._redactions
+        redactions = self._redactions
+
+        def lines(raws: list[tuple[float, str, str, str, str, bytes]], first: int) -> bytes:
+            return _encoder.encode_lines([
+                (seq, t, kind, sender, recipient, type_, raw_content(content))
+                for seq, (t, kind, sender, recipient, type_, content) in enumerate(raws, first)])
+
         for block in range(self._digested, end, _DIGEST_BLOCK):
             stop = min(block + _DIGEST_BLOCK, end)
-            lines = _encoder.encode_lines([
-                (seq, t, kind, sender, recipient, type_, raw_content(content))
-                for seq, (t, kind, sender, recipient, type_, content)
-                in enumerate(records[block:stop], block)])
+            encoded = lines(self._records[block:stop], block)
             # A secret shows in the block's lines if some record's content holds it (the
             # contents go in as they are): only then is the block encoded as shown. One
             # search of the block instead of one per record.
-            if redactions and any(secret in lines for secret, _ in redactions):
-                lines = _encoder.encode_lines([
-                    (seq, t, kind, sender, recipient, type_, raw_content(content))
-                    for seq, (t, kind, sender, recipient, type_, content)
-                    in enumerate(self.shown_from(block, stop), block)])
-            update(lines)
+            if redactions and any(secret in encoded for secret, _ in redactions):
+                encoded = lines(self.shown_from(block, stop), block)
+            update(encoded)
         self._digested = end
         return self._digest.hexdigest()
 
