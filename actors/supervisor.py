@@ -213,9 +213,9 @@ class Supervisor(A2AActor):
         d = self.dispatcher
         if "tasks" in d.actors:
             # From the top supervisor, whose name the services trust (see SessionService).
-            d.send(d.message(ROOT, "tasks", "coordination_request",
-                             {"op": "_agent_crashed", "agent_id": name},
-                             priority=Priority.HIGH))
+            d.send(d.seal(d.message(ROOT, "tasks", "coordination_request",
+                                    {"op": "_agent_crashed", "agent_id": name},
+                                    priority=Priority.HIGH)))
 
     def _escalate(self) -> None:
         self.emit(TOPIC, "supervisor_escalated", {"supervisor": self.name,

@@ -515,9 +515,9 @@ class Simulation:
         self.supervisor.resumed = True
         crew = sorted({aid for s in image.sessions.values() for aid in s.members})
         if crew and crash_crew:
-            d.send(d.message(ROOT, "tasks", "coordination_request",
-                             {"op": "_agent_crashed", "agent_ids": crew, "reason": "resumed"},
-                             priority=Priority.HIGH))
+            crashed = {"op": "_agent_crashed", "agent_ids": crew, "reason": "resumed"}
+            d.send(d.seal(d.message(ROOT, "tasks", "coordination_request", crashed,
+                                    priority=Priority.HIGH)))
 
     def _in_context(self, actor: A2AActor, method: Callable[..., T], *args: Any,
                     timeout: float | None = None, **kwargs: Any) -> T:

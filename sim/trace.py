@@ -168,10 +168,13 @@ class Trace:
         if self.enabled:
             self._records.append((t, DELIVER, sender, recipient, type_, content))
 
-    def event(self, t: float, sender: str, recipient: str, type_: str, content: Any) -> None:
-        """Record a domain event whose content is any JSON value."""
+    def event(self, t: float, sender: str, recipient: str, type_: str, content: Any,
+              encoded: bytes | None = None) -> None:
+        """Record a domain event whose content is any JSON value (``encoded``: its canonical
+        JSON, when the caller has it already)."""
         if self.enabled:
-            self.append(t, EVENT, sender, recipient, type_, _encoder.encode(content))
+            self._records.append((t, EVENT, sender, recipient, type_,
+                                  _encoder.encode(content) if encoded is None else encoded))
         for listener in self._listeners:
             listener(t, sender, recipient, type_, content)
 

@@ -119,6 +119,21 @@ def test_signed_mode_drops_tampered_and_unsigned_messages() -> None:
     assert d.statistics().dead_letters == {"bad_signature": 2}
 
 
+def test_signed_mode_signs_the_dispatchers_own_mail() -> None:
+    """With signing on, the events and error reports the dispatcher publishes itself are
+    signed like any actor's letter: their subscribers hear them and nothing is dropped."""
+    d = make_dispatcher("deterministic", seed=1, sign_messages=True)
+    rec = d.spawn(Recorder, "rec")
+    d.subscribe(rec, "news")
+    d.subscribe(rec, "errors")
+    d.emit("svc", "news", "thing_happened", {"x": 1})
+    d.report_error("svc", "handler", RuntimeError("boom"))
+    d.run()
+    got = sorted((m.message_type, m.content.get("x", m.content.get("detail"))) for m in rec.got)
+    assert got == [("error_report", "boom"), ("status_update", 1)]
+    assert d.statistics().dead_letters == {}
+
+
 def test_wire_messages_must_be_signed_with_the_session_secret(det: Dispatcher) -> None:
     rec = det.spawn(Recorder, "rec")
     message = det.message("remote", "rec", "task_update", {"n": 1})

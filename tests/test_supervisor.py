@@ -171,6 +171,18 @@ def test_a_crashed_crew_member_resumes_from_the_world_and_no_task_is_done_twice(
         assert all(e["reason"] == "agent_crashed" and e["by"] == who for e in requeued)
 
 
+def test_a_crashed_builder_resumes_in_a_signed_simulation() -> None:
+    """With message signing on, a crash's requeue and the events the crew waits for are
+    signed too: the build ends as it does unsigned, and no letter is dropped."""
+    with Simulation(seed=0, sign_messages=True, max_content_bytes=64 * 2**20) as simu:
+        d = simu.dispatcher
+        d.call_later(3.0, d.actor("registry"), lambda: d.crash("builder-1"))
+        metrics = kernel_build.run(simu, **kernel_build.PARAMS)
+        assert current(d.actor("builder-1")).incarnation == 1  # type: ignore[arg-type]
+        assert metrics["done"] and metrics["tests_passed"] == metrics["blocks"]
+        assert d.statistics().dead_letters == {}
+
+
 def test_restarts_replay_with_the_seed() -> None:
     def delays(seed: int) -> list[tuple[str, int, float]]:
         with Simulation(seed=seed) as simu:

@@ -661,14 +661,28 @@ class Dispatcher:
         in its metadata too, so subscription filters on regions see it.
         """
         body = {"event": event_type, **payload}
-        self.trace.event(self.now, source, topic, event_type, body)
+        now = self.clock.now
+        # One encoding for the trace's record and every publication of it (the same
+        # canonical JSON either way); a body that is not JSON raises from the trace.
+        try:
+            encoded: bytes | None = _encode_content(body)
+        except (TypeError, ValueError, msgspec.EncodeError):
+            encoded = None
+        self.trace.event(now, source, topic, event_type, body, encoded)
+        topics = self._topics
         region: Region | None = None
         for name in (topic, f"{topic}:{event_type}"):
-            if name in self._topics:
+            if name in topics:
                 if region is None and isinstance(payload.get("region"), dict):
                     region = region_of(payload["region"])
-                self.send(self.message(source, TOPIC_PREFIX + name, "status_update", body,
-                                       priority=priority, region=region))
+                if encoded is None or len(encoded) > self.max_content_bytes:
+                    encode_content(body, self.max_content_bytes)  # raises the MessageError
+                    assert encoded is not None
+                message = self.message(source, TOPIC_PREFIX + name, "status_update", body,
+                                       priority=priority, region=region)
+                if self.sign_messages:  # the dispatcher's own mail is signed like any other
+                    message = sign(message, self.secret)
+                self._publish(message, encoded, name)
 
     def report_error(self, agent: str, where: str, exc: BaseException) -> None:
         """A handler or behaviour raised: trace it, count it, publish an error_report."""
@@ -683,8 +697,8 @@ class Dispatcher:
             topics.append(f"session:{session_id}:errors")
         for topic in topics:
             if topic in self._topics:
-                self.send(self.message(agent, TOPIC_PREFIX + topic, "error_report", body,
-                                       priority=Priority.CRITICAL))
+                self.send(self.seal(self.message(agent, TOPIC_PREFIX + topic, "error_report",
+                                                 body, priority=Priority.CRITICAL)))
 
     # -- timers -----------------------------------------------------------------
 
