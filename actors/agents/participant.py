@@ -70,9 +70,19 @@ class Participant(Agent):
         #: After a restart: ready tasks read from the task queue, taken before new mail.
         self.resumed_tasks: list[dict[str, Any]] = []
 
+    #: Takes the messages that no behaviour waits for and no handler serves, before
+    #: they are kept for ``receive``; returns whether it took the message (then it is
+    #: not kept). A class default: an agent without one has no extra attribute.
+    tap: Callable[[Message], bool] | None = None
+
     def on_start(self) -> None:
         super().on_start()
         self.start_behaviour(_resume if self.resuming else _life, name=self.role)
+
+    def handle_message(self, message: Message) -> None:
+        tap = self.tap
+        if tap is None or not tap(message):
+            super().handle_message(message)
 
 
 async def _resume(agent: Participant) -> None:
