@@ -80,12 +80,21 @@ class TaskPriority(IntEnum):
     CRITICAL = 10
 
 
+#: The lower-case names, as the task tools write them: parse_priority's fast path.
+_PRIORITY_NAMES: dict[object, TaskPriority] = {p.name.lower(): p for p in TaskPriority}
+
 _BROKEN = frozenset({TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.BLOCKED})
 _NOT_STARTED = frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED})
 
 
 def parse_priority(value: object) -> int:
     """An int priority from an int or a name (low/medium/high/critical, any case)."""
+    # The task tools pass the names as written here, several times per task (its
+    # queue counts, its rank): a dict look-up answers them without the general path,
+    # which builds a new mapping proxy for ``__members__`` on every call.
+    known = _PRIORITY_NAMES.get(value) if type(value) is str else None
+    if known is not None:
+        return known
     if isinstance(value, str):
         member = TaskPriority.__members__.get(value.strip().upper())
         if member is not None:
@@ -185,13 +194,19 @@ class _Task:
         return (-self.priority, self.created_seq, self.task_id)
 
 
+# Both checks answer the common case (a plain str, a plain int) by its exact type
+# first: isinstance against numbers.Integral is an ABC check, several times the cost.
 def _check_id(value: object, name: str) -> str:
+    if type(value) is str and value:
+        return value
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} must be a non-empty string, got {value!r}")
     return value
 
 
 def _check_int(value: object, name: str) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     return int(value)
@@ -260,6 +275,14 @@ class TaskGraph:
         """Tasks that depend directly on ``task_id``, in the order the edges were added."""
         self._get(task_id)
         return list(self._g.succ[task_id])
+
+    def links(self) -> dict[str, tuple[tuple[str, ...], bool]]:
+        """Every task's dependents (as :meth:`dependents` orders them) and whether it is
+        ready, by id, in one pass: what a view of the whole graph needs, without a
+        look-up and a networkx view object per task and question."""
+        ready = self._ready
+        # adjacency() yields each node's own successor dict, in the order nodes were added
+        return {tid: (tuple(succ), tid in ready) for tid, succ in self._g.adjacency()}
 
     def tasks(self, status: TaskStatus | str | None = None) -> list[str]:
         """Task ids in insertion order, optionally only those with ``status``."""

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from actors.agents.builder import BUILD_TYPES, accept_with_backoff, builder
+from actors.agents.observer import observer
 from actors.agents.participant import Participant, start_next
 from actors.world import Simulation
 from scenarios._kit import host_session, kernel_blueprint, spawn
@@ -66,3 +67,46 @@ def test_a_builder_whose_work_raises_reports_it_and_the_architect_gives_up_in_ti
         # its two blocks and the three rebuilds all failed, reported one by one
         assert b1["tasks_failed"] == 2 + 3 and b1["tasks_done"] == 0
         assert report.reason == "quiescent", report.describe()
+
+
+async def looping_observer(agent: Participant) -> None:
+    """The observer as a loop over receive(): what its tap must record the same."""
+    record: list[list[object]] = []
+    agent.outcome.update(events=0, record=record)
+    await agent.call("a2a_subscribe")
+    while True:
+        message = await agent.receive(
+            lambda m: m.from_agent != "registry" and "event" in m.content, daemon=True,
+            description="the next session event")
+        record.append([message.timestamp, message.content["event"]])
+        agent.outcome["events"] = len(record)
+
+
+def late(behaviour: Any) -> Any:
+    """``behaviour``, after a nap in which an event-like letter reaches the agent."""
+    async def run(agent: Participant) -> None:
+        await agent.sleep(1.0)
+        await behaviour(agent)
+    return run
+
+
+@pytest.mark.parametrize("start", ["at_once", "late"])
+def test_the_observers_tap_records_what_a_receive_loop_records(start: str) -> None:
+    outcomes, digests = [], []
+    for watch in (observer, looping_observer):
+        with Simulation(seed=3, max_content_bytes=2**22) as simu:
+            agents = crew(simu, builder)
+            sid = simu.sessions()[0]
+            behaviour = watch if start == "at_once" else late(watch)
+            seen = spawn(simu, sid, "observer-1", "observer", crew=4, behaviour=behaviour)
+            # kept in the observer's stash when it starts late, taken first by both
+            simu.dispatcher.send(simu.dispatcher.message(
+                "host", "observer-1", "status_update", {"event": "hello"}))
+            assert simu.dispatcher.run().reason == "quiescent"
+            assert agents["boss"].outcome["done"]
+            outcomes.append(seen.outcome)
+            digests.append(simu.dispatcher.trace_digest)
+    tapped, looped = outcomes
+    assert tapped == looped and digests[0] == digests[1]
+    kinds = [event for _, event in tapped["record"]]
+    assert tapped["events"] == len(kinds) and kinds[0] == "hello" and "task_completed" in kinds

@@ -498,6 +498,19 @@ def test_to_dict_from_dict_round_trip_preserves_behaviour() -> None:
     assert restored.get("d").data == {"region": {"x": 1}}  # deep copied
 
 
+def test_links_agree_with_dependents_and_is_ready_before_and_after_a_restore() -> None:
+    g = chain("a", "b", "c")
+    g.add_task("d", dependencies=["a"])
+    g.add_task("e", dependencies=["b", "a"])
+    run(g, "a")
+    for graph in (g, TaskGraph.from_dict(g.to_dict())):
+        links = graph.links()
+        assert list(links) == list(graph)
+        assert links == {t: (tuple(graph.dependents(t)), graph.is_ready(t)) for t in graph}
+    assert g.links()["a"] == (("b", "d", "e"), False)
+    assert g.links()["b"] == (("c", "e"), True)
+
+
 def _entry(
     tid: str, status: str = "pending", deps: list[str] | None = None, **extra: Any
 ) -> dict[str, Any]:

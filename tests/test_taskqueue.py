@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import networkx as nx
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from actors.taskqueue import TaskQueue
 from actors.world import Client, Simulation
 from sim.messages import Message
+from sim.seeds import seed_for
 from sim.taskgraph import TaskStatus
 from sim.tools import ToolError
 
@@ -98,6 +100,21 @@ def square(x: int, y: int, size: int = 20) -> dict[str, int]:
 
 
 # -- task_delegate ------------------------------------------------------------------------
+
+
+def test_task_ids_are_the_queue_streams_draws_one_per_task_across_blocks(
+        simu: Simulation, crew: Crew) -> None:
+    """Ids are drawn a block at a time; they are what one draw per task gives, past a
+    block's end, and a new stream (a resumed run's) starts a new block at once."""
+    tasks = tasks_actor(simu)
+    stream = np.random.default_rng(seed_for(simu.seed, "tasks"))
+    ids = [delegate(crew.arch, target_agent_id="any") for _ in range(150)]
+    assert ids == [f"task_{int(stream.integers(0, 2**32)):08x}{i:x}"
+                   for i in range(1, 151)]
+    tasks.resume_ids({"seq": 5, "tasks": 1000})
+    fresh = np.random.default_rng(seed_for(simu.seed, "tasks:resumed:5"))
+    assert delegate(crew.arch, target_agent_id="any") == \
+        f"task_{int(fresh.integers(0, 2**32)):08x}{1001:x}"
 
 
 def test_delegate_returns_the_task_and_tells_its_assignee(crew: Crew) -> None:

@@ -44,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant, results_read
+from actors.agents.participant import Participant, results_read, wait_for
 from actors.base import WaitTimeout
+from sim.messages import Message
 
 __all__ = ["ResumePlan", "architect", "finished_tasks", "plan_blocks", "resume_plan"]
 
@@ -69,6 +70,10 @@ async def finished_tasks(agent: Participant, open_ids: set[str]) -> list[dict[st
     return [task for task in queue.get("tasks", ())
             if task["task_id"] in open_ids
             and task.get("status") in ("completed", "failed", "cancelled")]
+
+
+def _result_or_progress(m: Message) -> bool:
+    return m.message_type == "task_result" or m.content.get("event") == "task_completed"
 
 
 @dataclass
@@ -269,10 +274,7 @@ async def architect(agent: Participant) -> None:
             # Every result comes here, builds' too: left unread they would fill the
             # stash (at 1,000 agents, 509 of them ended as dead letters).
             try:
-                message = await agent.receive(
-                    lambda m: m.message_type == "task_result"
-                    or m.content.get("event") == "task_completed",
-                    timeout=poll, description="a test result")
+                message = await wait_for(_result_or_progress, "a test result", timeout=poll)
             except WaitTimeout:
                 backlog.extend(await finished_tasks(agent, {*waiting, *builds}))
                 continue

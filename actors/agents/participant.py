@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from actors.base import Agent
+from actors.effects import Receive
+from sim.messages import Message
 
 __all__ = ["FINISHED", "RESULT_READ", "Behaviour", "Participant", "accept_next",
-           "my_delegations", "my_ready_tasks", "results_read", "start_next"]
+           "my_delegations", "my_ready_tasks", "results_read", "start_next", "wait_for"]
 
 Behaviour = Callable[["Participant"], Coroutine[Any, Any, Any]]
 
@@ -68,9 +70,19 @@ class Participant(Agent):
         #: After a restart: ready tasks read from the task queue, taken before new mail.
         self.resumed_tasks: list[dict[str, Any]] = []
 
+    #: Takes the messages that no behaviour waits for and no handler serves, before
+    #: they are kept for ``receive``; returns whether it took the message (then it is
+    #: not kept). A class default: an agent without one has no extra attribute.
+    tap: Callable[[Message], bool] | None = None
+
     def on_start(self) -> None:
         super().on_start()
         self.start_behaviour(_resume if self.resuming else _life, name=self.role)
+
+    def handle_message(self, message: Message) -> None:
+        tap = self.tap
+        if tap is None or not tap(message):
+            super().handle_message(message)
 
 
 async def _resume(agent: Participant) -> None:
@@ -149,6 +161,20 @@ def results_read(agent: Agent, tasks: Iterable[Mapping[str, Any]]) -> None:
             "delegated_by": agent.name, "status": task.get("status")})
 
 
+def wait_for(match: Callable[[Message], bool], description: str, *,
+             timeout: float | None = None, daemon: bool = False) -> Awaitable[Message]:
+    """What ``agent.receive(match, timeout=..., daemon=..., description=...)`` returns, for
+    the waits that happen once per message: the observer's (one per event), the
+    architect's and every worker's. ``receive`` wraps even a lone predicate in a
+    closure that runs ``all()`` over a generator on every message it tests; built
+    directly, the wait and its one test cost a third (0.36 against 1.04 us)."""
+    return Receive(match, description, timeout, daemon)
+
+
+def _task_to_do(m: Message) -> bool:
+    return m.message_type == "task_assignment" or m.content.get("event") == "task_unblocked"
+
+
 async def _life(agent: Participant) -> None:
     args: dict[str, Any] = {"session_id": agent.target_session, "agent_name": agent.agent_name,
                             "role": agent.role, "capabilities": list(agent.capabilities)}
@@ -188,10 +214,7 @@ async def accept_next(agent: Participant, types: frozenset[str],
             # Under faults an assignment or an unblocking may be lost; the task queue
             # then sends each ready task's assignment again until it is accepted, and
             # a second copy of one already accepted is refused (invalid_transition).
-            message = await agent.receive(
-                lambda m: m.message_type == "task_assignment"
-                or m.content.get("event") == "task_unblocked",
-                daemon=True, description="a task to do")
+            message = await wait_for(_task_to_do, "a task to do", daemon=True)
             content = message.content
             if message.message_type == "task_assignment":
                 task = content
