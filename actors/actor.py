@@ -422,7 +422,17 @@ class A2AActor(pykka.ThreadingActor):
             conditions.append(match)
             words.append(getattr(match, "__name__", "a predicate"))
         text = description or ("a message" + (" (" + ", ".join(words) + ")" if words else ""))
-        return Receive(lambda m: all(c(m) for c in conditions), text, timeout, daemon)
+        # Tested against every letter while the wait lasts: one condition is used as it
+        # is, two without a generator; no condition at all accepts anything.
+        accept: Callable[[Message], bool]
+        if len(conditions) == 1:
+            accept = conditions[0]
+        elif len(conditions) == 2:
+            first, second = conditions
+            accept = lambda m: first(m) and second(m)  # noqa: E731
+        else:
+            accept = lambda m: all(c(m) for c in conditions)  # noqa: E731
+        return Receive(accept, text, timeout, daemon)
 
     def _advance(self, task: Behaviour, value: Any, error: BaseException | None) -> None:
         while True:
