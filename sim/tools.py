@@ -25,6 +25,7 @@ import msgspec
 from sim.messages import topic_name
 
 __all__ = [
+    "BINDING_TOOLS",
     "ERROR_CODES",
     "MAX_SECONDS",
     "MAX_WAIT",
@@ -391,6 +392,11 @@ def prepare_call(name: str, args: Mapping[str, Any],
     if bound_session is not None and name in _TAKES_SESSION and "session_id" not in fresh:
         fresh["session_id"] = bound_session
     return tool, fresh
+
+
+#: The tools after which :func:`bound_session_after` may change a binding; after any
+#: other a caller's binding is what it was, and a caller need not ask.
+BINDING_TOOLS: Final = frozenset({"session_create", "session_join", "session_leave"})
 
 
 def bound_session_after(tool_name: str, result: Mapping[str, Any],
