@@ -42,7 +42,7 @@ from actors.base import A2AActor
 from sim.dispatch import seed_for
 from sim.messages import Message, MessageError, Priority
 from sim.policy import Policy
-from sim.tools import SERVICES, TOOLS, ToolError, fail, validate
+from sim.tools import SERVICES, TOOLS, Tool, ToolError, fail, validator
 
 if TYPE_CHECKING:
     from sim.restore import SessionImage
@@ -135,6 +135,12 @@ class SessionService(A2AActor):
         self.members: dict[str, dict[str, Member]] = {}
         # tool name -> (bound handler, is it a coroutine function): looked up once
         self._tool_handlers: dict[str, tuple[Callable[[Call], Any], bool]] = {}
+        # tool name -> (the tool, its arguments' check, does it take a session id), for
+        # the tools of the table this service serves: what _admit asks, asked once.
+        self._served: dict[str, tuple[Tool, Callable[[Mapping[str, Any]], dict[str, Any]],
+                                      bool]] = {
+            name: (tool, validator(tool), "session_id" in tool.input_schema["properties"])
+            for name, tool in TOOLS.items() if tool.service == self.service_name}
         # Under a fault plan only (made in a2a_bind): (caller, correlation id) -> the
         # answer given, or None while the call is being served. A request sent again
         # (a retry, or a duplicated letter) is answered with the answer it got,
@@ -199,20 +205,24 @@ class SessionService(A2AActor):
                     f"({type(exc).__name__}); the failure is counted and traced")
 
     def _admit(self, message: Message) -> Call:
-        name = message.content.get("tool")
-        tool = TOOLS.get(name) if isinstance(name, str) else None
-        if tool is None or tool.service != self.service_name:
+        content = message.content
+        name = content.get("tool")
+        served = self._served.get(name) if isinstance(name, str) else None
+        if served is None:
             raise ToolError("unknown_tool", f"no tool {name!r} here; see the tool table")
-        args = validate(tool, message.content.get("args", {}))
+        tool, check, takes_session = served
+        args = check(content.get("args", {}))
         session = member = None
         session_id = args.get("session_id")
-        if tool.input_schema["properties"].get("session_id") is not None:
+        if takes_session:
             if session_id is None:
                 raise ToolError("invalid_argument", "session_id: required", field="session_id")
             session = self.sessions.get(session_id)
             if session is None:
                 raise ToolError("session_not_found", f"no session {session_id!r}")
-            member = self.members.get(session_id, {}).get(message.from_agent)
+            members = self.members.get(session_id)
+            if members is not None:
+                member = members.get(message.from_agent)
         if tool.member_only:
             if member is None:
                 raise ToolError("not_a_member",
