@@ -58,6 +58,11 @@ SUPERVISOR: Final = "supervisor"
 #: Every member of every session reaches its services through these mailboxes.
 SERVICE_CAPACITY: Final = 1_000_000
 
+#: An answer's priority (an enum member's look-up costs a property call per use).
+_HIGH: Final = Priority.HIGH
+#: The services' names, to tell a service's call from an outsider's.
+_SERVICE_NAMES: Final = frozenset(SERVICES)
+
 
 class Deferred:
     """The type of :data:`DEFERRED`."""
@@ -247,14 +252,14 @@ class SessionService(A2AActor):
         correlation_id = request.metadata.correlation_id
         if correlation_id is None:
             return
-        if request.from_agent not in SERVICES:
+        if request.from_agent not in _SERVICE_NAMES:
             # Acknowledged means durable: what the call changed is committed before its
             # caller can hear the answer (a no-op without a store).
             self.dispatcher.make_durable(request.from_agent)
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
             # got (a checkpoint's list, a member's capabilities) changes nothing here.
-            self.reply(request, "coordination_response", _copy(result), priority=Priority.HIGH)
+            self.reply(request, "coordination_response", _copy(result), priority=_HIGH)
         except (MessageError, TypeError) as exc:
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
