@@ -108,9 +108,11 @@ class Member:
         return asdict(self)
 
 
-@dataclass(slots=True)
-class Call:
-    """One tool call as its service sees it: validated args, session and caller."""
+class Call(msgspec.Struct):
+    """One tool call as its service sees it: validated args, session and caller.
+
+    A Struct rather than a dataclass: one is made per call, and a Struct's
+    ``__init__`` runs in C (a dataclass's is Python, about 2.5x the time)."""
 
     tool: str
     args: dict[str, Any]
