@@ -177,7 +177,10 @@ class Sleep(Effect):
     def __init__(self, seconds: float) -> None:
         if not seconds >= 0:
             raise ValueError(f"sleep: seconds must be >= 0, got {seconds!r}")
-        super().__init__(None)
+        # Effect.__init__, inlined (no timeout to check): a builder sleeps after every row.
+        self.timeout = None
+        self.daemon = False
+        self.held = False
         self.seconds = seconds
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
@@ -197,7 +200,12 @@ class Receive(Effect):
         self, match: Callable[[Message], bool], description: str, timeout: float | None,
         daemon: bool,
     ) -> None:
-        super().__init__(timeout, daemon)
+        # Effect.__init__, inlined: a participant waits for its next letter this way.
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")
+        self.timeout = timeout
+        self.daemon = daemon
+        self.held = False
         self.match = match
         self.description = description
 
