@@ -13,7 +13,7 @@ from typing import Any
 from actors.actor import A2AActor
 from actors.effects import DEFAULT_TIMEOUT, Done, Effect, ToolCall
 from sim.messages import Priority, Region
-from sim.tools import bound_session_after, prepare_call
+from sim.tools import BINDING_TOOLS, bound_session_after, prepare_call
 
 __all__ = ["Agent"]
 
@@ -102,7 +102,10 @@ class Agent(A2AActor):
         if isinstance(prepared, dict):
             return Done(prepared)
         spec, sent = prepared
-        return _Bind(self, tool, ToolCall(tool, spec.service, sent, call_timeout))
+        call = ToolCall(tool, spec.service, sent, call_timeout)
+        # Only a tool that can bind (create, join, leave) is awaited through _Bind: any
+        # other leaves the binding as it was, and its caller resumes one layer sooner.
+        return _Bind(self, tool, call) if tool in BINDING_TOOLS else call
 
     def heartbeat(self) -> None:
         self.send(self.registry, "heartbeat", {}, priority=Priority.LOW)

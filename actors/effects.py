@@ -27,6 +27,9 @@ __all__ = ["DEFAULT_TIMEOUT", "PENDING", "Behaviour", "Effect", "Outcome"]
 #: Simulation seconds a request waits for its reply unless told otherwise.
 DEFAULT_TIMEOUT: Final = 60.0
 
+#: A tool call's priority (an enum member's look-up costs a property call per use).
+_HIGH: Final = Priority.HIGH
+
 #: What :meth:`Effect.arm` returns when the behaviour must wait.
 PENDING: Final = object()
 Outcome = tuple[Any, BaseException | None]
@@ -129,19 +132,35 @@ class ToolCall(Request):
 
     def __init__(self, tool: str, service: str, args: dict[str, Any],
                  timeout: float | None) -> None:
-        super().__init__(service, "coordination_request", {"tool": tool, "args": args},
-                         Priority.HIGH, None, timeout)
+        # Request.__init__, inlined: every tool call makes one.
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")
+        self.timeout = timeout
+        self.daemon = False
+        self.held = False
+        self.to = service
+        self.message_type = "coordination_request"
+        self.content = {"tool": tool, "args": args}
+        self.priority = _HIGH
+        self.region = None
+        self.correlation_id = ""
         self.tool = tool
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
-        outcome = super().arm(actor, task)
-        if isinstance(outcome, tuple) and isinstance(outcome[1], DeliveryError):
+        # Request.arm, inlined, with its two failures as results: a call is answered
+        # with a result dict, whatever happens to it.
+        try:
+            report = actor.dispatcher.post(actor.name, self.to, "coordination_request",
+                                           self.content, _HIGH, None, None)
+        except MessageError as exc:  # arguments that are not JSON, or too large
+            return {"success": False, "error": "invalid_argument",
+                    "message": f"arguments: {exc.problem}"}, None
+        self.content = None
+        self.correlation_id = report.message_id
+        if not report.reached:
             return {"success": False, "error": "no_reply",
                     "message": f"{self.to} did not accept the call"}, None
-        if isinstance(outcome, tuple) and isinstance(outcome[1], MessageError):
-            return {"success": False, "error": "invalid_argument",
-                    "message": f"arguments: {outcome[1].problem}"}, None
-        return outcome
+        return PENDING
 
     def outcome(self, message: Message) -> Outcome:
         return dict(message.content), None
@@ -158,7 +177,10 @@ class Sleep(Effect):
     def __init__(self, seconds: float) -> None:
         if not seconds >= 0:
             raise ValueError(f"sleep: seconds must be >= 0, got {seconds!r}")
-        super().__init__(None)
+        # Effect.__init__, inlined (no timeout to check): a builder sleeps after every row.
+        self.timeout = None
+        self.daemon = False
+        self.held = False
         self.seconds = seconds
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
@@ -178,7 +200,12 @@ class Receive(Effect):
         self, match: Callable[[Message], bool], description: str, timeout: float | None,
         daemon: bool,
     ) -> None:
-        super().__init__(timeout, daemon)
+        # Effect.__init__, inlined: a participant waits for its next letter this way.
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")
+        self.timeout = timeout
+        self.daemon = daemon
+        self.held = False
         self.match = match
         self.description = description
 

@@ -25,6 +25,7 @@ import msgspec
 from sim.messages import topic_name
 
 __all__ = [
+    "BINDING_TOOLS",
     "ERROR_CODES",
     "MAX_SECONDS",
     "MAX_WAIT",
@@ -40,6 +41,7 @@ __all__ = [
     "prepare_call",
     "session_topic",
     "validate",
+    "validator",
 ]
 
 SERVICES: Final = ("coordinator", "regions", "tasks", "coordination")
@@ -393,6 +395,11 @@ def prepare_call(name: str, args: Mapping[str, Any],
     return tool, fresh
 
 
+#: The tools after which :func:`bound_session_after` may change a binding; after any
+#: other a caller's binding is what it was, and a caller need not ask.
+BINDING_TOOLS: Final = frozenset({"session_create", "session_join", "session_leave"})
+
+
 def bound_session_after(tool_name: str, result: Mapping[str, Any],
                         bound_session: str | None) -> str | None:
     """The caller's session once ``tool_name`` answered ``result``.
@@ -703,6 +710,19 @@ def _to_dict(schema: Mapping[str, Any]) -> Callable[[Any], dict[str, Any]]:
     nested = [(key, _to_dict(sub)) for key, sub in schema["properties"].items()
               if sub.get("type") == "object" and "properties" in sub]
 
+    if not absent and not nested:  # a region, say: the Struct's fields are the dict
+        return asdict
+    if not nested and len(absent) == 1:  # task_accept, task_get_queue...: one key to drop
+        (only,) = absent
+
+        def drop_one(obj: Any) -> dict[str, Any]:
+            out: dict[str, Any] = asdict(obj)
+            if out[only] is unset:
+                del out[only]
+            return out
+
+        return drop_one
+
     def to_dict(obj: Any) -> dict[str, Any]:
         out: dict[str, Any] = asdict(obj)
         for key in absent:
@@ -724,6 +744,9 @@ def _validator(schema: Mapping[str, Any]) -> _Validator:
     convert, error = msgspec.convert, msgspec.ValidationError
 
     def check(args: Mapping[str, Any]) -> dict[str, Any]:
+        if type(args) is not dict and not isinstance(args, Mapping):  # (an ABC check is slow)
+            raise ToolError("invalid_argument", f"arguments must be an object, got {args!r}",
+                            field="")
         try:
             return to_dict(convert(args, struct))
         except (error, TypeError):
@@ -737,6 +760,18 @@ def _validator(schema: Mapping[str, Any]) -> _Validator:
 _VALIDATORS: dict[str, _Validator] = {}
 
 
+def validator(tool: Tool) -> _Validator:
+    """:func:`validate` for one tool, as a function of the arguments alone: a service
+    looks it up once per tool it serves, not once per call. Made once per tool of
+    :data:`TOOLS`; a tool made outside the table gets a new one each time."""
+    check = _VALIDATORS.get(tool.name)
+    if check is None or TOOLS.get(tool.name) is not tool:
+        check = _validator(tool.input_schema)
+        if TOOLS.get(tool.name) is tool:
+            _VALIDATORS[tool.name] = check
+    return check
+
+
 def validate(tool: Tool, args: Mapping[str, Any]) -> dict[str, Any]:
     """Check ``args`` against the tool's schema; return them with defaults filled in.
 
@@ -744,12 +779,4 @@ def validate(tool: Tool, args: Mapping[str, Any]) -> dict[str, Any]:
     :class:`ToolError` with code ``invalid_argument`` and ``field`` set to the
     dotted path of the offending argument (``region.x``, ``include[0]``).
     """
-    if type(args) is not dict and not isinstance(args, Mapping):  # (an ABC check is slow)
-        raise ToolError("invalid_argument", f"arguments must be an object, got {args!r}",
-                        field="")
-    check = _VALIDATORS.get(tool.name)
-    if check is None or TOOLS.get(tool.name) is not tool:  # a tool made outside the table
-        check = _validator(tool.input_schema)
-        if TOOLS.get(tool.name) is tool:
-            _VALIDATORS[tool.name] = check
-    return check(args)
+    return validator(tool)(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.tools import TOOLS, ToolError, bound_session_after, prepare_call, validate
+from sim.tools import BINDING_TOOLS, TOOLS, ToolError, bound_session_after, prepare_call, validate
 
 PHASE_G = {"session_create", "session_join", "session_leave", "session_get_state",
            "region_claim", "region_release", "region_query", "task_delegate", "task_accept",
@@ -108,6 +108,16 @@ def test_bound_session_after_follows_create_join_and_leave(
     tool: str, result: dict[str, object], bound: str | None, after: str | None,
 ) -> None:
     assert bound_session_after(tool, result, bound) == after
+
+
+def test_only_the_binding_tools_can_change_a_binding() -> None:
+    # Agent.call awaits every other tool without asking bound_session_after: so none
+    # of them may change a binding, whatever it answers.
+    answered = {"success": True, "session_id": "s2"}
+    for name in TOOLS:
+        moved = any(bound_session_after(name, answered, bound) != bound
+                    for bound in (None, "s1"))
+        assert moved == (name in BINDING_TOOLS), name
 
 
 def test_a_client_binds_and_answers_unknown_tools_by_the_shared_rule() -> None:
