@@ -763,7 +763,8 @@ class RegionManager(SessionService):
         if s.blueprint is None:
             raise ToolError("no_blueprint", f"session {call.session_id} has no blueprint; "
                             "set one with blueprint_set")
-        m = s.canvas.match(s.blueprint[rect.slices()], rect, limit=call.args["max_defects"])
+        # The blueprint was checked when it was set and rect by _inside: compare, not match.
+        m = s.canvas.compare(rect, s.blueprint[rect.slices()], call.args["max_defects"])
         defects = [{"x": d.x, "y": d.y, "expected": _TILE_NAMES[int(d.expected)],
                     "actual": _TILE_NAMES[int(d.actual)]} for d in m.defects]
         return ok(region=rect.to_dict(), passed=m.complete, score=round(10 * _share(m), 2),

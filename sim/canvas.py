@@ -59,6 +59,8 @@ _VALID_CODE = np.zeros(256, dtype=bool)
 _VALID_CODE[[int(t) for t in Tile]] = True
 _TOP_CODE = max(int(t) for t in Tile)
 _CONTIGUOUS_CODES = len(Tile) == _TOP_CODE + 1
+# The Tile of each code: a lookup is a tenth of the cost of calling Tile(code).
+_TILE_OF: dict[int, Tile] = {int(t): t for t in Tile}
 
 _MAX_WRITER = int(np.iinfo(np.int32).max)
 
@@ -420,7 +422,19 @@ class TileCanvas:
         plan = _tile_array(blueprint, "blueprint")
         if plan.shape != (r.height, r.width):
             raise ValueError(f"blueprint must have shape {(r.height, r.width)}, got {plan.shape}")
-        actual = self._tiles[r.slices()]
+        return self.compare(r, plan, limit)
+
+    def compare(self, region: Rect, plan: NDArray[np.uint8], limit: int) -> MatchResult:
+        """:meth:`match` for a caller that has checked everything already.
+
+        ``region`` is a Rect inside the canvas, ``plan`` a uint8 array of valid
+        codes shaped ``(height, width)`` and ``limit`` an int >= 0. Nothing is
+        checked again: the region manager validates the blueprint once, when it
+        is set, and tests a block of it with this.
+        """
+        actual = self._tiles[region.slices()]
+        if plan.size <= _SMALL_BLOCK:
+            return _compare_small(region, plan.tobytes(), actual.tobytes(), limit)
         wanted = plan != 0
         same = actual == plan
         wrong = ~same
@@ -430,9 +444,9 @@ class TileCanvas:
             first = np.flatnonzero(wrong)[:limit]
             rows, cols = np.unravel_index(first, plan.shape)
             defects = [
-                Defect(r.x + int(c), r.y + int(rr), Tile(int(plan[rr, c])),
-                       Tile(int(actual[rr, c])))
-                for rr, c in zip(rows, cols, strict=True)
+                Defect(region.x + c, region.y + rr, _TILE_OF[int(plan[rr, c])],
+                       _TILE_OF[int(actual[rr, c])])
+                for rr, c in zip(rows.tolist(), cols.tolist(), strict=True)
             ]
         return MatchResult(
             matching=int(np.count_nonzero(same & wanted)),
@@ -440,3 +454,25 @@ class TileCanvas:
             defects=defects,
             defect_count=defect_count,
         )
+
+
+#: Cells up to which :meth:`TileCanvas.compare` works on bytes: a tester's block (30 x
+#: 30: 2.8 us where numpy took 5.5) is settled by comparing two short copies, where each
+#: element-wise operation on a strided block costs about a microsecond. On the whole
+#: canvas numpy is three times faster than copying it out.
+_SMALL_BLOCK = 64 * 64
+
+
+def _compare_small(region: Rect, want: bytes, have: bytes, limit: int) -> MatchResult:
+    """:meth:`TileCanvas.compare` on the blueprint's and the canvas' cells of
+    ``region`` as bytes, row-major."""
+    total = len(want) - want.count(0)
+    if have == want:  # built right: most tests
+        return MatchResult(total, total, [], 0)
+    wrong = np.flatnonzero(np.frombuffer(have, dtype=np.uint8)
+                           != np.frombuffer(want, dtype=np.uint8)).tolist()
+    missed = sum(1 for i in wrong if want[i])  # wrong on a non-empty target cell
+    x, y, width = region.x, region.y, region.width
+    defects = [Defect(x + i % width, y + i // width, _TILE_OF[want[i]], _TILE_OF[have[i]])
+               for i in wrong[:limit]]
+    return MatchResult(total - missed, total, defects, len(wrong))
