@@ -282,7 +282,14 @@ _MAX_TILE = max(int(t) for t in Tile)
 
 
 def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.uint8]:
-    """Rows of tile types (names or codes) as a uint8 array of exactly ``shape``.
+    """Rows of tile types (names or codes) as a uint8 array of exactly ``shape``
+    (read-only); :func:`_tile_bytes` says what is refused."""
+    return np.frombuffer(_tile_bytes(value, name, shape), dtype=np.uint8).reshape(shape)
+
+
+def _tile_bytes(value: object, name: str, shape: tuple[int, int]) -> bytes:
+    """Rows of tile types (names or codes) as the bytes of their codes, row-major,
+    exactly ``shape`` of them (what TileCanvas.put takes for a block).
 
     The conversion is vectorised: names are looked up once per distinct name.
     Raises ``invalid_argument`` naming ``name`` with the row or shape at fault.
@@ -304,7 +311,7 @@ def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.u
     # Refused rows take the numpy path below, which names the fault. bytes() would
     # take True as 1 as numpy does beside ints; only rows all of bools (numpy's bool
     # dtype, refused below) start with one, so the first cell tells them apart. The
-    # array is read-only (it is the bytes' buffer): it is only ever read.
+    # bytes are what the canvas takes (no array to make and take apart again).
     if rows and cols and type(value[0][0]) is not bool:
         try:
             packed = b"".join(map(bytes, value))
@@ -312,7 +319,7 @@ def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.u
             pass
         else:
             if max(packed) <= _MAX_TILE:
-                return np.frombuffer(packed, dtype=np.uint8).reshape(shape)
+                return packed
     try:
         arr = np.asarray(value)
     except ValueError as exc:  # mixed nesting inside a row
@@ -321,13 +328,10 @@ def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.u
         raise _invalid(name, f"expected shape {shape}, got {arr.shape}")
     if arr.dtype.kind in "iu":
         # numpy would read True as 1 beside integers: the tool's schema refuses a bool in
-        # a row before this (sim.tools._ROW), so the hot path pays no scan for it.
-        # The bounds by Python's min and max over the rows (lists of ints here): on a
-        # row of tens of tiles, cheaper than two numpy reductions.
+        # a row before this (sim.tools._ROW), so no path pays a scan for it. Valid codes
+        # get here only in rows that begin with a bool; the rest took the bytes above.
         if arr.size == 0 or (min(map(min, value)) >= 0 and max(map(max, value)) <= _MAX_TILE):
-            # The common case, codes all valid: one range check and one cast,
-            # where np.unique would sort every row (a fifth of a row write).
-            return arr.astype(np.uint8)
+            return arr.astype(np.uint8).tobytes()
         distinct, inverse = np.unique(arr, return_inverse=True)
         codes = np.array([int(_tile(int(v), name)) for v in distinct], dtype=np.uint8)
     elif arr.dtype.kind == "U":
@@ -335,8 +339,7 @@ def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.u
         codes = np.array([_code_of(str(v), name) for v in distinct], dtype=np.uint8)
     else:
         raise _invalid(name, f"tile types must be names or integer codes, got {arr.dtype}")
-    out: NDArray[np.uint8] = codes[inverse.reshape(shape)]
-    return out
+    return codes[inverse.reshape(shape)].tobytes()
 
 
 def _share(m: MatchResult) -> float:
@@ -660,11 +663,11 @@ class RegionManager(SessionService):
         if s.info.coordination_mode == "sequential":
             s.token, s.token_at = agent_id, self.now
 
-    def _write(self, s: _World, agent_id: str, rect: Rect, values: Tile | NDArray[np.uint8],
+    def _write(self, s: _World, agent_id: str, rect: Rect, values: Tile | bytes,
                ) -> dict[str, Any]:
         self._may_write(s, agent_id, rect)
-        # rect is inside the grid and values are valid codes (_inside, _tile, _tile_rows)
-        result = s.canvas.put(rect, values if isinstance(values, np.ndarray) else int(values),
+        # rect is inside the grid and values are valid codes (_inside, _tile, _tile_bytes)
+        result = s.canvas.put(rect, values if type(values) is bytes else int(values),
                               s.writer(agent_id))
         self._wrote(s, agent_id)
         s.tiles_placed += result.placed
@@ -691,11 +694,11 @@ class RegionManager(SessionService):
         s = self._world(call.session_id)
         rect = _inside(s, _rect(call.args["region"]))
         tiles = call.args["tiles"]
-        values: Tile | NDArray[np.uint8]
+        values: Tile | bytes
         if isinstance(tiles, (str, int)):
             values = _tile(tiles, "tiles")
         else:
-            values = _tile_rows(tiles, "tiles", (rect.height, rect.width))
+            values = _tile_bytes(tiles, "tiles", (rect.height, rect.width))
         return self._write(s, call.caller, rect, values)
 
     def tool_builder_load_shader(self, call: Call) -> dict[str, Any]:
