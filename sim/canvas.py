@@ -212,8 +212,8 @@ class TileCanvas:
         self._writer: NDArray[np.int32] = np.zeros((self._size, self._size), dtype=np.int32)
         # Both layers' memory as flat bytes, for writing a row without a numpy call
         # (put). The layers are only ever changed in place, never replaced.
-        self._cells = self._tiles.data.cast("B")
-        self._owners = self._writer.data.cast("B")
+        self._cells: memoryview = self._tiles.data.cast("B")
+        self._owners: memoryview = self._writer.data.cast("B")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The byte views do not pickle: a copy is rebuilt from the layers.
@@ -290,7 +290,7 @@ class TileCanvas:
         """
         area = region.width * region.height
         if area <= _SMALL_BLOCK and isinstance(values, (bytes, np.ndarray)):
-            return self._put_small(region, values if type(values) is bytes
+            return self._put_small(region, values if isinstance(values, bytes)
                                    else values.tobytes(), writer)
         rows, cols = region.slices()
         tiles = self._tiles[rows, cols]
