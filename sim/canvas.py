@@ -289,9 +289,12 @@ class TileCanvas:
         and writes with this.
         """
         area = region.width * region.height
-        if area <= _SMALL_BLOCK and isinstance(values, (bytes, np.ndarray)):
-            return self._put_small(region, values if isinstance(values, bytes)
-                                   else values.tobytes(), writer)
+        if area <= _SMALL_BLOCK:
+            if isinstance(values, bytes):
+                return self._put_small(region, values, writer)
+            if isinstance(values, np.ndarray):
+                return self._put_small(region, values.tobytes(), writer)
+            return self._put_small(region, bytes((int(values),)) * area, writer)
         rows, cols = region.slices()
         tiles = self._tiles[rows, cols]
         writers = self._writer[rows, cols]

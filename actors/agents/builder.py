@@ -113,9 +113,14 @@ async def build_task(agent: Participant, task: dict[str, Any],
     done = rows_built(params.get("built"), blueprint, region) if agent.resuming else 0
     if done and params.get("placed_at") is not None:
         await agent.sleep(max(0.0, float(params["placed_at"]) + width / rate - agent.now))
-    for row in range(y + done, y + height):
-        # The row as a list, what the call sends anyway: no copy of the blueprint to spoil.
-        tiles = blueprint[row, x:x + width].tolist()
+    # The rows as lists, what the calls send anyway: one numpy call for the block, not
+    # one a row, and no copy of the blueprint to spoil. A row past the blueprint's end
+    # (not in the slice) is indexed as before, so it fails as before.
+    first = y + done
+    block = blueprint[first:y + height, x:x + width].tolist() if first >= 0 else []
+    for row in range(first, y + height):
+        at = row - first
+        tiles = block[at] if at < len(block) else blueprint[row, x:x + width].tolist()
         outcome["wrong_tiles"] += _wrong(tiles, error_rate, agent.rng)
         placed = await agent.call("builder_place_tiles", tiles=[tiles],
                                   region={"x": x, "y": row, "width": width, "height": 1})
