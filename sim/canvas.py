@@ -8,10 +8,13 @@ A :class:`TileCanvas` is a ``size`` x ``size`` grid with two layers, both indexe
 - ``writer`` (int32): the agent index of the cell's last writer, 0 when nobody has
   written it (since creation, or as restored from a snapshot).
 
-Every write is a rectangular numpy slice assignment; nothing loops over cells in
-Python. The canvas knows nothing about claims or coordination modes: the regions
-actor decides whether a write is allowed and uses :class:`WriteResult` to account
-for it.
+Every write is a rectangular slice assignment; nothing loops over cells in Python.
+A small block (a builder's row, a tester's block) is written, counted and compared
+on bytes, a one-row write through flat byte views of the layers: in a run each numpy
+call costs 1 to 3 us, and a row write of numpy slices and reductions made about ten
+of them. Large blocks stay with numpy. The canvas knows nothing about claims or
+coordination modes: the regions actor decides whether a write is allowed and uses
+:class:`WriteResult` to account for it.
 """
 
 from __future__ import annotations
