@@ -295,8 +295,9 @@ class TileCanvas:
         if area <= _SMALL_BLOCK:
             if isinstance(values, bytes):
                 return self._put_small(region, values, writer)
-            if isinstance(values, np.ndarray):
-                return self._put_small(region, values.tobytes(), writer)
+            if isinstance(values, np.ndarray):  # (as a slice assignment would cast it)
+                return self._put_small(region, values.astype(np.uint8, copy=False).tobytes(),
+                                       writer)
             return self._put_small(region, bytes((int(values),)) * area, writer)
         rows, cols = region.slices()
         tiles = self._tiles[rows, cols]
