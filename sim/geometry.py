@@ -154,9 +154,13 @@ class Rect:
     def area(self) -> int:
         return self.width * self.height
 
+    # The methods below add widths themselves rather than read x2 and y2: each
+    # property read is a call, and some run on every write (contains, within).
+
     def overlaps(self, other: Rect) -> bool:
         """True when the two rectangles share at least one cell (touching edges do not)."""
-        return self.x < other.x2 and other.x < self.x2 and self.y < other.y2 and other.y < self.y2
+        return (self.x < other.x + other.width and other.x < self.x + self.width
+                and self.y < other.y + other.height and other.y < self.y + self.height)
 
     def intersection(self, other: Rect) -> Rect | None:
         """The cells common to both rectangles, or None when they do not overlap."""
@@ -170,13 +174,13 @@ class Rect:
 
     def contains(self, other: Rect) -> bool:
         """True when every cell of ``other`` is inside this rectangle."""
-        return (
-            self.x <= other.x and self.y <= other.y and other.x2 <= self.x2 and other.y2 <= self.y2
-        )
+        return (self.x <= other.x and self.y <= other.y
+                and other.x + other.width <= self.x + self.width
+                and other.y + other.height <= self.y + self.height)
 
     def within(self, size: int) -> bool:
         """True when the rectangle fits inside a ``size`` x ``size`` grid."""
-        return self.x2 <= size and self.y2 <= size
+        return self.x + self.width <= size and self.y + self.height <= size
 
     def to_dict(self) -> dict[str, int]:
         """The JSON form used by the tools: ``{"x", "y", "width", "height"}``."""
@@ -184,7 +188,7 @@ class Rect:
 
     def slices(self) -> tuple[slice, slice]:
         """``(rows, cols)`` slices, so ``array[rect.slices()]`` is the rectangle's block."""
-        return slice(self.y, self.y2), slice(self.x, self.x2)
+        return slice(self.y, self.y + self.height), slice(self.x, self.x + self.width)
 
 
 # The slots' descriptors store a field of a frozen Rect (Rect.__init__).
