@@ -395,3 +395,90 @@ def test_put_is_write_without_the_checks() -> None:
         assert trusted.put(rect, values, writer) == checked.write(rect, values, writer)
     assert np.array_equal(checked.tiles, trusted.tiles)
     assert np.array_equal(checked.writer, trusted.writer)
+
+
+def _reference_write(tiles: np.ndarray[Any, Any], writers: np.ndarray[Any, Any], rect: Rect,
+                     block: np.ndarray[Any, Any], writer: int) -> tuple[int, int, int]:
+    """(placed, changed, lost_work) of a write, by whole-array numpy on a model canvas."""
+    sl = rect.slices()
+    before, owners = tiles[sl].copy(), writers[sl].copy()
+    tiles[sl], writers[sl] = block, writer
+    return (int(np.count_nonzero(block)), int(np.count_nonzero(before != block)),
+            int(np.count_nonzero((owners != 0) & (owners != writer))))
+
+
+def test_put_counts_small_and_large_blocks_rows_bytes_and_fills_alike() -> None:
+    """A small block (a row above all) is counted on bytes through the layers' byte views,
+    a large one by numpy: every kind of write, over empty cells, the same tiles, other
+    tiles and other writers' cells, counts as a plain numpy model says."""
+    rng = np.random.default_rng(4)
+    size = 80  # blocks up to 80 x 80: both sides of 64 x 64
+    canvas = TileCanvas(size)
+    tiles = np.zeros((size, size), np.uint8)
+    writers = np.zeros((size, size), np.int32)
+    kinds = set()
+    for _ in range(3000):
+        if rng.random() < 0.1:  # a large block
+            x, y = int(rng.integers(0, 14)), int(rng.integers(0, 14))
+            w, h = int(rng.integers(65, size - x + 1)), int(rng.integers(65, size - y + 1))
+        else:
+            x, y = int(rng.integers(0, size)), int(rng.integers(0, size))
+            w = int(rng.integers(1, size - x + 1))
+            h = 1 if rng.random() < 0.5 else int(rng.integers(1, size - y + 1))
+        rect, writer = Rect(x, y, w, h), int(rng.integers(1, 4))
+        kind = rng.choice(["array", "bytes", "fill", "again"])
+        block = rng.integers(0, 8, (h, w)).astype(np.uint8)
+        if kind == "again":  # the tiles already there, by the same or another writer
+            block = tiles[rect.slices()].copy()
+        values: Any = {"bytes": block.tobytes(), "fill": int(block.flat[0])}.get(kind, block)
+        if kind == "fill":
+            block = np.full((h, w), values, np.uint8)
+        kinds.add((str(kind), h == 1, w * h <= 64 * 64))
+        expected = _reference_write(tiles, writers, rect, block, writer)
+        result = canvas.put(rect, values, writer)
+        assert result == WriteResult(rect, w * h, *expected), (kind, rect)
+        assert all(type(v) is int for v in (result.placed, result.changed, result.lost_work))
+    assert np.array_equal(canvas.tiles, tiles) and np.array_equal(canvas.writer, writers)
+    # every kind as a row and as a block, and as a large block (a row here is never large)
+    assert len(kinds) == 4 * 3
+
+
+def test_compare_is_match_without_the_checks() -> None:
+    """compare() counts and lists defects as match() does, on small blocks (as bytes) and
+    large ones (numpy), limits and empty targets included."""
+    rng = np.random.default_rng(5)
+    size = 90
+    plan = rng.integers(0, 8, (size, size)).astype(np.uint8)
+    plan[:10] = 0  # an empty band: extra tiles there are defects
+    canvas = TileCanvas(size)
+    canvas.write(Rect(0, 0, size, size), np.where(rng.random((size, size)) < 0.02,
+                                                   rng.integers(0, 8, (size, size)),
+                                                   plan).astype(np.uint8), 1)
+    for _ in range(400):
+        x, y = int(rng.integers(0, size)), int(rng.integers(0, size))
+        rect = Rect(x, y, int(rng.integers(1, size - x + 1)), int(rng.integers(1, size - y + 1)))
+        limit = int(rng.choice([0, 1, 5, 100_000]))
+        target = plan[rect.slices()]
+        got = canvas.compare(rect, target, limit)
+        assert got == canvas.match(target, rect, limit=limit)
+        actual = canvas.tiles[rect.slices()]
+        wrong = np.argwhere(actual != target)
+        assert got.defect_count == len(wrong)
+        assert got.total == np.count_nonzero(target)
+        assert got.matching == np.count_nonzero((actual == target) & (target != 0))
+        assert got.defects == [Defect(rect.x + int(c), rect.y + int(r), Tile(int(target[r, c])),
+                                      Tile(int(actual[r, c]))) for r, c in wrong[:limit]]
+        assert all(type(d.expected) is Tile and type(d.x) is int for d in got.defects)
+
+
+def test_a_canvas_pickles_and_its_copy_writes_alone() -> None:
+    import pickle
+
+    canvas = TileCanvas(6)
+    canvas.write(Rect(0, 1, 3, 1), [[1, 2, 3]], 4)
+    copy = pickle.loads(pickle.dumps(canvas))
+    assert np.array_equal(copy.tiles, canvas.tiles) and np.array_equal(copy.writer, canvas.writer)
+    assert copy.put(Rect(0, 1, 3, 1), b"\x07\x07\x07", 5) == WriteResult(
+        Rect(0, 1, 3, 1), 3, 3, 3, 3)
+    assert copy.tiles[1, :3].tolist() == [7, 7, 7] and canvas.tiles[1, :3].tolist() == [1, 2, 3]
+    assert canvas.writer[1, :3].tolist() == [4, 4, 4]

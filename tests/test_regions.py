@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.regions import SEQUENTIAL_IDLE, RegionManager
+from actors.regions import SEQUENTIAL_IDLE, RegionManager, _tile_bytes, _tile_rows
 from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.geometry import Rect
@@ -629,3 +629,23 @@ def test_exclusive_claims_of_different_agents_never_overlap(steps: list[tuple[An
             elif step[0] == "advance":
                 simu.advance(step[1])
             _check_invariants(manager, sid)
+
+
+@pytest.mark.parametrize(("rows", "fault"), [
+    ([[8, 1]], "unknown tile 8"), ([[-1, 1]], "unknown tile -1"),
+    ([[256, 1]], "unknown tile 256"), ([["x", 1]], "unknown tile 'x'"),
+    ([[2**70, 1]], "got object"), ([[True, True]], "got bool"), ([[1.0, 2]], "got float64"),
+])
+def test_tile_rows_packed_as_bytes_refuse_what_numpy_refused(rows: Any, fault: str) -> None:
+    """Rows of valid int codes are packed by bytes(); whatever that refuses or lets
+    through wrongly (a code past 7, rows all of bools) is named as before."""
+    with pytest.raises(ToolError) as refused:
+        _tile_bytes(rows, "tiles", (1, 2))
+    assert refused.value.code == "invalid_argument" and fault in str(refused.value)
+
+
+def test_tile_rows_of_codes_and_names_pack_row_major() -> None:
+    assert _tile_bytes([[1, 2, 3], [0, 7, 4]], "tiles", (2, 3)) == bytes([1, 2, 3, 0, 7, 4])
+    assert _tile_bytes([["code", 2], [np.int64(7), 0]], "tiles", (2, 2)) == bytes([2, 2, 7, 0])
+    grid = _tile_rows([[1, 2], [3, 4]], "blueprint", (2, 2))
+    assert grid.dtype == np.uint8 and grid.tolist() == [[1, 2], [3, 4]]
