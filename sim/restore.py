@@ -556,6 +556,12 @@ def _created(s: SessionImage, r: TraceRecord, body: dict[str, Any]) -> None:
         "size_kb": round(size / 1024, 2)}
 
 
+#: The tools that make something over a region, and the key their answer names it by.
+_MADE_OVER_A_REGION: Final = {"builder_place_tiles": "tiles_placed",
+                              "builder_load_shader": "shader_id",
+                              "builder_assemble_cartridge": "cartridge_id"}
+
+
 def _matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
     """Does a successful ``answer`` fit a call of ``tool`` with ``args``? (Each answer the
     fold uses names what its call was about: a check of the pairing.)"""
@@ -564,10 +570,12 @@ def _matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
     if tool == "builder_place_tile":
         return answer.get("region") == {"x": args.get("x"), "y": args.get("y"),
                                         "width": 1, "height": 1}
-    if tool in ("builder_place_tiles", "builder_load_shader", "builder_assemble_cartridge"):
+    if tool in _MADE_OVER_A_REGION:
+        # The same region is not enough: under a fault plan a shader's answer can meet a
+        # cartridge's call over the same block. What the answer says it made must fit too.
         region = args.get("region")
-        return isinstance(region, dict) and answer.get("region") == {
-            k: region.get(k) for k in ("x", "y", "width", "height")}
+        return isinstance(region, dict) and _MADE_OVER_A_REGION[tool] in answer and \
+            answer.get("region") == {k: region.get(k) for k in ("x", "y", "width", "height")}
     if tool == "task_report":
         return answer.get("task_id") == args.get("task_id")
     if tool == "task_delegate":

@@ -100,15 +100,20 @@ async def progress_watcher(agent: Participant) -> None:
                 lambda m: str(m.content.get("event", "")).startswith("plan."),
                 timeout=timeout, daemon=timeout is None, description="plan progress")
         except WaitTimeout:
-            held = debounce.flush(agent.now)
+            # One reading of the clock for the decision and the record of it: in realtime
+            # mode the clock moves between two readings, and an update recorded later
+            # than it was decided would make the next one look less than interval apart.
+            now = agent.now
+            held = debounce.flush(now)
             if held is not None:
-                updates.append([agent.now, held])
+                updates.append([now, held])
             continue
         agent.outcome["events"] += 1
         snapshot = _see(plans, message.content)
-        sent = debounce.offer(agent.now, snapshot)
+        now = agent.now
+        sent = debounce.offer(now, snapshot)
         if sent is not None:
-            updates.append([agent.now, sent])
+            updates.append([now, sent])
         agent.outcome["coalesced"] = debounce.coalesced
 
 
