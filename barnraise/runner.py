@@ -23,6 +23,7 @@ recording option) raise :class:`ScenarioError` before anything runs.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -373,8 +374,12 @@ def run(
                        frame_size=frame_size, check_metrics=check_metrics, store=opened)
 
 
+@functools.cache
 def package_version() -> str:
-    """The installed barnraise's version ("0+unknown" in a checkout never installed)."""
+    """The installed barnraise's version ("0+unknown" in a checkout never installed).
+
+    Asked once per process: the metadata look-up walks the installed distributions
+    (about 2 ms, which a short stored run would pay every time)."""
     from importlib import metadata
 
     try:
