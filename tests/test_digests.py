@@ -79,23 +79,3 @@ def test_a_redacted_trace_shows_the_stand_in_everywhere_and_digests_line_by_line
     for r in list(trace._records)[4100:]:
         partial.add_record(r)
     assert partial.digest == trace.digest == expected
-
-
-def test_a_time_written_once_for_its_run_of_records_gives_each_record_its_own_line() -> None:
-    """The digest writes a time once for the records at that instant; a time equal to the
-    one before but written otherwise (an int, the other zero, a float made anew) still
-    gets its own text: every line is the record's own JSON."""
-    import hashlib
-
-    from sim.trace import Trace
-
-    same = 2.5
-    times: list[object] = [0, 0.0, -0.0, 0.0, 0, 1.5, float("1.5"), same, same, 1e300,
-                           float("nan"), float("nan"), float("inf"), -0.0, 3, 3.0, 0.1 + 0.2]
-    trace = Trace()
-    for n, t in enumerate(times * 300):  # more than one block of the digest
-        trace.append(t, "deliver", "x", "y", "t", b'{"n":%d}' % n)  # type: ignore[arg-type]
-    lines = [r.to_json() + b"\n" for r in trace.records()]
-    assert lines[0].startswith(b"[0,0,") and lines[1].startswith(b"[1,0.0,")
-    assert lines[2].startswith(b"[2,-0.0,") and lines[15].startswith(b"[15,3.0,")
-    assert trace.digest == hashlib.sha256(b"".join(lines)).hexdigest()
