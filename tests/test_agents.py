@@ -13,6 +13,7 @@ from actors.agents.participant import Participant, start_next
 from actors.world import Simulation
 from scenarios._kit import host_session, kernel_blueprint, spawn
 from tests.conftest import MODES
+from tests.helpers import session_crew
 
 
 async def fails_its_first_build(agent: Participant) -> None:
@@ -110,3 +111,23 @@ def test_the_observers_tap_records_what_a_receive_loop_records(start: str) -> No
     assert tapped == looped and digests[0] == digests[1]
     kinds = [event for _, event in tapped["record"]]
     assert tapped["events"] == len(kinds) and kinds[0] == "hello" and "task_completed" in kinds
+
+
+def test_a_repair_whose_cell_cannot_be_placed_is_reported_failed() -> None:
+    """A repair task's cells come from its delegator: a tile code no canvas has is refused
+    by builder_place_tile, and the builder reports the task failed with the reason (it
+    does not count the tile as placed nor the repair as done)."""
+    with Simulation(seed=3) as simu:
+        c = session_crew(simu, grid=10)
+        sid = c.sid
+        b = spawn(simu, sid, "builder-1", "builder", crew=1,
+                  blueprint=np.zeros((10, 10), dtype=np.uint8))
+        simu.run()
+        task = c.arch.call("task_delegate", task_type="build", target_agent_id="builder-1",
+                         region={"x": 0, "y": 0, "width": 2, "height": 2},
+                         payload={"cells": [[0, 0, 300]]})
+        assert task["success"], task
+        simu.run()
+        (record,) = [t for t in simu.view(sid).tasks if t.task_id == task["task_id"]]
+        assert record.status == "failed" and "placing the tile at (0, 0) failed" in record.message
+        assert b.outcome["tasks_failed"] == 1 and b.outcome["tiles_placed"] == 0

@@ -104,7 +104,10 @@ async def build_task(agent: Participant, task: dict[str, Any],
         for x, y, tile in cells:
             value = [int(tile)]
             outcome["wrong_tiles"] += _wrong(value, error_rate, agent.rng)
-            await agent.call("builder_place_tile", tile_type=value[0], x=x, y=y)
+            placed = await agent.call("builder_place_tile", tile_type=value[0], x=x, y=y)
+            if not placed.get("success"):  # a cell the payload got wrong, say: the task fails
+                raise RuntimeError(f"placing the tile at ({x}, {y}) failed: "
+                                   f"{placed.get('message')}")
             outcome["tiles_placed"] += 1
         await agent.sleep(len(cells) / rate)
         return [{"type": "tile", "id": f"{task['task_id']}-repair", "count": len(cells)}]
