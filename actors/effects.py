@@ -132,18 +132,10 @@ class ToolCall(Request):
 
     def __init__(self, tool: str, service: str, args: dict[str, Any],
                  timeout: float | None) -> None:
-        # Request.__init__, inlined: every tool call makes one.
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")
-        self.timeout = timeout
-        self.daemon = False
-        self.held = False
-        self.to = service
-        self.message_type = "coordination_request"
-        self.content = {"tool": tool, "args": args}
-        self.priority = _HIGH
-        self.region = None
-        self.correlation_id = ""
+        # Request's own init: inlining it here measured within the noise of identical
+        # runs (under 0.1% of kernel_build's instructions), not worth a second copy.
+        super().__init__(service, "coordination_request", {"tool": tool, "args": args},
+                         _HIGH, None, timeout)
         self.tool = tool
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
