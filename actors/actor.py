@@ -32,6 +32,7 @@ timer behind, and an unanswered one keeps the run going until it times out.
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, ClassVar
@@ -139,6 +140,13 @@ class A2AActor(pykka.ThreadingActor):
                     effect.held = False
                     self.dispatcher.add_live_work(-1)
         self._deadlines = None
+        # A behaviour started but never run (its first step was still queued when the
+        # actor stopped: an async tool call a service took just before) is closed here;
+        # left to the collector, it would be reported as a coroutine never awaited, in
+        # whatever code happened to be running then.
+        for task in self.behaviours:
+            if not task.done and inspect.getcoroutinestate(task.coro) == inspect.CORO_CREATED:
+                task.coro.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None

@@ -195,3 +195,23 @@ def test_daemon_receive_is_not_a_deadlock(det: Dispatcher) -> None:
 
     det.spawn(Agent, "server", behaviours=(server,))
     assert det.run().reason == "quiescent"
+
+
+def test_a_behaviour_never_run_before_its_actor_stops_is_closed(det: Dispatcher) -> None:
+    """Started, then stopped before its first step ran: the coroutine is closed with the
+    actor, so the collector has no unawaited coroutine to warn about later (the suite
+    turns that warning into an error in whichever test it lands)."""
+    import gc
+    import warnings
+
+    async def never(agent: Agent) -> None:  # pragma: no cover - it must not run
+        raise AssertionError("ran")
+
+    actor = det.spawn(Agent, "a")
+    task = actor.start_behaviour(never)
+    det.stop_actor("a")
+    assert task.coro.cr_frame is None  # closed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del task
+        gc.collect()
