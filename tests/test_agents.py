@@ -12,6 +12,7 @@ from actors.agents.observer import observer
 from actors.agents.participant import Participant, start_next
 from actors.world import Simulation
 from scenarios._kit import host_session, kernel_blueprint, spawn
+from sim.seeds import seed_for
 from tests.conftest import MODES
 from tests.helpers import session_crew
 
@@ -131,3 +132,28 @@ def test_a_repair_whose_cell_cannot_be_placed_is_reported_failed() -> None:
         (record,) = [t for t in simu.view(sid).tasks if t.task_id == task["task_id"]]
         assert record.status == "failed" and "placing the tile at (0, 0) failed" in record.message
         assert b.outcome["tasks_failed"] == 1 and b.outcome["tiles_placed"] == 0
+
+
+def test_a_build_refused_part_way_leaves_the_builders_draws_where_row_by_row_would() -> None:
+    """The builder takes its wrong tiles' draws for a whole block at once. A build whose
+    third row is refused (a tile code no canvas has) must leave its random stream as
+    drawing row by row did: three rows' draws taken, not the block's six."""
+    blueprint = np.zeros((10, 10), dtype=np.uint8)
+    blueprint[2, :] = 200  # not a tile type: the row is refused, however it is spoilt
+    with Simulation(seed=3) as simu:
+        c = session_crew(simu, grid=10)
+        b = spawn(simu, c.sid, "builder-1", "builder", crew=1, blueprint=blueprint,
+                  error_rate=0.25)
+        simu.run()
+        task = c.arch.call("task_delegate", task_type="build", target_agent_id="builder-1",
+                           region={"x": 0, "y": 0, "width": 4, "height": 6})
+        assert task["success"], task
+        simu.run()
+        (record,) = [t for t in simu.view(c.sid).tasks if t.task_id == task["task_id"]]
+        assert record.status == "failed" and "placing row 2 failed" in record.message
+        assert b.outcome["tiles_placed"] == 2 * 4
+        row_by_row = np.random.default_rng(seed_for(3, "builder-1"))
+        for _ in range(3):
+            row_by_row.random(4)
+        assert b.rng.bit_generator.state == row_by_row.bit_generator.state
+        assert b.rng.random() == row_by_row.random()

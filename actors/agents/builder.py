@@ -76,15 +76,17 @@ def _wrong(tiles: list[int], error_rate: float, rng: np.random.Generator) -> int
     how many. One draw per tile, as many as tiles, whatever the rate."""
     if error_rate <= 0 or not tiles:
         return 0
-    # One numpy call, then plain Python over a list of 30: in a run each numpy call
-    # costs 1 to 3 us (its code and data are cold between two rows), several times
-    # what timeit shows, and a comparison and a count were two more of them.
-    draws = rng.random(len(tiles)).tolist()
-    if min(draws) >= error_rate:
+    return _spoil(tiles, rng.random(len(tiles)).tolist(), 0, error_rate)
+
+
+def _spoil(tiles: list[int], draws: list[float], start: int, error_rate: float) -> int:
+    """:func:`_wrong` with the draws already taken: ``draws[start:start + len(tiles)]``."""
+    end = start + len(tiles)
+    if min(draws[start:end]) >= error_rate:
         return 0  # the common case: no tile of the row is wrong
     count = 0
-    for i, draw in enumerate(draws):
-        if draw < error_rate:
+    for i in range(len(tiles)):
+        if draws[start + i] < error_rate:
             # another non-empty tile type than the intended one (types 1..7)
             tiles[i] = tiles[i] % 7 + 1
             count += 1
@@ -121,16 +123,36 @@ async def build_task(agent: Participant, task: dict[str, Any],
     # (not in the slice) is indexed as before, so it fails as before.
     first = y + done
     block = blueprint[first:y + height, x:x + width].tolist() if first >= 0 else []
-    for row in range(first, y + height):
-        at = row - first
-        tiles = block[at] if at < len(block) else blueprint[row, x:x + width].tolist()
-        outcome["wrong_tiles"] += _wrong(tiles, error_rate, agent.rng)
-        placed = await agent.call("builder_place_tiles", tiles=[tiles],
-                                  region={"x": x, "y": row, "width": width, "height": 1})
-        if not placed.get("success"):
-            raise RuntimeError(f"placing row {row} failed: {placed.get('message')}")
-        outcome["tiles_placed"] += width
-        await agent.sleep(width / rate)
+    # The wrong tiles' draws for the whole block in one numpy call, not one a row (each
+    # costs 1 to 3 us in a run, its code and data cold between two rows: about 4% of a
+    # kernel_build). They are the same numbers, draw for draw, as a row's own call took:
+    # a PCG64 double is one step of the generator, and nothing else draws from this
+    # builder's generator while it builds. A build that stops part way (a refused row,
+    # a crash) puts the generator back where drawing row by row would have left it.
+    span = len(block[0]) if block and error_rate > 0 else 0
+    rng = agent.rng
+    saved = rng.bit_generator.state if span else None
+    draws = rng.random(span * len(block)).tolist() if span else []
+    drawn = 0  # the rows whose draws drawing row by row would have taken so far
+    try:
+        for row in range(first, y + height):
+            at = row - first
+            tiles = block[at] if at < len(block) else blueprint[row, x:x + width].tolist()
+            if span:
+                drawn = at + 1
+                outcome["wrong_tiles"] += _spoil(tiles, draws, at * span, error_rate)
+            else:
+                outcome["wrong_tiles"] += _wrong(tiles, error_rate, rng)
+            placed = await agent.call("builder_place_tiles", tiles=[tiles],
+                                      region={"x": x, "y": row, "width": width, "height": 1})
+            if not placed.get("success"):
+                raise RuntimeError(f"placing row {row} failed: {placed.get('message')}")
+            outcome["tiles_placed"] += width
+            await agent.sleep(width / rate)
+    finally:
+        if saved is not None and drawn < len(block):
+            rng.bit_generator.state = saved
+            rng.bit_generator.advance(drawn * span)
     artifacts = [{"type": "tile", "id": f"{task['task_id']}-tiles", "count": width * height}]
     return artifacts + await load_artifacts(agent, region, params)
 
