@@ -402,7 +402,10 @@ def test_every_resumable_scenario_killed_in_realtime_resumes_to_success(
             continue  # this run was shorter than the measured one: nothing killed
         prefix = list(open_run(path).records())
         result = resume(path, record=False)
-        assert result.success, (scenario, point, result.summary)
+        # The figures first: pytest cuts a long summary before them, and a failure under
+        # load (seen once, mode_comparison killed at record 192) must say which check failed.
+        assert result.success, (scenario, point, result.summary.get("metrics"),
+                                result.summary.get("behaviour_errors"), result.summary)
         after = list(open_run(path).records())
         assert after[:len(prefix)] == prefix
         completed = collections.Counter(e["content"]["task_id"]
