@@ -124,14 +124,17 @@ async def build_task(agent: Participant, task: dict[str, Any],
     first = y + done
     block = blueprint[first:y + height, x:x + width].tolist() if first >= 0 else []
     # The wrong tiles' draws for the whole block in one numpy call, not one a row (each
-    # costs 1 to 3 us in a run, its code and data cold between two rows: about 4% of a
-    # kernel_build). They are the same numbers, draw for draw, as a row's own call took:
+    # costs 1 to 3 us in a run, its code and data cold between two rows; the whole
+    # kernel_build at grid 840 took 0.98 of the time). They are the same numbers, draw
+    # for draw, as a row's own call took:
     # a PCG64 double is one step of the generator, and nothing else draws from this
     # builder's generator while it builds. A build that stops part way (a refused row,
     # a crash) puts the generator back where drawing row by row would have left it.
-    span = len(block[0]) if block and error_rate > 0 else 0
     rng = agent.rng
-    saved = rng.bit_generator.state if span else None
+    bits = rng.bit_generator  # an actor's is a PCG64, which can be stepped on: see below
+    span = len(block[0]) if block and error_rate > 0 and isinstance(bits, np.random.PCG64) \
+        else 0
+    saved: Any = bits.state if span else None
     draws = rng.random(span * len(block)).tolist() if span else []
     drawn = 0  # the rows whose draws drawing row by row would have taken so far
     try:
@@ -151,8 +154,9 @@ async def build_task(agent: Participant, task: dict[str, Any],
             await agent.sleep(width / rate)
     finally:
         if saved is not None and drawn < len(block):
-            rng.bit_generator.state = saved
-            rng.bit_generator.advance(drawn * span)
+            assert isinstance(bits, np.random.PCG64)
+            bits.state = saved
+            bits.advance(drawn * span)
     artifacts = [{"type": "tile", "id": f"{task['task_id']}-tiles", "count": width * height}]
     return artifacts + await load_artifacts(agent, region, params)
 
