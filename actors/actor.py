@@ -48,6 +48,7 @@ from actors.effects import (
     Receive,
     Request,
     Sleep,
+    ToolCall,
 )
 from actors.errors import WaitTimeout
 from sim.dispatch.core import Dispatcher
@@ -249,7 +250,10 @@ class A2AActor(pykka.ThreadingActor):
             if task is not None:
                 effect = task.waiting
                 if effect is not None:
-                    if type(effect) is Request and message.message_type != "error_report":
+                    kind = type(effect)
+                    if kind is ToolCall:
+                        value, error = dict(message.content), None  # ToolCall.outcome
+                    elif kind is Request and message.message_type != "error_report":
                         value, error = message, None  # Request.outcome, inlined
                     else:
                         value, error = effect.outcome(message)
