@@ -241,7 +241,10 @@ class A2AActor(pykka.ThreadingActor):
 
     def a2a_timer(self, timer: Timer) -> None:
         if not timer.cancelled:
-            timer.run()
+            # Timer.run, inlined: every sleep's end and every sweep comes this way.
+            callback, args = timer.callback, timer.args
+            timer.args = ()
+            callback(*args)
 
     def a2a_receive(self, message: Message) -> None:
         correlation_id = message.metadata.correlation_id

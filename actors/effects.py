@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from actors.errors import DeliveryError, RequestError
+from sim.dispatch.values import Timer
 from sim.messages import Message, MessageError, Priority, Region
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ DEFAULT_TIMEOUT: Final = 60.0
 
 #: A tool call's priority (an enum member's look-up costs a property call per use).
 _HIGH: Final = Priority.HIGH
+_NORMAL: Final = Priority.NORMAL
 
 #: What :meth:`Effect.arm` returns when the behaviour must wait.
 PENDING: Final = object()
@@ -176,7 +178,11 @@ class Sleep(Effect):
         self.seconds = seconds
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
-        actor.dispatcher.call_later(self.seconds, actor, actor.resume, task, self, None, None)
+        # Dispatcher.call_later, inlined (seconds was checked when the sleep was made):
+        # a builder sleeps after every row.
+        dispatcher = actor.dispatcher
+        dispatcher._schedule(Timer(dispatcher, actor, actor.resume, (task, self, None, None),
+                                   dispatcher.clock.now + self.seconds, False, _NORMAL))
         return PENDING
 
     def describe(self) -> str:
