@@ -360,8 +360,9 @@ class SessionService(A2AActor):
 
     def emit_event(self, session_id: str, event_type: str, payload: dict[str, Any]) -> None:
         """Trace a domain event and publish it on the session's event topics."""
-        self.emit(f"session:{session_id}:events", event_type,
-                  {"session_id": session_id, **payload})
+        # A2AActor.emit, inlined: every domain event of a session comes this way.
+        self.dispatcher.emit(self.name, f"session:{session_id}:events", event_type,
+                             {"session_id": session_id, **payload})
 
     async def ask(self, service: str, op: str, **content: Any) -> dict[str, Any]:
         """Run an internal operation on another service and return its result."""

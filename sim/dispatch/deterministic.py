@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from heapq import heappop, heappush
 from typing import Any
 
@@ -153,7 +153,9 @@ class DeterministicDispatcher(Dispatcher):
         bucket.append((endpoint.name, message, encoded))
         return DELIVERED
 
-    def _route_batch(self, message: Message, encoded: bytes, targets: list[Endpoint]) -> SendReport:
+    def _route_batch(
+        self, message: Message, encoded: bytes, targets: Sequence[Endpoint],
+    ) -> SendReport:
         # One entry for the whole fan-out; _deliver_batch keeps it equivalent to
         # one entry per recipient with consecutive seqs.
         statuses: dict[str, str] = {}
