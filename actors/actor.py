@@ -255,7 +255,7 @@ class A2AActor(pykka.ThreadingActor):
                 if effect is not None:
                     kind = type(effect)
                     if kind is ToolCall:
-                        value, error = dict(message.content), None  # ToolCall.outcome
+                        value, error = message.content, None  # ToolCall.outcome, inlined
                     elif kind is Request and message.message_type != "error_report":
                         value, error = message, None  # Request.outcome, inlined
                     else:
@@ -450,6 +450,9 @@ class A2AActor(pykka.ThreadingActor):
         return Receive(accept, text, timeout, daemon)
 
     def _advance(self, task: Behaviour, value: Any, error: BaseException | None) -> None:
+        # Whatever it waited on is over (a sleep's timer calls this directly: a sleep is
+        # in no other queue, so nothing else can resume it first, and it holds no work).
+        task.waiting = None
         while True:
             try:
                 effect = task.coro.throw(error) if error is not None else task.coro.send(value)

@@ -157,7 +157,10 @@ class ToolCall(Request):
         return PENDING
 
     def outcome(self, message: Message) -> Outcome:
-        return dict(message.content), None
+        # The answer's content is the caller's own: a service answers with a copy made
+        # for that answer alone (SessionService._answer), and the letter, once it has
+        # answered the call, is read by nobody else (the trace keeps its bytes).
+        return message.content, None
 
     def describe(self) -> str:
         return f"the result of {self.tool} from {self.to} ({self.correlation_id})"
@@ -179,9 +182,11 @@ class Sleep(Effect):
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
         # Dispatcher.call_later, inlined (seconds was checked when the sleep was made):
-        # a builder sleeps after every row.
+        # a builder sleeps after every row. The timer steps the behaviour on itself: a
+        # sleep is in no other queue (nothing else can end it first) and holds no work,
+        # so resume()'s checks have nothing to do.
         dispatcher = actor.dispatcher
-        dispatcher._schedule(Timer(dispatcher, actor, actor.resume, (task, self, None, None),
+        dispatcher._schedule(Timer(dispatcher, actor, actor._advance, (task, None, None),
                                    dispatcher.clock.now + self.seconds, False, _NORMAL))
         return PENDING
 
