@@ -254,6 +254,8 @@ class A2AActor(pykka.ThreadingActor):
                 effect = task.waiting
                 if effect is not None:
                     kind = type(effect)
+                    value: Any
+                    error: BaseException | None
                     if kind is ToolCall:
                         value, error = message.content, None  # ToolCall.outcome, inlined
                     elif kind is Request and message.message_type != "error_report":
