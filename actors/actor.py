@@ -48,6 +48,7 @@ from actors.effects import (
     Receive,
     Request,
     Sleep,
+    ToolCall,
 )
 from actors.errors import WaitTimeout
 from sim.dispatch.core import Dispatcher
@@ -240,7 +241,10 @@ class A2AActor(pykka.ThreadingActor):
 
     def a2a_timer(self, timer: Timer) -> None:
         if not timer.cancelled:
-            timer.run()
+            # Timer.run, inlined: every sleep's end and every sweep comes this way.
+            callback, args = timer.callback, timer.args
+            timer.args = ()
+            callback(*args)
 
     def a2a_receive(self, message: Message) -> None:
         correlation_id = message.metadata.correlation_id
@@ -249,7 +253,12 @@ class A2AActor(pykka.ThreadingActor):
             if task is not None:
                 effect = task.waiting
                 if effect is not None:
-                    if type(effect) is Request and message.message_type != "error_report":
+                    kind = type(effect)
+                    value: Any
+                    error: BaseException | None
+                    if kind is ToolCall:
+                        value, error = message.content, None  # ToolCall.outcome, inlined
+                    elif kind is Request and message.message_type != "error_report":
                         value, error = message, None  # Request.outcome, inlined
                     else:
                         value, error = effect.outcome(message)
@@ -443,6 +452,9 @@ class A2AActor(pykka.ThreadingActor):
         return Receive(accept, text, timeout, daemon)
 
     def _advance(self, task: Behaviour, value: Any, error: BaseException | None) -> None:
+        # Whatever it waited on is over (a sleep's timer calls this directly: a sleep is
+        # in no other queue, so nothing else can resume it first, and it holds no work).
+        task.waiting = None
         while True:
             try:
                 effect = task.coro.throw(error) if error is not None else task.coro.send(value)

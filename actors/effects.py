@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from actors.errors import DeliveryError, RequestError
+from sim.dispatch.values import Timer
 from sim.messages import Message, MessageError, Priority, Region
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ DEFAULT_TIMEOUT: Final = 60.0
 
 #: A tool call's priority (an enum member's look-up costs a property call per use).
 _HIGH: Final = Priority.HIGH
+_NORMAL: Final = Priority.NORMAL
 
 #: What :meth:`Effect.arm` returns when the behaviour must wait.
 PENDING: Final = object()
@@ -155,7 +157,10 @@ class ToolCall(Request):
         return PENDING
 
     def outcome(self, message: Message) -> Outcome:
-        return dict(message.content), None
+        # The answer's content is the caller's own: a service answers with a copy made
+        # for that answer alone (SessionService._answer), and the letter, once it has
+        # answered the call, is read by nobody else (the trace keeps its bytes).
+        return message.content, None
 
     def describe(self) -> str:
         return f"the result of {self.tool} from {self.to} ({self.correlation_id})"
@@ -176,7 +181,13 @@ class Sleep(Effect):
         self.seconds = seconds
 
     def arm(self, actor: A2AActor, task: Behaviour) -> Outcome | object:
-        actor.dispatcher.call_later(self.seconds, actor, actor.resume, task, self, None, None)
+        # Dispatcher.call_later, inlined (seconds was checked when the sleep was made):
+        # a builder sleeps after every row. The timer steps the behaviour on itself: a
+        # sleep is in no other queue (nothing else can end it first) and holds no work,
+        # so resume()'s checks have nothing to do.
+        dispatcher = actor.dispatcher
+        dispatcher._schedule(Timer(dispatcher, actor, actor._advance, (task, None, None),
+                                   dispatcher.clock.now + self.seconds, False, _NORMAL))
         return PENDING
 
     def describe(self) -> str:

@@ -40,7 +40,7 @@ import numpy as np
 
 from actors.base import A2AActor
 from sim.dispatch import seed_for
-from sim.messages import Message, MessageError, Priority
+from sim.messages import Message, MessageError, Metadata, Priority
 from sim.policy import Policy
 from sim.tools import SERVICES, TOOLS, Tool, ToolError, fail, validator
 
@@ -112,22 +112,20 @@ class Call(msgspec.Struct):
     """One tool call as its service sees it: validated args, session and caller.
 
     A Struct rather than a dataclass: one is made per call, and a Struct's
-    ``__init__`` runs in C (a dataclass's is Python, about 2.5x the time)."""
+    ``__init__`` runs in C (a dataclass's is Python, about 2.5x the time).
+    ``caller`` and ``session_id`` are fields, set once by the service, rather than
+    properties: the handlers read them about twice a call, and a property is a
+    Python call each time. ``session_id`` is "" for a tool that takes no session."""
 
     tool: str
     args: dict[str, Any]
     session: SessionInfo | None
     member: Member | None
     message: Message
-
-    @property
-    def caller(self) -> str:
-        return self.message.from_agent
-
-    @property
-    def session_id(self) -> str:
-        assert self.session is not None
-        return self.session.session_id
+    #: The caller's name (``message.from_agent``).
+    caller: str
+    #: The session's id (``session.session_id``), "" when the tool takes none.
+    session_id: str
 
 
 class SessionService(A2AActor):
@@ -238,7 +236,8 @@ class SessionService(A2AActor):
                 raise ToolError("permission_denied",
                                 f"a {member.role} may not call {tool.name}",
                                 role=member.role, tool=tool.name)
-        return Call(tool.name, args, session, member, message)
+        return Call(tool.name, args, session, member, message, message.from_agent,
+                    "" if session is None else session.session_id)
 
     async def _serve_async(self, _actor: A2AActor, handler: Callable[[Call], Awaitable[Any]],
                            call: Call) -> None:
@@ -251,17 +250,26 @@ class SessionService(A2AActor):
         self._answer(call.message, result)
 
     def _answer(self, request: Message, result: dict[str, Any]) -> None:
-        correlation_id = request.metadata.correlation_id
+        metadata = request.metadata
+        correlation_id = metadata.correlation_id
         if correlation_id is None:
             return
-        if request.from_agent not in _SERVICE_NAMES:
-            # Acknowledged means durable: what the call changed is committed before its
-            # caller can hear the answer (a no-op without a store).
-            self.dispatcher.make_durable(request.from_agent)
+        dispatcher = self.dispatcher
+        caller = request.from_agent
+        # Acknowledged means durable: what the call changed is committed before its
+        # caller can hear the answer (Dispatcher.make_durable, inlined: without a store
+        # there is nothing to do, and every answer would pay a call to find that out).
+        durable = dispatcher.durable
+        if durable is not None and caller not in _SERVICE_NAMES:
+            durable(caller)
+        if metadata.region is not None or metadata.capabilities:
+            metadata = Metadata(None, (), correlation_id)  # an answer carries the id only
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
             # got (a checkpoint's list, a member's capabilities) changes nothing here.
-            self.reply(request, "coordination_response", _copy(result), priority=_HIGH)
+            # reply(), inlined: every tool call's answer comes this way.
+            dispatcher.post(self.name, caller, "coordination_response", _copy(result), _HIGH,
+                            metadata)
         except (MessageError, TypeError) as exc:
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
@@ -351,8 +359,9 @@ class SessionService(A2AActor):
 
     def emit_event(self, session_id: str, event_type: str, payload: dict[str, Any]) -> None:
         """Trace a domain event and publish it on the session's event topics."""
-        self.emit(f"session:{session_id}:events", event_type,
-                  {"session_id": session_id, **payload})
+        # A2AActor.emit, inlined: every domain event of a session comes this way.
+        self.dispatcher.emit(self.name, f"session:{session_id}:events", event_type,
+                             {"session_id": session_id, **payload})
 
     async def ask(self, service: str, op: str, **content: Any) -> dict[str, Any]:
         """Run an internal operation on another service and return its result."""

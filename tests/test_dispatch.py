@@ -188,6 +188,39 @@ def test_subscription_filters_by_sender_type_and_unsubscribe(det: Dispatcher) ->
         watcher.subscribe("news", {"colour": "red"})
 
 
+def test_a_topics_subscribers_are_read_afresh_after_every_change(dispatcher: Dispatcher) -> None:
+    # An unfiltered topic keeps its subscribers' endpoints between publications; every
+    # change to its subscriptions (one more, a filtered one, one gone, a crash) shows.
+    d = dispatcher
+    one = d.spawn(Recorder, "one", agent_type="builder")
+    two = d.spawn(Recorder, "two", agent_type="tester")
+    three = d.spawn(Recorder, "three", agent_type="tester")
+    sid_one = one.subscribe("news")
+
+    def settle() -> None:
+        if d.mode == "deterministic":
+            d.run()
+        else:
+            assert d.wait_idle(timeout=10)  # type: ignore[attr-defined]
+
+    for what in ("a", "b"):
+        d.emit("host", "news", "said", {"what": what})
+    sid_two = two.subscribe("news")
+    d.emit("host", "news", "said", {"what": "c"})
+    three.subscribe("news", {"agent_type": "builder"})  # a filter: the event's sender is no agent
+    d.emit("host", "news", "said", {"what": "d"})
+    assert one.unsubscribe(sid_one)
+    d.emit("host", "news", "said", {"what": "e"})
+    settle()
+    d.crash("two")
+    d.emit("host", "news", "said", {"what": "f"})
+    assert two.unsubscribe(sid_two) is False  # the crash took it
+    settle()
+    assert one.contents("what") == ["a", "b", "c", "d"]
+    assert two.contents("what") == ["c", "d", "e"]
+    assert three.contents("what") == []
+
+
 def test_stopped_agents_are_reported_offline(det: Dispatcher) -> None:
     det.spawn(Recorder, "gone")
     det.spawn(Recorder, "here")

@@ -18,7 +18,7 @@ import itertools
 import secrets
 import threading
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
@@ -149,6 +149,8 @@ class Dispatcher:
         self._agents: dict[str, Endpoint] = {}  # non-service endpoints, spawn order
         self._by_type: dict[str, dict[str, Endpoint]] = {}
         self._topics: dict[str, tuple[_Subscription, ...]] = {}
+        # topic -> (its subscriptions, their endpoints) when none has a filter (_publish)
+        self._plain: dict[str, tuple[tuple[_Subscription, ...], tuple[Endpoint, ...]]] = {}
         self._subs_by_id: dict[str, tuple[str, _Subscription]] = {}
         self._offline: set[str] = set()
         self._lives = _Lives()
@@ -531,6 +533,12 @@ class Dispatcher:
 
     def _publish(self, message: Message, encoded: bytes, topic: str) -> SendReport:
         subs = self._topics.get(topic, ())
+        # The subscribers of a topic without filters, worked out once per set of them
+        # (a topic's tuple is replaced, never changed, when anyone subscribes or leaves):
+        # every domain event is published this way, most to the same few subscribers.
+        plain = self._plain.get(topic)
+        if plain is not None and plain[0] is subs:
+            return self._route_batch(message, encoded, plain[1])
         if any(s.filter is not None for s in subs):
             sender = self._endpoints.get(message.from_agent)
             sender_type = sender.agent_type if sender is not None else None
@@ -549,12 +557,15 @@ class Dispatcher:
             ]
         else:
             targets = [s.endpoint for s in subs]
+            self._plain[topic] = (subs, tuple(targets))
         return self._route_batch(message, encoded, targets)
 
     def _route_one(self, endpoint: Endpoint, message: Message, encoded: bytes) -> str:
         raise NotImplementedError
 
-    def _route_batch(self, message: Message, encoded: bytes, targets: list[Endpoint]) -> SendReport:
+    def _route_batch(
+        self, message: Message, encoded: bytes, targets: Sequence[Endpoint],
+    ) -> SendReport:
         statuses = {e.name: self._route_one(e, message, encoded) for e in targets}
         return SendReport(message.message_id, statuses)
 
@@ -678,8 +689,11 @@ class Dispatcher:
                 if encoded is None or len(encoded) > self.max_content_bytes:
                     encode_content(body, self.max_content_bytes)  # raises the MessageError
                     assert encoded is not None
-                message = self.message(source, TOPIC_PREFIX + name, "status_update", body,
-                                       priority=priority, region=region)
+                # message(), inlined: every domain event comes this way.
+                message = Message(
+                    f"{self._id_prefix}{next(self._ids)}", self.clock.now, source,
+                    TOPIC_PREFIX + name, "status_update", priority, body,
+                    _NO_METADATA if region is None else Metadata(region, (), None), None, None)
                 if self.sign_messages:  # the dispatcher's own mail is signed like any other
                     message = sign(message, self.secret)
                 self._publish(message, encoded, name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from heapq import heappop, heappush
 from typing import Any
 
@@ -153,7 +153,9 @@ class DeterministicDispatcher(Dispatcher):
         bucket.append((endpoint.name, message, encoded))
         return DELIVERED
 
-    def _route_batch(self, message: Message, encoded: bytes, targets: list[Endpoint]) -> SendReport:
+    def _route_batch(
+        self, message: Message, encoded: bytes, targets: Sequence[Endpoint],
+    ) -> SendReport:
         # One entry for the whole fan-out; _deliver_batch keeps it equivalent to
         # one entry per recipient with consecutive seqs.
         statuses: dict[str, str] = {}
@@ -180,7 +182,13 @@ class DeterministicDispatcher(Dispatcher):
     def _schedule(self, timer: Timer) -> None:
         if not timer.daemon:
             self._live += 1
-        self._push(timer.due, -timer.priority, (timer.target, timer, None))
+        # _push, inlined: every timer (a sleep, a sweep, a lease) comes this way.
+        key = (timer.due, -timer.priority)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = deque()
+            heappush(self._keys, key)
+        bucket.append((timer.target, timer, None))
 
     def cancel_timer(self, timer: Timer) -> None:
         if not timer.cancelled:
@@ -279,7 +287,19 @@ class DeterministicDispatcher(Dispatcher):
             target, item, encoded = bucket.popleft()
             steps += 1
             if encoded is None:
-                self._fire(t, target, item)
+                # A timer (_fire, inlined: every sleep, sweep and lease comes this way).
+                if item.cancelled:
+                    continue
+                clock.now = t
+                item.fired = True
+                if not item.daemon:
+                    self._live -= 1
+                if target.stopped:
+                    continue
+                try:
+                    target.a2a_timer(item)
+                except Exception as exc:
+                    self.report_error(target.name, "timer", exc)
                 continue
             clock.now = t
             if type(target) is tuple:
@@ -303,20 +323,6 @@ class DeterministicDispatcher(Dispatcher):
                              {"waiters": [str(w) for w in waiting]})
             return RunReport("deadlock", clock.now, steps, waiting)
         return RunReport("quiescent" if until is None else "until", clock.now, steps)
-
-    def _fire(self, t: float, target: Any, timer: Timer) -> None:
-        if timer.cancelled:
-            return
-        self.clock.now = t
-        timer.fired = True
-        if not timer.daemon:
-            self._live -= 1
-        if target.stopped:
-            return
-        try:
-            target.a2a_timer(timer)
-        except Exception as exc:
-            self.report_error(target.name, "timer", exc)
 
     def _deliver_batch(
         self, key: tuple[float, int], targets: tuple[str, ...], message: Message, encoded: bytes,
