@@ -75,6 +75,11 @@ _WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
 #: The services whose tools agents call and whose answers the fold pairs with the calls.
 _SERVING: Final = frozenset({"regions", "tasks", "coordinator"})
 _RECT_KEYS: Final = frozenset({"x", "y", "width", "height"})
+#: The tools whose answers :meth:`_Fold.answered` reads (to any other call's answer it
+#: does nothing, whatever the answer says).
+_ANSWERS_USED: Final = frozenset({"session_create", "builder_place_tile", "builder_place_tiles",
+                                  "builder_load_shader", "builder_assemble_cartridge",
+                                  "build_checkpoint", "task_report", "task_delegate"})
 _decode: Final = msgspec.json.Decoder().decode
 #: The record types the fold reads (the log holds others: status updates, heartbeats...).
 _FOLDED: Final = frozenset({
@@ -234,6 +239,9 @@ class _Fold:
                     if not queue:
                         continue
                     call = queue.popleft()[1]
+                    tool = call.get("tool")
+                    if type(tool) is not str or tool not in _ANSWERS_USED:
+                        continue  # answered() would do nothing with it: not even decoded
                     answer = decode(content)
                     if not self.placed(recipient, call, answer):
                         self.answered(TraceRecord(rseq, t, kind, sender, recipient, rtype,
@@ -279,8 +287,22 @@ class _Fold:
                 or answer.get("region") != region:
             return False
         s = self.session(args.get("session_id"))
-        if s is not None and s.regions is not None:
-            self.write(s.regions, agent, "builder_place_tiles", args)
+        if s is None or s.regions is None:
+            return True
+        # A builder's row (nearly every write): its Rect made and its codes taken as bytes
+        # here, as write() would (Rect.parse of four ints, _codes of one row).
+        x, y, width, tiles = region["x"], region["y"], region["width"], args.get("tiles")
+        if region["height"] == 1 and type(region["height"]) is int and type(x) is int \
+                and type(y) is int and type(width) is int and type(tiles) is list \
+                and len(tiles) == 1 and type(tiles[0]) is list and len(tiles[0]) == width:
+            try:
+                rect, values = Rect(x, y, width, 1), bytes(tiles[0])
+            except (TypeError, ValueError):
+                pass  # not plain codes in range, or a Rect the constructor refuses
+            else:
+                self.put(s.regions, agent, rect, values)
+                return True
+        self.write(s.regions, agent, "builder_place_tiles", args)
         return True
 
     def internal(self, r: TraceRecord, content: dict[str, Any]) -> None:
@@ -430,10 +452,17 @@ class _Fold:
             tiles = args["tiles"]
             values = int(parse_tile(tiles)) if isinstance(tiles, (int, str)) \
                 else _codes(tiles, rect)
-        done = g.canvas.put(rect, values, g.writer(agent))
-        g.tiles_placed += done.placed
-        if done.placed:
-            g.tiles_by_agent[agent] = g.tiles_by_agent.get(agent, 0) + done.placed
+        self.put(g, agent, rect, values)
+
+    @staticmethod
+    def put(g: RegionsImage, agent: str, rect: Rect, values: bytes | NDArray[np.uint8] | int
+            ) -> None:
+        """A write the service accepted, applied to ``g``'s canvas and counted."""
+        done = g.canvas.put(rect, values, g.writers.get(agent) or g.writer(agent))
+        placed = done.placed
+        if placed:
+            g.tiles_placed += placed
+            g.tiles_by_agent[agent] = g.tiles_by_agent.get(agent, 0) + placed
         g.lost_work += done.lost_work
 
     def assignment(self, body: Any) -> None:
@@ -586,6 +615,8 @@ class _Fold:
 
 
 def _key(region: Any) -> str:
+    if type(region) is dict:
+        return repr(sorted(region.items()))
     return repr(sorted(dict(region).items())) if isinstance(region, dict) else repr(region)
 
 
@@ -672,7 +703,19 @@ def _codes(tiles: Any, rect: Rect) -> bytes | NDArray[np.uint8]:
 
 def _rows(tiles: Any) -> NDArray[np.uint8]:
     """Tile rows as codes. Only writes the service accepted are folded, so every value is
-    a valid code or tile name: numbers convert at once, names are looked up."""
+    a valid code or tile name: numbers convert at once, names are looked up.
+
+    Rows of equal length of codes (a blueprint, 840 rows of 840) are joined as bytes and
+    viewed as an array: numpy's conversion of the nested lists costs four times that."""
+    if type(tiles) is list and tiles and all(type(row) is list for row in tiles):
+        width = len(tiles[0])
+        if width and all(len(row) == width for row in tiles):
+            try:  # bytes() takes ints in 0..255 only (bools as 0 and 1, as numpy does)
+                codes = bytearray().join(map(bytes, tiles))
+            except (TypeError, ValueError):
+                pass  # names, or numbers bytes() does not take: as numpy converts them
+            else:
+                return np.frombuffer(codes, dtype=np.uint8).reshape(len(tiles), width)
     try:
         return np.array(tiles, dtype=np.uint8)
     except (ValueError, TypeError, OverflowError):
