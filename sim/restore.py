@@ -492,19 +492,19 @@ class _Fold:
     # -- events --------------------------------------------------------------------------------
 
     def event(self, r: TraceRecord) -> None:
-        if r.type == RESUMED:
+        kind = r.type
+        if kind == RESUMED:
             self.resumed()
             return
-        if not r.type.startswith(("task_", "region_", "approval_", "lock_", "barrier_",
-                                  "checkpoint_", "conflict_detected")):
+        if not kind.startswith(("task_", "region_", "approval_", "lock_", "barrier_",
+                                "checkpoint_", "conflict_detected")):
             return
-        body = r.content_obj()
+        body = _decode(r.content)
         if not isinstance(body, dict):
             return
         s = self.session(body.get("session_id"))
         if s is None:
             return
-        kind = r.type
         if kind == "conflict_detected":
             if s.regions is not None:
                 s.regions.conflicts += 1
