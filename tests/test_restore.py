@@ -786,3 +786,31 @@ def test_tile_rows_taken_as_bytes_write_what_numpy_wrote(tiles: Any) -> None:
     done_new = new.put(rect, _codes(tiles, rect), 2)
     assert done_new == done_old
     assert np.array_equal(new.tiles, old.tiles) and np.array_equal(new.writer, old.writer)
+
+
+def test_a_row_whose_answer_does_not_fit_its_call_is_refused_as_any_answer_is() -> None:
+    """The fold's own path for a builder's row (sim/restore.py, ``placed``) applies an
+    answer only when it names the call's region; one that names another is refused with
+    the message every unpaired answer gets, and the rows before it are folded as before."""
+    result = run_request(check_request("kernel_build", **SMALL["kernel_build"]), record=False)
+    records = list(result.trace.records())
+    rows = [r for r in records if r.type == "coordination_response" and r.sender == "regions"
+            and "tiles_placed" in r.content_obj() and r.content_obj()["region"]["height"] == 1]
+    assert len(rows) > 2
+    bad = rows[len(rows) // 2]
+    answer = bad.content_obj()
+    answer["region"] = dict(answer["region"], x=answer["region"]["x"] + 1)
+    changed = [r._replace(content=json.dumps(answer).encode()) if r.seq == bad.seq else r
+               for r in records]
+    image = fold(changed)
+    assert image.unsupported() == (
+        f"the answer at record {bad.seq} does not fit the call it was paired with "
+        f"(builder_place_tiles of {bad.recipient}): the log's calls and answers cannot be "
+        "paired")
+    # Every other write is folded; that one is not.
+    full = fold(records)
+    assert full.unsupported() is None
+    (want,), (got,) = full.sessions.values(), image.sessions.values()
+    assert want.regions is not None and got.regions is not None
+    assert got.regions.tiles_placed == want.regions.tiles_placed - answer["tiles_placed"]
+    assert answer["tiles_placed"] > 0
