@@ -179,14 +179,9 @@ class _Pairs:
     """
 
     def __init__(self) -> None:
+        #: (service, agent) -> the agent's unanswered calls to it, oldest first: (seq,
+        #: content). :meth:`_Fold.fold_rows` queues a call and pops it at its answer.
         self.waiting: dict[tuple[str, str], deque[tuple[int, Any]]] = {}
-
-    def call(self, service: str, agent: str, seq: int, content: Any) -> None:
-        self.waiting.setdefault((service, agent), deque()).append((seq, content))
-
-    def answer(self, service: str, agent: str) -> tuple[int, Any] | None:
-        queue = self.waiting.get((service, agent))
-        return queue.popleft() if queue else None
 
 
 class _Fold:
