@@ -46,11 +46,13 @@ stand-ins of: a restored session has a new invite token and no role tokens.
 from __future__ import annotations
 
 import copy
+import zlib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
@@ -70,6 +72,15 @@ __all__ = ["RESUMED", "Image", "RegionsImage", "SessionImage", "image_of"]
 RESUMED: Final = "run_resumed"
 
 _WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
+#: The services whose tools agents call and whose answers the fold pairs with the calls.
+_SERVING: Final = frozenset({"regions", "tasks", "coordinator"})
+_RECT_KEYS: Final = frozenset({"x", "y", "width", "height"})
+#: The tools whose answers :meth:`_Fold.answered` reads (to any other call's answer it
+#: does nothing, whatever the answer says).
+_ANSWERS_USED: Final = frozenset({"session_create", "builder_place_tile", "builder_place_tiles",
+                                  "builder_load_shader", "builder_assemble_cartridge",
+                                  "build_checkpoint", "task_report", "task_delegate"})
+_decode: Final = msgspec.json.Decoder().decode
 #: The record types the fold reads (the log holds others: status updates, heartbeats...).
 _FOLDED: Final = frozenset({
     "coordination_request", "coordination_response", "task_assignment", "task_result",
@@ -168,14 +179,9 @@ class _Pairs:
     """
 
     def __init__(self) -> None:
+        #: (service, agent) -> the agent's unanswered calls to it, oldest first: (seq,
+        #: content). :meth:`_Fold.fold_rows` queues a call and pops it at its answer.
         self.waiting: dict[tuple[str, str], deque[tuple[int, Any]]] = {}
-
-    def call(self, service: str, agent: str, seq: int, content: Any) -> None:
-        self.waiting.setdefault((service, agent), deque()).append((seq, content))
-
-    def answer(self, service: str, agent: str) -> tuple[int, Any] | None:
-        queue = self.waiting.get((service, agent))
-        return queue.popleft() if queue else None
 
 
 class _Fold:
@@ -202,32 +208,97 @@ class _Fold:
 
     # -- deliveries ------------------------------------------------------------------------
 
-    def deliver(self, r: TraceRecord) -> None:
-        if r.type == "coordination_request":
-            content = r.content_obj()
-            if not isinstance(content, dict):
-                return
-            if content.get("op") == "_agent_crashed" and content.get("reason") == "resumed":
-                # A resumed run starts here (Simulation.restore, before any agent of it
-                # calls): the stopped run's unanswered calls died with it and are never
-                # answered, so the next answers pair with the resumed agents' calls.
-                self.pairs = _Pairs()
-                return
-            if r.sender in SERVICES:
-                self.internal(r, content)
-            elif r.recipient in ("regions", "tasks", "coordinator") and "tool" in content:
-                self.pairs.call(r.recipient, r.sender, r.seq, content)
-        elif r.type == "coordination_response" and r.sender in ("regions", "tasks",
-                                                                 "coordinator"):
-            if r.recipient in SERVICES:
-                return
-            paired = self.pairs.answer(r.sender, r.recipient)
-            if paired is not None:
-                self.answered(r, paired[1], r.content_obj())
-        elif r.type == "task_assignment" and r.sender == "tasks":
-            self.assignment(r.content_obj())
-        elif r.type == "task_result" and r.sender == "tasks":
-            self.result(r.content_obj())
+    def fold_rows(self, rows: Iterable[tuple[Any, ...]], upto: int | None) -> tuple[int, float]:
+        """Fold ``rows`` (a stored log's rows: seq, t, kind, sender, recipient, type,
+        content, packed), those before seq ``upto``; (the seq after the last one, its
+        time).
+
+        One loop over plain tuples: a record the fold passes over costs a comparison or
+        two, and the two kinds most of a log is made of (a call to a service, queued to
+        pair with its answer, and the answer) are handled here without a record object.
+        """
+        decode = _decode
+        waiting = self.pairs.waiting
+        seq, at = 0, 0.0
+        for rseq, t, kind, sender, recipient, rtype, content, packed in rows:
+            if upto is not None and rseq >= upto:
+                break
+            seq, at = rseq + 1, t
+            if packed:
+                content = zlib.decompress(content)
+            if kind == DELIVER:
+                if rtype == "coordination_response":
+                    if sender not in _SERVING or recipient in SERVICES:
+                        continue
+                    queue = waiting.get((sender, recipient))
+                    if not queue:
+                        continue
+                    call = queue.popleft()[1]
+                    tool = call.get("tool")
+                    if type(tool) is not str or tool not in _ANSWERS_USED:
+                        continue  # answered() would do nothing with it: not even decoded
+                    answer = decode(content)
+                    if not self.placed(recipient, call, answer):
+                        self.answered(TraceRecord(rseq, t, kind, sender, recipient, rtype,
+                                                  content), call, answer)
+                elif rtype == "coordination_request":
+                    body = decode(content)
+                    if not isinstance(body, dict):
+                        continue
+                    if body.get("op") == "_agent_crashed" and body.get("reason") == "resumed":
+                        # A resumed run starts here (Simulation.restore, before any agent of
+                        # it calls): the stopped run's unanswered calls died with it and are
+                        # never answered, so the next answers pair with the resumed agents'
+                        # calls.
+                        self.pairs = _Pairs()
+                        waiting = self.pairs.waiting
+                    elif sender in SERVICES:
+                        self.internal(TraceRecord(rseq, t, kind, sender, recipient, rtype,
+                                                  content), body)
+                    elif recipient in _SERVING and "tool" in body:
+                        calls = waiting.get((recipient, sender))
+                        if calls is None:
+                            calls = waiting[recipient, sender] = deque()
+                        calls.append((rseq, body))
+                elif rtype == "task_assignment" and sender == "tasks":
+                    self.assignment(decode(content))
+                elif rtype == "task_result" and sender == "tasks":
+                    self.result(decode(content))
+            elif kind == EVENT:
+                self.event(TraceRecord(rseq, t, kind, sender, recipient, rtype, content))
+        return seq, at
+
+    def placed(self, agent: str, call: dict[str, Any], answer: Any) -> bool:
+        """:meth:`answered` for the answer most of a log's answers are, a successful
+        ``builder_place_tiles`` whose region is the call's: the write applied. False
+        (nothing done) for any other answer, which :meth:`answered` then takes."""
+        if call.get("tool") != "builder_place_tiles" or not isinstance(answer, dict) \
+                or not answer.get("success") or "tiles_placed" not in answer:
+            return False
+        args = call.get("args") or {}
+        region = args.get("region")
+        # What _matches checks, when the call's region has exactly a region's four keys.
+        if type(region) is not dict or region.keys() != _RECT_KEYS \
+                or answer.get("region") != region:
+            return False
+        s = self.session(args.get("session_id"))
+        if s is None or s.regions is None:
+            return True
+        # A builder's row (nearly every write): its Rect made and its codes taken as bytes
+        # here, as write() would (Rect.parse of four ints, _codes of one row).
+        x, y, width, tiles = region["x"], region["y"], region["width"], args.get("tiles")
+        if region["height"] == 1 and type(region["height"]) is int and type(x) is int \
+                and type(y) is int and type(width) is int and type(tiles) is list \
+                and len(tiles) == 1 and type(tiles[0]) is list and len(tiles[0]) == width:
+            try:
+                rect, values = Rect(x, y, width, 1), bytes(tiles[0])
+            except (TypeError, ValueError):
+                pass  # not plain codes in range, or a Rect the constructor refuses
+            else:
+                self.put(s.regions, agent, rect, values)
+                return True
+        self.write(s.regions, agent, "builder_place_tiles", args)
+        return True
 
     def internal(self, r: TraceRecord, content: dict[str, Any]) -> None:
         op = content.get("op")
@@ -374,11 +445,19 @@ class _Fold:
         else:
             rect = Rect.parse(args["region"], "region")
             tiles = args["tiles"]
-            values = int(parse_tile(tiles)) if isinstance(tiles, (int, str)) else _rows(tiles)
-        done = g.canvas.put(rect, values, g.writer(agent))
-        g.tiles_placed += done.placed
-        if done.placed:
-            g.tiles_by_agent[agent] = g.tiles_by_agent.get(agent, 0) + done.placed
+            values = int(parse_tile(tiles)) if isinstance(tiles, (int, str)) \
+                else _codes(tiles, rect)
+        self.put(g, agent, rect, values)
+
+    @staticmethod
+    def put(g: RegionsImage, agent: str, rect: Rect, values: bytes | NDArray[np.uint8] | int
+            ) -> None:
+        """A write the service accepted, applied to ``g``'s canvas and counted."""
+        done = g.canvas.put(rect, values, g.writers.get(agent) or g.writer(agent))
+        placed = done.placed
+        if placed:
+            g.tiles_placed += placed
+            g.tiles_by_agent[agent] = g.tiles_by_agent.get(agent, 0) + placed
         g.lost_work += done.lost_work
 
     def assignment(self, body: Any) -> None:
@@ -408,19 +487,19 @@ class _Fold:
     # -- events --------------------------------------------------------------------------------
 
     def event(self, r: TraceRecord) -> None:
-        if r.type == RESUMED:
+        kind = r.type
+        if kind == RESUMED:
             self.resumed()
             return
-        if not r.type.startswith(("task_", "region_", "approval_", "lock_", "barrier_",
-                                  "checkpoint_", "conflict_detected")):
+        if not kind.startswith(("task_", "region_", "approval_", "lock_", "barrier_",
+                                "checkpoint_", "conflict_detected")):
             return
-        body = r.content_obj()
+        body = _decode(r.content)
         if not isinstance(body, dict):
             return
         s = self.session(body.get("session_id"))
         if s is None:
             return
-        kind = r.type
         if kind == "conflict_detected":
             if s.regions is not None:
                 s.regions.conflicts += 1
@@ -531,6 +610,8 @@ class _Fold:
 
 
 def _key(region: Any) -> str:
+    if type(region) is dict:
+        return repr(sorted(region.items()))
     return repr(sorted(dict(region).items())) if isinstance(region, dict) else repr(region)
 
 
@@ -601,9 +682,35 @@ def _serial(identifier: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
+def _codes(tiles: Any, rect: Rect) -> bytes | NDArray[np.uint8]:
+    """The tile rows of a write over ``rect`` as the canvas takes them: their codes as
+    bytes, row-major, when they are ``rect.height`` lists of ``rect.width`` codes (a
+    builder's rows, nearly every write), else as :func:`_rows` makes them. The canvas
+    stores the same either way, without a numpy array made for each write."""
+    if type(tiles) is list and len(tiles) == rect.height and all(
+            type(row) is list and len(row) == rect.width for row in tiles):
+        try:  # bytes() takes ints in 0..255 only (bools as 0 and 1, as numpy does)
+            return bytes(tiles[0]) if rect.height == 1 else b"".join(map(bytes, tiles))
+        except (TypeError, ValueError):
+            pass  # names, or numbers bytes() does not take: as before
+    return _rows(tiles)
+
+
 def _rows(tiles: Any) -> NDArray[np.uint8]:
     """Tile rows as codes. Only writes the service accepted are folded, so every value is
-    a valid code or tile name: numbers convert at once, names are looked up."""
+    a valid code or tile name: numbers convert at once, names are looked up.
+
+    Rows of equal length of codes (a blueprint, 840 rows of 840) are joined as bytes and
+    viewed as an array: numpy's conversion of the nested lists costs four times that."""
+    if type(tiles) is list and tiles and all(type(row) is list for row in tiles):
+        width = len(tiles[0])
+        if width and all(len(row) == width for row in tiles):
+            try:  # bytes() takes ints in 0..255 only (bools as 0 and 1, as numpy does)
+                codes = bytearray().join(map(bytes, tiles))
+            except (TypeError, ValueError):
+                pass  # names, or numbers bytes() does not take: as numpy converts them
+            else:
+                return np.frombuffer(codes, dtype=np.uint8).reshape(len(tiles), width)
     try:
         return np.array(tiles, dtype=np.uint8)
     except (ValueError, TypeError, OverflowError):
@@ -621,19 +728,17 @@ def fold(records: Iterable[TraceRecord], *, faults: bool = False,
     ends and the resumed run's begins (``scenarios._kit.run_records`` and the
     scenarios' reading of what was done before the kill count on it), whatever type
     the log's last records are of (a ``delegation.*`` event, a status update)."""
+    return _folded(((*r, 0) for r in records), faults=faults, upto=upto, last=last)
+
+
+def _folded(rows: Iterable[tuple[Any, ...]], *, faults: bool, upto: int | None,
+            last: TraceRecord | None) -> Image:
+    """:func:`fold` of a stored log's rows (:meth:`_Fold.fold_rows`)."""
     f = _Fold()
     if faults:
         f.problems.append("the run had a fault plan: lost and doubled letters break the "
                           "pairing of calls and answers the fold relies on")
-    seq, at = 0, 0.0
-    for r in records:
-        if upto is not None and r.seq >= upto:
-            break
-        if r.kind == EVENT:
-            f.event(r)
-        elif r.kind == DELIVER:
-            f.deliver(r)
-        seq, at = r.seq + 1, r.t
+    seq, at = f.fold_rows(rows, upto)
     if last is not None and last.seq >= seq and (upto is None or last.seq < upto):
         seq, at = last.seq + 1, max(at, last.t)
     for s in f.sessions.values():
@@ -680,9 +785,9 @@ def image_of(run: StoredRun, upto: int | None = None) -> Image:
             last = next(tail, None) if upto > 0 else None
         finally:
             tail.close()
-    records = run.records(0, types=_FOLDED)
+    rows = run.rows(types=_FOLDED, upto=upto)
     try:
         faults = bool(run.info is not None and run.info.options.get("faults"))
-        return fold(records, faults=faults, upto=upto, last=last)
+        return _folded(rows, faults=faults, upto=upto, last=last)
     finally:
-        records.close()
+        rows.close()

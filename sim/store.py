@@ -718,6 +718,29 @@ class StoredRun:
         finally:
             db.close()
 
+    def rows(self, *, types: Iterable[str] | None = None, upto: int | None = None
+             ) -> Generator[tuple[int, float, str, str, str, str, bytes, int], None, None]:
+        """The log's rows as stored, in order: (seq, t, kind, sender, recipient, type,
+        content, packed), a content ``packed`` being zlib-compressed. With ``types``,
+        only the records of those types; with ``upto``, only those before that seq
+        (both filtered in SQL). For a reader that goes through a whole log and makes
+        no record object of most rows (``sim.restore.image_of``)."""
+        db = self._db()
+        where = "1"
+        args: list[Any] = []
+        if upto is not None:
+            where += " AND seq < ?"
+            args.append(upto)
+        if types is not None:
+            wanted = sorted(set(types))
+            where += f" AND type IN ({', '.join('?' * len(wanted))})"
+            args += wanted
+        try:
+            yield from db.execute(f"SELECT {_COLUMNS} FROM events WHERE {where} ORDER BY seq",
+                                  args)
+        finally:
+            db.close()
+
     def last(self) -> TraceRecord | None:
         """The log's last record (None: an empty log)."""
         db = self._db()

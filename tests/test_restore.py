@@ -8,6 +8,7 @@ import collections
 import json
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -31,8 +32,10 @@ from barnraise.runner import (
     resume,
     run_request,
 )
+from sim.canvas import TileCanvas, parse_tile
+from sim.geometry import Rect
 from sim.rebuild import pair_writes
-from sim.restore import Image, _matches, fold, image_of
+from sim.restore import Image, _codes, _matches, _rows, fold, image_of
 from sim.store import Store, StoreError
 from tests.helpers import HandSession
 
@@ -167,9 +170,13 @@ def test_the_fold_of_a_whole_log_is_what_the_services_held_at_its_end(
 # -- any prefix of a hand-driven session ------------------------------------------------------
 
 _TILE = st.sampled_from(["code", "data", "system", "empty", 3])
+#: Rows of a 2 x 2 block: codes (the fold's bytes path), names and bools (numpy's).
+_ROWS = st.lists(st.lists(st.sampled_from([0, 1, 3, 7, True, "code"]), min_size=2, max_size=2),
+                 min_size=2, max_size=2)
 STEPS = st.lists(st.one_of(
     st.tuples(st.just("place_tile"), st.integers(0, 9), st.integers(0, 9), _TILE),
-    st.tuples(st.just("place_tiles"), st.integers(0, 8), st.integers(0, 8), _TILE),
+    st.tuples(st.just("place_tiles"), st.integers(0, 8), st.integers(0, 8),
+              st.one_of(_TILE, _ROWS)),
     st.tuples(st.just("claim"), st.integers(0, 9), st.integers(0, 9), st.integers(1, 4)),
     st.tuples(st.just("release"), st.integers(0, 3), st.just(0), st.just(0)),
     st.tuples(st.just("delegate"), st.integers(0, 3), st.integers(0, 3), st.just(0)),
@@ -743,3 +750,70 @@ def test_an_answer_over_the_same_region_fits_only_a_call_that_makes_what_it_name
     assert not _matches("builder_place_tiles", {"region": block, "tiles": 1},
                         {"success": True, "shader_id": "shader_1", "region": block})
     assert _matches("builder_assemble_cartridge", {"region": block, "name": "c"}, cartridge)
+
+
+def _numpy_rows(tiles: Any) -> np.ndarray[Any, Any]:
+    """Tile rows as the fold converted every write before it took codes as bytes."""
+    try:
+        return np.array(tiles, dtype=np.uint8)
+    except (ValueError, TypeError, OverflowError):
+        return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
+
+
+@pytest.mark.parametrize("tiles", [
+    [[1, 2, 3]], [[0, 0, 7]], [[True, False, 2]], [["code", "data", 3]], [[1.0, 2, 3]],
+    [[1, 2, 3], [0, 7, 4]], [[1, 2, 3], ["storage", 0, 0]], [[1, 2, 300]], [[1, 2]],
+    [[1, 2, 3], [4, 5]], [[-1, 2, 3]], [[[1], 2, 3]], [[None, 2, 3]]])
+def test_tile_rows_taken_as_bytes_write_what_numpy_wrote(tiles: Any) -> None:
+    """The fold gives a write's rows to the canvas as bytes (no array per write) and a
+    blueprint as an array made from bytes: the canvas and the blueprint are what numpy's
+    conversion made, and what it refused is refused with the same error."""
+    rect = Rect(1, 2, 3, len(tiles))
+    try:
+        want = _numpy_rows(tiles)
+    except (ValueError, TypeError, OverflowError) as exc:
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            _codes(tiles, rect)
+        with pytest.raises(type(exc)):
+            _rows(tiles)
+        return
+    blueprint = _rows(tiles)
+    assert blueprint.dtype == np.uint8 and blueprint.flags.writeable
+    assert np.array_equal(blueprint, want) and blueprint.shape == want.shape
+    if want.shape != (rect.height, rect.width):
+        return  # a write the service refused: never folded
+    old, new = TileCanvas(6), TileCanvas(6)
+    for canvas in (old, new):
+        canvas.put(Rect(0, 2, 6, 1), 3, 1)  # another writer's tiles under part of it
+    done_old = old.put(rect, want, 2)
+    done_new = new.put(rect, _codes(tiles, rect), 2)
+    assert done_new == done_old
+    assert np.array_equal(new.tiles, old.tiles) and np.array_equal(new.writer, old.writer)
+
+
+def test_a_row_whose_answer_does_not_fit_its_call_is_refused_as_any_answer_is() -> None:
+    """The fold's own path for a builder's row (sim/restore.py, ``placed``) applies an
+    answer only when it names the call's region; one that names another is refused with
+    the message every unpaired answer gets, and the rows before it are folded as before."""
+    result = run_request(check_request("kernel_build", **SMALL["kernel_build"]), record=False)
+    records = list(result.trace.records())
+    rows = [r for r in records if r.type == "coordination_response" and r.sender == "regions"
+            and "tiles_placed" in r.content_obj() and r.content_obj()["region"]["height"] == 1]
+    assert len(rows) > 2
+    bad = rows[len(rows) // 2]
+    answer = bad.content_obj()
+    answer["region"] = dict(answer["region"], x=answer["region"]["x"] + 1)
+    changed = [r._replace(content=json.dumps(answer).encode()) if r.seq == bad.seq else r
+               for r in records]
+    image = fold(changed)
+    assert image.unsupported() == (
+        f"the answer at record {bad.seq} does not fit the call it was paired with "
+        f"(builder_place_tiles of {bad.recipient}): the log's calls and answers cannot be "
+        "paired")
+    # Every other write is folded; that one is not.
+    full = fold(records)
+    assert full.unsupported() is None
+    (want,), (got,) = full.sessions.values(), image.sessions.values()
+    assert want.regions is not None and got.regions is not None
+    assert got.regions.tiles_placed == want.regions.tiles_placed - answer["tiles_placed"]
+    assert answer["tiles_placed"] > 0

@@ -28,7 +28,7 @@ from actors.world import Simulation
 from barnraise.cli import main
 from barnraise.runner import list_scenarios, open_run, replay, resume, run
 from sim.store import SCHEMA_VERSION, Store, StoreError, check_store, read_snapshot
-from sim.trace import Trace
+from sim.trace import Trace, TraceRecord
 
 SMALL_KERNEL = {"grid_size": 40, "block": 20}
 
@@ -85,6 +85,29 @@ def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) 
         assert prefix.digest == digest
     with pytest.raises(ValueError, match=r"digest_at\(1\): the trace has"):
         prefix.digest_at(1)  # the hash only goes forward
+
+
+def test_the_rows_of_a_stored_log_are_its_records_as_stored(tmp_path: pathlib.Path) -> None:
+    """``StoredRun.rows`` (what the realtime resume's fold reads): the records as stored,
+    a long content packed, filtered by type and by seq in SQL as ``records`` would be."""
+    path = tmp_path / "run.db"
+    run("kernel_build", seed=3, record=False, store=path, grid_size=60, block=20)
+    view = open_run(path)
+    records = list(view.records())
+
+    def unpacked(rows: Any) -> list[TraceRecord]:
+        return [TraceRecord(*row[:6], zlib.decompress(row[6]) if row[7] else row[6])
+                for row in rows]
+
+    assert any(row[7] for row in view.rows())  # the blueprint's call, over PACK_OVER
+    assert unpacked(view.rows()) == records
+    n = len(records)
+    for types, upto in [({"task_created", "coordination_response"}, None), (None, n // 2),
+                        ({"coordination_request"}, n // 3), (None, 0), (set(), None),
+                        (None, n + 5)]:
+        want = [r for r in records
+                if (types is None or r.type in types) and (upto is None or r.seq < upto)]
+        assert unpacked(view.rows(types=types, upto=upto)) == want, (types, upto)
 
 
 def _records(n: int, start: int = 0) -> list[tuple[float, str, str, str, str, bytes]]:
