@@ -437,7 +437,7 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
             raise StoreError(f"store {name!r} holds a realtime run of {info.scenario}, which "
                              "does not declare how it resumes (RESUMABLE); only a "
                              "deterministic run of it resumes")
-        image = image_of(StoredRun(name))
+        image = image_of(StoredRun(name, info))
         problem = image.unsupported()
         if problem is not None:
             raise StoreError(f"store {name!r} cannot be resumed from its log: {problem}")

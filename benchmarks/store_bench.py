@@ -152,10 +152,10 @@ def bench_resume_realtime(records: int = 100_000, grid_size: int = 840, builders
                 if os.path.exists(f"{path}{suffix}"):
                     shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
             start = time.perf_counter()
-            check_store(copy, writing=True)
-            image = image_of(StoredRun(copy))
+            checked = check_store(copy, writing=True)
+            image = image_of(StoredRun(copy, checked))
             folded = time.perf_counter()
-            store, _ = Store.resume(copy)
+            store, _ = Store.resume(copy, checked)
             store.continue_after()
             simu = Simulation(mode="realtime", time_scale=200, store=store)
             opened = time.perf_counter()
