@@ -40,7 +40,7 @@ import numpy as np
 
 from actors.base import A2AActor
 from sim.dispatch import seed_for
-from sim.messages import Message, MessageError, Metadata, Priority
+from sim.messages import Message, MessageError, Priority
 from sim.policy import Policy
 from sim.tools import SERVICES, TOOLS, Tool, ToolError, fail, validator
 
@@ -250,26 +250,19 @@ class SessionService(A2AActor):
         self._answer(call.message, result)
 
     def _answer(self, request: Message, result: dict[str, Any]) -> None:
-        metadata = request.metadata
-        correlation_id = metadata.correlation_id
+        correlation_id = request.metadata.correlation_id
         if correlation_id is None:
             return
-        dispatcher = self.dispatcher
-        caller = request.from_agent
         # Acknowledged means durable: what the call changed is committed before its
         # caller can hear the answer (Dispatcher.make_durable, inlined: without a store
         # there is nothing to do, and every answer would pay a call to find that out).
-        durable = dispatcher.durable
-        if durable is not None and caller not in _SERVICE_NAMES:
-            durable(caller)
-        if metadata.region is not None or metadata.capabilities:
-            metadata = Metadata(None, (), correlation_id)  # an answer carries the id only
+        durable = self.dispatcher.durable
+        if durable is not None and request.from_agent not in _SERVICE_NAMES:
+            durable(request.from_agent)
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
             # got (a checkpoint's list, a member's capabilities) changes nothing here.
-            # reply(), inlined: every tool call's answer comes this way.
-            dispatcher.post(self.name, caller, "coordination_response", _copy(result), _HIGH,
-                            metadata)
+            self.reply(request, "coordination_response", _copy(result), priority=_HIGH)
         except (MessageError, TypeError) as exc:
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
