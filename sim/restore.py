@@ -284,18 +284,17 @@ class _Fold:
         s = self.session(args.get("session_id"))
         if s is None or s.regions is None:
             return True
-        # A builder's row (nearly every write): its Rect made and its codes taken as bytes
-        # here, as write() would (Rect.parse of four ints, _codes of one row).
+        # A builder's row (nearly every write): its Rect made here, as write() would
+        # (Rect.parse of four ints), and its codes taken as bytes by _codes.
         x, y, width, tiles = region["x"], region["y"], region["width"], args.get("tiles")
         if region["height"] == 1 and type(region["height"]) is int and type(x) is int \
-                and type(y) is int and type(width) is int and type(tiles) is list \
-                and len(tiles) == 1 and type(tiles[0]) is list and len(tiles[0]) == width:
+                and type(y) is int and type(width) is int and type(tiles) is list:
             try:
-                rect, values = Rect(x, y, width, 1), bytes(tiles[0])
+                rect = Rect(x, y, width, 1)
             except (TypeError, ValueError):
-                pass  # not plain codes in range, or a Rect the constructor refuses
+                pass  # a Rect the constructor refuses: write() says why
             else:
-                self.put(s.regions, agent, rect, values)
+                self.put(s.regions, agent, rect, _codes(tiles, rect))
                 return True
         self.write(s.regions, agent, "builder_place_tiles", args)
         return True
@@ -610,9 +609,7 @@ class _Fold:
 
 
 def _key(region: Any) -> str:
-    if type(region) is dict:
-        return repr(sorted(region.items()))
-    return repr(sorted(dict(region).items())) if isinstance(region, dict) else repr(region)
+    return repr(sorted(region.items())) if isinstance(region, dict) else repr(region)
 
 
 def _created(s: SessionImage, r: TraceRecord, body: dict[str, Any]) -> None:
@@ -687,13 +684,25 @@ def _codes(tiles: Any, rect: Rect) -> bytes | NDArray[np.uint8]:
     bytes, row-major, when they are ``rect.height`` lists of ``rect.width`` codes (a
     builder's rows, nearly every write), else as :func:`_rows` makes them. The canvas
     stores the same either way, without a numpy array made for each write."""
-    if type(tiles) is list and len(tiles) == rect.height and all(
-            type(row) is list and len(row) == rect.width for row in tiles):
-        try:  # bytes() takes ints in 0..255 only (bools as 0 and 1, as numpy does)
-            return bytes(tiles[0]) if rect.height == 1 else b"".join(map(bytes, tiles))
-        except (TypeError, ValueError):
-            pass  # names, or numbers bytes() does not take: as before
+    if type(tiles) is list and len(tiles) == rect.height and tiles \
+            and type(tiles[0]) is list and len(tiles[0]) == rect.width:
+        joined = _joined(tiles)
+        if joined is not None:
+            return joined
     return _rows(tiles)
+
+
+def _joined(tiles: Any) -> bytes | None:
+    """Rows of equal length of codes as their bytes, row-major; None for anything else
+    (names, numbers bytes() does not take, ragged or empty rows, not lists)."""
+    if type(tiles) is list and tiles and all(type(row) is list for row in tiles):
+        width = len(tiles[0])
+        if width and all(len(row) == width for row in tiles):
+            try:  # bytes() takes ints in 0..255 only (bools as 0 and 1, as numpy does)
+                return bytes(tiles[0]) if len(tiles) == 1 else b"".join(map(bytes, tiles))
+            except (TypeError, ValueError):
+                return None
+    return None
 
 
 def _rows(tiles: Any) -> NDArray[np.uint8]:
@@ -702,15 +711,9 @@ def _rows(tiles: Any) -> NDArray[np.uint8]:
 
     Rows of equal length of codes (a blueprint, 840 rows of 840) are joined as bytes and
     viewed as an array: numpy's conversion of the nested lists costs four times that."""
-    if type(tiles) is list and tiles and all(type(row) is list for row in tiles):
-        width = len(tiles[0])
-        if width and all(len(row) == width for row in tiles):
-            try:  # bytes() takes ints in 0..255 only (bools as 0 and 1, as numpy does)
-                codes = bytearray().join(map(bytes, tiles))
-            except (TypeError, ValueError):
-                pass  # names, or numbers bytes() does not take: as numpy converts them
-            else:
-                return np.frombuffer(codes, dtype=np.uint8).reshape(len(tiles), width)
+    joined = _joined(tiles)
+    if joined is not None:
+        return np.frombuffer(bytearray(joined), dtype=np.uint8).reshape(len(tiles), -1)
     try:
         return np.array(tiles, dtype=np.uint8)
     except (ValueError, TypeError, OverflowError):
