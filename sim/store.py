@@ -56,6 +56,7 @@ import fcntl
 import itertools
 import json
 import math
+import numbers
 import os
 import signal
 import sqlite3
@@ -674,6 +675,34 @@ class Store:
             os.close(self._lock_fd)
 
 
+def _filters(start: int | None, upto: int | None, types: Iterable[str] | None
+             ) -> tuple[str, list[Any]]:
+    """The WHERE clause and its arguments for the log's records from seq ``start``, before
+    seq ``upto``, of ``types``; ValueError naming the argument at fault (checked before
+    anything is read: a string for ``types`` would be taken letter by letter)."""
+    where: list[str] = ["1"]
+    args: list[Any] = []
+    for name, seq, test in (("start", start, "seq >= ?"), ("upto", upto, "seq < ?")):
+        if seq is None:
+            continue
+        if isinstance(seq, bool) or not isinstance(seq, numbers.Integral):
+            raise ValueError(f"{name} must be a record's seq (an int), got {seq!r}")
+        where.append(test)
+        args.append(int(seq))
+    if types is not None:
+        if isinstance(types, (str, bytes)):
+            raise ValueError(f"types must be a collection of record types, not one string "
+                             f"({types!r}): say types=[{types!r}]")
+        given = set(types)
+        if not all(isinstance(t, str) for t in given):
+            raise ValueError("types must be record types (strings), got "
+                             f"{sorted(map(repr, given))}")
+        wanted = sorted(given)
+        where.append(f"type IN ({', '.join('?' * len(wanted))})")
+        args += wanted
+    return " AND ".join(where), args
+
+
 class StoredRun:
     """A read-only view of a store (see ``barnraise.open_run``)."""
 
@@ -707,19 +736,8 @@ class StoredRun:
                 ) -> Generator[TraceRecord, None, None]:
         """The log from seq ``start`` on, in order; with ``types``, only the records of
         those types (filtered in SQL)."""
-        db = self._db()
-        where = "seq >= ?"
-        args: list[Any] = [start]
-        if types is not None:
-            wanted = sorted(set(types))
-            where += f" AND type IN ({', '.join('?' * len(wanted))})"
-            args += wanted
-        try:
-            for row in db.execute(f"SELECT {_COLUMNS} FROM events WHERE {where} ORDER BY seq",
-                                  args):
-                yield _record(row)
-        finally:
-            db.close()
+        where, args = _filters(start, None, types)
+        return (_record(row) for row in self._select(where, args))
 
     def rows(self, *, types: Iterable[str] | None = None, upto: int | None = None
              ) -> Generator[tuple[int, float, str, str, str, str, bytes, int], None, None]:
@@ -728,16 +746,11 @@ class StoredRun:
         only the records of those types; with ``upto``, only those before that seq
         (both filtered in SQL). For a reader that goes through a whole log and makes
         no record object of most rows (``sim.restore.image_of``)."""
+        where, args = _filters(None, upto, types)
+        return self._select(where, args)
+
+    def _select(self, where: str, args: list[Any]) -> Generator[Any, None, None]:
         db = self._db()
-        where = "1"
-        args: list[Any] = []
-        if upto is not None:
-            where += " AND seq < ?"
-            args.append(upto)
-        if types is not None:
-            wanted = sorted(set(types))
-            where += f" AND type IN ({', '.join('?' * len(wanted))})"
-            args += wanted
         try:
             yield from db.execute(f"SELECT {_COLUMNS} FROM events WHERE {where} ORDER BY seq",
                                   args)

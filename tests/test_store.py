@@ -110,6 +110,31 @@ def test_the_rows_of_a_stored_log_are_its_records_as_stored(tmp_path: pathlib.Pa
         assert unpacked(view.rows(types=types, upto=upto)) == want, (types, upto)
 
 
+@pytest.mark.parametrize(("call", "words"), [
+    (lambda v: v.rows(types="task_created"), "not one string ('task_created')"),
+    (lambda v: v.records(types=b"task_created"), "not one string"),
+    (lambda v: v.rows(types=["task_created", 3]), "record types (strings)"),
+    (lambda v: v.rows(upto=2.5), "upto must be a record's seq (an int), got 2.5"),
+    (lambda v: v.rows(upto=True), "upto must be a record's seq"),
+    (lambda v: v.records("7"), "start must be a record's seq (an int), got '7'"),
+    (lambda v: v.records(float("nan")), "start must be a record's seq"),
+])
+def test_reading_the_log_with_a_bad_filter_is_refused_before_anything_is_read(
+        tmp_path: pathlib.Path, call: Any, words: str) -> None:
+    """A string for ``types`` would be read letter by letter, a float or a bool for a seq
+    compared as SQLite compares mixed types: each is refused at the call, naming it."""
+    path = tmp_path / "run.db"
+    run("kernel_build", seed=3, record=False, store=path, **SMALL_KERNEL)
+    before = path.read_bytes()
+    with pytest.raises(ValueError) as refused:
+        call(open_run(path))
+    assert words in str(refused.value)
+    assert path.read_bytes() == before
+    view = open_run(path)  # a numpy integer is a seq like any other
+    assert list(view.rows(upto=np.int64(3))) == list(view.rows(upto=3))
+    assert len(list(view.rows(upto=3))) == 3
+
+
 def _records(n: int, start: int = 0) -> list[tuple[float, str, str, str, str, bytes]]:
     return [(float(i), "event", "a", "b", "tick", b'{"i":%d}' % i) for i in range(start, n)]
 
