@@ -289,7 +289,11 @@ def _resume(args: argparse.Namespace) -> int:
     result = resume(args.store)
     info = result.stored
     assert info is not None and info.scenario is not None
-    return _report(result, load(info.scenario), args)
+    code = _report(result, load(info.scenario), args)
+    if not args.json and result.live_after is not None:
+        print(f"  resumed from {result.resumed_records:,} stored records: live after "
+              f"{result.live_after:.2f} s")
+    return code
 
 
 def _replay(args: argparse.Namespace) -> int:

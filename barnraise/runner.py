@@ -86,6 +86,12 @@ class RunResult:
     metrics: Metrics | None = None
     #: What the store of a resumed run said about it (None for other runs).
     stored: RunInfo | None = None
+    #: A resumed run: how many records the store held when it was resumed, and the
+    #: seconds from the start of :func:`resume` to live state (a deterministic run's
+    #: stored records all reproduced; a realtime run's world restored from them, its
+    #: crew about to start). None for other runs.
+    resumed_records: int | None = None
+    live_after: float | None = None
 
     @property
     def success(self) -> bool:
@@ -421,6 +427,7 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
     the records past the stored end are appended to the same store, which is
     marked finished at the end. StoreError for a path that is not a resumable store.
     """
+    started = time.perf_counter()
     name = os.fspath(path)
     # Everything that can refuse is checked read-only first: the file stays as it was.
     info = check_store(name, writing=True)
@@ -447,6 +454,9 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
     result = run_request(request, progress=progress, record=record, store=store,
                          restore=image)
     result.stored = info
+    result.resumed_records = store.offset if image is not None else store.expected
+    if store.live_at is not None:
+        result.live_after = store.live_at - started
     return result
 
 
@@ -498,6 +508,8 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
     with simu:
         if restore is not None:  # a realtime resume: the world as the stopped run left it
             simu.restore(restore)
+            if store is not None:
+                store.live_at = time.perf_counter()
         simu.progress = progress
         recorder = (Recorder(simu, interval=interval, frame_size=frame_size,
                              check=check_metrics) if record else None)

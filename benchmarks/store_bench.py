@@ -12,6 +12,10 @@
   bounds the time to reach live state (target < 2 s), against the same run in
   memory, interleaved rounds, medians (a resume re-executes the run, so the
   in-memory run is its floor); and the store's size per 1,000 records.
+* :func:`bench_resume_killed`: a deterministic kernel_build killed (SIGKILL) once its
+  store holds 100,000 records, then resumed: the time to live state (every stored
+  record reproduced, ``RunResult.live_after``) against the target (< 2 s), and to the
+  run's end.
 * :func:`bench_resume_realtime`: a realtime kernel_build killed at its 100,000th record,
   brought back to live state from the log (the fold, then the services restored):
   target < 2 s.
@@ -118,6 +122,69 @@ def bench_resume(grid_size: int = 840, block: int = 30, repeats: int = 3) -> dic
             "runs": {k: [round(v, 4) for v in vs] for k, vs in runs.items()}}
 
 
+def bench_resume_killed(records: int = 100_000, grid_size: int = 900, block: int = 30,
+                        repeats: int = 3, past: int | None = None) -> dict[str, Any]:
+    """A deterministic kernel_build killed (SIGKILL, in a subprocess) in the commit that
+    holds record ``records + past`` (``past``: one commit group unless given), so that
+    its store holds at least ``records``, then
+    resumed as ``barnraise resume`` does, each round on a fresh copy of the killed store.
+    ``to_live_s`` is :attr:`RunResult.live_after`: from the resume's start until every
+    stored record has been re-executed and checked, when the run goes on live (the
+    target's measure); ``resume_s`` goes on to the run's end. ``grid_size`` is chosen
+    so that the run goes well past the kill. The whole run in memory, interleaved,
+    is ``memory_s``; medians."""
+    from sim.store import GROUP_RECORDS, StoredRun
+
+    params = {"grid_size": grid_size, "block": block}
+    with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
+        path = pathlib.Path(folder) / "killed.db"
+        kill = records + (GROUP_RECORDS if past is None else past)
+        env = dict(os.environ, BARNRAISE_STORE_CRASH=f"record:{kill}")
+        done = subprocess.run(
+            [sys.executable, "-m", "barnraise.cli", "run", "kernel_build", "--param",
+             f"grid_size={grid_size}", "--param", f"block={block}", "--store", str(path)],
+            env=env, capture_output=True, timeout=600, check=False)
+        if done.returncode != -9:
+            raise RuntimeError(f"the run was not killed past record {records} "
+                               f"(exit {done.returncode}): make it bigger")
+        last = StoredRun(path).last()
+        stored = 0 if last is None else last.seq + 1
+        if stored < records:
+            raise RuntimeError(f"the killed store holds {stored} records, not {records}")
+        counter = iter(range(10**6))
+        live: list[float] = []
+        digests: set[str] = set()
+
+        def memory() -> float:
+            begin = time.perf_counter()
+            digests.add(run_scenario("kernel_build", record=False, **params).trace_digest)
+            return time.perf_counter() - begin
+
+        def resumed() -> float:
+            copy = pathlib.Path(folder) / f"resume-{next(counter)}.db"
+            for suffix in ("", "-wal"):
+                if os.path.exists(f"{path}{suffix}"):
+                    shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+            begin = time.perf_counter()
+            result = resume(copy, record=False)
+            elapsed = time.perf_counter() - begin
+            assert result.live_after is not None and result.resumed_records == stored
+            live.append(result.live_after)
+            digests.add(result.trace_digest)
+            return elapsed
+
+        runs = interleaved(repeats, memory=memory, resume=resumed)
+    if len(digests) != 1:
+        raise RuntimeError(f"the resumed run and the run in memory differ: {digests}")
+    medians = _summary(runs)
+    return {"records": stored, "grid_size": grid_size,
+            "to_live_s": round(statistics.median(live), 3),
+            "resume_s": round(medians["resume"], 3), "memory_s": round(medians["memory"], 3),
+            "target_s": 2.0, "target_met": statistics.median(live) < 2.0,
+            "runs": {"to_live": [round(x, 4) for x in live],
+                     **{k: [round(v, 4) for v in vs] for k, vs in runs.items()}}}
+
+
 def bench_resume_realtime(records: int = 100_000, grid_size: int = 840, builders: int = 8,
                           repeats: int = 3) -> dict[str, Any]:
     """A realtime kernel_build killed (SIGKILL, in a subprocess) at log record ``records``,
@@ -199,6 +266,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         return {
             "kernel_build": bench_durable("kernel_build", {"grid_size": 40, "block": 20}, 1),
             "resume": bench_resume(grid_size=60, block=20, repeats=1),
+            "resume_killed": bench_resume_killed(records=300, grid_size=90, block=15,
+                                                 repeats=1, past=1000),
             "resume_realtime": bench_resume_realtime(records=300, grid_size=60, builders=2,
                                                      repeats=1),
             "sync": bench_sync(3),
@@ -209,6 +278,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "grid_build": bench_durable("grid_build", {}),
         "grid_build_1000": bench_durable("grid_build", {"grid": 1000, "builders": 100}, 3),
         "resume": bench_resume(),
+        "resume_killed": bench_resume_killed(),
         "resume_realtime": bench_resume_realtime(),
         "sync": bench_sync(),
     }

@@ -360,6 +360,10 @@ class Store:
         #: A realtime resume's trace starts after the stored log: its record i is stored
         #: as seq ``offset + i`` (see :meth:`continue_after`).
         self.offset = 0
+        #: ``time.perf_counter()`` when a resumed run reached live state: a deterministic
+        #: one when its last stored record was reproduced (set by :meth:`commit`), a
+        #: realtime one when its world was restored (set by the runner). None before.
+        self.live_at: float | None = None
         #: Keep the trace digest of every commit (a deterministic run: one thread writes
         #: the trace, so its incremental hash can follow the commits).
         self.keep_digests = False
@@ -439,6 +443,8 @@ class Store:
         db = store._db
         count = db.execute("SELECT max(seq) + 1 FROM events").fetchone()[0] or 0
         store.expected = count
+        if count == 0:  # nothing to reproduce: live from the start
+            store.live_at = time.perf_counter()
         store.keep_digests = info.mode == "deterministic"
         if store.keep_digests:
             store._stored_digests.extend(db.execute(
@@ -537,6 +543,8 @@ class Store:
                     self.written = checked
                     return
                 start = checked
+                if start >= self.expected:  # every stored record reproduced: live from here
+                    self.live_at = time.perf_counter()
             if start < end:
                 raws = trace.shown_from(start, end)
                 first = start + self.offset

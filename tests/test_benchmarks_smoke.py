@@ -68,6 +68,8 @@ def test_the_store_benchmarks_produce_their_figures() -> None:
     figures = store_bench.run(quick=True)
     assert figures["kernel_build"]["ratio"] > 0 and figures["kernel_build"]["records"] > 0
     assert figures["resume"]["records"] > 0 and figures["resume"]["bytes_per_1000_records"] > 0
+    killed = figures["resume_killed"]  # resumed from at least the records it was asked for
+    assert killed["records"] >= 300 and 0 < killed["to_live_s"] <= killed["resume_s"]
 
 
 def test_the_view_benchmark_watches_a_run_to_its_end() -> None:

@@ -265,6 +265,9 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     result = resume(path, record=False)
     assert result.success, result.summary
     assert result.summary["completion_percent"] == 100.0
+    # Live once the world was restored from the whole log, before the crew went on.
+    assert result.resumed_records == len(prefix) and result.live_after is not None
+    assert 0 < result.live_after < result.summary["wall_seconds"] + 1
     view = open_run(path)
     assert view.status == "finished"
     after = list(view.records())

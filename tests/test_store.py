@@ -161,10 +161,15 @@ def test_a_resumed_store_checks_by_digests_and_writes_what_goes_past_the_log_at_
     monkeypatch.setattr(store_module, "_first_difference", no_rows)
     again = Trace()
     resumed.attach(again)
-    for record in _records(130):
+    for record in _records(80):
+        again.add_record(record)
+    resumed.commit(whole=False)  # checked to the stored commit at 70: not live yet
+    assert resumed.written == 70 and resumed.live_at is None
+    for record in _records(130, 80):
         again.add_record(record)
     resumed.commit(whole=False)
     assert resumed.divergence is None and resumed.written == 130
+    assert resumed.live_at is not None  # the stored log reproduced: live from here
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT count(*) FROM events").fetchone()[0] == 130
         assert db.execute("SELECT seq, digest FROM digests ORDER BY seq").fetchall() == [
@@ -647,6 +652,27 @@ def test_resume_on_the_command_line_prints_json_and_writes_out(
     assert summary["trace_digest"] == run("kernel_build", record=False).trace_digest
     assert (tmp_path / "out" / "trace.jsonl").is_file()
     assert open_run(path).summary == summary
+
+
+def test_resume_says_how_many_stored_records_it_reproduced_and_when_it_went_live(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.db"
+    assert _run_killed(path, "record:300", "run", "kernel_build", "--store", str(path)) == -9
+    stored = open_run(path).last()
+    assert stored is not None and stored.seq + 1 < 300  # the commit holding 300 was lost
+    for name in ("a.db", "b.db"):  # a killed store: its WAL holds committed records too
+        for suffix in ("", "-wal"):
+            if os.path.exists(f"{path}{suffix}"):
+                shutil.copyfile(f"{path}{suffix}", tmp_path / f"{name}{suffix}")
+    result = resume(tmp_path / "a.db", record=False)
+    assert result.resumed_records == stored.seq + 1
+    assert result.live_after is not None and 0 < result.live_after < result.summary[
+        "wall_seconds"] + 1
+    capsys.readouterr()
+    assert main(["resume", str(tmp_path / "b.db")]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1].startswith(f"  resumed from {stored.seq + 1:,} stored records: live after ")
+    assert run("kernel_build", record=False).trace_digest == result.trace_digest
 
 
 def test_a_simulation_that_raised_leaves_its_store_interrupted(tmp_path: pathlib.Path) -> None:
