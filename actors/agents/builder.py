@@ -76,21 +76,16 @@ def _wrong(tiles: list[int], error_rate: float, rng: np.random.Generator) -> int
     how many. One draw per tile, as many as tiles, whatever the rate."""
     if error_rate <= 0 or not tiles:
         return 0
-    return _spoil(tiles, rng.random(len(tiles)).tolist(), 0, error_rate)
+    draws = rng.random(len(tiles)).tolist()
+    return _spoil(tiles, [i for i, draw in enumerate(draws) if draw < error_rate])
 
 
-def _spoil(tiles: list[int], draws: list[float], start: int, error_rate: float) -> int:
-    """:func:`_wrong` with the draws already taken: ``draws[start:start + len(tiles)]``."""
-    end = start + len(tiles)
-    if min(draws[start:end]) >= error_rate:
-        return 0  # the common case: no tile of the row is wrong
-    count = 0
-    for i in range(len(tiles)):
-        if draws[start + i] < error_rate:
-            # another non-empty tile type than the intended one (types 1..7)
-            tiles[i] = tiles[i] % 7 + 1
-            count += 1
-    return count
+def _spoil(tiles: list[int], wrong: list[int]) -> int:
+    """Turn the ``tiles`` at the indices ``wrong`` into another non-empty tile type than
+    the intended one (types 1..7); how many."""
+    for i in wrong:
+        tiles[i] = tiles[i] % 7 + 1
+    return len(wrong)
 
 
 async def build_task(agent: Participant, task: dict[str, Any],
@@ -135,7 +130,15 @@ async def build_task(agent: Participant, task: dict[str, Any],
     span = len(block[0]) if block and error_rate > 0 and isinstance(bits, np.random.PCG64) \
         else 0
     saved: Any = bits.state if span else None
-    draws = rng.random(span * len(block)).tolist() if span else []
+    # Of the block's draws, only where they fall under the rate (the wrong tiles, in
+    # order; a couple a block at kernel_build's rate) reaches Python: not one float a
+    # tile, nor a row's slice of them searched for its least. A sentinel past the end
+    # keeps the row's test to one comparison.
+    wrong = np.flatnonzero(rng.random(span * len(block)) < error_rate).tolist() if span \
+        else []
+    wrong.append(span * len(block))
+    next_wrong = wrong[0]
+    taken = 0  # how many of ``wrong`` earlier rows spoiled
     drawn = 0  # the rows whose draws drawing row by row would have taken so far
     try:
         for row in range(first, y + height):
@@ -143,7 +146,14 @@ async def build_task(agent: Participant, task: dict[str, Any],
             tiles = block[at] if at < len(block) else blueprint[row, x:x + width].tolist()
             if span:
                 drawn = at + 1
-                outcome["wrong_tiles"] += _spoil(tiles, draws, at * span, error_rate)
+                if next_wrong < drawn * span:  # a wrong tile in this row
+                    start, end = at * span, drawn * span
+                    here: list[int] = []
+                    while next_wrong < end:
+                        here.append(next_wrong - start)
+                        taken += 1
+                        next_wrong = wrong[taken]
+                    outcome["wrong_tiles"] += _spoil(tiles, here)
             else:
                 outcome["wrong_tiles"] += _wrong(tiles, error_rate, rng)
             placed = await agent.call("builder_place_tiles", tiles=[tiles],
