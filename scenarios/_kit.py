@@ -8,7 +8,7 @@ Sessions and crews
     been told, and when).
 Seeded data
     :func:`rng_for` (the script's own random stream), :func:`kernel_blueprint`,
-    :func:`seeded_tiles`, :func:`tile_rows` (a plan's rows as lists, to send).
+    :func:`seeded_tiles`.
 Rectangles
     :func:`box` (a region dict), :func:`overlapping_pairs`.
 Reading what a run recorded
@@ -77,7 +77,6 @@ __all__ = [
     "seeded_tiles",
     "session_events",
     "spawn",
-    "tile_rows",
     "total",
 ]
 
@@ -209,19 +208,6 @@ def kernel_blueprint(size: int, rng: np.random.Generator,
             x += w
         y += h
     return plan
-
-
-def tile_rows(plan: np.ndarray[Any, Any]) -> list[list[int]]:
-    """``plan.tolist()``, made from the bytes of a 2-D uint8 plan: the same lists of the
-    same ints (a message that carries them encodes to the same bytes). numpy converts
-    cell by cell through its scalar machinery; a row of bytes becomes a list of ints in
-    one C loop, about half the time (a 840 x 840 blueprint: 2.1 against 4.2 ms alone,
-    more in a run). Any other array is numpy's to convert."""
-    if plan.dtype != np.uint8 or plan.ndim != 2 or plan.shape[1] == 0:
-        rows: list[list[int]] = plan.tolist()
-        return rows
-    data, width = plan.tobytes(), plan.shape[1]
-    return [list(data[start:start + width]) for start in range(0, len(data), width)]
 
 
 def seeded_tiles(rng: np.random.Generator, height: int, width: int, *, empty: float = 0.0,

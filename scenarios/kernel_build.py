@@ -43,7 +43,6 @@ from scenarios._kit import (
     restored_canvas,
     rng_for,
     spawn,
-    tile_rows,
     total,
 )
 
@@ -77,7 +76,7 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
     blueprint = kernel_blueprint(grid_size, rng_for(simu, "blueprint"))
     crew = 1 + builders + testers  # who waits at the ready barrier: all but the observer
     _, sid = host_session(simu, session_name="Linux Kernel Build", grid_size=grid_size,
-                          max_agents=crew + 1, blueprint=tile_rows(blueprint))
+                          max_agents=crew + 1, blueprint=blueprint.tolist())
     builder_ids = [f"builder-{i + 1}" for i in range(builders)]
     tester_ids = [f"tester-{i + 1}" for i in range(testers)]
     # cluster: builders are writers (draft, review with a critic, revise, commit)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
@@ -20,7 +19,6 @@ from scenarios._kit import (
     percentile,
     seeded_tiles,
     session_events,
-    tile_rows,
 )
 from sim.geometry import Rect
 
@@ -69,20 +67,6 @@ def test_seeded_tiles_keeps_both_seeded_streams() -> None:
         assert tiles.min() >= 1 and tiles.max() <= 7  # full: no empty cell
     holes = seeded_tiles(np.random.default_rng(5), 40, 40, empty=0.25)
     assert 0.15 < float(np.mean(holes == 0)) < 0.35
-
-
-def test_tile_rows_are_numpys_lists_and_encode_alike() -> None:
-    encode = msgspec.json.Encoder(order="sorted").encode
-    plan = np.random.default_rng(3).integers(0, 8, size=(9, 5), dtype=np.uint8)
-    cases = [plan, plan[2:7, 1:4],  # a view that is not contiguous: its own bytes
-             np.zeros((0, 4), np.uint8), np.zeros((3, 0), np.uint8),
-             np.full((2, 3), 255, np.uint8),
-             plan.astype(np.int64), plan[0]]  # not 2-D uint8: numpy converts it
-    for case in cases:
-        rows = tile_rows(case)
-        assert rows == case.tolist()
-        assert encode({"blueprint": rows}) == encode({"blueprint": case.tolist()})
-    assert {type(v) for row in tile_rows(plan) for v in row} == {int}
 
 
 def test_host_session_makes_a_host_or_reuses_the_one_given() -> None:
