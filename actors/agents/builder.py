@@ -156,8 +156,9 @@ async def build_task(agent: Participant, task: dict[str, Any],
                     outcome["wrong_tiles"] += _spoil(tiles, here)
             else:
                 outcome["wrong_tiles"] += _wrong(tiles, error_rate, rng)
-            placed = await agent.call("builder_place_tiles", tiles=[tiles],
-                                      region={"x": x, "y": row, "width": width, "height": 1})
+            # made here for this call alone: sent as it is, not copied (Agent.call_fresh)
+            placed = await agent.call_fresh("builder_place_tiles", {
+                "tiles": [tiles], "region": {"x": x, "y": row, "width": width, "height": 1}})
             if not placed.get("success"):
                 raise RuntimeError(f"placing row {row} failed: {placed.get('message')}")
             outcome["tiles_placed"] += width
