@@ -270,6 +270,7 @@ def test_call_fresh_answers_as_call_does(simu: Simulation) -> None:
         seen["sent"] = sent  # handed over: session_id filled in, the lists the caller's
         seen["same"] = await agent.call("builder_place_tiles", tiles=[[1, 2]], region=region)
         seen["unknown"] = await agent.call_fresh("fly", {})
+        seen["unknown_odd_keys"] = await agent.call_fresh("fly", {1: "not a keyword"})
         seen["numpy"] = await agent.call_fresh("builder_place_tiles", {
             "tiles": [[np.uint8(1), 2]], "region": region})
         seen["state"] = await agent.call_fresh("session_get_state", {"include": ["agents"]})
@@ -280,6 +281,7 @@ def test_call_fresh_answers_as_call_does(simu: Simulation) -> None:
     assert seen["placed"]["success"] and seen["placed"].keys() == seen["same"].keys()
     assert seen["sent"]["session_id"] == simu.view().session_id
     assert seen["unknown"] == simu.client().call("fly")  # the same words as call()
+    assert seen["unknown_odd_keys"] == seen["unknown"]  # a dict's keys need not be names
     # not JSON: refused when sent, as the argument it is (call refuses it before)
     assert (seen["numpy"]["success"], seen["numpy"]["error"]) == (False, "invalid_argument")
     assert seen["numpy"]["message"].startswith("arguments: not JSON-encodable")
