@@ -250,6 +250,45 @@ def test_a_simulated_agent_calls_tools_from_its_behaviour(simu: Simulation) -> N
     assert seen["denied"]["error"] == "permission_denied"
 
 
+def test_call_fresh_answers_as_call_does(simu: Simulation) -> None:
+    import numpy as np
+
+    from actors.base import Agent
+
+    seen: dict[str, Any] = {}
+
+    async def build(agent: Agent) -> None:
+        # a binding tool goes through call(): the agent is bound as call() binds it
+        created = await agent.call_fresh("session_create", {"session_name": "Fresh"})
+        await agent.call_fresh("session_join", {"session_id": created["session_id"],
+                                                "agent_name": "B", "role": "builder"})
+        seen["bound"] = agent.session_id == created["session_id"]
+        region = {"x": 0, "y": 0, "width": 2, "height": 1}
+        await agent.call("region_claim", region=region)
+        sent = {"tiles": [[1, 2]], "region": region}
+        seen["placed"] = await agent.call_fresh("builder_place_tiles", sent)
+        seen["sent"] = sent  # handed over: session_id filled in, the lists the caller's
+        seen["same"] = await agent.call("builder_place_tiles", tiles=[[1, 2]], region=region)
+        seen["unknown"] = await agent.call_fresh("fly", {})
+        seen["unknown_odd_keys"] = await agent.call_fresh("fly", {1: "not a keyword"})
+        seen["numpy"] = await agent.call_fresh("builder_place_tiles", {
+            "tiles": [[np.uint8(1), 2]], "region": region})
+        seen["state"] = await agent.call_fresh("session_get_state", {"include": ["agents"]})
+
+    simu.dispatcher.spawn(Agent, "fresh", behaviours=(build,))
+    assert simu.run().reason == "quiescent"
+    assert seen["bound"]
+    assert seen["placed"]["success"] and seen["placed"].keys() == seen["same"].keys()
+    assert seen["sent"]["session_id"] == simu.view().session_id
+    assert seen["unknown"] == simu.client().call("fly")  # the same words as call()
+    assert seen["unknown_odd_keys"] == seen["unknown"]  # a dict's keys need not be names
+    # not JSON: refused when sent, as the argument it is (call refuses it before)
+    assert (seen["numpy"]["success"], seen["numpy"]["error"]) == (False, "invalid_argument")
+    assert seen["numpy"]["message"].startswith("arguments: not JSON-encodable")
+    assert [a["name"] for a in seen["state"]["state"]["agents"]] == ["B"]
+    assert simu.view().canvas[0, :2].tolist() == [1, 2]
+
+
 def test_a_member_that_stops_heartbeating_goes_offline_in_its_session(
     simu: Simulation,
 ) -> None:

@@ -76,21 +76,16 @@ def _wrong(tiles: list[int], error_rate: float, rng: np.random.Generator) -> int
     how many. One draw per tile, as many as tiles, whatever the rate."""
     if error_rate <= 0 or not tiles:
         return 0
-    return _spoil(tiles, rng.random(len(tiles)).tolist(), 0, error_rate)
+    draws = rng.random(len(tiles)).tolist()
+    return _spoil(tiles, [i for i, draw in enumerate(draws) if draw < error_rate])
 
 
-def _spoil(tiles: list[int], draws: list[float], start: int, error_rate: float) -> int:
-    """:func:`_wrong` with the draws already taken: ``draws[start:start + len(tiles)]``."""
-    end = start + len(tiles)
-    if min(draws[start:end]) >= error_rate:
-        return 0  # the common case: no tile of the row is wrong
-    count = 0
-    for i in range(len(tiles)):
-        if draws[start + i] < error_rate:
-            # another non-empty tile type than the intended one (types 1..7)
-            tiles[i] = tiles[i] % 7 + 1
-            count += 1
-    return count
+def _spoil(tiles: list[int], wrong: list[int]) -> int:
+    """Turn the ``tiles`` at the indices ``wrong`` into another non-empty tile type than
+    the intended one (types 1..7); how many."""
+    for i in wrong:
+        tiles[i] = tiles[i] % 7 + 1
+    return len(wrong)
 
 
 async def build_task(agent: Participant, task: dict[str, Any],
@@ -129,13 +124,22 @@ async def build_task(agent: Participant, task: dict[str, Any],
     # for draw, as a row's own call took:
     # a PCG64 double is one step of the generator, and nothing else draws from this
     # builder's generator while it builds. A build that stops part way (a refused row,
-    # a crash) puts the generator back where drawing row by row would have left it.
+    # a crash) steps the generator back to where drawing row by row would have left it:
+    # a PCG64 steps on by any count modulo its period, so back as well, to the same
+    # state (not its state saved first: reading it costs ~5 us a block in a run).
     rng = agent.rng
     bits = rng.bit_generator  # an actor's is a PCG64, which can be stepped on: see below
     span = len(block[0]) if block and error_rate > 0 and isinstance(bits, np.random.PCG64) \
         else 0
-    saved: Any = bits.state if span else None
-    draws = rng.random(span * len(block)).tolist() if span else []
+    # Of the block's draws, only where they fall under the rate (the wrong tiles, in
+    # order; a couple a block at kernel_build's rate) reaches Python: not one float a
+    # tile, nor a row's slice of them searched for its least. A sentinel past the end
+    # keeps the row's test to one comparison.
+    wrong = (rng.random(span * len(block)) < error_rate).nonzero()[0].tolist() if span \
+        else []
+    wrong.append(span * len(block))
+    next_wrong = wrong[0]
+    taken = 0  # how many of ``wrong`` earlier rows spoiled
     drawn = 0  # the rows whose draws drawing row by row would have taken so far
     try:
         for row in range(first, y + height):
@@ -143,20 +147,27 @@ async def build_task(agent: Participant, task: dict[str, Any],
             tiles = block[at] if at < len(block) else blueprint[row, x:x + width].tolist()
             if span:
                 drawn = at + 1
-                outcome["wrong_tiles"] += _spoil(tiles, draws, at * span, error_rate)
+                if next_wrong < drawn * span:  # a wrong tile in this row
+                    start, end = at * span, drawn * span
+                    here: list[int] = []
+                    while next_wrong < end:
+                        here.append(next_wrong - start)
+                        taken += 1
+                        next_wrong = wrong[taken]
+                    outcome["wrong_tiles"] += _spoil(tiles, here)
             else:
                 outcome["wrong_tiles"] += _wrong(tiles, error_rate, rng)
-            placed = await agent.call("builder_place_tiles", tiles=[tiles],
-                                      region={"x": x, "y": row, "width": width, "height": 1})
+            # made here for this call alone: sent as it is, not copied (Agent.call_fresh)
+            placed = await agent.call_fresh("builder_place_tiles", {
+                "tiles": [tiles], "region": {"x": x, "y": row, "width": width, "height": 1}})
             if not placed.get("success"):
                 raise RuntimeError(f"placing row {row} failed: {placed.get('message')}")
             outcome["tiles_placed"] += width
             await agent.sleep(width / rate)
     finally:
-        if saved is not None and drawn < len(block):
+        if span and drawn < len(block):
             assert isinstance(bits, np.random.PCG64)
-            bits.state = saved
-            bits.advance(drawn * span)
+            bits.advance((drawn - len(block)) * span)  # back by the draws not taken
     artifacts = [{"type": "tile", "id": f"{task['task_id']}-tiles", "count": width * height}]
     return artifacts + await load_artifacts(agent, region, params)
 
