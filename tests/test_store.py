@@ -431,13 +431,15 @@ def test_resume_of_a_store_without_digests_checks_its_rows(
     row changed in the file afterwards is for ``barnraise replay`` to find, which
     compares rows: test_replay_names_the_first_record_that_differs.)"""
     path = tmp_path / "run.db"
-    assert _run_killed(path, "record:400", "run", "kernel_build", "--store", str(path)) == -9
+    # Killed well past record 12: a commit groups 10 ms of the run, which on a fast machine
+    # is hundreds of records, and a kill at record 400 once left only the first commit's 6
+    # (the record changed below was then not in the file, and the resume rightly passed).
+    assert _run_killed(path, "record:1500", "run", "kernel_build", "--store", str(path)) == -9
     with sqlite3.connect(path) as db:
         db.execute("UPDATE events SET t = t + 1 WHERE seq = 12")
+        assert db.total_changes == 1, "the killed store does not hold record 12"
         db.execute("DELETE FROM digests")
     db.close()
-    # The figures in each message: it failed once in a full suite (2026-11-26, 04:20) and
-    # never again in 9 runs since, and the run's output had been cut.
     code = main(["resume", str(path)])
     said = capsys.readouterr()
     assert code == 1, (code, said.err, said.out[-2000:])
