@@ -369,6 +369,13 @@ class RegionManager(SessionService):
     """The ``regions`` service. See the module docstring for what it owns and guarantees."""
 
     service_name = "regions"
+    # Each of these builds its result from ints, strings and dicts made for it (a region
+    # by its own Rect.to_dict(), never the one an event or the state holds): answered
+    # without a copy (SessionService.fresh_results). Most of a build's calls are these.
+    fresh_results = frozenset({
+        "builder_place_tiles", "builder_place_tile", "build_test", "builder_load_shader",
+        "builder_assemble_cartridge", "region_claim", "region_release", "_claim_for",
+        "_release"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
