@@ -250,6 +250,13 @@ def _invalid(name: str, problem: str) -> ToolError:
 
 
 def _rect(value: object, name: str = "region") -> Rect:
+    if type(value) is dict and len(value) == 4:
+        # Rect.parse's own first case, without the call: a region the tool's schema let
+        # through is a dict of four ints in range (a row of a build, a claim, a test).
+        try:
+            return Rect(value["x"], value["y"], value["width"], value["height"])
+        except (KeyError, ValueError, TypeError):
+            pass  # parse says what is wrong, naming the field
     try:
         return Rect.parse(value, name)
     except ValueError as exc:
@@ -683,7 +690,9 @@ class RegionManager(SessionService):
         if result.placed:
             s.tiles_by_agent[agent_id] = s.tiles_by_agent.get(agent_id, 0) + result.placed
         s.lost_work += result.lost_work
-        return ok(tiles_placed=result.placed, lost_work=result.lost_work, region=rect.to_dict())
+        # ok(), written out: every row of a build is answered from here
+        return {"success": True, "tiles_placed": result.placed, "lost_work": result.lost_work,
+                "region": rect.to_dict()}
 
     def tool_builder_place_tile(self, call: Call) -> dict[str, Any]:
         """Place one tile. Result: tiles_placed (0 for ``empty``), lost_work, region."""
