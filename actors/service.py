@@ -300,18 +300,20 @@ class SessionService(A2AActor):
             self.reply(request, "coordination_response",
                        result if fresh and answers is None else _copy(result), priority=_HIGH)
         except (MessageError, TypeError) as exc:
+            problem: Exception = exc
             if fresh:  # not copied: what the copy says of a result that is not JSON data
                 try:
                     _copy(result)
                 except TypeError as not_data:
-                    exc = not_data
+                    problem = not_data
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
-            if isinstance(exc, MessageError):
+            if isinstance(problem, MessageError):
                 result = fail("invalid_argument", f"the result is too large to send "
-                              f"({exc.problem}); ask about a smaller region or fewer items")
+                              f"({problem.problem}); ask about a smaller region or fewer "
+                              "items")
             else:  # not JSON data: a bug in the service, counted
-                result = self._crashed(request.content.get("tool"), exc)
+                result = self._crashed(request.content.get("tool"), problem)
             self.reply(request, "coordination_response", result, priority=Priority.HIGH)
         if answers is not None and "op" not in request.content:
             answers[(request.from_agent, correlation_id)] = result
