@@ -683,15 +683,15 @@ class RegionManager(SessionService):
                ) -> dict[str, Any]:
         self._may_write(s, agent_id, rect)
         # rect is inside the grid and values are valid codes (_inside, _tile, _tile_bytes)
-        result = s.canvas.put(rect, values if type(values) is bytes else int(values),
-                              s.writer(agent_id))
+        placed, lost = s.canvas.place(rect, values if type(values) is bytes else int(values),
+                                      s.writer(agent_id))
         self._wrote(s, agent_id)
-        s.tiles_placed += result.placed
-        if result.placed:
-            s.tiles_by_agent[agent_id] = s.tiles_by_agent.get(agent_id, 0) + result.placed
-        s.lost_work += result.lost_work
+        s.tiles_placed += placed
+        if placed:
+            s.tiles_by_agent[agent_id] = s.tiles_by_agent.get(agent_id, 0) + placed
+        s.lost_work += lost
         # ok(), written out: every row of a build is answered from here
-        return {"success": True, "tiles_placed": result.placed, "lost_work": result.lost_work,
+        return {"success": True, "tiles_placed": placed, "lost_work": lost,
                 "region": rect.to_dict()}
 
     def tool_builder_place_tile(self, call: Call) -> dict[str, Any]:
