@@ -294,9 +294,8 @@ class SessionService(A2AActor):
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
             # got (a checkpoint's list, a member's capabilities) changes nothing here.
-            # A fresh result is nobody else's: copying it (about 1.3% of a kernel_build
-            # run, in the profile, for the tile tools and the claims) would only make
-            # another.
+            # A fresh result is nobody else's: copying it would only make another (1.4%
+            # of a kernel_build run's instructions at grid 840, docs/benchmarks.md).
             self.reply(request, "coordination_response",
                        result if fresh and answers is None else _copy(result), priority=_HIGH)
         except (MessageError, TypeError) as exc:

@@ -84,6 +84,7 @@ def _lost(was: bytes, own: bytes, writer: int) -> int:
     owners = np.frombuffer(was, dtype=np.int32)
     return int(np.count_nonzero(owners) - np.count_nonzero(owners == writer))
 
+
 _MAGIC = b"BRCV"
 _FORMAT_VERSION = 1
 _HEADER = struct.Struct("<4sBI")  # magic, format version, size

@@ -806,3 +806,20 @@ def test_a_fresh_result_that_is_not_json_data_is_still_an_internal_error(
     failed(c.a.builder_place_tiles(region=box(0, 0, 2), tiles=[[1, 2], [3, 4]]),
            "internal_error")
     assert simu.dispatcher.behaviour_errors == errors + 1
+
+
+def test_a_new_policy_is_asked_again_by_the_service(simu: Simulation) -> None:
+    """The service keeps the policy's answers per tool, role and agent; putting another
+    Policy in place forgets them."""
+    from sim.policy import Policy
+
+    c = crew(simu)
+    assert c.a.region_claim(region=box(0, 0, 10))["success"]
+    assert c.a.builder_place_tile(tile_type=1, x=0, y=0)["success"]
+    manager = regions(simu)
+    manager.policy = Policy.load([{"agent": c.a.agent_id, "tool": "builder_place_tile",
+                                   "allow": False}])
+    failed(c.a.builder_place_tile(tile_type=1, x=1, y=0), "permission_denied")
+    assert c.b.region_claim(region=box(20, 20, 5))["success"]  # other rules as they were
+    manager.policy = Policy()
+    assert c.a.builder_place_tile(tile_type=1, x=1, y=0)["success"]
