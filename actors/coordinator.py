@@ -366,11 +366,12 @@ class Coordinator(SessionService):
         # Every domain event passes here (on the thread that records it): each session's
         # last RECENT_EVENTS are kept, so session_get_state never scans the trace, which
         # took 1.5 s a call at a million records.
-        if topic.endswith(":events") and topic.startswith("session:"):
-            recent = self._recent.get(topic)
-            if recent is None:
-                recent = self._recent[topic] = deque(maxlen=RECENT_EVENTS)
-            recent.append((t, event_type, body))
+        recent = self._recent.get(topic)
+        if recent is None:  # a session's first event, or not a session's events topic
+            if not (topic.endswith(":events") and topic.startswith("session:")):
+                return
+            recent = self._recent[topic] = deque(maxlen=RECENT_EVENTS)
+        recent.append((t, event_type, body))
 
     # -- checkpoints -------------------------------------------------------------------
 

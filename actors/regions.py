@@ -250,6 +250,13 @@ def _invalid(name: str, problem: str) -> ToolError:
 
 
 def _rect(value: object, name: str = "region") -> Rect:
+    if type(value) is dict and len(value) == 4:
+        # Rect.parse's own first case, without the call: a region the tool's schema let
+        # through is a dict of four ints in range (a row of a build, a claim, a test).
+        try:
+            return Rect(value["x"], value["y"], value["width"], value["height"])
+        except (KeyError, ValueError, TypeError):
+            pass  # parse says what is wrong, naming the field
     try:
         return Rect.parse(value, name)
     except ValueError as exc:
@@ -369,6 +376,13 @@ class RegionManager(SessionService):
     """The ``regions`` service. See the module docstring for what it owns and guarantees."""
 
     service_name = "regions"
+    # Each of these builds its result from ints, strings and dicts made for it (a region
+    # by its own Rect.to_dict(), never the one an event or the state holds): answered
+    # without a copy (SessionService.fresh_results). Most of a build's calls are these.
+    fresh_results = frozenset({
+        "builder_place_tiles", "builder_place_tile", "build_test", "builder_load_shader",
+        "builder_assemble_cartridge", "region_claim", "region_release", "_claim_for",
+        "_release"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -669,14 +683,16 @@ class RegionManager(SessionService):
                ) -> dict[str, Any]:
         self._may_write(s, agent_id, rect)
         # rect is inside the grid and values are valid codes (_inside, _tile, _tile_bytes)
-        result = s.canvas.put(rect, values if type(values) is bytes else int(values),
-                              s.writer(agent_id))
+        placed, lost = s.canvas.place(rect, values if type(values) is bytes else int(values),
+                                      s.writer(agent_id))
         self._wrote(s, agent_id)
-        s.tiles_placed += result.placed
-        if result.placed:
-            s.tiles_by_agent[agent_id] = s.tiles_by_agent.get(agent_id, 0) + result.placed
-        s.lost_work += result.lost_work
-        return ok(tiles_placed=result.placed, lost_work=result.lost_work, region=rect.to_dict())
+        s.tiles_placed += placed
+        if placed:
+            s.tiles_by_agent[agent_id] = s.tiles_by_agent.get(agent_id, 0) + placed
+        s.lost_work += lost
+        # ok(), written out: every row of a build is answered from here
+        return {"success": True, "tiles_placed": placed, "lost_work": lost,
+                "region": rect.to_dict()}
 
     def tool_builder_place_tile(self, call: Call) -> dict[str, Any]:
         """Place one tile. Result: tiles_placed (0 for ``empty``), lost_work, region."""

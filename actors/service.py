@@ -132,14 +132,22 @@ class SessionService(A2AActor):
     """Validation, membership, policy and replies for one service's tools."""
 
     service_name: ClassVar[str] = ""
+    #: The tools, and internal operations by their op name, whose handlers build every
+    #: list and dict of their result for that one answer: none of it is kept, put in an
+    #: event or sent elsewhere. Such a result is the caller's already and is answered as
+    #: it is, without the copy every other answer gets (``_answer``); a failure is
+    #: always copied. Under a fault plan, whose table keeps every answer, all are copied.
+    fresh_results: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, *, policy: Policy | None = None) -> None:
         super().__init__(mailbox_capacity=SERVICE_CAPACITY)
+        self._decided: dict[tuple[str, str, str], bool] = {}
         self.policy = policy or Policy()
         self.sessions: dict[str, SessionInfo] = {}
         self.members: dict[str, dict[str, Member]] = {}
-        # tool name -> (bound handler, is it a coroutine function): looked up once
-        self._tool_handlers: dict[str, tuple[Callable[[Call], Any], bool]] = {}
+        # tool name -> (bound handler, is it a coroutine function, is its result
+        # fresh): looked up once
+        self._tool_handlers: dict[str, tuple[Callable[[Call], Any], bool, bool]] = {}
         # tool name -> (the tool, its arguments' check, does it take a session id), for
         # the tools of the table this service serves: what _admit asks, asked once.
         self._served: dict[str, tuple[Tool, Callable[[Mapping[str, Any]], dict[str, Any]],
@@ -153,6 +161,15 @@ class SessionService(A2AActor):
         # The last ANSWERS_KEPT calls are remembered: a retry comes within seconds, and
         # a table of every call of a long run would only grow.
         self._answers: OrderedDict[tuple[str, str], dict[str, Any] | None] | None = None
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Policy) -> None:
+        self._policy = policy
+        self._decided.clear()
 
     def a2a_bind(self, dispatcher: Any, name: str) -> None:
         super().a2a_bind(dispatcher, name)
@@ -185,18 +202,19 @@ class SessionService(A2AActor):
             if served is None:
                 handler: Callable[[Call], Any] = getattr(self, f"tool_{call.tool}")
                 served = self._tool_handlers[call.tool] = (
-                    handler, inspect.iscoroutinefunction(handler))
-            handler, is_async = served
+                    handler, inspect.iscoroutinefunction(handler),
+                    call.tool in self.fresh_results)
+            handler, is_async, fresh = served
             if is_async:
                 self.start_behaviour(self._serve_async, handler, call, name=call.tool)
                 return
             result = handler(call)
         except ToolError as exc:
-            result = exc.result()
+            result, fresh = exc.result(), False
         except Exception as exc:  # a bug: counted and traced, and the caller still hears
-            result = self._crashed(content.get("tool"), exc)
+            result, fresh = self._crashed(content.get("tool"), exc), False
         if result is not DEFERRED:
-            self._answer(message, result)
+            self._answer(message, result, fresh)
 
     def _crashed(self, what: object, exc: Exception) -> dict[str, Any]:
         """A handler raised something other than a ToolError: a bug in barnraise.
@@ -232,7 +250,15 @@ class SessionService(A2AActor):
             if member is None:
                 raise ToolError("not_a_member",
                                 f"{message.from_agent} has not joined session {session_id}")
-            if not self.policy.decide(tool.name, role=member.role, agent_id=member.agent_id):
+            # The policy's answers, kept here too (a Policy never changes; a new one
+            # empties this): a member's calls are nearly all of a few tools, and asking
+            # the policy was a call with keywords for every one.
+            key = (tool.name, member.role, member.agent_id)
+            allowed = self._decided.get(key)
+            if allowed is None:
+                allowed = self._decided[key] = self._policy.decide(
+                    tool.name, role=member.role, agent_id=member.agent_id)
+            if not allowed:
                 raise ToolError("permission_denied",
                                 f"a {member.role} may not call {tool.name}",
                                 role=member.role, tool=tool.name)
@@ -249,7 +275,12 @@ class SessionService(A2AActor):
             result = self._crashed(call.tool, exc)
         self._answer(call.message, result)
 
-    def _answer(self, request: Message, result: dict[str, Any]) -> None:
+    def _answer(self, request: Message, result: dict[str, Any], fresh: bool = False) -> None:
+        """Send ``result`` to the caller of ``request`` (durable first, if there is a store).
+
+        ``fresh``: the handler made every container of ``result`` for this answer alone
+        (see :attr:`fresh_results`), so it is sent as it is rather than as a copy.
+        """
         correlation_id = request.metadata.correlation_id
         if correlation_id is None:
             return
@@ -259,21 +290,32 @@ class SessionService(A2AActor):
         durable = self.dispatcher.durable
         if durable is not None and request.from_agent not in _SERVICE_NAMES:
             durable(request.from_agent)
+        answers = self._answers
         try:
             # A copy of its own (every list and dict new): a caller that changes what it
             # got (a checkpoint's list, a member's capabilities) changes nothing here.
-            self.reply(request, "coordination_response", _copy(result), priority=_HIGH)
+            # A fresh result is nobody else's: copying it would only make another (1.4%
+            # of a kernel_build run's instructions at grid 840, docs/benchmarks.md).
+            self.reply(request, "coordination_response",
+                       result if fresh and answers is None else _copy(result), priority=_HIGH)
         except (MessageError, TypeError) as exc:
+            problem: Exception = exc
+            if fresh:  # not copied: what the copy says of a result that is not JSON data
+                try:
+                    _copy(result)
+                except TypeError as not_data:
+                    problem = not_data
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
-            if isinstance(exc, MessageError):
+            if isinstance(problem, MessageError):
                 result = fail("invalid_argument", f"the result is too large to send "
-                              f"({exc.problem}); ask about a smaller region or fewer items")
+                              f"({problem.problem}); ask about a smaller region or fewer "
+                              "items")
             else:  # not JSON data: a bug in the service, counted
-                result = self._crashed(request.content.get("tool"), exc)
+                result = self._crashed(request.content.get("tool"), problem)
             self.reply(request, "coordination_response", result, priority=Priority.HIGH)
-        if self._answers is not None and "op" not in request.content:
-            self._answers[(request.from_agent, correlation_id)] = result
+        if answers is not None and "op" not in request.content:
+            answers[(request.from_agent, correlation_id)] = result
 
     def handle_error_report(self, message: Message) -> None:
         """A service's own mail bounced (a subscriber's mailbox was full, say).
@@ -293,14 +335,15 @@ class SessionService(A2AActor):
         if handler is None:
             self._answer(message, fail("unknown_tool", f"no internal operation {op!r}"))
             return
+        fresh = op in self.fresh_results
         try:
             result = handler(message.content)
         except ToolError as exc:
-            result = exc.result()
+            result, fresh = exc.result(), False
         except Exception as exc:
-            result = self._crashed(op, exc)
+            result, fresh = self._crashed(op, exc), False
         if result is not None:
-            self._answer(message, result)
+            self._answer(message, result, fresh)
 
     def op_session(self, content: Mapping[str, Any]) -> None:
         info = SessionInfo(**content["session"])

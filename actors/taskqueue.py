@@ -196,6 +196,10 @@ class TaskQueue(SessionService):
     """The ``tasks`` service. See the module docstring for the contract."""
 
     service_name = "tasks"
+    # Results of ids, statuses and numbers only (task_accept's answered at once has no
+    # claim in it): answered without a copy (SessionService.fresh_results). Not
+    # task_report: its lists of tasks are also in its event and the delegator's message.
+    fresh_results = frozenset({"task_delegate", "task_accept"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -75,6 +75,16 @@ _writer_bytes = struct.Struct("=i").pack  # a writer index as the writer layer s
 #: copying it out.
 _SMALL_BLOCK = 64 * 64
 
+
+def _lost(was: bytes, own: bytes, writer: int) -> int:
+    """Of cells whose writer layer held ``was`` and now holds ``own`` (``writer``'s bytes),
+    how many another writer had: the lost work of a write."""
+    if was == own or was.count(0) == len(was):  # all this writer's, or nobody's
+        return 0
+    owners = np.frombuffer(was, dtype=np.int32)
+    return int(np.count_nonzero(owners) - np.count_nonzero(owners == writer))
+
+
 _MAGIC = b"BRCV"
 _FORMAT_VERSION = 1
 _HEADER = struct.Struct("<4sBI")  # magic, format version, size
@@ -374,12 +384,29 @@ class TileCanvas:
         else:
             changed = int(np.count_nonzero(np.frombuffer(old, dtype=np.uint8)
                                            != np.frombuffer(new, dtype=np.uint8)))
-        if was == own or was.count(0) == len(was):  # all this writer's, or nobody's
-            lost = 0
-        else:
-            owners = np.frombuffer(was, dtype=np.int32)
-            lost = int(np.count_nonzero(owners) - np.count_nonzero(owners == writer))
-        return WriteResult(region, area, placed, changed, lost)
+        return WriteResult(region, area, placed, changed, _lost(was, own, writer))
+
+    def place(self, region: Rect, values: bytes | int, writer: int) -> tuple[int, int]:
+        """:meth:`put`, for a caller that reads only two of its counts: ``(placed,
+        lost_work)``, without the changed cells or a :class:`WriteResult`.
+
+        The region manager answers a write with these two; a builder's row or a
+        repair's tile (one row of codes as bytes, or a fill) goes straight to the
+        layers' byte views, without reading the old tiles, which only the changed
+        count needs. Anything else is :meth:`put`'s.
+        """
+        if region.height == 1:
+            width = region.width
+            new = values if isinstance(values, bytes) else bytes((values,)) * width
+            start = region.y * self._size + region.x
+            end = start + width
+            was = self._owners[4 * start:4 * end].tobytes()
+            own = _writer_bytes(writer) * width
+            self._cells[start:end] = new
+            self._owners[4 * start:4 * end] = own
+            return width - new.count(0), _lost(was, own, writer)
+        result = self.put(region, values, writer)
+        return result.placed, result.lost_work
 
     def write_cell(self, x: int, y: int, tile: Tile | int | str, writer: int) -> WriteResult:
         """Write one tile at column ``x``, row ``y``.

@@ -410,10 +410,12 @@ def _reference_write(tiles: np.ndarray[Any, Any], writers: np.ndarray[Any, Any],
 def test_put_counts_small_and_large_blocks_rows_bytes_and_fills_alike() -> None:
     """A small block (a row above all) is counted on bytes through the layers' byte views,
     a large one by numpy: every kind of write, over empty cells, the same tiles, other
-    tiles and other writers' cells, counts as a plain numpy model says."""
+    tiles and other writers' cells, counts as a plain numpy model says; and place(), which
+    gives two of the counts, writes and counts the same."""
     rng = np.random.default_rng(4)
     size = 80  # blocks up to 80 x 80: both sides of 64 x 64
     canvas = TileCanvas(size)
+    placing = TileCanvas(size)  # the same writes through place(): two of the counts
     tiles = np.zeros((size, size), np.uint8)
     writers = np.zeros((size, size), np.int32)
     kinds = set()
@@ -438,7 +440,11 @@ def test_put_counts_small_and_large_blocks_rows_bytes_and_fills_alike() -> None:
         result = canvas.put(rect, values, writer)
         assert result == WriteResult(rect, w * h, *expected), (kind, rect)
         assert all(type(v) is int for v in (result.placed, result.changed, result.lost_work))
+        counts = placing.place(rect, values if kind == "fill" else block.tobytes(), writer)
+        assert counts == (expected[0], expected[2]), (kind, rect)
+        assert all(type(v) is int for v in counts)
     assert np.array_equal(canvas.tiles, tiles) and np.array_equal(canvas.writer, writers)
+    assert np.array_equal(placing.tiles, tiles) and np.array_equal(placing.writer, writers)
     # every kind as a row and as a block, and as a large block (a row here is never large)
     assert len(kinds) == 4 * 3
 

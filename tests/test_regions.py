@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -649,3 +650,176 @@ def test_tile_rows_of_codes_and_names_pack_row_major() -> None:
     assert _tile_bytes([["code", 2], [np.int64(7), 0]], "tiles", (2, 2)) == bytes([2, 2, 7, 0])
     grid = _tile_rows([[1, 2], [3, 4]], "blueprint", (2, 2))
     assert grid.dtype == np.uint8 and grid.tolist() == [[1, 2], [3, 4]]
+
+
+# -- results answered without a copy ---------------------------------------------------------
+
+
+def _containers(value: Any) -> list[Any]:
+    """Every dict and list in ``value``, itself included."""
+    found: list[Any] = []
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            found.append(item)
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            found.append(item)
+            todo.extend(item)
+    return found
+
+
+def _plain(value: Any) -> bool:
+    """JSON data made of exactly dict, list, str, int, float, bool and None."""
+    if type(value) is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if type(value) is list:
+        return all(_plain(v) for v in value)
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def _watch_answers(monkeypatch: pytest.MonkeyPatch, faults: str | None = None,
+                   ) -> tuple[list[tuple[str, dict[str, Any], Any]], list[Any]]:
+    """Run a small kernel_build; every (tool, result, content sent) of a fresh answer, and
+    every other content the run sent, published or kept (events, messages, task records,
+    artifacts)."""
+    from actors.service import SessionService
+    from actors.taskqueue import TaskQueue
+    from barnraise.runner import run
+    from sim.dispatch.core import Dispatcher
+
+    answered: list[tuple[str, dict[str, Any], Any]] = []
+    elsewhere: list[Any] = []
+    replying: list[Any] = []
+    services: list[SessionService] = []
+    real_answer, real_reply = SessionService._answer, SessionService.reply
+    real_post, real_message, real_emit = Dispatcher.post, Dispatcher.message, Dispatcher.emit
+
+    def answer(self: SessionService, request: Message, result: dict[str, Any],
+               fresh: bool = False) -> None:
+        if self not in services:
+            services.append(self)
+        replying.clear()
+        real_answer(self, request, result, fresh)
+        if fresh and replying:  # (a request without a correlation id gets no answer)
+            what = request.content.get("tool") or request.content.get("op")
+            answered.append((str(what), result, replying[0]))
+
+    def reply(self: SessionService, request: Message, message_type: str,
+              content: dict[str, Any] | None = None, **options: Any) -> Any:
+        replying.append(content)
+        return real_reply(self, request, message_type, content, **options)
+
+    def post(self: Dispatcher, sender: str, to: str, message_type: str, content: Any,
+             *rest: Any, **options: Any) -> Any:
+        elsewhere.append(content)
+        return real_post(self, sender, to, message_type, content, *rest, **options)
+
+    def message(self: Dispatcher, sender: str, to: str, message_type: str,
+                content: Any = None, **options: Any) -> Any:
+        elsewhere.append(content)
+        return real_message(self, sender, to, message_type, content, **options)
+
+    def emit(self: Dispatcher, source: str, topic: str, event_type: str,
+             payload: dict[str, Any], **options: Any) -> None:
+        elsewhere.append(payload)
+        real_emit(self, source, topic, event_type, payload, **options)
+
+    monkeypatch.setattr(SessionService, "_answer", answer)
+    monkeypatch.setattr(SessionService, "reply", reply)
+    monkeypatch.setattr(Dispatcher, "post", post)
+    monkeypatch.setattr(Dispatcher, "message", message)
+    monkeypatch.setattr(Dispatcher, "emit", emit)
+    outcome = run("kernel_build", record=False, grid_size=60, block=15, error_rate=0.01,
+                  faults=faults)
+    assert outcome.success, outcome
+    for service in services:  # what the services keep
+        if isinstance(service, RegionManager):
+            for world in service.worlds.values():
+                elsewhere += [world.shaders, world.cartridges]
+        elif isinstance(service, TaskQueue):
+            for state in service._state.values():  # (records are slotted dataclasses)
+                elsewhere += [[getattr(r, f.name) for f in dataclasses.fields(r)]
+                              for r in state.records.values()]
+    return answered, elsewhere
+
+
+def test_fresh_results_are_plain_data_that_nothing_else_holds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tools a service answers without a copy (fresh_results) give plain JSON data,
+    sent as it is, none of whose dicts and lists is in any other message, event or the
+    services' state: what the copy made sure of for every other answer."""
+    answered, elsewhere = _watch_answers(monkeypatch)
+    tools = {tool for tool, _, _ in answered}
+    assert {"builder_place_tiles", "builder_place_tile", "build_test", "builder_load_shader",
+            "builder_assemble_cartridge", "_claim_for", "task_delegate", "task_accept"} <= tools
+    seen: dict[int, int] = {}
+    for content in elsewhere:
+        for item in _containers(content):
+            seen[id(item)] = seen.get(id(item), 0) + 1
+    for tool, result, sent in answered:
+        assert sent is result, tool  # not copied
+        assert _plain(result), (tool, result)
+        for item in _containers(result):
+            # once: in its own answer, which post saw (the objects are all kept alive)
+            assert seen.get(id(item)) == 1, (tool, result, item)
+
+
+def test_under_a_fault_plan_every_answer_is_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service that keeps its answers (to answer a repeat the same) never hands the
+    caller the one it keeps."""
+    answered, _ = _watch_answers(monkeypatch, faults="duplicate=0.05")
+    assert answered
+    for tool, result, sent in answered:
+        assert sent is not result and sent == result, tool
+
+
+def test_a_caller_changing_a_fresh_answer_changes_nothing_in_the_service(
+        simu: Simulation) -> None:
+    c = crew(simu)
+    assert c.observer.a2a_subscribe()["success"]
+    claim = c.a.region_claim(region=box(0, 0, 10), timeout=0)
+    claim["region"]["x"] = 50
+    claim["conflicts"].append("mine")
+    wrote = c.a.builder_place_tiles(region=box(0, 0, 2), tiles=[[1, 2], [3, 4]])
+    wrote["region"]["width"] = 99
+    assert c.a.region_query(region=box(0, 0, 10))["claims"][0]["bounds"] == box(0, 0, 10)
+    claimed = events(c.observer, "region_claimed")
+    assert claimed[0]["region"] == box(0, 0, 10)
+    again = c.a.builder_place_tiles(region=box(0, 0, 2), tiles=[[1, 2], [3, 4]])
+    assert again["region"] == box(0, 0, 2) and again["tiles_placed"] == 4
+    state = c.arch.session_get_state(include=["events"])
+    recent = [e for e in state["state"]["events"] if e["type"] == "region_claimed"]
+    assert recent[0]["region"] == box(0, 0, 10)
+
+
+def test_a_fresh_result_that_is_not_json_data_is_still_an_internal_error(
+        simu: Simulation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not copied, it is refused by the encoding instead: the caller hears what the copy
+    made of it (internal_error, counted), not that it was too large."""
+    c = crew(simu)
+    assert c.a.region_claim(region=box(0, 0, 10))["success"]
+    monkeypatch.setattr(RegionManager, "_write",
+                        lambda *_: {"success": True, "tiles_placed": np.int64(4)})
+    errors = simu.dispatcher.behaviour_errors
+    failed(c.a.builder_place_tiles(region=box(0, 0, 2), tiles=[[1, 2], [3, 4]]),
+           "internal_error")
+    assert simu.dispatcher.behaviour_errors == errors + 1
+
+
+def test_a_new_policy_is_asked_again_by_the_service(simu: Simulation) -> None:
+    """The service keeps the policy's answers per tool, role and agent; putting another
+    Policy in place forgets them."""
+    from sim.policy import Policy
+
+    c = crew(simu)
+    assert c.a.region_claim(region=box(0, 0, 10))["success"]
+    assert c.a.builder_place_tile(tile_type=1, x=0, y=0)["success"]
+    manager = regions(simu)
+    manager.policy = Policy.load([{"agent": c.a.agent_id, "tool": "builder_place_tile",
+                                   "allow": False}])
+    failed(c.a.builder_place_tile(tile_type=1, x=1, y=0), "permission_denied")
+    assert c.b.region_claim(region=box(20, 20, 5))["success"]  # other rules as they were
+    manager.policy = Policy()
+    assert c.a.builder_place_tile(tile_type=1, x=1, y=0)["success"]
