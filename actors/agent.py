@@ -13,7 +13,7 @@ from typing import Any
 from actors.actor import A2AActor
 from actors.effects import DEFAULT_TIMEOUT, Done, Effect, ToolCall
 from sim.messages import Priority, Region
-from sim.tools import BINDING_TOOLS, TOOLS, bound_session_after, prepare_call
+from sim.tools import BINDING_TOOLS, TAKES_SESSION, TOOLS, bound_session_after, prepare_call
 
 __all__ = ["Agent"]
 
@@ -33,20 +33,6 @@ class _Bind:
         agent = self.agent
         agent.session_id = bound_session_after(self.tool, result, agent.session_id)
         return result
-
-
-_TAKES_SESSION: dict[str, bool] = {}
-
-
-def _takes_session(tool: str) -> bool:
-    """Does a bound caller's call of ``tool`` get its ``session_id``? Asked of
-    :func:`sim.tools.prepare_call` once per tool, so the rule stays in one place."""
-    takes = _TAKES_SESSION.get(tool)
-    if takes is None:
-        prepared = prepare_call(tool, {}, "bound")
-        takes = _TAKES_SESSION[tool] = not isinstance(prepared, dict) and \
-            "session_id" in prepared[1]
-    return takes
 
 
 class Agent(A2AActor):
@@ -142,7 +128,7 @@ class Agent(A2AActor):
             call = ToolCall(tool, spec.service, sent, call_timeout)
             return _Bind(self, tool, call) if tool in BINDING_TOOLS else call
         session_id = self.session_id
-        if session_id is not None and "session_id" not in args and _takes_session(tool):
+        if session_id is not None and "session_id" not in args and tool in TAKES_SESSION:
             args["session_id"] = session_id
         return ToolCall(tool, spec.service, args, call_timeout)
 

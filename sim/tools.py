@@ -28,6 +28,7 @@ __all__ = [
     "MAX_SECONDS",
     "MAX_WAIT",
     "SERVICES",
+    "TAKES_SESSION",
     "TOOLS",
     "Tool",
     "ToolError",
@@ -355,11 +356,11 @@ TOOLS: Final[Mapping[str, Tool]] = {tool.name: tool for tool in _TOOL_LIST}
 # -- session binding ------------------------------------------------------------------------
 #
 # A caller (a Client, an Agent) is bound to the session it created or joined and
-# may then leave session_id out. These two functions are all of that rule, so
-# every caller follows it the same way.
+# may then leave session_id out. These two functions and TAKES_SESSION are all of
+# that rule, so every caller follows it the same way.
 
 #: Tools whose schema takes a session_id: the ones a binding fills in.
-_TAKES_SESSION: Final = frozenset(
+TAKES_SESSION: Final = frozenset(
     name for name, tool in TOOLS.items() if "session_id" in tool.input_schema["properties"])
 
 
@@ -388,7 +389,7 @@ def prepare_call(name: str, args: Mapping[str, Any],
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
         return fail("invalid_argument", "arguments must be JSON data (objects with string "
                     f"keys, lists, strings, numbers, true/false, null): {exc}")
-    if bound_session is not None and name in _TAKES_SESSION and "session_id" not in fresh:
+    if bound_session is not None and name in TAKES_SESSION and "session_id" not in fresh:
         fresh["session_id"] = bound_session
     return tool, fresh
 
