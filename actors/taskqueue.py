@@ -700,10 +700,15 @@ class TaskQueue(SessionService):
 
     def _send_result(self, state: _Session, record: TaskRecord, by: str,
                      unblocked: list[str], blocked: list[str]) -> list[str]:
+        # The record's result and artifacts are the queue's own state (task_get_queue,
+        # checkpoints, the next attempt's letter): the delegator gets copies, so what it
+        # does with its letter changes nothing here. The lists were made for this letter.
         return self._notify(record.delegated_by, "task_result", {
             "session_id": state.info.session_id, "task_id": record.task_id,
-            "type": record.type, "status": record.status, "result": record.result,
-            "artifacts": record.artifacts, "message": record.message, "reported_by": by,
+            "type": record.type, "status": record.status,
+            "result": json_copy(record.result) if record.result else {},
+            "artifacts": json_copy(record.artifacts) if record.artifacts else [],
+            "message": record.message, "reported_by": by,
             "assigned_to": record.assigned_to, "unblocked_tasks": unblocked,
             "blocked_tasks": blocked})
 

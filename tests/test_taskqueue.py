@@ -276,6 +276,24 @@ def test_accept_errors(crew: Crew) -> None:
 # -- task_report ---------------------------------------------------------------------------
 
 
+def test_a_delegator_that_changes_its_result_letter_changes_nothing_in_the_queue(
+        crew: Crew) -> None:
+    build = delegate(crew.arch, target_agent_id="B1")
+    crew.arch.messages()
+    assert crew.builder.task_accept(task_id=build)["success"]
+    assert crew.builder.task_report(task_id=build, status="completed",
+                                    result={"tiles": 400, "rows": [1, 2]},
+                                    artifacts=[{"type": "tile", "id": "block-0"}])["success"]
+    [letter] = of_type(crew.arch.messages(), "task_result")
+    letter.content["result"]["tiles"] = 0  # the delegator scribbles on what it got
+    letter.content["result"]["rows"].append(3)
+    letter.content["artifacts"][0]["id"] = "forged"
+    queue = crew.arch.task_get_queue(filter={"status": "all"})
+    [task] = [t for t in queue["tasks"] if t["task_id"] == build]
+    assert task["result"] == {"tiles": 400, "rows": [1, 2]}
+    assert task["artifacts"] == [{"type": "tile", "id": "block-0"}]
+
+
 def test_complete_notifies_the_delegator_and_unblocks_dependents(crew: Crew) -> None:
     assert crew.observer.a2a_subscribe(event_type="task_unblocked")["success"]
     build = delegate(crew.arch, target_agent_id="B1", priority="high")
