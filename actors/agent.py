@@ -7,7 +7,7 @@ when it stops, may heartbeat, starts its behaviours, and calls session tools
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from actors.actor import A2AActor
@@ -98,6 +98,10 @@ class Agent(A2AActor):
         simulated seconds raises WaitTimeout (tools' own ``timeout`` arguments,
         a barrier's say, pass through untouched).
         """
+        return self._call(tool, args, call_timeout)
+
+    def _call(self, tool: str, args: Mapping[str, Any],
+              call_timeout: float | None) -> Awaitable[dict[str, Any]]:
         prepared = prepare_call(tool, args, self.session_id)
         if isinstance(prepared, dict):
             return Done(prepared)
@@ -121,12 +125,7 @@ class Agent(A2AActor):
         """
         spec = TOOLS.get(tool)
         if spec is None or tool in BINDING_TOOLS:  # as call() does, args given as a dict
-            prepared = prepare_call(tool, args, self.session_id)
-            if isinstance(prepared, dict):
-                return Done(prepared)
-            spec, sent = prepared
-            call = ToolCall(tool, spec.service, sent, call_timeout)
-            return _Bind(self, tool, call) if tool in BINDING_TOOLS else call
+            return self._call(tool, args, call_timeout)
         session_id = self.session_id
         if session_id is not None and "session_id" not in args and tool in TAKES_SESSION:
             args["session_id"] = session_id

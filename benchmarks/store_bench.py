@@ -122,6 +122,13 @@ def bench_resume(grid_size: int = 840, block: int = 30, repeats: int = 3) -> dic
             "runs": {k: [round(v, 4) for v in vs] for k, vs in runs.items()}}
 
 
+def _copy_killed(path: pathlib.Path, copy: pathlib.Path) -> None:
+    """Copy a killed run's store: its WAL holds committed records too."""
+    for suffix in ("", "-wal"):
+        if os.path.exists(f"{path}{suffix}"):
+            shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+
+
 def bench_resume_killed(records: int = 100_000, grid_size: int = 900, block: int = 30,
                         repeats: int = 3, past: int | None = None) -> dict[str, Any]:
     """A deterministic kernel_build killed (SIGKILL, in a subprocess) in the commit that
@@ -162,9 +169,7 @@ def bench_resume_killed(records: int = 100_000, grid_size: int = 900, block: int
 
         def resumed() -> float:
             copy = pathlib.Path(folder) / f"resume-{next(counter)}.db"
-            for suffix in ("", "-wal"):
-                if os.path.exists(f"{path}{suffix}"):
-                    shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+            _copy_killed(path, copy)
             begin = time.perf_counter()
             result = resume(copy, record=False)
             elapsed = time.perf_counter() - begin
@@ -215,9 +220,7 @@ def bench_resume_realtime(records: int = 100_000, grid_size: int = 840, builders
         stored = 0
         for n in range(repeats):
             copy = pathlib.Path(folder) / f"copy-{n}.db"
-            for suffix in ("", "-wal"):
-                if os.path.exists(f"{path}{suffix}"):
-                    shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+            _copy_killed(path, copy)
             start = time.perf_counter()
             checked = check_store(copy, writing=True)
             image = image_of(StoredRun(copy, checked))
