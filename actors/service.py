@@ -141,7 +141,6 @@ class SessionService(A2AActor):
 
     def __init__(self, *, policy: Policy | None = None) -> None:
         super().__init__(mailbox_capacity=SERVICE_CAPACITY)
-        self._decided: dict[tuple[str, str, str], bool] = {}
         self.policy = policy or Policy()
         self.sessions: dict[str, SessionInfo] = {}
         self.members: dict[str, dict[str, Member]] = {}
@@ -161,15 +160,6 @@ class SessionService(A2AActor):
         # The last ANSWERS_KEPT calls are remembered: a retry comes within seconds, and
         # a table of every call of a long run would only grow.
         self._answers: OrderedDict[tuple[str, str], dict[str, Any] | None] | None = None
-
-    @property
-    def policy(self) -> Policy:
-        return self._policy
-
-    @policy.setter
-    def policy(self, policy: Policy) -> None:
-        self._policy = policy
-        self._decided.clear()
 
     def a2a_bind(self, dispatcher: Any, name: str) -> None:
         super().a2a_bind(dispatcher, name)
@@ -250,15 +240,7 @@ class SessionService(A2AActor):
             if member is None:
                 raise ToolError("not_a_member",
                                 f"{message.from_agent} has not joined session {session_id}")
-            # The policy's answers, kept here too (a Policy never changes; a new one
-            # empties this): a member's calls are nearly all of a few tools, and asking
-            # the policy was a call with keywords for every one.
-            key = (tool.name, member.role, member.agent_id)
-            allowed = self._decided.get(key)
-            if allowed is None:
-                allowed = self._decided[key] = self._policy.decide(
-                    tool.name, role=member.role, agent_id=member.agent_id)
-            if not allowed:
+            if not self.policy.decide(tool.name, role=member.role, agent_id=member.agent_id):
                 raise ToolError("permission_denied",
                                 f"a {member.role} may not call {tool.name}",
                                 role=member.role, tool=tool.name)
