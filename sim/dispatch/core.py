@@ -633,10 +633,15 @@ class Dispatcher:
         topic: str,
         flt: Mapping[str, Any] | SubscriptionFilter | None = None,
     ) -> str:
-        """Subscribe ``endpoint`` to ``topic``; returns the subscription id."""
+        """Subscribe ``endpoint`` to ``topic``; returns the subscription id.
+
+        A remote endpoint's id is a random token (it crosses the process and must
+        tell its holder nothing of the dispatcher's counter); an in-process one's is
+        drawn from the seeded ids, so a deterministic run's trace stays the same.
+        """
         topic = topic_name(topic)
         parsed = SubscriptionFilter.parse(flt)
-        sid = f"sub-{self.next_id()}"
+        sid = f"sub-{secrets.token_urlsafe(24)}" if endpoint.remote else f"sub-{self.next_id()}"
         sub = _Subscription(sid, endpoint, parsed)
         with self._lock:
             # Copy on write: publishers read the tuple without taking the lock.
