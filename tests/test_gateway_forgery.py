@@ -15,11 +15,14 @@ import re
 from typing import Any
 
 import pytest
+from mcp import Client as McpClient
 
 from barnraise.gateway.hub import AgentSlot
 from barnraise.gateway.server import GatewayServer
 from sim.messages import Message, Metadata, encode
 from tests.gateway_support import served
+from tests.test_gateway_a2a import a2a_client, call, join
+from tests.test_gateway_mcp import structured
 from tests.test_gateway_ws import Peer, joined, run
 
 #: What an id drawn from secrets.token_urlsafe(24) looks like, after its ``sub-``.
@@ -144,3 +147,26 @@ def _common_prefix(a: str, b: str) -> str:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return a[:n]
+
+
+def test_subscription_ids_over_a2a_and_mcp_are_random_tokens(server: GatewayServer) -> None:
+    """The A2A JSON-RPC binding and MCP hand out the same hub's ids: tokens there too."""
+    session = server.gateway.world.default_session
+    assert session is not None
+
+    async def scenario() -> list[str]:
+        token = await join(server.url, session, "Ann", "builder")
+        async with a2a_client(server.url, token) as client:
+            over_a2a = [await call(client, "a2a_subscribe", event_type=event)
+                        for event in ("region_claimed", "region_released")]
+        async with McpClient(server.url + "/mcp", mode="legacy") as mcp:
+            assert (await structured(mcp, "session_join", session_id=session,
+                                     agent_name="Claude", role="builder"))["success"]
+            over_mcp = [await structured(mcp, "a2a_subscribe", event_type=event)
+                        for event in ("region_claimed", "region_released")]
+        return [r["subscription_id"] for r in (*over_a2a, *over_mcp)]
+
+    ids = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert len(set(ids)) == 4
+    for sid in ids:
+        assert sid.startswith("sub-") and RANDOM_TOKEN.fullmatch(sid[4:]), sid
