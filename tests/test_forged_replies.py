@@ -9,6 +9,7 @@ still arrives. Both dispatchers, agents' effects and Clients alike.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ import msgspec
 import pytest
 
 from actors.base import Agent
+from actors.client import ClientActor
 from actors.errors import RequestError
 from actors.world import Simulation
 from sim.dispatch import Dispatcher
@@ -31,6 +33,7 @@ class SlowEcho(Agent):
     """Answers a task_assignment after 5 simulated seconds, with the same content."""
 
     def handle_task_assignment(self, message: Message) -> None:
+        self.asked_with = message.metadata.correlation_id
         self.call_later(5.0, lambda: self.reply(message, "task_result",
                                                 {"from": "echo", **message.content}))
 
@@ -156,3 +159,36 @@ def test_a_member_cannot_answer_another_clients_call(mode: str) -> None:
         if mode == "deterministic":
             drops = [r for r in d.trace.records(DROP) if b"forged_reply" in r.content]
             assert [(r.sender, r.recipient) for r in drops] == [("mallory", "bob")]
+
+
+def test_a_request_to_a_remote_agent_carries_a_random_correlation_id(det: Dispatcher) -> None:
+    """Its id crosses the process with the letter: a token, not the seeded counter; the
+    remote agent answers with it, and only its answer is taken."""
+    got: list[tuple[str, dict[str, Any]]] = []
+
+    async def ask(agent: Agent) -> None:
+        for peer in ("remote-1", "local"):
+            reply = await agent.request(peer, "task_assignment", {"to": peer}, timeout=30.0)
+            got.append((reply.from_agent, dict(reply.content)))
+
+    remote = det.spawn(ClientActor, "remote-1")
+    remote.remote = True
+    det.spawn(SlowEcho, "local")
+    det.spawn(Agent, "asker", behaviours=(ask,))
+    det.run(until=1.0)
+    assert got == []  # the remote agent has not answered yet
+    [letter] = remote.inbox
+    cid = letter.metadata.correlation_id
+    assert cid is not None and re.fullmatch(r"[A-Za-z0-9_-]{32}", cid), cid
+    counter = det.next_id().rsplit("-", 1)[0]
+    assert counter not in cid
+    det.send(det.message("mallory", "asker", "task_result", {"FORGED_BY": "mallory"},
+                         correlation_id=cid))
+    det.send(det.message("remote-1", "asker", "task_result", {"from": "remote"},
+                         correlation_id=cid))
+    det.run()
+    assert got[0] == ("remote-1", {"from": "remote"})
+    assert got[1][0] == "local"
+    assert det.statistics().dead_letters.get("forged_reply") == 1
+    # The request to the in-process agent kept the seeded id (what the digests pin).
+    assert det.actor("local").asked_with.startswith(counter + "-")  # type: ignore[attr-defined]
