@@ -14,8 +14,11 @@ matching message), and the actor resumes the coroutine when the reply, timer
 or message reaches its mailbox. The same code runs under both dispatchers.
 
 A message is offered, in order, to: the behaviour waiting for its correlation
-id; a behaviour waiting in :meth:`A2AActor.receive` whose match accepts it; the
-``handle_<type>`` method; otherwise it is kept (bounded) for a later receive.
+id, if it comes from the actor that request was sent to (or is the dispatcher's
+own ``error_report`` about it; anything else carrying that id is a dead letter
+``forged_reply`` and the wait goes on); a behaviour waiting in
+:meth:`A2AActor.receive` whose match accepts it; the ``handle_<type>`` method;
+otherwise it is kept (bounded) for a later receive.
 Exceptions in handlers and behaviours are reported (trace record and an
 ``error_report`` on the ``errors`` topic); they never stop the actor or the run.
 
@@ -51,13 +54,15 @@ from actors.effects import (
     ToolCall,
 )
 from actors.errors import WaitTimeout
-from sim.dispatch.core import Dispatcher
+from sim.dispatch.core import SYSTEM, Dispatcher
 from sim.dispatch.values import WAKE, SendReport, SubscriptionFilter, Timer, Waiter
 from sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
-from sim.messages import Message, Metadata, Priority, Region
+from sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Metadata, Priority, Region
 from sim.seeds import seed_for
 
 __all__ = ["A2AActor"]
+
+_GROUP_PREFIXES = (TOPIC_PREFIX, TYPE_PREFIX)
 
 # A deadline queue entry: (deadline, behaviour, the effect it waits on).
 _Deadline = tuple[float, Behaviour, Effect]
@@ -82,6 +87,9 @@ class A2AActor(pykka.ThreadingActor):
     crashed: bool = False
     #: 0 in an actor's first life, n after its n-th restart by a supervisor.
     incarnation: int = 0
+    #: The mailbox of an agent outside the process (the gateway's Clients): the ids
+    #: it is given are drawn from ``secrets`` rather than the seeded counter.
+    remote: bool = False
     actor_inbox: PriorityMailbox
     use_daemon_thread = True  # a forgotten shutdown must not hang the interpreter
     _handlers: ClassVar[dict[str, Callable[[Any, Message], None]]] = {}
@@ -253,6 +261,14 @@ class A2AActor(pykka.ThreadingActor):
             if task is not None:
                 effect = task.waiting
                 if effect is not None:
+                    # Only requests are filed in _replies: effect.to is whom it asked.
+                    sender = message.from_agent
+                    if sender != effect.to and not (  # type: ignore[attr-defined]
+                            sender == SYSTEM and message.message_type == "error_report"):
+                        # Not from the actor asked: the wait goes on, the letter is dead.
+                        self._replies[correlation_id] = task
+                        self.dispatcher.dead_letter(message, "forged_reply", self.name)
+                        return
                     kind = type(effect)
                     value: Any
                     error: BaseException | None
@@ -405,7 +421,15 @@ class A2AActor(pykka.ThreadingActor):
         priority: int = Priority.NORMAL, region: Region | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> Awaitable[Message]:
-        """Send and wait for the reply. Raises DeliveryError, RequestError or WaitTimeout."""
+        """Send and wait for the reply. Raises DeliveryError, RequestError or WaitTimeout.
+
+        ``to`` names one actor (a service by its actor name): only that actor's answer
+        is taken. A group address (``broadcast``, ``topic:``, ``type:``) raises
+        ValueError: send() to the group and receive() the answers instead.
+        """
+        if to == BROADCAST or to.startswith(_GROUP_PREFIXES):
+            raise ValueError(f"request to {to!r}: a request is answered by the one actor it "
+                             "names, not a group; send() to the group and receive() answers")
         return Request(to, message_type, content, priority, region, timeout)
 
     def sleep(self, seconds: float) -> Awaitable[None]:

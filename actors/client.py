@@ -3,7 +3,10 @@
 It is an ordinary actor, so replies, events and direct messages reach it like
 any agent; what arrives is kept for the thread that drives the client
 (``actors.world.Client``): replies by correlation id, everything else in
-arrival order. Both collections are safe to read from another thread.
+arrival order. Both collections are safe to read from another thread. A reply
+is taken only from the actor its call went to (:meth:`ClientActor.expect`) or
+the dispatcher's own ``error_report``; a letter from anyone else carrying an
+awaited correlation id is a dead letter ``forged_reply`` and the call waits on.
 
 :class:`InlineClientActor` is the same mailbox for a driver that is not a waiting
 thread (the gateway's event loop, told by ``listener``): its letters are
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.base import A2AActor
+from sim.dispatch.core import SYSTEM
 from sim.dispatch.values import WAKE, Timer
 from sim.mailbox import PriorityMailbox
 from sim.messages import Message
@@ -38,7 +42,8 @@ class ClientActor(A2AActor):
         self.agent_type = None
         self.replies: dict[str, Message] = {}
         self.inbox: deque[Message] = deque()
-        self.expected: set[str] = set()  # correlation ids of calls awaiting an answer
+        #: correlation id of a call awaiting its answer -> the actor the call went to
+        self.expected: dict[str, str] = {}
         self.arrived = threading.Condition()
         #: Called (on this actor's thread, outside the lock) after every arrival:
         #: how a driver that is not a waiting thread (an event loop) hears of mail.
@@ -47,24 +52,38 @@ class ClientActor(A2AActor):
     def a2a_receive(self, message: Message) -> None:
         correlation_id = message.metadata.correlation_id
         with self.arrived:
-            if correlation_id is not None and correlation_id in self.expected:
-                self.expected.discard(correlation_id)
-                self.replies[correlation_id] = message
+            if correlation_id is not None and (
+                    asked := self.expected.get(correlation_id)) is not None:
+                sender = message.from_agent
+                if sender != asked and not (sender == SYSTEM
+                                            and message.message_type == "error_report"):
+                    forged = True  # not from the actor asked: the call waits on
+                else:
+                    forged = False
+                    del self.expected[correlation_id]
+                    self.replies[correlation_id] = message
             else:
+                forged = False
                 self.inbox.append(message)
-            self.arrived.notify_all()
+            if not forged:
+                self.arrived.notify_all()
+        if forged:  # counted and traced by the dispatcher, outside this actor's lock
+            self.dispatcher.dead_letter(message, "forged_reply", self.name)
+            return
         listener = self.listener
         if listener is not None:
             listener()
 
-    def expect(self, correlation_id: str) -> None:
+    def expect(self, correlation_id: str, recipient: str) -> None:
+        """Take the letter carrying ``correlation_id`` as an answer, from ``recipient``
+        (the actor the call goes to) only; from anyone else it is ``forged_reply``."""
         with self.arrived:
-            self.expected.add(correlation_id)
+            self.expected[correlation_id] = recipient
 
     def forget(self, correlation_id: str) -> None:
         """Stop expecting an answer (the call was never sent)."""
         with self.arrived:
-            self.expected.discard(correlation_id)
+            self.expected.pop(correlation_id, None)
 
     def take_reply(self, correlation_id: str) -> Message | None:
         with self.arrived:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -96,8 +97,12 @@ class Client:
             return PendingCall.done(prepared)
         tool, args = prepared
         dispatcher = self._simulation.dispatcher
-        correlation_id = dispatcher.next_id()
-        self._actor.expect(correlation_id)
+        # A remote agent's ids cross the process: random, so they tell nothing of the
+        # counter (and no other call's id); in-process ones stay seeded (the digests).
+        actor = self._actor
+        correlation_id = (secrets.token_urlsafe(24) if actor.remote
+                          else dispatcher.next_id())
+        actor.expect(correlation_id, tool.service)
         message = dispatcher.message(
             self.agent_id, tool.service, "coordination_request", {"tool": name, "args": args},
             priority=Priority.HIGH, correlation_id=correlation_id,
@@ -356,8 +361,13 @@ class Simulation:
         """Every tool with its JSON input schema."""
         return [tool.to_dict() for tool in TOOLS.values()]
 
-    def client(self, name: str | None = None, *, inline: bool = False) -> Client:
+    def client(self, name: str | None = None, *, inline: bool = False,
+               remote: bool = False) -> Client:
         """A new outside participant; ``name`` is its agent id (made up if omitted).
+
+        ``remote``: it stands for an agent outside the process (the gateway's), so the
+        ids it is given (its calls' correlation ids, its subscriptions) are random
+        tokens from ``secrets`` rather than the seeded counter.
 
         ``inline``: what reaches the client is recorded on the thread that sends it
         (realtime mode; :class:`actors.client.InlineClientActor`) rather than on the
@@ -368,6 +378,8 @@ class Simulation:
         """
         agent_id = name or f"agent-{next(self._client_ids)}"
         actor = self.dispatcher.spawn(InlineClientActor if inline else ClientActor, agent_id)
+        if remote:
+            actor.remote = True
         if self.store is not None:
             self.store.outside.add(agent_id)
         client = Client(self, actor)

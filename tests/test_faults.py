@@ -119,7 +119,7 @@ def test_a_request_sent_twice_is_served_once_and_answered_alike() -> None:
         cid = d.next_id()
         answers = []
         for _ in range(2):  # the same request, with the same correlation id, twice
-            actor.expect(cid)  # type: ignore[attr-defined]
+            actor.expect(cid, "coordinator")  # type: ignore[attr-defined]
             d.send(d.message("host", "coordinator", "coordination_request",
                              {"tool": "session_create",
                               "args": {"session_name": "twice", "grid_size": 10}},

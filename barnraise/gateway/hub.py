@@ -224,7 +224,7 @@ class Hub:
             while name in self.simulation.dispatcher.actors:
                 self._numbers += 1
                 name = f"{self._prefix}-{self._numbers}"
-        slot = AgentSlot(self.simulation.client(name, inline=True))
+        slot = AgentSlot(self.simulation.client(name, inline=True, remote=True))
         self._slots[slot.agent_id] = slot
         slot.client.on_arrival(self._listener(slot))
         return slot

@@ -466,7 +466,7 @@ class Dispatcher:
         without the general path's checks that a message it has just built
         cannot fail. ``metadata`` None makes a request: its metadata carries
         ``region`` and, as correlation id, the message's own id (the report's
-        ``message_id``).
+        ``message_id``), a random token when the recipient is remote.
         """
         if content is None:
             content = {}
@@ -476,14 +476,21 @@ class Dispatcher:
             encoded = encode_content(content)  # raises the MessageError
         if len(encoded) > self.max_content_bytes:
             encode_content(content, self.max_content_bytes)
-        message_id = f"{self._id_prefix}{next(self._ids)}"
+        endpoint = self._endpoints.get(to)
         if metadata is None:
+            if endpoint is not None and endpoint.remote:
+                # A request to an agent outside the process: its id crosses, as the
+                # correlation id that agent answers with, so it tells nothing.
+                message_id = secrets.token_urlsafe(24)
+            else:
+                message_id = f"{self._id_prefix}{next(self._ids)}"
             metadata = Metadata(region, (), message_id)
+        else:
+            message_id = f"{self._id_prefix}{next(self._ids)}"
         message = Message(message_id, self.clock.now, sender, to, message_type, priority,
                           content, metadata, None, None)
         if self.sign_messages:
             return self.send(sign(message, self.secret))
-        endpoint = self._endpoints.get(to)
         if endpoint is not None:
             return SendReport(message.message_id, None, (to, self._route_one(endpoint, message,
                                                                             encoded)))
@@ -633,10 +640,15 @@ class Dispatcher:
         topic: str,
         flt: Mapping[str, Any] | SubscriptionFilter | None = None,
     ) -> str:
-        """Subscribe ``endpoint`` to ``topic``; returns the subscription id."""
+        """Subscribe ``endpoint`` to ``topic``; returns the subscription id.
+
+        A remote endpoint's id is a random token (it crosses the process and must
+        tell its holder nothing of the dispatcher's counter); an in-process one's is
+        drawn from the seeded ids, so a deterministic run's trace stays the same.
+        """
         topic = topic_name(topic)
         parsed = SubscriptionFilter.parse(flt)
-        sid = f"sub-{self.next_id()}"
+        sid = f"sub-{secrets.token_urlsafe(24)}" if endpoint.remote else f"sub-{self.next_id()}"
         sub = _Subscription(sid, endpoint, parsed)
         with self._lock:
             # Copy on write: publishers read the tuple without taking the lock.

@@ -56,7 +56,7 @@ WAKE: Final = _Wake()
 
 DeadReason = Literal[
     "mailbox_full", "expired", "unknown_recipient", "bad_signature", "invalid", "offline",
-    "unhandled",
+    "unhandled", "forged_reply",
 ]
 
 
@@ -77,11 +77,14 @@ class Endpoint(Protocol):
 
     ``pending`` (deterministic mode: letters queued for it), ``delivered`` and
     ``handled`` (realtime mode: letters handled, daemon timers aside) are
-    counters the dispatcher and the actor keep together.
+    counters the dispatcher and the actor keep together. ``remote`` is True for the
+    mailbox of an agent outside the process (the gateway's): the ids it is given
+    (subscriptions, its calls' correlation ids) are drawn from ``secrets``.
     """
 
     name: str
     agent_type: str | None
+    remote: bool
     stopped: bool
     crashed: bool
     actor_inbox: Any
