@@ -113,6 +113,7 @@ class Client:
             self._actor.forget(correlation_id)
             return PendingCall.done(fail("invalid_argument", f"arguments: {exc.problem}"))
         if not report.ok:
+            self._actor.forget(correlation_id)  # no answer can come: expect none
             return PendingCall.done(fail("no_reply", f"{tool.service} did not accept the call: "
                                          f"{report.statuses}"))
         return PendingCall(self, tool, correlation_id)

@@ -192,3 +192,17 @@ def test_a_request_to_a_remote_agent_carries_a_random_correlation_id(det: Dispat
     assert det.statistics().dead_letters.get("forged_reply") == 1
     # The request to the in-process agent kept the seeded id (what the digests pin).
     assert det.actor("local").asked_with.startswith(counter + "-")  # type: ignore[attr-defined]
+
+
+def test_a_call_its_service_never_took_is_no_longer_expected() -> None:
+    """A call whose letter the service did not accept (here: the service is stopped)
+    answers ``no_reply`` at once and leaves no awaited id behind it: nothing could
+    answer it, so nothing may."""
+    with Simulation(seed=3) as simu:
+        client = simu.client("carol")
+        assert client.session_create(session_name="S")["success"]
+        before = dict(client._actor.expected)
+        simu.dispatcher.stop_actor("coordinator")
+        got = client.session_get_state()
+        assert got["success"] is False and got["error"] == "no_reply", got
+        assert client._actor.expected == before == {}
