@@ -46,13 +46,15 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from barnraise.gateway import jsonrpc
 from barnraise.gateway.a2a_binding import A2ABinding, TaskWatch
 from barnraise.gateway.card import CARD_PATHS, RPC_PATH, WS_PATH, agent_card
 from barnraise.gateway.hosting import HostedWorld
-from barnraise.gateway.hub import Hub, Limits
+from barnraise.gateway.hub import Counters, Hub, Limits
 from barnraise.gateway.jsonrpc import dumps
 from barnraise.gateway.mcp_surface import McpSurface
 from barnraise.gateway.ws import WebSocketSession
@@ -133,7 +135,8 @@ class Gateway:
             *(Route(path, self._card, methods=["GET"]) for path in CARD_PATHS),
             Route(RPC_PATH, self.a2a.endpoint, methods=["POST"]),
             WebSocketRoute(WS_PATH, self._websocket),
-            Route(MCP_PATH, StreamableHTTPASGIApp(self._mcp_manager)),
+            Route(MCP_PATH, McpFrameLimits(StreamableHTTPASGIApp(self._mcp_manager),
+                                           self.hub.limits.max_frame, self.counters)),
             Route("/stats", self._stats, methods=["GET"]),
             Route("/healthz", self._health, methods=["GET"]),
         ]
@@ -287,6 +290,114 @@ class EdgeMiddleware:
             await refusal(scope, receive, send)
 
 
+#: Default wall seconds for a request's headers to arrive (GatewayServer).
+HEADER_TIMEOUT: Final = 10.0
+#: Default wall seconds an idle keep-alive connection stays open (uvicorn's default).
+KEEP_ALIVE_TIMEOUT: Final = 5.0
+
+
+class McpFrameLimits:
+    """``POST /mcp``'s body under the limits before the MCP SDK parses it: over
+    ``limit`` bytes -> HTTP 413, nested deeper than :data:`jsonrpc.MAX_DEPTH` ->
+    -32600 (HTTP 400), as on the other surfaces; then the body goes on to ``app``."""
+
+    def __init__(self, app: ASGIApp, limit: int, counters: Counters) -> None:
+        self.app = app
+        self.limit = limit
+        self.counters = counters
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                self.counters.add("body_too_large")
+                await Response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "payload too "
+                                             f"large: over {self.limit} bytes"), 413,
+                               media_type="application/json")(scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            jsonrpc.check_depth(body)
+        except jsonrpc.RpcError as exc:
+            self.counters.add(jsonrpc.COUNTER[exc.code])
+            await Response(jsonrpc.error(None, exc.code, exc.message), 400,
+                           media_type="application/json")(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+class _HeaderTimeout(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol (httptools), plus a bound on the wait for headers.
+
+    uvicorn closes a keep-alive connection left idle (``timeout_keep_alive``),
+    but once a byte of a request has come, it waits for the rest of its headers
+    for ever: a client that opens sockets and sends a partial request line
+    holds each one open. Here a connection whose request headers are not
+    complete ``header_timeout`` wall seconds after it opened (or after its last
+    answer) is closed. A request whose headers are in is not timed by this.
+    """
+
+    header_timeout: float = 10.0
+    counters: Counters | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            if self.counters is not None:
+                self.counters.add("header_timeout")
+            self.transport.close()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # uvicorn armed its keep-alive timer: no pipelined request is waiting, and
+        # the next one's headers are timed from here.
+        if self.timeout_keep_alive_task is not None:
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
 class _Uvicorn(uvicorn.Server):
     """uvicorn, minus its habit of re-raising a caught signal after a clean shutdown, and
     with a calmer main loop.
@@ -353,10 +464,16 @@ class GatewayServer:
     gateway). For a process that serves one gateway for its life (``barnraise
     serve`` sets it); off by default, since anything frozen that later becomes a
     garbage cycle is not freed until :meth:`stop`.
+
+    ``header_timeout``: wall seconds a connection may take to send a request's
+    headers (from its opening or its last answer) before it is closed, counted
+    ``header_timeout``; ``keep_alive_timeout``: wall seconds an idle keep-alive
+    connection is kept open (uvicorn's ``timeout_keep_alive``).
     """
 
     def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 8765, *,
-                 freeze_heap: bool = False) -> None:
+                 freeze_heap: bool = False, header_timeout: float = HEADER_TIMEOUT,
+                 keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT) -> None:
         self.gateway = gateway
         self.freeze_heap = freeze_heap
         self._frozen = False
@@ -368,10 +485,13 @@ class GatewayServer:
         self.port: int = self._socket.getsockname()[1]
         gateway.bind(host, self.port)
         limits = gateway.hub.limits
+        protocol = type("HeaderTimeout", (_HeaderTimeout,),
+                        {"header_timeout": header_timeout, "counters": gateway.counters})
         config = uvicorn.Config(
             gateway.app, log_level="warning", lifespan="on", ws="websockets-sansio",
             ws_max_size=4 * limits.max_frame, ws_per_message_deflate=False,
-            timeout_graceful_shutdown=3)
+            timeout_graceful_shutdown=3, http=protocol,
+            timeout_keep_alive=keep_alive_timeout)  # type: ignore[arg-type]
         self._server = _Uvicorn(config)
         self._thread: threading.Thread | None = None
 
