@@ -192,22 +192,43 @@ def test_deep_and_non_utf8_frames_over_http_answer_their_codes(server: GatewaySe
     assert after["parse_error"] - before.get("parse_error", 0) == 1
 
 
+async def answer_to(ws: Any) -> dict[str, Any]:
+    """The next answer on a WebSocket, past any notification (mail, events)."""
+    while True:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), 20))
+        if "method" not in frame:
+            return dict(frame)
+
+
 def test_deep_and_non_utf8_frames_over_the_websocket_answer_their_codes(
         server: GatewayServer) -> None:
     async def scenario() -> None:
         async with connect(f"ws://127.0.0.1:{server.port}/a2a", max_size=None) as ws:
             await ws.send(DEEP)  # a binary frame
-            answer = json.loads(await asyncio.wait_for(ws.recv(), 20))
+            answer = await answer_to(ws)
             assert answer["error"]["code"] == -32600 and "100000 deep" in \
                 answer["error"]["message"]
             await ws.send(DEEP.decode())  # a text frame
-            assert json.loads(await asyncio.wait_for(ws.recv(), 20))["error"]["code"] == -32600
+            assert (await answer_to(ws))["error"]["code"] == -32600
             await ws.send(NOT_UTF8)
-            assert json.loads(await asyncio.wait_for(ws.recv(), 20))["error"]["code"] == -32700
+            assert (await answer_to(ws))["error"]["code"] == -32700
+            # JSON inside a string, as barnraise.send takes a signed message, is checked too
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "session_join",
+                                      "params": {"session_id": session, "agent_name": "deep",
+                                                 "role": "builder"}}))
+            assert (await answer_to(ws))["result"]["success"]
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "barnraise.send",
+                                      "params": {"message": '{"content": {"a": '
+                                                 + DEEP.decode() + "}}"}}))
+            answer = await answer_to(ws)
+            assert answer["id"] == 8 and answer["error"]["code"] == -32600
             # the connection goes on
             await ws.send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "barnraise.ack",
                                       "params": {"seq": 0}}))
-            assert json.loads(await asyncio.wait_for(ws.recv(), 20))["id"] == 9
+            answer = await answer_to(ws)
+            assert answer["id"] == 9 and "result" in answer
+
+    session = server.gateway.world.default_session
 
     before = counters(server).get("internal_error", 0)
     asyncio.run(asyncio.wait_for(scenario(), 60))

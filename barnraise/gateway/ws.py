@@ -419,6 +419,7 @@ class WebSocketSession:
         if isinstance(wire, dict):
             data = jsonrpc.dumps(wire)
         elif isinstance(wire, str):
+            jsonrpc.check_depth(wire)  # JSON in a string: the frame's own check did not see it
             data = wire.encode()
         else:
             raise RpcError(jsonrpc.INVALID_PARAMS, "message must be a barnraise Message "
