@@ -68,7 +68,7 @@ class WebSocketSession:
     """One WebSocket connection: reads frames, serves them, writes through a bounded queue."""
 
     def __init__(self, hub: Hub, websocket: WebSocket,
-                 origin_allowed: Callable[[str | None], bool]) -> None:
+                 origin_allowed: Callable[[str | None, str | None], bool]) -> None:
         self.hub = hub
         self.ws = websocket
         self.origin_allowed = origin_allowed
@@ -88,7 +88,7 @@ class WebSocketSession:
 
     async def run(self) -> None:
         ws = self.ws
-        if not self.origin_allowed(ws.headers.get("origin")):
+        if not self.origin_allowed(ws.headers.get("origin"), ws.headers.get("host")):
             self.counters.add("foreign_origin")
             await ws.close(code=POLICY)  # before accept: the upgrade gets HTTP 403
             return
