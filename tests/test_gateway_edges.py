@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -344,6 +345,30 @@ def test_read_lines_holds_at_most_the_limit() -> None:
     assert asyncio.run(collect()) == [b"ab", 9]
     chunks[2:3] = []
     assert asyncio.run(collect()) == [b"ab", 9, b"xxx", b"last"]
+
+
+def test_an_over_long_line_is_dropped_as_it_is_read() -> None:
+    chunk = b"x" * (1 << 16)
+    count = 512  # a 32 MiB line, 64 KiB at a time, against a 1 MiB limit
+
+    async def collect() -> list[bytes | int]:
+        left = count
+
+        async def read() -> bytes:
+            nonlocal left
+            left -= 1
+            return chunk if left >= 0 else (b"\n{}\n" if left == -1 else b"")
+
+        return [line async for line in read_lines(read, 1 << 20)]
+
+    tracemalloc.start()
+    try:
+        lines = asyncio.run(collect())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert lines == [count * len(chunk), b"{}"]
+    assert peak < 4 << 20, f"{peak} bytes held for a line of {count * len(chunk)}"
 
 
 # -- finding 11: sockets that never finish their headers ----------------------------------
