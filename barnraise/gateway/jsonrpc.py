@@ -20,8 +20,8 @@ before reading it whole, and :func:`check_depth` refuses one nested deeper
 than :data:`MAX_DEPTH` before the parser runs (msgspec would recurse about a
 thousand levels, then raise ``RecursionError``). The depth is counted only in
 a frame with more than ``MAX_DEPTH`` opening brackets (a count at C speed);
-then one vectorised pass over its brackets and quotes finds it (about a third
-of msgspec's own decoding time for that frame, docs/gateway.md).
+then one vectorised pass over its brackets and quotes finds it (less than half
+of msgspec's own time to decode that frame; figures in docs/gateway.md).
 """
 
 from __future__ import annotations

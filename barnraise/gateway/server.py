@@ -156,7 +156,7 @@ class Gateway:
         if host in _LOOPBACK or host in _WILDCARD:  # a wildcard is reachable as loopback
             names.update(_LOOPBACK_HOSTS)
         if host not in _LOOPBACK and host not in _WILDCARD:
-            names.add(f"[{host}]" if ":" in host else host.lower())
+            names.add(f"[{host.lower()}]" if ":" in host else host.lower())
         hosts = {f"{name}:{port}" for name in names}
         if port == 80:  # a browser leaves the default port out
             hosts.update(names)
