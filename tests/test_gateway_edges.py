@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -214,6 +216,35 @@ def test_allow_host_values_are_checked_before_anything_starts() -> None:
     assert cli.returncode == 2 and cli.stdout == ""
     assert cli.stderr.strip().splitlines() == [cli.stderr.strip()]  # one line
     assert "--allow-host 'http://barn.example'" in cli.stderr and "role_token" not in cli.stderr
+
+
+def test_serve_allow_host_admits_the_named_host_only() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "barnraise.cli", "serve", "--port", "0", "--time-scale", "20",
+         "--allow-host", "barn.example", "--allow-host", "proxy.example:8443"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(process.stdout.readline()),  # type: ignore[union-attr]
+                                  daemon=True)
+        reader.start()
+        reader.join(60)
+        assert line and line[0].startswith("http://127.0.0.1:"), (line, process.poll())
+        url = line[0].strip()
+        port = url.rsplit(":", 1)[1]
+        for host, status in ((f"127.0.0.1:{port}", 200), ("barn.example", 200),
+                             (f"barn.example:{port}", 200), ("proxy.example:8443", 200),
+                             ("proxy.example", 421), (f"evil.example:{port}", 421)):
+            answer = httpx.get(url + "/healthz", headers={"host": host}, timeout=20)
+            assert answer.status_code == status, (host, answer.status_code)
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
 
 
 # -- finding 11: frames bounded before parsing ---------------------------------------------
