@@ -131,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                        help="a browser origin allowed to open the WebSocket (repeatable)")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                       help="a Host header to answer besides the bound address, e.g. a "
+                       "proxy's name; HOST or HOST:PORT (repeatable)")
     serve.add_argument("--store", metavar="PATH",
                        help="keep the served run in a SQLite store there (docs/store.md)")
     serve.add_argument("--overwrite", action="store_true",
@@ -225,7 +228,8 @@ def _serve(args: argparse.Namespace) -> int:
                              time_scale=args.time_scale)
         return serve_network(host=args.host, port=args.port, scenario=args.scenario,
                              params=params, seed=args.seed, time_scale=args.time_scale,
-                             allowed_origins=args.allow_origin, store=args.store,
+                             allowed_origins=args.allow_origin,
+                             allowed_hosts=args.allow_host, store=args.store,
                              overwrite=args.overwrite)
     except (ScenarioError, StoreError, ValueError, OSError) as exc:
         print(f"barnraise: error: {exc}", file=sys.stderr)

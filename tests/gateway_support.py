@@ -18,12 +18,13 @@ from barnraise.gateway.server import Gateway, GatewayServer
 
 @contextlib.contextmanager
 def served(*, time_scale: float = 20.0, limits: Limits | None = None,
-           freeze_heap: bool = False, **world: Any) -> Iterator[GatewayServer]:
+           freeze_heap: bool = False, allowed_hosts: tuple[str, ...] = (),
+           **world: Any) -> Iterator[GatewayServer]:
     """A hosted world behind a gateway on 127.0.0.1 and a free port; all stopped after."""
     hosted = HostedWorld(time_scale=time_scale, **world)
     try:
-        server = GatewayServer(Gateway(hosted, limits=limits), "127.0.0.1", 0,
-                               freeze_heap=freeze_heap)
+        server = GatewayServer(Gateway(hosted, limits=limits, allowed_hosts=allowed_hosts),
+                               "127.0.0.1", 0, freeze_heap=freeze_heap)
         server.start()
         try:
             yield server

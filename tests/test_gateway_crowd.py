@@ -116,7 +116,7 @@ def test_fifty_remote_agents_build_one_canvas_and_its_invariants_hold() -> None:
 
 def test_connections_cut_at_seeded_moments_lose_nothing_and_repeat_nothing() -> None:
     backoff = Backoff(base=0.02, factor=2.0, cap=0.4, attempts=30, jitter=0.5)
-    with served(time_scale=10.0) as server:
+    with served(time_scale=10.0, allowed_hosts=("127.0.0.1",)) as server:  # via the proxy's port
         session = server.gateway.world.default_session
         proxy = CuttableProxy(("127.0.0.1", server.port))
         stop = threading.Event()

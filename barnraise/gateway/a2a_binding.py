@@ -22,6 +22,11 @@ result carries one; every other call needs ``Authorization: Bearer TOKEN``
 (401 otherwise, counted). A message with no usable data part gets
 ``ContentTypeNotSupported`` (-32005, no data part) or ``InvalidParams``
 (-32602, a data part that is not ``{"tool": ..., "arguments": {...}}``).
+A request reaches this binding only past the gateway's one edge rule
+(:class:`~barnraise.gateway.server.EdgeMiddleware`: this server's ``Host``, no
+foreign ``Origin``, ``Content-Type: application/json``); its body is bounded in
+size and depth before it is parsed (-32600), and bytes that are not UTF-8 are a
+parse error (-32700), never an internal one.
 Shapes are the JSON form of ``a2a.types`` (camelCase, enum names), produced
 here directly; the tests read them back with the official a2a-sdk client.
 """

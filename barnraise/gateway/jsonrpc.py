@@ -5,14 +5,23 @@ the JSON-RPC codes; the codes from -32001 to -32009 are A2A's own, and
 barnraise's gateway adds two in the server range:
 
 ====== ============================================================
--32700 parse error: the frame is not JSON
--32600 invalid request: not a JSON-RPC 2.0 request object (or too large)
+-32700 parse error: the frame is not JSON, or not UTF-8
+-32600 invalid request: not a JSON-RPC 2.0 request object (or too large, or
+       nested deeper than :data:`MAX_DEPTH`)
 -32601 method not found: no such tool or gateway method
 -32602 invalid params: params not an object, or not what the tool's schema asks
 -32603 internal error: a bug on the server, counted; the server goes on
 -32040 unauthenticated: no agent yet (join, or present a token)
 -32041 refused: a signed message or an act as another agent, with its reason
 ====== ============================================================
+
+Limits before parsing: every surface refuses a frame over its size limit
+before reading it whole, and :func:`check_depth` refuses one nested deeper
+than :data:`MAX_DEPTH` before the parser runs (msgspec would recurse about a
+thousand levels, then raise ``RecursionError``). The depth is counted only in
+a frame with more than ``MAX_DEPTH`` opening brackets (a count at C speed);
+then one vectorised pass over its brackets and quotes finds it (less than half
+of msgspec's own time to decode that frame; figures in docs/gateway.md).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import msgspec
+import numpy as np
 
 __all__ = [
     "COUNTER",
@@ -27,13 +37,16 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "MAX_DEPTH",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "UNAUTHENTICATED",
     "Request",
     "RpcError",
+    "check_depth",
     "dumps",
     "error",
+    "loads",
     "parse",
     "parse_batch",
     "success",
@@ -54,6 +67,10 @@ COUNTER: Final = {
     INTERNAL_ERROR: "internal_error", UNAUTHENTICATED: "unauthenticated",
     FORBIDDEN: "refused",
 }
+
+#: The deepest nesting of arrays and objects a frame may have (a tool's arguments
+#: nest a few levels; A2A's envelope adds about five).
+MAX_DEPTH: Final = 64
 
 _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder()
@@ -87,7 +104,7 @@ class Request(msgspec.Struct, frozen=True):
 
 def parse(frame: bytes | str) -> Request:
     """Parse one frame; :class:`RpcError` (-32700, -32600, -32602) if it is not a request."""
-    body = _decode(frame)
+    body = loads(frame)
     if isinstance(body, list):
         raise RpcError(INVALID_REQUEST, "batch requests are not supported here: send one "
                        "request per message")
@@ -102,7 +119,7 @@ def parse_batch(frame: bytes | str, limit: int) -> Request | list[Request | RpcE
     its place). :class:`RpcError` -32700 if the frame is not JSON, -32600 for
     an empty batch or one of more than ``limit`` requests.
     """
-    body = _decode(frame)
+    body = loads(frame)
     if not isinstance(body, list):
         return _request(body)
     if not body:
@@ -118,11 +135,50 @@ def parse_batch(frame: bytes | str, limit: int) -> Request | list[Request | RpcE
     return items
 
 
-def _decode(frame: bytes | str) -> Any:
+def loads(frame: bytes | str) -> Any:
+    """Decode one JSON frame under the limits: :class:`RpcError` -32600 if it nests
+    deeper than :data:`MAX_DEPTH`, -32700 if it is not JSON or not UTF-8."""
+    check_depth(frame)
     try:
         return _decoder.decode(frame)
     except msgspec.DecodeError as exc:
         raise RpcError(PARSE_ERROR, f"parse error: {exc}") from None
+    except (UnicodeDecodeError, UnicodeEncodeError) as exc:  # a string that is not UTF-8
+        raise RpcError(PARSE_ERROR, f"parse error: a string is not UTF-8 "
+                       f"({exc.reason})") from None
+    except RecursionError:  # only if check_depth let it through: never, but bounded
+        raise RpcError(INVALID_REQUEST, f"nested too deep: at most {MAX_DEPTH} levels of "
+                       "arrays and objects") from None
+
+# The bytes that are not a quote or a bracket (deleted before counting depth).
+_NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b'"[]{}')
+_QUOTE, _OPENERS, _CLOSERS = ord('"'), (ord("["), ord("{")), (ord("]"), ord("}"))
+
+
+def check_depth(frame: bytes | str) -> None:
+    """:class:`RpcError` -32600 if ``frame`` nests arrays and objects deeper than
+    :data:`MAX_DEPTH` (brackets inside strings do not count); -32700 for a text
+    frame that cannot be UTF-8. Cheap unless the frame has many opening brackets."""
+    if isinstance(frame, str):
+        if frame.count("[") + frame.count("{") <= MAX_DEPTH:
+            return
+        try:
+            frame = frame.encode()
+        except UnicodeEncodeError as exc:
+            raise RpcError(PARSE_ERROR, f"parse error: a string is not UTF-8 "
+                           f"({exc.reason})") from None
+    elif frame.count(b"[") + frame.count(b"{") <= MAX_DEPTH:
+        return
+    if b"\\" in frame:  # an escaped quote is no string's end; \\\\ escapes itself first
+        frame = frame.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = np.frombuffer(frame.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
+    outside = (np.cumsum(marks == _QUOTE, dtype=np.int64) & 1) == 0
+    step = ((marks == _OPENERS[0]) | (marks == _OPENERS[1])).astype(np.int64) \
+        - ((marks == _CLOSERS[0]) | (marks == _CLOSERS[1]))
+    depth = int(np.cumsum(step * outside).max(initial=0))
+    if depth > MAX_DEPTH:
+        raise RpcError(INVALID_REQUEST, f"nested {depth} deep; the limit "
+                       f"is {MAX_DEPTH} levels of arrays and objects (MAX_DEPTH)")
 
 
 def _request(body: Any) -> Request:

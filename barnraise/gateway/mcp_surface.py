@@ -12,22 +12,40 @@ TOKEN`` names the agent; without it, a stateful MCP session (its
 ``mcp-session-id``) is the agent once it has called ``session_join``. In
 every case, until the client has joined (or created) a session only those two
 tools can be called; their result carries the token.
+
+Over stdio, :func:`serve_stdio` frames the lines itself and answers every one:
+a line that is not JSON or not UTF-8 gets -32700, one that is not a JSON-RPC
+message object (``[]``, ``null``, ``3``) or nests deeper than
+:data:`~barnraise.gateway.jsonrpc.MAX_DEPTH` gets -32600, and a line over the
+frame limit (``Limits.max_frame``) gets -32600 without being held in memory:
+stdin is read in chunks and an over-long line is dropped up to its newline.
+Each refusal is also one line on stderr. Blank lines are skipped.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
 
+import anyio
 import mcp_types as types
+import pydantic
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.shared.message import SessionMessage
 
+from barnraise.gateway import jsonrpc
 from barnraise.gateway.hub import AgentSlot, Hub, Refused
+from barnraise.gateway.jsonrpc import RpcError
 from barnraise.gateway.ws import bearer_token
 from sim.tools import TOOLS, fail
 
-__all__ = ["McpSurface"]
+__all__ = ["McpSurface", "read_lines", "serve_stdio"]
+
+#: Bytes read from stdin at a time.
+CHUNK: Final = 1 << 16
 
 _JOINING = frozenset({"session_create", "session_join"})
 
@@ -104,3 +122,106 @@ class McpSurface:
         finally:
             if not self.single_agent and self.hub.forget(slot) and session_key:
                 self._by_session.pop(session_key, None)  # a failed join leaves nothing
+
+
+async def read_lines(read: Callable[[], Awaitable[bytes]],
+                     limit: int) -> AsyncIterator[bytes | int]:
+    """The lines of a byte stream read in chunks by ``read`` (``b""`` at its end),
+    without their newline: each line of at most ``limit`` bytes as bytes, and for a
+    longer one its length (an int), dropped as it is read. Memory: ``limit`` + a chunk."""
+    held = bytearray()
+    dropped = 0  # bytes of the over-long line being dropped (0: none)
+    while chunk := await read():
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if dropped:
+                dropped += len(piece)
+            elif len(held) + len(piece) > limit:
+                dropped = len(held) + len(piece)
+                held.clear()
+            else:
+                held += piece
+            if end < 0:
+                break
+            if dropped:
+                yield dropped
+                dropped = 0
+            else:
+                yield bytes(held)
+                held.clear()
+            start = end + 1
+    if dropped:
+        yield dropped
+    elif held:
+        yield bytes(held)
+
+
+def _admit(line: bytes) -> types.JSONRPCMessage:
+    """The MCP message a line holds; :class:`RpcError` (-32700, -32600) if none."""
+    body = jsonrpc.loads(line)
+    if not isinstance(body, dict):
+        raise RpcError(jsonrpc.INVALID_REQUEST, "a message is a JSON-RPC object, got "
+                       f"{'null' if body is None else type(body).__name__}")
+    raw_id = body.get("id")
+    request_id = raw_id if type(raw_id) in (str, int) else None
+    try:
+        return types.jsonrpc_message_adapter.validate_python(body, by_name=False)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"][1:]) or "the message"
+        raise RpcError(jsonrpc.INVALID_REQUEST, f"not a JSON-RPC 2.0 message: {where}: "
+                       f"{first['msg']}", id=request_id) from None
+
+
+async def serve_stdio(surface: McpSurface, stdin_fd: int, stdout_fd: int, *, limit: int,
+                      log: Callable[[str], None]) -> None:
+    """Serve ``surface`` over two file descriptors, one JSON-RPC message a line,
+    until stdin ends; refusals as the module doc says, each logged with ``log``."""
+    to_server_send, to_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_client, to_client_receive = anyio.create_memory_object_stream[SessionMessage | bytes](16)
+    refusals = to_client.clone()
+
+    async def read() -> bytes:
+        return await anyio.to_thread.run_sync(os.read, stdin_fd, CHUNK, abandon_on_cancel=True)
+
+    async def reader() -> None:
+        number = 0
+        async with to_server_send, refusals:
+            async for line in read_lines(read, limit):
+                number += 1
+                try:
+                    if isinstance(line, int):
+                        raise RpcError(jsonrpc.INVALID_REQUEST, f"a line of {line} bytes is "
+                                       f"over the frame limit of {limit} (Limits.max_frame)")
+                    if not line.strip():
+                        continue
+                    message = _admit(line)
+                except RpcError as exc:
+                    surface.hub.counters.add(jsonrpc.COUNTER[exc.code])
+                    log(f"barnraise mcp: line {number} refused ({exc.code}): {exc.message}")
+                    await refusals.send(jsonrpc.error(exc.id, exc.code, exc.message))
+                    continue
+                await to_server_send.send(SessionMessage(message))
+
+    def write(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(stdout_fd, view):]
+
+    async def writer() -> None:
+        async with to_client_receive:
+            async for item in to_client_receive:
+                if isinstance(item, SessionMessage):
+                    item = item.message.model_dump_json(by_alias=True,
+                                                        exclude_unset=True).encode()
+                await anyio.to_thread.run_sync(write, item + b"\n")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(reader)
+        group.start_soon(writer)
+        async with to_client:
+            await surface.server.run(to_server, to_client,
+                                     surface.server.create_initialization_options())
+        # stdin has ended: the writer ends once what is queued for the client is out.

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Mapping, Sequence
 
 import anyio
-from mcp.server.stdio import stdio_server
 
 from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.hub import Hub
-from barnraise.gateway.mcp_surface import McpSurface
-from barnraise.gateway.server import Gateway, GatewayServer, version
+from barnraise.gateway.mcp_surface import McpSurface, serve_stdio
+from barnraise.gateway.server import Gateway, GatewayServer, check_hosts, version
 
 __all__ = ["serve_mcp", "serve_network"]
 
@@ -20,15 +20,19 @@ __all__ = ["serve_mcp", "serve_network"]
 def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | None = None,
                   params: Mapping[str, str] | None = None, seed: int = 0,
                   time_scale: float = 1.0, allowed_origins: Sequence[str] = (),
-                  store: str | None = None, overwrite: bool = False) -> int:
+                  allowed_hosts: Sequence[str] = (), store: str | None = None,
+                  overwrite: bool = False) -> int:
     """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0.
 
     With ``store``, the served run is kept in that SQLite file as it goes (the
     log of every call and event) and marked finished when the server stops.
+    ``allowed_hosts``: ``Host`` values served besides the bound address
+    (``--allow-host``); a malformed one is a :class:`ValueError` before anything starts.
     """
     from barnraise.view.server import ViewSurface  # the live page at / (barnraise.view)
     from barnraise.view.watch import Watcher
 
+    allowed_hosts = check_hosts(allowed_hosts)
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
                         store=store, overwrite=overwrite)
     for role, token in world.role_tokens.items():  # for the operator, not on stdout
@@ -36,7 +40,7 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
               flush=True)
     watcher = Watcher(world.simulation, lazy=True)
     try:
-        gateway = Gateway(world, allowed_origins=allowed_origins)
+        gateway = Gateway(world, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)
         ViewSurface(watcher, gateway)
         # One gateway for the process's life: the heap built so far is frozen (see
         # GatewayServer), so full collections walk only what serving adds.
@@ -50,24 +54,35 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
 
 def serve_mcp(*, scenario: str | None = None, params: Mapping[str, str] | None = None,
               seed: int = 0, time_scale: float = 1.0) -> int:
-    """Serve MCP on stdin/stdout for one client (its agent), on a world of its own."""
+    """Serve MCP on stdin/stdout for one client (its agent), on a world of its own.
+
+    While serving, the wire is a private copy of stdout and fd 1 points at
+    stderr, so nothing printed by the world can tear a frame.
+    """
     # The one client is the world's only outside agent: every role is open to it.
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
                         granted_roles=())
     hub = Hub(world.simulation)
     surface = McpSurface(hub, version=version(), single_agent=True)
 
-    async def main() -> None:
-        hub.bind(asyncio.get_running_loop())
-        async with stdio_server() as (read_stream, write_stream):
-            await surface.server.run(read_stream, write_stream,
-                                     surface.server.create_initialization_options())
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
 
+    async def main(wire: int) -> None:
+        hub.bind(asyncio.get_running_loop())
+        await serve_stdio(surface, sys.stdin.fileno(), wire, limit=hub.limits.max_frame,
+                          log=log)
+
+    sys.stdout.flush()
+    wire = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     try:
-        anyio.run(main)
+        anyio.run(main, wire)
     except KeyboardInterrupt:
         pass
     finally:
+        os.dup2(wire, sys.stdout.fileno())
+        os.close(wire)
         hub.close()
         world.close()
         sys.stderr.flush()

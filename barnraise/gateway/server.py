@@ -9,6 +9,15 @@
 ``GET /healthz``                 ``{"ok": true}`` while serving
 =============================== ==========================================================
 
+One rule guards every route, stated once in :class:`EdgeMiddleware` (the
+idea of Starlette's ``TrustedHostMiddleware`` plus an Origin check): a
+request or WebSocket upgrade whose ``Host`` is not this server's answers 421
+(DNS rebinding), one whose ``Origin`` is a foreign page's answers 403, and a
+``POST`` whose body is not ``Content-Type: application/json`` answers 415 (a
+form or ``text/plain`` is what a page may send cross-site without asking).
+Each refusal is counted (``foreign_host``, ``foreign_origin``,
+``unsupported_media_type``).
+
 :class:`Gateway` holds the route list; more routes (a browser view's static
 files and its WebSocket) are added with :meth:`Gateway.add_route` before the
 app is built. :class:`GatewayServer` binds a socket (port 0 picks a free one),
@@ -33,24 +42,63 @@ import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from barnraise.gateway import jsonrpc
 from barnraise.gateway.a2a_binding import A2ABinding, TaskWatch
 from barnraise.gateway.card import CARD_PATHS, RPC_PATH, WS_PATH, agent_card
 from barnraise.gateway.hosting import HostedWorld
-from barnraise.gateway.hub import Hub, Limits
+from barnraise.gateway.hub import Counters, Hub, Limits
 from barnraise.gateway.jsonrpc import dumps
 from barnraise.gateway.mcp_surface import McpSurface
 from barnraise.gateway.ws import WebSocketSession
 from barnraise.runner import package_version
 
-__all__ = ["MCP_PATH", "Gateway", "GatewayServer", "version"]
+__all__ = ["MCP_PATH", "EdgeMiddleware", "Gateway", "GatewayServer", "check_hosts", "version"]
 
 MCP_PATH = "/mcp"
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+#: The names a browser uses for this machine, as they appear in a Host header.
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARD = frozenset({"0.0.0.0", "::", ""})
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-_:[]")
+
+
+def _host_name(host: str) -> str:
+    """``host`` without its port: ``a.example:80`` -> ``a.example``, ``[::1]:80`` -> ``[::1]``."""
+    if host.startswith("["):
+        return host[:host.find("]") + 1] if "]" in host else host
+    return host.partition(":")[0]
+
+
+def check_hosts(hosts: Sequence[str]) -> list[str]:
+    """The ``--allow-host`` values, lower-cased: ``NAME`` (any port) or ``NAME:PORT``.
+
+    :class:`ValueError` naming the value for anything else (a URL, a wildcard,
+    an empty name, a port that is not 0..65535).
+    """
+    checked: list[str] = []
+    for value in hosts:
+        host = value.strip().lower()
+        name = _host_name(host)
+        rest = host[len(name):]
+        port = rest[1:]
+        bracketed = name.startswith("[") and name.endswith("]")
+        if (not name or not set(host) <= _HOST_CHARS
+                or (not bracketed and any(c in name for c in ":[]"))
+                or (rest and not (rest.startswith(":") and port.isascii() and port.isdigit()
+                                  and int(port) <= 65535))):
+            raise ValueError(f"--allow-host {value!r}: expected a host name or address, "
+                             "optionally with :PORT (e.g. barn.example or "
+                             "barn.example:8765; an IPv6 address in brackets)")
+        checked.append(host)
+    return checked
 
 
 #: The version the card and the MCP server announce: the installed barnraise's.
@@ -61,9 +109,11 @@ class Gateway:
     """The ASGI app of every surface over one hosted world (see the module doc)."""
 
     def __init__(self, world: HostedWorld, *, limits: Limits | None = None,
-                 allowed_origins: Sequence[str] = (), agents: bool = True) -> None:
+                 allowed_origins: Sequence[str] = (), allowed_hosts: Sequence[str] = (),
+                 agents: bool = True) -> None:
         """``agents=False``: serve the routes, but refuse every join (``no_agents``):
-        for a view of a deterministic run, which one thread drives."""
+        for a view of a deterministic run, which one thread drives.
+        ``allowed_hosts``: more ``Host`` values to serve (see :meth:`host_allowed`)."""
         self.world = world
         self.hub = Hub(world.simulation, limits=limits, agents=agents)
         self.counters = self.hub.counters
@@ -71,20 +121,22 @@ class Gateway:
         self.a2a = A2ABinding(self.hub, self.watch)
         self.mcp = McpSurface(self.hub, version=version())
         self.allowed_origins = frozenset(o.rstrip("/") for o in allowed_origins)
+        self.allowed_hosts = check_hosts(allowed_hosts)
         self.port: int | None = None
+        self._hosts: frozenset[str] = frozenset()  # exact Host values (see bind)
+        self._any_port = frozenset(h for h in self.allowed_hosts if _host_name(h) == h)
+        # Host and Origin are checked for /mcp as for every route, by EdgeMiddleware;
+        # the SDK's own check (loopback names only) would refuse an --allow-host.
         self._mcp_manager = StreamableHTTPSessionManager(
             self.mcp.server, stateless=False,
-            security_settings=TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-                allowed_origins=["http://127.0.0.1:*", "http://localhost:*",
-                                 "http://[::1]:*", *self.allowed_origins]),
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=self.hub.limits.max_frame)
         self.routes: list[BaseRoute] = [
             *(Route(path, self._card, methods=["GET"]) for path in CARD_PATHS),
             Route(RPC_PATH, self.a2a.endpoint, methods=["POST"]),
             WebSocketRoute(WS_PATH, self._websocket),
-            Route(MCP_PATH, StreamableHTTPASGIApp(self._mcp_manager)),
+            Route(MCP_PATH, McpFrameLimits(StreamableHTTPASGIApp(self._mcp_manager),
+                                           self.hub.limits.max_frame, self.counters)),
             Route("/stats", self._stats, methods=["GET"]),
             Route("/healthz", self._health, methods=["GET"]),
         ]
@@ -97,10 +149,36 @@ class Gateway:
             raise RuntimeError("add routes before the app is built")
         self.routes.append(route)
 
+    def bind(self, host: str, port: int) -> None:
+        """The address the server listens on: it decides the ``Host`` values served."""
+        self.port = port
+        names: set[str] = set()
+        if host in _LOOPBACK or host in _WILDCARD:  # a wildcard is reachable as loopback
+            names.update(_LOOPBACK_HOSTS)
+        if host not in _LOOPBACK and host not in _WILDCARD:
+            names.add(f"[{host.lower()}]" if ":" in host else host.lower())
+        hosts = {f"{name}:{port}" for name in names}
+        if port == 80:  # a browser leaves the default port out
+            hosts.update(names)
+        hosts.update(h for h in self.allowed_hosts if h not in self._any_port)
+        self._hosts = frozenset(hosts)
+
+    def host_allowed(self, host: str | None) -> bool:
+        """A ``Host`` this server answers to: on loopback, ``127.0.0.1``, ``localhost``
+        or ``[::1]`` with the bound port; on another address, that address with the
+        port; on a wildcard (``0.0.0.0``), the loopback names; and every
+        ``allowed_hosts`` value (a bare name with any port). Nothing before :meth:`bind`."""
+        if host is None:
+            return False
+        host = host.lower()
+        return host in self._hosts or (bool(self._any_port)
+                                       and _host_name(host) in self._any_port)
+
     @property
     def app(self) -> Starlette:
         if self._app is None:
-            self._app = Starlette(routes=self.routes, lifespan=self._lifespan)
+            self._app = Starlette(routes=self.routes, lifespan=self._lifespan,
+                                  middleware=[Middleware(EdgeMiddleware, gateway=self)])
         return self._app
 
     @contextlib.asynccontextmanager
@@ -125,8 +203,9 @@ class Gateway:
     async def _websocket(self, websocket: WebSocket) -> None:
         await WebSocketSession(self.hub, websocket, self.origin_allowed).run()
 
-    def origin_allowed(self, origin: str | None) -> bool:
-        """No Origin (not a browser), a listed one, or a page of this very server on loopback."""
+    def origin_allowed(self, origin: str | None, host: str | None = None) -> bool:
+        """No Origin (not a browser), a listed one, a page of this very server on
+        loopback, or a page of the ``host`` the request was sent to (same origin)."""
         if origin is None:
             return True
         if origin.rstrip("/") in self.allowed_origins:
@@ -136,8 +215,11 @@ class Gateway:
             port = parts.port
         except ValueError:
             return False
-        return (parts.scheme in ("http", "https") and parts.hostname in _LOOPBACK
-                and port is not None and port == self.port)
+        if parts.scheme not in ("http", "https"):
+            return False
+        if host is not None and parts.netloc.lower() == host.lower():
+            return True
+        return parts.hostname in _LOOPBACK and port is not None and port == self.port
 
     async def _stats(self, request: Request) -> Response:
         return JSONResponse(self.stats())
@@ -158,6 +240,162 @@ class Gateway:
             "scenario_error": self.world.scenario_error,
             "now": self.world.simulation.now,
         }
+
+
+class EdgeMiddleware:
+    """Every route's one rule against other sites' pages (see the module doc).
+
+    Pure ASGI (a header scan, no body read): 421 for a ``Host`` the gateway does
+    not answer to, 403 for a foreign ``Origin`` (:meth:`Gateway.origin_allowed`),
+    415 for a ``POST`` that is not ``application/json``; for a WebSocket upgrade
+    the same status is the upgrade's answer.
+    """
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind != "http" and kind != "websocket":
+            await self.app(scope, receive, send)
+            return
+        host = origin = content_type = None
+        for name, value in scope["headers"]:
+            if name == b"host":
+                host = value.decode("latin-1")
+            elif name == b"origin":
+                origin = value.decode("latin-1")
+            elif name == b"content-type":
+                content_type = value.decode("latin-1")
+        gateway = self.gateway
+        refusal: Response | None = None
+        if not gateway.host_allowed(host):
+            gateway.counters.add("foreign_host")
+            refusal = PlainTextResponse(f"misdirected request: this server does not answer "
+                                        f"to Host {host!r} (see --allow-host)", 421)
+        elif not gateway.origin_allowed(origin, host):
+            gateway.counters.add("foreign_origin")
+            refusal = PlainTextResponse(f"forbidden: requests from pages of {origin!r} are "
+                                        "refused (see --allow-origin)", 403)
+        elif kind == "http" and scope["method"] == "POST" and not (
+                content_type is not None
+                and content_type.partition(";")[0].strip().lower() == "application/json"):
+            gateway.counters.add("unsupported_media_type")
+            refusal = PlainTextResponse(f"unsupported media type {content_type!r}: the body "
+                                        "must be Content-Type: application/json", 415)
+        if refusal is None:
+            await self.app(scope, receive, send)
+        else:
+            await refusal(scope, receive, send)
+
+
+#: Default wall seconds for a request's headers to arrive (GatewayServer).
+HEADER_TIMEOUT: Final = 10.0
+#: Default wall seconds an idle keep-alive connection stays open (uvicorn's default).
+KEEP_ALIVE_TIMEOUT: Final = 5.0
+
+
+class McpFrameLimits:
+    """``POST /mcp``'s body under the limits before the MCP SDK parses it: over
+    ``limit`` bytes -> HTTP 413, nested deeper than :data:`jsonrpc.MAX_DEPTH` ->
+    -32600 (HTTP 400), as on the other surfaces; then the body goes on to ``app``."""
+
+    def __init__(self, app: ASGIApp, limit: int, counters: Counters) -> None:
+        self.app = app
+        self.limit = limit
+        self.counters = counters
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                self.counters.add("body_too_large")
+                await Response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "payload too "
+                                             f"large: over {self.limit} bytes"), 413,
+                               media_type="application/json")(scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            jsonrpc.check_depth(body)
+        except jsonrpc.RpcError as exc:
+            self.counters.add(jsonrpc.COUNTER[exc.code])
+            await Response(jsonrpc.error(None, exc.code, exc.message), 400,
+                           media_type="application/json")(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+class _HeaderTimeout(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol (httptools), plus a bound on the wait for headers.
+
+    uvicorn closes a keep-alive connection left idle (``timeout_keep_alive``),
+    but once a byte of a request has come, it waits for the rest of its headers
+    for ever: a client that opens sockets and sends a partial request line
+    holds each one open. Here a connection whose request headers are not
+    complete ``header_timeout`` wall seconds after it opened (or after its last
+    answer) is closed. A request whose headers are in is not timed by this.
+    """
+
+    header_timeout: float = 10.0
+    counters: Counters | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            if self.counters is not None:
+                self.counters.add("header_timeout")
+            self.transport.close()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # uvicorn armed its keep-alive timer: no pipelined request is waiting, and
+        # the next one's headers are timed from here.
+        if self.timeout_keep_alive_task is not None:
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
 
 
 class _Uvicorn(uvicorn.Server):
@@ -226,10 +464,16 @@ class GatewayServer:
     gateway). For a process that serves one gateway for its life (``barnraise
     serve`` sets it); off by default, since anything frozen that later becomes a
     garbage cycle is not freed until :meth:`stop`.
+
+    ``header_timeout``: wall seconds a connection may take to send a request's
+    headers (from its opening or its last answer) before it is closed, counted
+    ``header_timeout``; ``keep_alive_timeout``: wall seconds an idle keep-alive
+    connection is kept open (uvicorn's ``timeout_keep_alive``).
     """
 
     def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 8765, *,
-                 freeze_heap: bool = False) -> None:
+                 freeze_heap: bool = False, header_timeout: float = HEADER_TIMEOUT,
+                 keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT) -> None:
         self.gateway = gateway
         self.freeze_heap = freeze_heap
         self._frozen = False
@@ -239,12 +483,15 @@ class GatewayServer:
         self._socket.bind((host, port))
         self.host = host
         self.port: int = self._socket.getsockname()[1]
-        gateway.port = self.port
+        gateway.bind(host, self.port)
         limits = gateway.hub.limits
+        protocol = type("HeaderTimeout", (_HeaderTimeout,),
+                        {"header_timeout": header_timeout, "counters": gateway.counters})
         config = uvicorn.Config(
             gateway.app, log_level="warning", lifespan="on", ws="websockets-sansio",
             ws_max_size=4 * limits.max_frame, ws_per_message_deflate=False,
-            timeout_graceful_shutdown=3)
+            timeout_graceful_shutdown=3, http=protocol,
+            timeout_keep_alive=keep_alive_timeout)  # type: ignore[arg-type]
         self._server = _Uvicorn(config)
         self._thread: threading.Thread | None = None
 

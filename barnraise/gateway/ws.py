@@ -68,7 +68,7 @@ class WebSocketSession:
     """One WebSocket connection: reads frames, serves them, writes through a bounded queue."""
 
     def __init__(self, hub: Hub, websocket: WebSocket,
-                 origin_allowed: Callable[[str | None], bool]) -> None:
+                 origin_allowed: Callable[[str | None, str | None], bool]) -> None:
         self.hub = hub
         self.ws = websocket
         self.origin_allowed = origin_allowed
@@ -88,7 +88,7 @@ class WebSocketSession:
 
     async def run(self) -> None:
         ws = self.ws
-        if not self.origin_allowed(ws.headers.get("origin")):
+        if not self.origin_allowed(ws.headers.get("origin"), ws.headers.get("host")):
             self.counters.add("foreign_origin")
             await ws.close(code=POLICY)  # before accept: the upgrade gets HTTP 403
             return
@@ -419,6 +419,7 @@ class WebSocketSession:
         if isinstance(wire, dict):
             data = jsonrpc.dumps(wire)
         elif isinstance(wire, str):
+            jsonrpc.check_depth(wire)  # JSON in a string: the frame's own check did not see it
             data = wire.encode()
         else:
             raise RpcError(jsonrpc.INVALID_PARAMS, "message must be a barnraise Message "

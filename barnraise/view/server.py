@@ -139,7 +139,8 @@ class ViewSurface:
     # -- one page --------------------------------------------------------------------------
 
     async def _websocket(self, websocket: WebSocket) -> None:
-        if not self.gateway.origin_allowed(websocket.headers.get("origin")):
+        headers = websocket.headers
+        if not self.gateway.origin_allowed(headers.get("origin"), headers.get("host")):
             self.gateway.counters.add("foreign_origin")
             await websocket.close(code=1008)
             return
