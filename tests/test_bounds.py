@@ -304,3 +304,14 @@ def test_the_world_bounds_subscriptions_and_an_identical_one_delivers_once() -> 
         # A subscription that is gone (unsubscribed) no longer counts.
         assert simu.dispatcher.unsubscribe(first["subscription_id"])
         assert watcher.a2a_subscribe(event_type="agent_left")["success"]
+
+
+def test_the_flood_benchmark_measures_a_bounded_flood() -> None:
+    from benchmarks import gateway_bench
+
+    figures = gateway_bench.bench_flood(calls=300)
+    assert figures["client"]["refused_by"] == {"waits": 300 - 64}
+    assert figures["flooded"]["held"]["waits"] == 64
+    closed = figures["closed"]["held"]
+    assert closed["calls"] == 0 and closed["connection_load"] == 0 and closed["orphans"] == 64
+    assert figures["before"]["rss_mb"] > 0
