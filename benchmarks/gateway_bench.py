@@ -229,22 +229,22 @@ def bench_flood(calls: int = 50_000) -> dict[str, Any]:
         url = f"ws://127.0.0.1:{server.port}/a2a"
         gc.collect()
         before = {"rss_mb": _rss_mb(), "held": hub.held()}
-        flood = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.gateway_load", "flood", url, "--calls",
-             str(calls), "--session", server.gateway.world.default_session],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        try:
-            assert flood.stdout is not None and flood.stdin is not None
-            seen = json.loads(flood.stdout.readline() or "{}")
-            gc.collect()
-            during = {"rss_mb": _rss_mb(), "held": hub.held()}
-            flood.stdin.write("\n")
-            flood.stdin.flush()
-            flood.wait(60)
-        finally:
-            if flood.poll() is None:
-                flood.kill()
-                flood.wait(10)
+        with subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.gateway_load", "flood", url, "--calls",
+                 str(calls), "--session", server.gateway.world.default_session],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT) as flood:
+            try:
+                assert flood.stdout is not None and flood.stdin is not None
+                seen = json.loads(flood.stdout.readline() or "{}")
+                gc.collect()
+                during = {"rss_mb": _rss_mb(), "held": hub.held()}
+                flood.stdin.write("\n")
+                flood.stdin.flush()
+                flood.wait(60)
+            finally:
+                if flood.poll() is None:
+                    flood.kill()
+                    flood.wait(10)
         deadline = time.monotonic() + 10
         while hub.held()["connection_load"] and time.monotonic() < deadline:
             time.sleep(0.05)  # the server notices the close on its own loop
