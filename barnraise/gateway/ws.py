@@ -19,6 +19,13 @@ The server sends notifications: ``barnraise.message`` (a message to the agent)
 and ``barnraise.event`` (a domain event it subscribed to), each
 ``{"seq": N, "message": {...}}`` with the message signed with the agent's key.
 
+A connection serves at most ``Limits.calls_per_connection`` requests at once
+(tool calls on the fast path included); past it a tool call answers
+``limit_exceeded`` with ``limit``, and any other method gets -32600 with
+``{"reason": "limit_exceeded", "limit": ...}`` as its data. When it closes, its
+calls without a retry key are forgotten (:meth:`Hub.abandon`) and its unsent
+frames dropped.
+
 A connection with no agent may call ``session_create`` or ``session_join``
 (which make it one and return its token); anything else gets -32040. Frames
 over the size limit, a full send queue (the client does not read), a foreign
