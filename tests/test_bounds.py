@@ -68,10 +68,11 @@ async def answers(ws: ClientConnection, count: int) -> dict[int, dict[str, Any]]
     return found
 
 
-def barrier_waits(count: int, timeout: float = 3600.0) -> list[tuple[str, dict[str, Any]]]:
+def barrier_waits(count: int, timeout: float = 3600.0,
+                  first: int = 0) -> list[tuple[str, dict[str, Any]]]:
     # Each at a barrier of its own that nobody else enters: it waits out its timeout.
     return [("a2a_barrier_enter", {"barrier_id": f"b{n}", "expected_count": 2,
-                                   "timeout": timeout}) for n in range(count)]
+                                   "timeout": timeout}) for n in range(first, first + count)]
 
 
 def barriers(server: GatewayServer) -> set[str]:
@@ -315,3 +316,66 @@ def test_the_flood_benchmark_measures_a_bounded_flood() -> None:
     closed = figures["closed"]["held"]
     assert closed["calls"] == 0 and closed["connection_load"] == 0 and closed["orphans"] == 64
     assert figures["before"]["rss_mb"] > 0
+
+
+def test_a2a_over_http_answers_the_bound_in_its_data_part() -> None:
+    import httpx
+
+    def send(tool: str, arguments: dict[str, Any], n: int) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": n, "method": "SendMessage", "params": {"message": {
+            "messageId": f"bound-{n}", "role": "ROLE_USER",
+            "parts": [{"data": {"tool": tool, "arguments": arguments}}]}}}
+
+    def data(answer: httpx.Response) -> dict[str, Any]:
+        body = answer.json()
+        return dict(body["result"]["message"]["parts"][0]["data"])
+
+    with served(limits=Limits(waits=1)) as server:
+        hub = server.gateway.hub
+        url = server.url + "/a2a/jsonrpc"
+
+        async def scenario() -> None:
+            async with httpx.AsyncClient(timeout=20) as http:
+                joined = data(await http.post(url, json=send("session_join", {
+                    "session_id": server.gateway.world.default_session,
+                    "agent_name": "Http", "role": "builder"}, 1)))
+                assert joined["success"], joined
+                auth = {"Authorization": f"Bearer {joined['token']}"}
+                # 40 simulated seconds: 2 wall seconds at the tests' time scale
+                first = asyncio.create_task(http.post(url, headers=auth, json=send(
+                    "a2a_barrier_enter", {"barrier_id": "b", "expected_count": 2,
+                                          "timeout": 40}, 2)))
+                await until(lambda: hub.held()["waits"] == 1)
+                second = data(await http.post(url, headers=auth, json=send(
+                    "a2a_lock_acquire", {"lock_id": "L", "wait": 5}, 3)))
+                assert second["error"] == "limit_exceeded" and second["limit"] == "waits"
+                assert server.gateway.world.simulation.view(
+                    server.gateway.world.default_session).locks == ()  # changed nothing
+                waited = data(await first)
+                assert waited["success"] and waited["released"] is False
+            assert hub.held()["waits"] == 0
+
+        run(scenario())
+        assert counters(server)["limit_exceeded:waits"] == 1
+
+
+def test_a_batch_counts_as_its_requests_and_is_forgotten_at_close() -> None:
+    with served(limits=Limits(calls_per_connection=4)) as server:
+        hub = server.gateway.hub
+
+        async def scenario() -> None:
+            ws, _ = await join(server, "Batch")
+            baseline = hub.held()
+            batch = [{"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+                     for n, (method, params) in enumerate(barrier_waits(3), 1)]
+            await ws.send(json.dumps(batch))
+            await until(lambda: hub.held()["waits"] == 3)
+            assert hub.connection_load == 3
+            await pipeline(ws, barrier_waits(2, first=3), first_id=10)  # room for one more
+            assert refused((await answers(ws, 1))[11]) == "calls_per_connection"
+            await ws.close()
+            await until(lambda: hub.held()["connection_load"] == 0)
+            held = hub.held()
+            assert held["calls"] == baseline["calls"] and held["orphans"] == 4
+
+        run(scenario())

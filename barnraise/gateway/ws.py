@@ -278,12 +278,12 @@ class WebSocketSession:
         call_id = request.id if isinstance(request.id, str) else None
         future = self.hub.start(slot, request.method, request.params, call_id)
         if call_id is None and not future.done():
-            self.calls.add(future)
-            future.add_done_callback(self.calls.discard)
+            self.calls.add(future)  # the caller discards it once answered
         return future
 
     def _answered(self, request: jsonrpc.Request,
                   future: asyncio.Future[dict[str, Any]]) -> None:
+        self.calls.discard(future)
         self._unload(1)
         self._reply(request, future)
 
@@ -400,7 +400,11 @@ class WebSocketSession:
                     raise RpcError(jsonrpc.FORBIDDEN, str(exc), {"reason": exc.reason},
                                    counted=True) from None
             # Shielded: a retry of the same call may still want its answer.
-            return await asyncio.shield(self._start(slot, request))
+            future = self._start(slot, request)
+            try:
+                return await asyncio.shield(future)
+            finally:
+                self.calls.discard(future)
         if method == "barnraise.auth":
             return self._auth(params)
         if method == "barnraise.ack":
