@@ -200,21 +200,6 @@ class PendingCall:
         client.session_id = bound_session_after(self._tool.name, self._result, client.session_id)
         return self._result
 
-    @property
-    def correlation_id(self) -> str:
-        """The id the answer will carry ("" for a call refused before it was sent)."""
-        return self._correlation_id
-
-    def abandon(self) -> dict[str, Any] | None:
-        """Stop expecting the answer (its caller has gone): the answer if it is here
-        already, else None, and an answer that comes later is ordinary mail of the
-        client, told apart by :attr:`correlation_id`."""
-        if self._result is not None:
-            return self._result
-        assert self._client is not None
-        self._client._actor.forget(self._correlation_id)
-        return self.poll()
-
     def answered(self) -> bool:
         """True once the answer is here, so :meth:`result` returns without waiting."""
         if self._result is not None:

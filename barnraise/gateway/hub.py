@@ -175,11 +175,11 @@ class AgentSlot:
         self.subscriptions: list[dict[str, Any]] = []
         #: Bounds (see :meth:`Hub.start`): lock and barrier waits under way,
         #: subscriptions asked for and not yet answered, and the calls a closed
-        #: connection gave up on that the world has not answered yet (correlation
-        #: id -> tool; their answers are dropped on arrival).
+        #: connection gave up on that the world has not answered yet (each with its
+        #: tool; their answers are taken as they come and dropped).
         self.waits = 0
         self.subscribing = 0
-        self.orphans: dict[str, str] = {}
+        self.orphans: list[tuple[PendingCall, str]] = []
         self.wake_scheduled = False
         self.members: tuple[float, frozenset[str]] | None = None
 
@@ -488,10 +488,10 @@ class Hub:
     def abandon(self, slot: AgentSlot, futures: Collection[asyncio.Future[Any]]) -> int:
         """Forget the calls of ``slot`` whose futures are ``futures``: their caller (a
         closed connection) is gone and nobody can ask for their answers again (no retry
-        key). Each future is cancelled and its entry dropped; the Client stops expecting
-        the answer, and what the world still owes (a wait at a barrier) is kept as a
-        correlation id only, counted against the agent's bounds until it comes and is
-        dropped. Joins and leaves are not forgotten: their answers bind the Client.
+        key). Each future is cancelled; what the world still owes (a wait at a barrier)
+        is kept as its pending call alone, counted against the agent's bounds until the
+        answer comes and is dropped. Joins and leaves are not forgotten: their answers
+        bind the Client.
         The number forgotten.
         """
         if not futures or not slot.pending:
@@ -502,9 +502,9 @@ class Hub:
             if future not in futures or tool in _BINDING:
                 kept.append(entry)
                 continue
-            result = pending.abandon()
+            result = pending.poll()
             if result is None:
-                slot.orphans[pending.correlation_id] = tool
+                slot.orphans.append((pending, tool))
             else:
                 self._settled(slot, tool)
                 self._finish(slot, tool, result)
@@ -515,20 +515,18 @@ class Hub:
             self.counters.add("calls_abandoned", forgotten)
         return forgotten
 
-    def _drop_orphans(self, slot: AgentSlot, arrived: list[Message]) -> list[Message]:
-        """The arrivals that are not late answers to forgotten calls (see :meth:`abandon`)."""
-        mail = []
-        orphans = slot.orphans
-        for message in arrived:
-            cid = message.metadata.correlation_id
-            tool = orphans.pop(cid, None) if cid is not None else None
-            if tool is None:
-                mail.append(message)
+    def _drop_orphans(self, slot: AgentSlot) -> None:
+        """Take the answers that came to forgotten calls (see :meth:`abandon`)."""
+        owed = []
+        for pending, tool in slot.orphans:
+            result = pending.poll()
+            if result is None:
+                owed.append((pending, tool))
                 continue
             self._settled(slot, tool)
-            self._finish(slot, tool, dict(message.content))
+            self._finish(slot, tool, result)
             self.counters.add("orphan_answers_dropped")
-        return mail
+        slot.orphans = owed
 
     def held(self) -> dict[str, int]:
         """What the hub holds for its agents now, summed over them: the measure that a
@@ -590,9 +588,9 @@ class Hub:
                 if not future.done():
                     future.set_result(self._finish(slot, tool, result))
             slot.pending = waiting
+        if slot.orphans:
+            self._drop_orphans(slot)
         arrived = slot.client.messages()
-        if arrived and slot.orphans:
-            arrived = self._drop_orphans(slot, arrived)
         if not arrived:
             return
         if slot.observer is not None:
