@@ -170,6 +170,7 @@ def test_a_closed_connection_gives_back_what_it_held() -> None:
             held = hub.held()
             assert held["calls"] == baseline["calls"] and held["orphans"] == 8
             assert held["waits"] == 8 and counters(server)["calls_abandoned"] == 8
+            assert slot.sink is None and slot.closer is None  # the hub lets go of it
             # Reconnecting does not reset the bound.
             again = await connect(f"ws://127.0.0.1:{server.port}/a2a", compression=None)
             await again.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "barnraise.auth",
@@ -378,5 +379,30 @@ def test_a_batch_counts_as_its_requests_and_is_forgotten_at_close() -> None:
             await until(lambda: hub.held()["connection_load"] == 0)
             held = hub.held()
             assert held["calls"] == baseline["calls"] and held["orphans"] == 4
+
+        run(scenario())
+
+
+def test_a_subscription_the_world_no_longer_holds_leaves_the_agents_count() -> None:
+    with served(limits=Limits(subscriptions=2)) as server:
+        hub = server.gateway.hub
+        dispatcher = server.gateway.world.simulation.dispatcher
+
+        async def scenario() -> None:
+            ws, joined = await join(server, "Ends")
+            await pipeline(ws, [("a2a_subscribe", {"event_type": e}) for e in ("x", "y", "z")])
+            got = await answers(ws, 3)
+            assert refused(got[3]) == "subscriptions"
+            # One ends in the world (as when its agent leaves): room for another.
+            assert dispatcher.unsubscribe(got[1]["result"]["subscription_id"])
+            await pipeline(ws, [("barnraise.auth", {"token": joined["token"]})], first_id=9)
+            listed = (await answers(ws, 1))[9]["result"]["subscriptions"]
+            assert [s["subscription_id"] for s in listed] == \
+                [got[2]["result"]["subscription_id"]]  # what a reconnecting client checks
+            await pipeline(ws, [("a2a_subscribe", {"event_type": "z"})], first_id=4)
+            assert (await answers(ws, 1))[4]["result"]["success"]
+            slot = hub.slots[joined["agent_id"]]
+            assert [s["topic"].rsplit(":", 1)[1] for s in slot.subscriptions] == ["y", "z"]
+            await ws.close()
 
         run(scenario())

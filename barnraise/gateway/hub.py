@@ -303,12 +303,13 @@ class Hub:
     def attach(self, slot: AgentSlot, sink: Callable[[int, Message], None],
                closer: Callable[[str], None]) -> None:
         """Make a connection the agent's live one; an older one is closed."""
-        if slot.closer is not None and slot.closer is not closer:
+        # ==, not is: a connection's closer is a bound method, a new object each time.
+        if slot.closer is not None and slot.closer != closer:
             slot.closer("replaced by a newer connection of the same agent")
         slot.sink, slot.closer = sink, closer
 
     def detach(self, slot: AgentSlot, closer: Callable[[str], None]) -> None:
-        if slot.closer is closer:
+        if slot.closer == closer:
             slot.sink = slot.closer = None
 
     def ack(self, slot: AgentSlot, seq: int) -> int:
@@ -463,11 +464,21 @@ class Hub:
         if tool in WAITS and slot.waits >= limits.waits:
             return self.limit_refusal("waits", f"{limits.waits} lock and barrier waits of this "
                                       "agent are under way; wait for one to end")
+        # At the bound, those the world no longer holds are forgotten first.
         if tool == "a2a_subscribe" and \
-                len(slot.subscriptions) + slot.subscribing >= limits.subscriptions:
-            return self.limit_refusal("subscriptions", f"this agent holds {limits.subscriptions}"
-                                      " subscriptions, the most it may")
+                len(slot.subscriptions) + slot.subscribing >= limits.subscriptions and \
+                len(self.held_subscriptions(slot)) + slot.subscribing >= limits.subscriptions:
+            return self.limit_refusal("subscriptions", f"this agent holds "
+                                      f"{limits.subscriptions} subscriptions, the most it may")
         return None
+
+    def held_subscriptions(self, slot: AgentSlot) -> list[dict[str, Any]]:
+        """``slot``'s subscriptions that the world still holds (one ends when its agent
+        leaves, or crashes); the others are forgotten here too."""
+        holds = self.simulation.dispatcher.holds_subscription
+        slot.subscriptions = [s for s in slot.subscriptions
+                              if holds(str(s["subscription_id"]))]
+        return slot.subscriptions
 
     def limit_refusal(self, name: str, text: str) -> dict[str, Any]:
         """A ``limit_exceeded`` result naming the bound (``limit``), counted."""

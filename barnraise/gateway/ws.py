@@ -445,8 +445,8 @@ class WebSocketSession:
         self._become(slot)
         self.hub.ack(slot, last)
         return {"agent_id": slot.agent_id, "session_id": slot.session_id, "seq": slot.seq,
-                "subscriptions": list(slot.subscriptions), "now": self.hub.simulation.now,
-                "time_scale": self.hub.time_scale}
+                "subscriptions": list(self.hub.held_subscriptions(slot)),
+                "now": self.hub.simulation.now, "time_scale": self.hub.time_scale}
 
     def _replay(self, params: dict[str, Any]) -> None:
         # After the auth answer: every kept message the client has not seen, in
