@@ -406,3 +406,32 @@ def test_a_subscription_the_world_no_longer_holds_leaves_the_agents_count() -> N
             await ws.close()
 
         run(scenario())
+
+
+def test_the_host_sets_the_worlds_bound() -> None:
+    from barnraise.gateway.hosting import HostedWorld
+    from barnraise.gateway.server import Gateway
+
+    hosted = HostedWorld(time_scale=20.0, limits=WorldLimits(max_subscriptions=1))
+    try:
+        server = GatewayServer(Gateway(hosted, limits=Limits(subscriptions=50)), "127.0.0.1", 0)
+        server.start()
+        try:
+            async def scenario() -> None:
+                ws, _ = await join(server, "Host")
+                await pipeline(ws, [("a2a_subscribe", {"event_type": e}) for e in ("x", "y")])
+                got = await answers(ws, 2)
+                assert got[1]["result"]["success"]
+                assert refused(got[2]) == "max_subscriptions"  # the world's own refusal
+                await ws.close()
+
+            run(scenario())
+            found = counters(server)
+            assert found["limit_exceeded:max_subscriptions"] == 1
+            assert found["limit_exceeded"] == 1
+        finally:
+            server.stop()
+    finally:
+        hosted.close()
+    with pytest.raises(ValueError, match="limits"):
+        HostedWorld(simulation=hosted.simulation, limits=WorldLimits())
