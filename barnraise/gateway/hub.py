@@ -502,8 +502,7 @@ class Hub:
         key). Each future is cancelled; what the world still owes (a wait at a barrier)
         is kept as its pending call alone, counted against the agent's bounds until the
         answer comes and is dropped. Joins and leaves are not forgotten: their answers
-        bind the Client.
-        The number forgotten.
+        bind the Client. Returns the number forgotten.
         """
         if not futures or not slot.pending:
             return 0
