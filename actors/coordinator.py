@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from actors.service import Call, Member, SessionInfo, SessionService
 from sim.messages import MESSAGE_TYPES, Message
 from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
@@ -40,6 +42,16 @@ __all__ = ["RECENT_EVENTS", "Coordinator"]
 
 #: The events of a session that ``session_get_state(include=["events"])`` returns: its last.
 RECENT_EVENTS: Final = 100
+
+_canonical_encoder: Final = msgspec.json.Encoder(order="sorted")
+
+
+def _canonical(value: Any) -> bytes:
+    """``value`` (a subscription filter, from JSON) in one spelling for every key order."""
+    try:
+        return _canonical_encoder.encode(value)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return repr(value).encode()
 
 
 
@@ -67,6 +79,9 @@ class Coordinator(SessionService):
         self.limits = limits or WorldLimits()
         self._recent: dict[str, deque[tuple[float, str, Any]]] = {}
         self._stop_listening: Callable[[], None] = lambda: None
+        #: agent -> (topic, its filter in canonical JSON) -> the subscription id it
+        #: was given; entries the dispatcher no longer holds are pruned as met.
+        self._subscribed: dict[str, dict[tuple[str, bytes], str]] = {}
 
     def on_start(self) -> None:
         # The registry notices lost heartbeats; sessions hear of it from here.
@@ -474,11 +489,26 @@ class Coordinator(SessionService):
             raise ToolError("permission_denied", str(exc), field="topic") from None
         except ValueError as exc:
             raise ToolError("invalid_argument", f"topic: {exc}", field="topic") from None
+        dispatcher = self.dispatcher
+        held = self._subscribed.setdefault(call.caller, {})
+        key = (topic, _canonical(args.get("filter")))
+        sid = held.get(key)
+        if sid is not None and dispatcher.holds_subscription(sid):
+            # Identical: a second would only deliver every event twice.
+            return ok(subscription_id=sid, topic=topic)
+        limit = self.limits.max_subscriptions
+        if len(held) >= limit:
+            for gone in [k for k, s in held.items() if not dispatcher.holds_subscription(s)]:
+                del held[gone]
+            if len(held) >= limit:
+                raise ToolError("limit_exceeded", f"max_subscriptions: {call.caller} holds "
+                                f"{limit} subscriptions, the most one agent may",
+                                limit="max_subscriptions")
         try:
-            sid = self.dispatcher.subscribe(self.dispatcher.actor(call.caller), topic,
-                                            args.get("filter"))
+            sid = dispatcher.subscribe(dispatcher.actor(call.caller), topic, args.get("filter"))
         except ValueError as exc:
             raise ToolError("invalid_argument", str(exc), field="filter") from None
+        held[key] = sid
         return ok(subscription_id=sid, topic=topic)
 
     async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:

@@ -10,6 +10,14 @@ own (the first creates it), claim a block each, then (all at once, each call
 waiting for its answer) make M calls each, alternating ``builder_place_tiles``
 on their block and ``region_query``. ``--echo``: the same frames to an echo server (no joining).
 
+``flood URL --calls M --session S``: one WebSocket client joins S and sends M
+``a2a_barrier_enter`` calls without waiting for their answers (each at a barrier of
+its own, timeout an hour: every one taken would wait), reading the answers as they
+come and keeping at most about 512 unread (a client that reads nothing is dropped
+as a slow consumer once the server's send queue is full) until a second of
+quiet; it prints what it saw, then waits for a line on stdin before it closes
+the socket: the bench measures the server in between.
+
 ``http URL --clients N --calls M [--barnraise]``: N keep-alive HTTP/1.1 clients
 each post M A2A ``SendMessage`` requests in turn: a data part calling
 ``region_query`` with a bearer token (``--barnraise``, after a ``session_join``)
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -29,6 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 
 def _figures(latencies: list[float], wall: float) -> dict[str, Any]:
@@ -98,6 +108,56 @@ async def ws_load(url: str, clients: int, calls: int, session: str | None,
     for ws in conns:
         await ws.close()
     return {**_figures(latencies, wall), "clients": clients, "failures": failures}
+
+
+async def flood_load(url: str, calls: int, session: str) -> dict[str, Any]:
+    ws = await connect(url, compression=None, max_size=None, ping_interval=None)
+    joined = await _ask(ws, json.dumps({"jsonrpc": "2.0", "id": 0, "method": "session_join",
+                                        "params": {"session_id": session,
+                                                   "agent_name": "flood"}}))
+    assert joined["result"]["success"], joined
+    limits: dict[str, int] = {}
+    answered = 0
+
+    async def read() -> None:
+        nonlocal answered
+        while answered < calls:
+            try:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 30.0 if sending else 1.0))
+            except TimeoutError:
+                return  # the rest wait at their barriers
+            if "id" not in frame:
+                continue
+            answered += 1
+            result = frame.get("result") or frame.get("error", {}).get("data") or {}
+            name = str(result.get("limit", result.get("error", "other")))
+            limits[name] = limits.get(name, 0) + 1
+
+    sending = True
+    reader = asyncio.create_task(read())
+    started = time.perf_counter()
+    closed = None
+    try:
+        for n in range(1, calls + 1):
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": n, "method": "a2a_barrier_enter",
+                                      "params": {"barrier_id": f"flood-{n}",
+                                                 "expected_count": 2, "timeout": 3600}}))
+            if n % 64 == 0:
+                # At most ~512 answers unread: past the server's send queue (1,024
+                # frames) it drops a client that does not read, ending the flood.
+                while n - answered > 576 and not reader.done():
+                    await asyncio.sleep(0.001)
+    except ConnectionClosed as exc:
+        closed = str(exc)
+    sent = time.perf_counter() - started
+    sending = False
+    with contextlib.suppress(ConnectionClosed):
+        await reader
+    print(json.dumps({"sent": calls, "send_s": round(sent, 3), "answered": answered,
+                      "refused_by": limits, "closed_by_server": closed}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    await ws.close()
+    return {"closed": True}
 
 
 class _Http:
@@ -183,7 +243,7 @@ async def http_load(url: str, clients: int, calls: int, path: str,
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gateway_load")
-    parser.add_argument("kind", choices=("ws", "http"))
+    parser.add_argument("kind", choices=("ws", "http", "flood"))
     parser.add_argument("url")
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--calls", type=int, default=100)
@@ -193,7 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--barnraise", action="store_true")
     parser.add_argument("--run", type=int, default=0, help="which repeat: fresh names, rows")
     args = parser.parse_args(argv)
-    if args.kind == "ws":
+    if args.kind == "flood":
+        out = asyncio.run(asyncio.wait_for(flood_load(args.url, args.calls, args.session), 600))
+    elif args.kind == "ws":
         out = asyncio.run(asyncio.wait_for(
             ws_load(args.url, args.clients, args.calls, args.session, args.echo, args.run),
             600))

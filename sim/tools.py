@@ -51,6 +51,7 @@ ERROR_CODES: Final = frozenset({
     "out_of_bounds", "claim_not_found", "not_owner", "write_refused", "task_not_found",
     "dependency_cycle", "unknown_dependency", "invalid_transition", "checkpoint_not_found",
     "no_blueprint", "lock_not_held", "timeout", "no_reply", "internal_error",
+    "limit_exceeded",
 })
 
 
@@ -130,9 +131,11 @@ class WorldLimits:
     max_sessions: int = 10_000
     #: The shortest automatic checkpoint interval (simulated seconds; 0 turns it off).
     min_checkpoint_interval: float = 1.0
+    #: Event subscriptions one agent may hold (an identical one is not a second).
+    max_subscriptions: int = 100
 
     def __post_init__(self) -> None:
-        for name in ("max_grid_size", "max_total_cells", "max_sessions"):
+        for name in ("max_grid_size", "max_total_cells", "max_sessions", "max_subscriptions"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"WorldLimits.{name} must be a positive int, got {value!r}")

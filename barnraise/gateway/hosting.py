@@ -8,7 +8,9 @@ outside agents join their session. Either way the world stays up after the
 script returns, until :meth:`close`. ``HostedWorld(simulation=simu)`` hosts a
 Simulation someone else drives (``barnraise run --view`` puts its run on the
 gateway this way): no session is made, no script started, and :meth:`close`
-leaves it to its owner. A bad scenario name or parameter raises
+leaves it to its owner. ``limits`` (a :class:`sim.tools.WorldLimits`) is what the
+world lets sessions and agents cost; the gateway's own bounds per remote agent
+and connection are ``Gateway(world, limits=Limits(...))``. A bad scenario name or parameter raises
 :class:`scenarios.ScenarioError` before anything starts.
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 from actors.world import Simulation
 from barnraise.runner import coerce_params, load, package_version
 from sim.store import Store
+from sim.tools import WorldLimits
 
 __all__ = ["HostedWorld"]
 
@@ -37,7 +40,8 @@ class HostedWorld:
                  grid_size: int = 1000, max_agents: int = 1000,
                  granted_roles: tuple[str, ...] = ("architect",),
                  guest_seats: int = 100, store: str | os.PathLike[str] | None = None,
-                 overwrite: bool = False, simulation: Simulation | None = None) -> None:
+                 overwrite: bool = False, simulation: Simulation | None = None,
+                 limits: WorldLimits | None = None) -> None:
         self.scenario = scenario
         self.default_session: str | None = None
         #: The default session's role tokens, one per granted role: the operator hands
@@ -50,8 +54,8 @@ class HostedWorld:
         self.store: Store | None = None
         self._owned = simulation is None
         if simulation is not None:
-            if store is not None:
-                raise ValueError("store: give it to the Simulation, not to its host")
+            if store is not None or limits is not None:
+                raise ValueError("store, limits: give them to the Simulation, not to its host")
             self.simulation = simulation
             return
         if not time_scale > 0:
@@ -66,6 +70,8 @@ class HostedWorld:
         elif params:
             raise ValueError("params need a scenario")
         options["time_scale"] = float(time_scale)
+        if limits is not None:  # what sessions and agents may cost (subscriptions, canvas)
+            options["limits"] = limits
         if store is not None:  # checked before anything starts: StoreError, file untouched
             self.store = Store.create(store, seed=seed, mode="realtime", scenario=scenario,
                                       params=values, options={"time_scale": float(time_scale)},

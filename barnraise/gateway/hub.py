@@ -23,6 +23,13 @@ The hub adds only what a network needs:
 * **Signed messages from outside** (:meth:`Hub.send_signed`): verified with
   the agent's key, from that agent, not expired, not replayed; then handed to
   the dispatcher's ``receive_wire`` in the session's own signed wire form.
+* **Bounds per agent** (:class:`Limits`): calls in flight, lock and barrier
+  waits, subscriptions and kept mail. A call past one is not sent: it answers
+  ``limit_exceeded`` with ``limit`` naming the bound, counted
+  (``limit_exceeded`` and ``limit_exceeded:NAME``). Calls a closed connection
+  gave up on are forgotten (:meth:`Hub.abandon`), yet count until the world
+  answers them, so reconnecting does not reset a bound. :meth:`Hub.held` sums
+  what the hub holds.
 * **Counters** of every refusal, by reason (:class:`Counters`).
 
 Threading: every method runs on the hub's loop thread, except the arrival
@@ -40,7 +47,7 @@ import secrets
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -50,7 +57,7 @@ from actors.world import Client, PendingCall, Simulation
 from sim.messages import TOPIC_PREFIX, Message, MessageError, decode, encode, topic_name, verify
 from sim.tools import fail
 
-__all__ = ["AgentSlot", "Counters", "Hub", "Limits", "Refused"]
+__all__ = ["WAITS", "AgentSlot", "Counters", "Hub", "Limits", "Refused"]
 
 #: Wall seconds a call may take on top of any wait its own arguments ask for.
 CALL_TIMEOUT: Final = 30.0
@@ -75,6 +82,33 @@ class Limits:
     agents: int = 10_000
     #: Latest expiry, in simulated seconds from now, a signed message may carry.
     max_ttl: float = 3600.0
+    #: Calls one agent has in flight, over every connection and surface together
+    #: (a call its connection gave up on counts until the world answers it).
+    calls: int = 1024
+    #: Requests one WebSocket connection is serving at once (tool calls included).
+    calls_per_connection: int = 256
+    #: Lock and barrier waits (``a2a_lock_acquire``, ``a2a_barrier_enter``) of one agent.
+    waits: int = 64
+    #: Event subscriptions one remote agent holds (the world bounds them too:
+    #: ``WorldLimits.max_subscriptions``).
+    subscriptions: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("max_frame", "send_queue", "outbox", "results", "agents", "calls",
+                     "calls_per_connection", "waits", "subscriptions"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
+        ttl = self.max_ttl
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or \
+                not 0 < ttl < float("inf"):
+            raise ValueError(f"Limits.max_ttl must be a positive finite number, got {ttl!r}")
+
+
+#: Tools whose call may wait on other agents: bounded by ``Limits.waits``.
+WAITS: Final = frozenset({"a2a_lock_acquire", "a2a_barrier_enter"})
+#: Tools whose answer changes which session the Client is bound to: never forgotten.
+_BINDING: Final = frozenset({"session_join", "session_create", "session_leave"})
 
 
 _fingerprint_encoder: Final = msgspec.json.Encoder(order="sorted")
@@ -139,6 +173,13 @@ class AgentSlot:
         #: Instead of an outbox: a hub-internal observer (the A2A task watch).
         self.observer: Callable[[Message], None] | None = None
         self.subscriptions: list[dict[str, Any]] = []
+        #: Bounds (see :meth:`Hub.start`): lock and barrier waits under way,
+        #: subscriptions asked for and not yet answered, and the calls a closed
+        #: connection gave up on that the world has not answered yet (each with its
+        #: tool; their answers are taken as they come and dropped).
+        self.waits = 0
+        self.subscribing = 0
+        self.orphans: list[tuple[PendingCall, str]] = []
         self.wake_scheduled = False
         self.members: tuple[float, frozenset[str]] | None = None
 
@@ -180,6 +221,8 @@ class Hub:
         self._sweeper: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        #: Requests every open WebSocket connection is serving, summed (ws.py keeps it).
+        self.connection_load = 0
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -260,12 +303,13 @@ class Hub:
     def attach(self, slot: AgentSlot, sink: Callable[[int, Message], None],
                closer: Callable[[str], None]) -> None:
         """Make a connection the agent's live one; an older one is closed."""
-        if slot.closer is not None and slot.closer is not closer:
+        # ==, not is: a connection's closer is a bound method, a new object each time.
+        if slot.closer is not None and slot.closer != closer:
             slot.closer("replaced by a newer connection of the same agent")
         slot.sink, slot.closer = sink, closer
 
     def detach(self, slot: AgentSlot, closer: Callable[[str], None]) -> None:
-        if slot.closer is closer:
+        if slot.closer == closer:
             slot.sink = slot.closer = None
 
     def ack(self, slot: AgentSlot, seq: int) -> int:
@@ -313,6 +357,11 @@ class Hub:
             if running is not None and running[0] == fingerprint:
                 self.counters.add("calls_answered_again")
                 return running[1]
+        refusal = self._over_limit(slot, tool)
+        if refusal is not None:
+            done = self.loop.create_future()
+            done.set_result(refusal)
+            return done  # not remembered: a retry once there is room runs
         future = self._submit(slot, tool, dict(args))
         if call_id is not None:
             if future.done():
@@ -346,6 +395,10 @@ class Hub:
             # one sweep looks at every waiting agent's calls (see _sweep).
             wait = CALL_TIMEOUT + self._tool_wait(args)
             slot.pending.append((pending, future, tool, self.loop.time() + wait, wait))
+            if tool in WAITS:
+                slot.waits += 1
+            elif tool == "a2a_subscribe":
+                slot.subscribing += 1
             self._waiting.add(slot)
             if self._sweeper is None:
                 self._sweeper = self.loop.call_later(SWEEP, self._sweep)
@@ -382,6 +435,8 @@ class Hub:
     def _finish(self, slot: AgentSlot, tool: str, result: dict[str, Any]) -> dict[str, Any]:
         """What the remote caller gets: the result, plus credentials when it just joined."""
         if not result.get("success"):
+            if result.get("error") == "limit_exceeded":  # the world's own bound
+                self._count_limit(str(result.get("limit")))
             return result
         if tool in ("session_join", "session_create") and slot.token is None:
             slot.token = secrets.token_urlsafe(32)
@@ -391,9 +446,112 @@ class Hub:
                       "signing_key": slot.key.hex(), "now": self.simulation.now,
                       "time_scale": self.time_scale}
         elif tool == "a2a_subscribe":
-            slot.subscriptions.append({"subscription_id": result.get("subscription_id"),
-                                       "topic": result.get("topic")})
+            sid = result.get("subscription_id")
+            # The world answers an identical subscription with the one already held.
+            if all(held["subscription_id"] != sid for held in slot.subscriptions):
+                slot.subscriptions.append({"subscription_id": sid, "topic": result.get("topic")})
         return result
+
+    # -- bounds -------------------------------------------------------------------------
+
+    def _over_limit(self, slot: AgentSlot, tool: str) -> dict[str, Any] | None:
+        """The refusal of a call past one of the agent's bounds, or None. Costs a few
+        lengths a call; a refused call is never sent, so it changes nothing."""
+        limits = self.limits
+        if len(slot.pending) + len(slot.orphans) >= limits.calls:
+            return self.limit_refusal("calls", f"{limits.calls} calls of this agent are in "
+                                      "flight; wait for their answers")
+        if tool in WAITS and slot.waits >= limits.waits:
+            return self.limit_refusal("waits", f"{limits.waits} lock and barrier waits of this "
+                                      "agent are under way; wait for one to end")
+        # At the bound, those the world no longer holds are forgotten first.
+        if tool == "a2a_subscribe" and \
+                len(slot.subscriptions) + slot.subscribing >= limits.subscriptions and \
+                len(self.held_subscriptions(slot)) + slot.subscribing >= limits.subscriptions:
+            return self.limit_refusal("subscriptions", f"this agent holds "
+                                      f"{limits.subscriptions} subscriptions, the most it may")
+        return None
+
+    def held_subscriptions(self, slot: AgentSlot) -> list[dict[str, Any]]:
+        """``slot``'s subscriptions that the world still holds (one ends when its agent
+        leaves, or crashes); the others are forgotten here too."""
+        holds = self.simulation.dispatcher.holds_subscription
+        slot.subscriptions = [s for s in slot.subscriptions
+                              if holds(str(s["subscription_id"]))]
+        return slot.subscriptions
+
+    def limit_refusal(self, name: str, text: str) -> dict[str, Any]:
+        """A ``limit_exceeded`` result naming the bound (``limit``), counted."""
+        self._count_limit(name)
+        return fail("limit_exceeded", f"{name}: {text}", limit=name)
+
+    def _count_limit(self, name: str) -> None:
+        self.counters.add("limit_exceeded")
+        self.counters.add(f"limit_exceeded:{name}")
+
+    def _settled(self, slot: AgentSlot, tool: str) -> None:
+        """A call of ``slot``'s has its answer (or its caller has gone): off the bounds."""
+        if tool in WAITS:
+            slot.waits -= 1
+        elif tool == "a2a_subscribe":
+            slot.subscribing -= 1
+
+    def abandon(self, slot: AgentSlot, futures: Collection[asyncio.Future[Any]]) -> int:
+        """Forget the calls of ``slot`` whose futures are ``futures``: their caller (a
+        closed connection) is gone and nobody can ask for their answers again (no retry
+        key). Each future is cancelled; what the world still owes (a wait at a barrier)
+        is kept as its pending call alone, counted against the agent's bounds until the
+        answer comes and is dropped. Joins and leaves are not forgotten: their answers
+        bind the Client. Returns the number forgotten.
+        """
+        if not futures or not slot.pending:
+            return 0
+        kept = []
+        for entry in slot.pending:
+            pending, future, tool = entry[0], entry[1], entry[2]
+            if future not in futures or tool in _BINDING:
+                kept.append(entry)
+                continue
+            result = pending.poll()
+            if result is None:
+                slot.orphans.append((pending, tool))
+            else:
+                self._settled(slot, tool)
+                self._finish(slot, tool, result)
+            future.cancel()
+        forgotten = len(slot.pending) - len(kept)
+        slot.pending = kept
+        if forgotten:
+            self.counters.add("calls_abandoned", forgotten)
+        return forgotten
+
+    def _drop_orphans(self, slot: AgentSlot) -> None:
+        """Take the answers that came to forgotten calls (see :meth:`abandon`)."""
+        owed = []
+        for pending, tool in slot.orphans:
+            result = pending.poll()
+            if result is None:
+                owed.append((pending, tool))
+                continue
+            self._settled(slot, tool)
+            self._finish(slot, tool, result)
+            self.counters.add("orphan_answers_dropped")
+        slot.orphans = owed
+
+    def held(self) -> dict[str, int]:
+        """What the hub holds for its agents now, summed over them: the measure that a
+        closed connection's load is released (and what a flood can pile up)."""
+        slots = list(self._slots.values())
+        return {
+            "agents": len(slots),
+            "calls": sum(len(s.pending) for s in slots),
+            "orphans": sum(len(s.orphans) for s in slots),
+            "waits": sum(s.waits for s in slots),
+            "subscriptions": sum(len(s.subscriptions) for s in slots),
+            "outbox": sum(len(s.outbox) for s in slots),
+            "results": sum(len(s.results) for s in slots),
+            "connection_load": self.connection_load,
+        }
 
     # -- mail ---------------------------------------------------------------------------
 
@@ -435,9 +593,13 @@ class Hub:
                 result = pending.poll()
                 if result is None:
                     waiting.append(entry)
-                elif not future.done():
+                    continue
+                self._settled(slot, tool)
+                if not future.done():
                     future.set_result(self._finish(slot, tool, result))
             slot.pending = waiting
+        if slot.orphans:
+            self._drop_orphans(slot)
         arrived = slot.client.messages()
         if not arrived:
             return

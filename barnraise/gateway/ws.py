@@ -19,6 +19,13 @@ The server sends notifications: ``barnraise.message`` (a message to the agent)
 and ``barnraise.event`` (a domain event it subscribed to), each
 ``{"seq": N, "message": {...}}`` with the message signed with the agent's key.
 
+A connection serves at most ``Limits.calls_per_connection`` requests at once
+(tool calls on the fast path included); past it a tool call answers
+``limit_exceeded`` with ``limit``, and any other method gets -32600 with
+``{"reason": "limit_exceeded", "limit": ...}`` as its data. When it closes, its
+calls without a retry key are forgotten (:meth:`Hub.abandon`) and its unsent
+frames dropped.
+
 A connection with no agent may call ``session_create`` or ``session_join``
 (which make it one and return its token); anything else gets -32040. Frames
 over the size limit, a full send queue (the client does not read), a foreign
@@ -44,8 +51,6 @@ from sim.tools import TOOLS, ToolError, validate
 
 __all__ = ["WebSocketSession", "bearer_token"]
 
-#: Requests of one connection being served at once; more are refused.
-MAX_CONCURRENT: Final = 256
 #: Requests in one JSON-RPC batch (served together, answered in one array).
 MAX_BATCH: Final = 100
 #: Wall seconds a backlog replay waits for room in the send queue before giving up.
@@ -76,6 +81,11 @@ class WebSocketSession:
         self.slot: AgentSlot | None = None
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(hub.limits.send_queue)
         self.tasks: set[asyncio.Task[None]] = set()
+        #: Requests being served (the bound is ``Limits.calls_per_connection``), and the
+        #: hub's futures of the calls without a retry key, forgotten when it closes.
+        self.load = 0
+        self.calls: set[asyncio.Future[dict[str, Any]]] = set()
+        self._released = False
         self.closing: str | None = None  # why this connection is closing, once it is
         self._close_code = POLICY
         self._slow = False  # dropped for not reading: its queue is not flushed
@@ -118,7 +128,23 @@ class WebSocketSession:
                 self.hub.forget(self.slot)  # never joined: nothing to come back to
             for task in list(self.tasks):
                 task.cancel()
+            self._release()
             await self._finish(writer)
+
+    def _release(self) -> None:
+        """Give back what this connection held: its calls nobody can ask for again are
+        forgotten by the hub, and its load leaves the hub's count."""
+        if self.slot is not None:
+            self.hub.abandon(self.slot, self.calls)
+        self.calls.clear()
+        self.hub.connection_load -= self.load
+        self.load = 0
+        self._released = True
+
+    def _unload(self, n: int) -> None:
+        if not self._released:
+            self.load -= n
+            self.hub.connection_load -= n
 
     async def _finish(self, writer: asyncio.Task[None]) -> None:
         # Answers already queued go out first (an error frame before its close),
@@ -129,6 +155,8 @@ class WebSocketSession:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(writer), 1.0)
         writer.cancel()
+        while not self.queue.empty():  # frames never sent are dropped with the connection
+            self.queue.get_nowait()
         if self.closing is not None:
             with contextlib.suppress(Exception):
                 await self.ws.close(code=self._close_code, reason=self.closing[:120])
@@ -216,7 +244,8 @@ class WebSocketSession:
             self._fault(RpcError(jsonrpc.INTERNAL_ERROR, f"internal error: {exc!r}"))
             return
         if isinstance(request, list):
-            self._spawn(self._answer_batch(request), request[0] if request else None)
+            self._spawn(self._answer_batch(request), request[0] if request else None,
+                        max(1, len(request)))
             return
         slot = self.slot
         tool = TOOLS.get(request.method)
@@ -228,25 +257,58 @@ class WebSocketSession:
                 self._fault(RpcError(jsonrpc.INVALID_PARAMS, str(exc), exc.result(),
                                      id=request.id))
                 return
-            call_id = request.id if isinstance(request.id, str) else None
-            future = self.hub.start(slot, request.method, request.params, call_id)
+            if self.load >= self.hub.limits.calls_per_connection:
+                if not request.notification:
+                    self._send(jsonrpc.success(request.id, self._over_limit()))
+                return
+            future = self._start(slot, request)
             if future.done():
                 self._reply(request, future)
             else:
-                future.add_done_callback(functools.partial(self._reply, request))
+                self.load += 1
+                self.hub.connection_load += 1
+                future.add_done_callback(functools.partial(self._answered, request))
             return
         self._spawn(self._answer(request), request)
 
-    def _spawn(self, work: Coroutine[Any, Any, None], request: Any) -> None:
-        if len(self.tasks) >= MAX_CONCURRENT:
+    def _start(self, slot: AgentSlot,
+               request: jsonrpc.Request) -> asyncio.Future[dict[str, Any]]:
+        """The hub's call for ``request``; one without a retry key is this connection's
+        alone (forgotten when it closes)."""
+        call_id = request.id if isinstance(request.id, str) else None
+        future = self.hub.start(slot, request.method, request.params, call_id)
+        if call_id is None and not future.done():
+            self.calls.add(future)  # the caller discards it once answered
+        return future
+
+    def _answered(self, request: jsonrpc.Request,
+                  future: asyncio.Future[dict[str, Any]]) -> None:
+        self.calls.discard(future)
+        self._unload(1)
+        self._reply(request, future)
+
+    def _over_limit(self) -> dict[str, Any]:
+        limit = self.hub.limits.calls_per_connection
+        return self.hub.limit_refusal("calls_per_connection", f"{limit} requests are being "
+                                      "served on this connection; wait for their answers")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], request: Any, weight: int = 1) -> None:
+        if self.load + weight > self.hub.limits.calls_per_connection:
             work.close()
-            self._fault(RpcError(jsonrpc.INVALID_REQUEST, f"more than {MAX_CONCURRENT} "
-                                 "requests in flight on this connection",
-                                 id=getattr(request, "id", None)))
+            refusal = self._over_limit()
+            self._fault(RpcError(jsonrpc.INVALID_REQUEST, str(refusal["message"]),
+                                 {"reason": "limit_exceeded", "limit": refusal["limit"]},
+                                 id=getattr(request, "id", None), counted=True))
             return
+        self.load += weight
+        self.hub.connection_load += weight
         task = asyncio.create_task(work)
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(functools.partial(self._spawned, weight))
+
+    def _spawned(self, weight: int, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self._unload(weight)
 
     async def _answer_batch(self, items: list[jsonrpc.Request | RpcError]) -> None:
         """Serve a batch's requests together; answer them in one array, in their order
@@ -337,8 +399,12 @@ class WebSocketSession:
                     self.counters.add(exc.reason)
                     raise RpcError(jsonrpc.FORBIDDEN, str(exc), {"reason": exc.reason},
                                    counted=True) from None
-            call_id = request.id if isinstance(request.id, str) else None
-            return await self.hub.call(slot, method, params, call_id)
+            # Shielded: a retry of the same call may still want its answer.
+            future = self._start(slot, request)
+            try:
+                return await asyncio.shield(future)
+            finally:
+                self.calls.discard(future)
         if method == "barnraise.auth":
             return self._auth(params)
         if method == "barnraise.ack":
@@ -379,8 +445,8 @@ class WebSocketSession:
         self._become(slot)
         self.hub.ack(slot, last)
         return {"agent_id": slot.agent_id, "session_id": slot.session_id, "seq": slot.seq,
-                "subscriptions": list(slot.subscriptions), "now": self.hub.simulation.now,
-                "time_scale": self.hub.time_scale}
+                "subscriptions": list(self.hub.held_subscriptions(slot)),
+                "now": self.hub.simulation.now, "time_scale": self.hub.time_scale}
 
     def _replay(self, params: dict[str, Any]) -> None:
         # After the auth answer: every kept message the client has not seen, in
@@ -389,7 +455,7 @@ class WebSocketSession:
         self._replaying = True
         task = asyncio.create_task(self._replay_from(int(params.get("last_seq", 0))))
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self.tasks.discard)  # not a request: no load
 
     async def _replay_from(self, after: int) -> None:
         assert self.slot is not None

@@ -672,6 +672,11 @@ class Dispatcher:
     def subscribers(self, topic: str) -> list[str]:
         return [s.endpoint.name for s in self._topics.get(topic, ())]
 
+    def holds_subscription(self, subscription_id: str) -> bool:
+        """True while ``subscription_id`` is in force (not unsubscribed, nor gone with
+        a crash of its subscriber)."""
+        return subscription_id in self._subs_by_id
+
     # -- events and errors ----------------------------------------------------------
 
     def emit(
