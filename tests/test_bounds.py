@@ -183,7 +183,7 @@ def test_a_closed_connection_gives_back_what_it_held() -> None:
             await until(lambda: hub.held() == baseline)
             assert len(slot.outbox) == outbox
             actor = slot.client._actor
-            assert actor.replies == {} and actor.expected == set() and not actor.inbox
+            assert actor.replies == {} and actor.expected == {} and not actor.inbox
             assert counters(server)["orphan_answers_dropped"] == 8
 
         run(scenario())
