@@ -22,6 +22,7 @@ from typing import Any
 
 from actors.world import Simulation
 from barnraise.runner import coerce_params, load, package_version
+from sim.clock import check_time_scale
 from sim.store import Store
 
 __all__ = ["HostedWorld"]
@@ -54,8 +55,7 @@ class HostedWorld:
                 raise ValueError("store: give it to the Simulation, not to its host")
             self.simulation = simulation
             return
-        if not time_scale > 0:
-            raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
+        time_scale = check_time_scale(time_scale)  # the one bound (sim/clock.py)
         options: dict[str, Any] = {}
         module = None
         values: dict[str, Any] = {}
