@@ -248,7 +248,9 @@ class ViewSurface:
             token = params.get("token") if isinstance(params, dict) else None
             if not operator.may_watch(connection.peer, token):
                 self.gateway.counters.add("view_forbidden")
-                return _forbidden(rid, "view.auth: not the operator's token")
+                return _forbidden(rid, "watching from another host needs the operator's "
+                                       "token: open the URL barnraise serve printed "
+                                       "(#operator=...)")
             connection.watching = True
             return _encoder.encode({"jsonrpc": "2.0", "id": rid, "result": {"success": True}})
         if method != "view.control":

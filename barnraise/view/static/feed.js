@@ -180,8 +180,9 @@ function connect() {
   socket.binaryType = "arraybuffer";
   socket.addEventListener("open", () => {
     retry = 250;
-    // the operator's token, if the page has one: watching from another host needs it
-    if (token) send(JSON.stringify({ jsonrpc: "2.0", id: "auth", method: "view.auth",
+    // who this page is: the operator's token, if its URL has one (watching from another
+    // host needs it; on loopback the answer is yes either way, and a no is shown)
+    send(JSON.stringify({ jsonrpc: "2.0", id: "auth", method: "view.auth",
       params: { token } }));
     post({ type: "open" });
   });
