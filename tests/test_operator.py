@@ -387,6 +387,12 @@ def test_serve_prints_the_operator_token_and_page_and_takes_it_from_the_environm
             assert isinstance(_get(url + "/stats")[1]["sessions"], int)
             full = _get(url + "/stats", {"Authorization": f"Bearer {token}"})[1]
             assert isinstance(full["sessions"], list)
+            with connect(url.replace("http://", "ws://") + "/view/ws", open_timeout=10,
+                         max_size=None) as ws:  # the served world's page socket
+                refused = _ask(ws, "view.control", {"action": "pause"}, 1)["result"]
+                assert refused["error"] == "forbidden"
+                held = _ask(ws, "view.control", {"action": "pause", "token": token}, 2)
+                assert held["result"]["state"] == "paused"
         finally:
             process.terminate()
             process.communicate(timeout=30)
