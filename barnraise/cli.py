@@ -14,6 +14,7 @@ naming the first record that differs.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import re
@@ -285,6 +286,10 @@ def _serve(args: argparse.Namespace) -> int:
                              allowed_origins=args.allow_origin, store=args.store,
                              overwrite=args.overwrite, operator_token=token)
     except (ScenarioError, StoreError, ValueError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+            print(f"barnraise: error: {_cannot_listen(args.host, args.port, exc)}",
+                  file=sys.stderr)  # taken since the check above
+            return 2
         print(f"barnraise: error: {exc}", file=sys.stderr)
         return 2
 

@@ -398,3 +398,16 @@ def test_serve_prints_the_operator_token_and_page_and_takes_it_from_the_environm
             process.communicate(timeout=30)
         assert process.returncode == 0
     _one_line(_cli("serve", "--port", "0", env={ENV: "short"}), ENV)
+
+
+def test_a_port_taken_after_the_check_is_still_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import barnraise.cli as cli
+
+    monkeypatch.setattr(cli, "_check_port_free", lambda host, port: None)  # lost the race
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert cli.main(["serve", "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"barnraise: error: --port {port}: cannot listen on 127.0.0.1:{port}: "
+                       "Address already in use"), err

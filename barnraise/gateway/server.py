@@ -264,7 +264,11 @@ class GatewayServer:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, port))
+        try:
+            self._socket.bind((host, port))
+        except BaseException:  # a port in use: no socket left behind
+            self._socket.close()
+            raise
         self.host = host
         self.port: int = self._socket.getsockname()[1]
         gateway.port = self.port
