@@ -14,9 +14,11 @@ naming the first record that differs.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import re
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,11 +39,16 @@ from barnraise.runner import (
     resume,
     run_request,
 )
+from sim.clock import check_time_scale
 
 #: Frame side (cells) of the canvas animation ``--out`` writes.
 OUT_FRAME_SIZE = 96
 #: Bounds of ``--interval`` (simulated seconds).
 MAX_INTERVAL = 1e6
+#: The largest port a ``--port`` takes (0 picks a free one).
+MAX_PORT = 65535
+#: Where a run-local view (``run --view``, ``view STORE``) listens: this machine only.
+VIEW_HOST = "127.0.0.1"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -145,13 +152,15 @@ def _parser() -> argparse.ArgumentParser:
                              help="a scenario parameter (repeatable)")
         command.add_argument("--seed", type=int, default=0)
         command.add_argument("--time-scale", type=float, default=1.0, metavar="X",
-                             help="simulated seconds per wall second (default 1: wall clock)")
+                             help="simulated seconds per wall second, 0.001 to 1e6 "
+                             "(default 1: wall clock)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        _check_flags(args)  # before anything is printed, opened or started
         if args.command == "scenarios":
             return _scenarios(args)
         if args.command == "run":
@@ -173,6 +182,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"barnraise: {exc}", file=sys.stderr)
         return 1
     raise AssertionError(args.command)  # pragma: no cover - argparse requires a command
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """What the flags of serve, mcp, run and view must hold, checked before anything
+    starts: ScenarioError (exit 2, one line) naming the flag."""
+    port = getattr(args, "port", None)
+    if port is not None and not 0 <= port <= MAX_PORT:
+        raise ScenarioError(f"--port must be from 0 to {MAX_PORT}, got {port}")
+    if args.command in ("serve", "mcp"):
+        try:
+            check_time_scale(args.time_scale, "--time-scale")
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """ScenarioError (exit 2, one line) when ``host:port`` cannot be listened on: a port
+    in use, an address not of this machine (port 0 checks the address alone)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+            probe.bind((host, port))
+    except OSError as exc:
+        raise ScenarioError(_cannot_listen(host, port, exc)) from None
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+    return f"--port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
+def exposure_warning(host: str) -> str | None:
+    """The one line ``serve`` prints when ``host`` is not loopback: what other hosts reach."""
+    from barnraise.gateway.operator import is_loopback
+
+    if is_loopback(host):
+        return None
+    return (f"barnraise serve: warning: --host {host} is not loopback: other hosts can reach "
+            "the A2A, WebSocket and MCP surfaces (joining as guests), the page and /stats "
+            "counts; watching the view from there and every control need the operator token")
 
 
 def _scenarios(args: argparse.Namespace) -> int:
@@ -212,26 +261,41 @@ def _serve(args: argparse.Namespace) -> int:
     if params and not args.scenario:
         print("barnraise: error: --param needs --scenario", file=sys.stderr)
         return 2
-    if not args.time_scale > 0:
-        print(f"barnraise: error: --time-scale must be > 0, got {args.time_scale}",
-              file=sys.stderr)
-        return 2
     try:  # the server's packages are an extra: only these commands need them
+        from barnraise.gateway.operator import operator_token
         from barnraise.gateway.serve import serve_mcp, serve_network
+        from barnraise.gateway.server import check_hosts
     except ImportError as exc:
         print(f"barnraise: error: `barnraise {args.command}` needs the gateway extra "
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return 2
-    try:
-        if args.command == "mcp":
+    if args.command == "mcp":
+        try:
             return serve_mcp(scenario=args.scenario, params=params, seed=args.seed,
                              time_scale=args.time_scale)
+        except (ScenarioError, StoreError, ValueError, OSError) as exc:
+            print(f"barnraise: error: {exc}", file=sys.stderr)
+            return 2
+    try:
+        token = operator_token()
+        check_hosts(args.allow_host)  # again in serve_network; here before anything prints
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    _check_port_free(args.host, args.port)
+    warning = exposure_warning(args.host)
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
+    try:
         return serve_network(host=args.host, port=args.port, scenario=args.scenario,
                              params=params, seed=args.seed, time_scale=args.time_scale,
                              allowed_origins=args.allow_origin,
                              allowed_hosts=args.allow_host, store=args.store,
-                             overwrite=args.overwrite)
+                             overwrite=args.overwrite, operator_token=token)
     except (ScenarioError, StoreError, ValueError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+            print(f"barnraise: error: {_cannot_listen(args.host, args.port, exc)}",
+                  file=sys.stderr)  # taken since the check above
+            return 2
         print(f"barnraise: error: {exc}", file=sys.stderr)
         return 2
 
@@ -249,8 +313,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ScenarioError("--overwrite applies with --store only")
     if (args.port != 8765 or args.paused) and not args.view:
         raise ScenarioError("--port and --paused go with --view")
-    if not 0 <= args.port <= 65535:
-        raise ScenarioError(f"--port must be from 0 to 65535, got {args.port}")
+    if args.view:
+        _check_port_free(VIEW_HOST, args.port)
     viewer = _viewer(args) if args.view else None
     if args.view and viewer is None:
         return 2
@@ -267,6 +331,13 @@ def _run(args: argparse.Namespace) -> int:
         viewer.close()  # Ctrl-C on a watched run (held, say): stop serving, say so
         print("barnraise: interrupted before the run ended", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if viewer is None or viewer.url is not None:
+            raise
+        viewer.close()  # its port was taken since the check: nothing ran
+        print(f"barnraise: error: {_cannot_listen(VIEW_HOST, args.port, exc)}",
+              file=sys.stderr)
+        return 2
     except BaseException:
         if viewer is not None:
             viewer.close()
@@ -334,8 +405,7 @@ def _report(result: RunResult, module: Any, args: argparse.Namespace) -> int:
 
 def _view_stored(args: argparse.Namespace) -> int:
     """``barnraise view PATH``: serve the page over a stored run until Ctrl-C."""
-    if not 0 <= args.port <= 65535:
-        raise ScenarioError(f"--port must be from 0 to 65535, got {args.port}")
+    _check_port_free(VIEW_HOST, args.port)
     run = open_run(args.store)  # StoreError (exit 2) when it is not a store
     try:
         from barnraise.view.stored import serve_stored
@@ -344,9 +414,13 @@ def _view_stored(args: argparse.Namespace) -> int:
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return 2
     try:
-        return serve_stored(run, port=args.port)
+        return serve_stored(run, host=VIEW_HOST, port=args.port)
     except ValueError as exc:
         print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # taken since the check above
+        print(f"barnraise: error: {_cannot_listen(VIEW_HOST, args.port, exc)}",
+              file=sys.stderr)
         return 2
 
 
@@ -358,7 +432,7 @@ def _viewer(args: argparse.Namespace) -> Any:
         print(f"barnraise: error: --view needs the gateway extra "
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return None
-    return LiveView(port=args.port, paused=args.paused, scenario=args.scenario,
+    return LiveView(host=VIEW_HOST, port=args.port, paused=args.paused, scenario=args.scenario,
                     announce=lambda url: print(url, flush=True))
 
 

@@ -45,6 +45,7 @@ import scenarios
 from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
 from actors.world import Simulation
 from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
+from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from sim.dispatch import Faults, FaultsError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
 from sim.restore import Image, image_of
@@ -325,10 +326,8 @@ def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
     return Request(scenario, module, seed, mode, values, options)
 
 
-#: The slowest and fastest realtime clocks a run takes: slower than a thousandth of
-#: the wall clock, a run of a few simulated seconds takes hours (1e-9 never ended).
-MIN_TIME_SCALE = 1e-3
-MAX_TIME_SCALE = 1e6
+#: The slowest and fastest realtime clocks a run takes: one bound for every clock, kept
+#: in :mod:`sim.clock` (MIN_TIME_SCALE, MAX_TIME_SCALE, imported above).
 
 #: The largest seed a run takes (numpy's SeedSequence takes more; a bound keeps
 #: requests sane and file names short).

@@ -6,10 +6,31 @@ Everything in barnraise reads time from a clock it was given; nothing calls
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Protocol
+from typing import Final, Protocol
 
-__all__ = ["Clock", "VirtualClock", "WallClock"]
+__all__ = ["MAX_TIME_SCALE", "MIN_TIME_SCALE", "Clock", "VirtualClock", "WallClock",
+           "check_time_scale"]
+
+#: The slowest and fastest a wall clock may run (simulated seconds per wall second), for
+#: every way of setting it: ``run --time-scale``, ``serve``/``mcp --time-scale``, the live
+#: view's speed control, a hosted world, :class:`WallClock` itself. Slower than a
+#: thousandth of the wall clock, a run of a few simulated seconds takes hours (1e-9 never
+#: ended); past a million, ``now`` loses its meaning (1e308 made it ``inf``).
+MIN_TIME_SCALE: Final = 1e-3
+MAX_TIME_SCALE: Final = 1e6
+
+
+def check_time_scale(value: object, what: str = "time_scale") -> float:
+    """``value`` as a float when it is a number from :data:`MIN_TIME_SCALE` to
+    :data:`MAX_TIME_SCALE`; otherwise ValueError naming ``what`` and the bound."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not MIN_TIME_SCALE <= value <= MAX_TIME_SCALE:
+        raise ValueError(f"{what} must be a number from {MIN_TIME_SCALE:g} to "
+                         f"{MAX_TIME_SCALE:g} (simulated seconds per wall second), "
+                         f"got {value!r}")
+    return float(value)
 
 
 class Clock(Protocol):
@@ -46,14 +67,14 @@ class WallClock:
 
     :meth:`freeze` stops it (``now`` stays where it was) and :meth:`thaw` lets it go
     on from there; :meth:`set_scale` changes the scale without a jump in ``now``.
+    The scale is always within :data:`MIN_TIME_SCALE` .. :data:`MAX_TIME_SCALE`
+    (ValueError otherwise), so ``now`` stays finite.
     """
 
     __slots__ = ("_frozen", "_origin", "time_scale")
 
     def __init__(self, time_scale: float = 1.0) -> None:
-        if not time_scale > 0:
-            raise ValueError(f"time_scale must be positive, got {time_scale!r}")
-        self.time_scale = float(time_scale)
+        self.time_scale = check_time_scale(time_scale)
         self._origin = time.monotonic()
         self._frozen: float | None = None
 
@@ -82,10 +103,9 @@ class WallClock:
 
     def set_scale(self, time_scale: float) -> None:
         """Run at ``time_scale`` from now on; ``now`` does not jump."""
-        if not time_scale > 0 or time_scale == float("inf"):
-            raise ValueError(f"time_scale must be a finite number > 0, got {time_scale!r}")
+        scale = check_time_scale(time_scale)
         at = self.now
-        self.time_scale = float(time_scale)
+        self.time_scale = scale
         if self._frozen is None:
             self._origin = time.monotonic() - at / self.time_scale
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -17,12 +21,23 @@ import barnraise
 from actors.world import Simulation
 from tests.gateway_support import get_json
 
+#: The operator token the served processes take (from the environment).
+OPERATOR = "test-operator-token-0123456789"
+
+
+def _stats(url: str) -> Any:
+    request = urllib.request.Request(url + "/stats",
+                                     headers={"Authorization": f"Bearer {OPERATOR}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
 
 @contextmanager
 def serve(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     process = subprocess.Popen(
         [sys.executable, "-m", "barnraise.cli", "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "BARNRAISE_OPERATOR_TOKEN": OPERATOR})
     try:
         line: list[str] = []
         reader = threading.Thread(target=lambda: line.append(process.stdout.readline()))  # type: ignore[union-attr]
@@ -83,7 +98,7 @@ def test_serve_hosts_a_scenario_crew_at_work() -> None:
         deadline = time.monotonic() + 30
         sessions: list[dict[str, object]] = []
         while time.monotonic() < deadline:
-            sessions = get_json(url + "/stats")["sessions"]
+            sessions = _stats(url)["sessions"]  # in full: the operator's token
             if sessions and sessions[0]["agents"] == 3:
                 break
             time.sleep(0.05)

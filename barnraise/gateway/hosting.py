@@ -24,6 +24,7 @@ from typing import Any
 
 from actors.world import Simulation
 from barnraise.runner import coerce_params, load, package_version
+from sim.clock import check_time_scale
 from sim.store import Store
 from sim.tools import WorldLimits
 
@@ -58,8 +59,7 @@ class HostedWorld:
                 raise ValueError("store, limits: give them to the Simulation, not to its host")
             self.simulation = simulation
             return
-        if not time_scale > 0:
-            raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
+        time_scale = check_time_scale(time_scale)  # the one bound (sim/clock.py)
         options: dict[str, Any] = {}
         module = None
         values: dict[str, Any] = {}

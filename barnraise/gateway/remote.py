@@ -523,7 +523,8 @@ def _default_session(url: str) -> str:
         raise RemoteError(f"cannot read the server's sessions at {url}: {exc}") from None
     if stats.get("default_session"):
         return str(stats["default_session"])
-    sessions = stats.get("sessions") or []
-    if len(sessions) == 1:
+    sessions = stats.get("sessions") or []  # a list in full, a count without the token
+    count = sessions if isinstance(sessions, int) else len(sessions)
+    if isinstance(sessions, list) and count == 1:
         return str(sessions[0]["session_id"])
-    raise RemoteError(f"the server has {len(sessions)} sessions: name one with session_id=")
+    raise RemoteError(f"the server has {count} sessions: name one with session_id=")

@@ -12,6 +12,8 @@ import anyio
 from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.hub import Hub
 from barnraise.gateway.mcp_surface import McpSurface, serve_stdio
+from barnraise.gateway.operator import Operator
+from barnraise.gateway.operator import operator_token as make_operator_token
 from barnraise.gateway.server import Gateway, GatewayServer, check_hosts, version
 
 __all__ = ["serve_mcp", "serve_network"]
@@ -21,31 +23,44 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
                   params: Mapping[str, str] | None = None, seed: int = 0,
                   time_scale: float = 1.0, allowed_origins: Sequence[str] = (),
                   allowed_hosts: Sequence[str] = (), store: str | None = None,
-                  overwrite: bool = False) -> int:
+                  overwrite: bool = False, operator_token: str | None = None) -> int:
     """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0.
 
     With ``store``, the served run is kept in that SQLite file as it goes (the
     log of every call and event) and marked finished when the server stops.
     ``allowed_hosts``: ``Host`` values served besides the bound address
     (``--allow-host``); a malformed one is a :class:`ValueError` before anything starts.
+    ``operator_token`` (default: :func:`~barnraise.gateway.operator.operator_token`) is
+    what the view's controls, ``/stats`` in full and watching from another host
+    ask for; it is printed on stderr with the role tokens, and the operator's page
+    (the URL with ``#operator=TOKEN``) once the server listens.
     """
     from barnraise.view.server import ViewSurface  # the live page at / (barnraise.view)
     from barnraise.view.watch import Watcher
 
     allowed_hosts = check_hosts(allowed_hosts)
+    token = make_operator_token() if operator_token is None else operator_token
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
                         store=store, overwrite=overwrite)
-    for role, token in world.role_tokens.items():  # for the operator, not on stdout
-        print(f"barnraise serve: join as {role} with role_token={token}", file=sys.stderr,
-              flush=True)
+    for role, role_token in world.role_tokens.items():  # for the operator, not on stdout
+        print(f"barnraise serve: join as {role} with role_token={role_token}",
+              file=sys.stderr, flush=True)
+    print(f"barnraise serve: operator_token={token}", file=sys.stderr, flush=True)
+
+    def ready(url: str) -> None:
+        print(url, flush=True)
+        print(f"barnraise serve: the operator's page (controls): {url}/#operator={token}",
+              file=sys.stderr, flush=True)
+
     watcher = Watcher(world.simulation, lazy=True)
     try:
         gateway = Gateway(world, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)
+        gateway.operator = Operator(token)
         ViewSurface(watcher, gateway)
         # One gateway for the process's life: the heap built so far is frozen (see
         # GatewayServer), so full collections walk only what serving adds.
         server = GatewayServer(gateway, host, port, freeze_heap=True)
-        server.run(on_ready=lambda url: print(url, flush=True))
+        server.run(on_ready=ready)
     finally:
         watcher.close()
         world.close()

@@ -5,7 +5,7 @@
 ``POST /a2a/jsonrpc``            the A2A JSON-RPC binding (:mod:`.a2a_binding`)
 ``WS /a2a``                      JSON-RPC 2.0 over WebSocket, one method per tool (:mod:`.ws`)
 ``/mcp``                         MCP over streamable HTTP (:mod:`.mcp_surface`)
-``GET /stats``                   refusal and traffic counters, sessions, agents (JSON)
+``GET /stats``                   counters and counts; sessions with the operator's token
 ``GET /healthz``                 ``{"ok": true}`` while serving
 =============================== ==========================================================
 
@@ -57,6 +57,8 @@ from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.hub import Counters, Hub, Limits
 from barnraise.gateway.jsonrpc import dumps
 from barnraise.gateway.mcp_surface import McpSurface
+from barnraise.gateway.operator import LOCAL as LOCAL_OPERATOR
+from barnraise.gateway.operator import Operator
 from barnraise.gateway.ws import WebSocketSession
 from barnraise.runner import package_version
 
@@ -221,11 +223,37 @@ class Gateway:
             return True
         return parts.hostname in _LOOPBACK and port is not None and port == self.port
 
+    #: Who may see /stats in full (and drive the view): ``barnraise serve`` sets its operator
+    #: token here; without one, a loopback peer is the operator (:mod:`.operator`).
+    operator: Operator = LOCAL_OPERATOR
+
     async def _stats(self, request: Request) -> Response:
-        return JSONResponse(self.stats())
+        peer = request.client.host if request.client is not None else None
+        if self.operator.may_see_details(peer, request.headers.get("authorization")):
+            return JSONResponse(self.stats())
+        return JSONResponse(self.counts())
 
     async def _health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
+
+    def counts(self) -> dict[str, Any]:
+        """What /stats shows without the operator token: counts, and the one session an
+        outsider is offered to join (the world's default, or its only one); no other
+        session's id, no names, no members."""
+        slots = self.hub.slots
+        sessions = self.world.simulation.sessions()
+        offered = self.world.default_session
+        if offered is None and len(sessions) == 1:
+            offered = sessions[0]
+        return {
+            "counters": self.counters.snapshot(),
+            "agents": len(slots),
+            "unacknowledged": sum(len(s.outbox) for s in slots.values()),
+            "sessions": len(sessions),
+            "default_session": offered,
+            "now": self.world.simulation.now,
+            "details": "send Authorization: Bearer OPERATOR_TOKEN for sessions and members",
+        }
 
     def stats(self) -> dict[str, Any]:
         """Counters (refusals by reason, traffic totals), sessions, agents, outboxes."""
@@ -480,7 +508,11 @@ class GatewayServer:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, port))
+        try:
+            self._socket.bind((host, port))
+        except BaseException:  # a port in use: no socket left behind
+            self._socket.close()
+            raise
         self.host = host
         self.port: int = self._socket.getsockname()[1]
         gateway.bind(host, self.port)

@@ -62,11 +62,16 @@ def _notification(method: str, params: dict[str, Any]) -> bytes:
 
 
 class _Connection:
-    __slots__ = ("queue", "resyncs")
+    __slots__ = ("peer", "queue", "resyncs", "watching")
 
-    def __init__(self) -> None:
+    def __init__(self, peer: str | None = "127.0.0.1") -> None:
         self.queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=QUEUE + 1)
         self.resyncs = 0
+        #: The page's address (who it is, for the operator's rules).
+        self.peer = peer
+        #: Frames and deltas go to it (a loopback page at once; another host's after
+        #: ``view.auth`` with the operator's token).
+        self.watching = False
 
     def resync(self) -> None:
         """Drop what waits and send the whole picture next (on the loop)."""
@@ -105,6 +110,9 @@ class ViewSurface:
         self._unsubscribe: Callable[[], None] | None = None
         self.frames_sent = 0
         self.deltas_sent = 0
+        # One whole picture built at a time, one control run at a time (both off the loop).
+        self._building = asyncio.Lock()
+        self._controlling = asyncio.Lock()
         for route in (Route("/", self._index, methods=["GET"]),
                       Route("/favicon.ico", self._no_icon, methods=["GET"]),
                       Mount("/view/static", app=StaticFiles(directory=STATIC)),
@@ -146,29 +154,53 @@ class ViewSurface:
             return
         await websocket.accept()
         self._loop = asyncio.get_running_loop()
-        connection = _Connection()
-        connection.queue.put_nowait(_RESYNC)  # the first thing a page gets: the whole picture
-        self._connections.add(connection)
-        if self._unsubscribe is None:
-            self._unsubscribe = self.watcher.subscribe(self._on_delta)
-        sender = asyncio.create_task(self._send(websocket, connection))
+        peer = websocket.client.host if websocket.client is not None else None
+        connection = _Connection(peer)
+        sender: asyncio.Task[None] | None = None
         try:
-            await self._receive(websocket, connection)
+            # Anyone on loopback watches at once; another host, after a good view.auth.
+            if self.gateway.operator.may_watch(peer):
+                sender = self._watch(websocket, connection)
+            while True:
+                try:
+                    text = await websocket.receive_text()
+                except (WebSocketDisconnect, RuntimeError, KeyError):
+                    return
+                watching = sender is not None
+                reply = await self._answer_async(text, connection, watching)
+                if not watching and connection.watching:
+                    sender = self._watch(websocket, connection)
+                with contextlib.suppress(Exception):
+                    await websocket.send_text(reply.decode("utf-8"))
         finally:
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await sender
+            if sender is not None:
+                sender.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await sender
             self._connections.discard(connection)
             if not self._connections and self._unsubscribe is not None:
                 self._unsubscribe()
                 self._unsubscribe = None
+
+    def _watch(self, websocket: WebSocket, connection: _Connection) -> asyncio.Task[None]:
+        """Start sending this page frames and deltas (on the loop)."""
+        connection.watching = True
+        connection.queue.put_nowait(_RESYNC)  # the first thing a page gets: the whole picture
+        self._connections.add(connection)
+        if self._unsubscribe is None:
+            self._unsubscribe = self.watcher.subscribe(self._on_delta)
+        return asyncio.create_task(self._send(websocket, connection))
 
     async def _send(self, websocket: WebSocket, connection: _Connection) -> None:
         try:
             while True:
                 frame = await connection.queue.get()
                 if frame is _RESYNC or not frame:
-                    frame = await asyncio.to_thread(self._frame)
+                    # The whole picture (a stored run's fold or re-execution may take
+                    # seconds) is built on a worker thread, one at a time per view: the
+                    # loop goes on answering everyone meanwhile.
+                    async with self._building:
+                        frame = await asyncio.to_thread(self._frame)
                     self.frames_sent += 1
                 else:
                     self.deltas_sent += 1
@@ -177,18 +209,27 @@ class ViewSurface:
             with contextlib.suppress(Exception):
                 await websocket.close()
 
-    async def _receive(self, websocket: WebSocket, connection: _Connection) -> None:
-        while True:
-            try:
-                text = await websocket.receive_text()
-            except (WebSocketDisconnect, RuntimeError, KeyError):
-                return
-            reply = self._answer(text, connection)
-            with contextlib.suppress(Exception):
-                await websocket.send_text(reply.decode("utf-8"))
+    async def _answer_async(self, text: str, connection: _Connection,
+                            watching: bool = True) -> bytes:
+        """The answer to one frame; a control runs on a worker thread (a stored run's
+        seek may wait for a fold under way), one at a time per view."""
+        checked = self._check(text, connection, watching)
+        if isinstance(checked, bytes):
+            return checked
+        rid, action, value = checked
+        async with self._controlling:
+            result = await asyncio.to_thread(self.watcher.control, action, value)
+        return self._result(rid, result, connection)
 
-    def _answer(self, text: str, connection: _Connection | None = None) -> bytes:
-        """The JSON-RPC answer to one frame from a page; never raises."""
+    def _result(self, rid: Any, result: dict[str, Any], connection: _Connection | None) -> bytes:
+        if result.pop("resync", False) and connection is not None:
+            connection.resync()  # a stored run moved in time: the whole picture again
+        return _encoder.encode({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    def _check(self, text: str, connection: _Connection,
+               watching: bool) -> bytes | tuple[Any, str, Any]:
+        """A frame's answer when it is not a control to run (bad, refused, ``frame``,
+        ``view.auth``), else the control's ``(id, action, value)``."""
         if len(text) > MAX_CONTROL:
             return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": f"frame over {MAX_CONTROL} bytes"}})
@@ -201,20 +242,41 @@ class ViewSurface:
         if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
             return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "not a JSON-RPC 2.0 request object"}})
-        if request.get("method") != "view.control":
-            return _encoder.encode({"jsonrpc": "2.0", "id": rid, "error": {
-                "code": -32601, "message": f"unknown method {request.get('method')!r}; "
-                                           "the view answers view.control"}})
+        method = request.get("method")
         params = request.get("params")
+        operator = self.gateway.operator
+        if method == "view.auth":
+            token = params.get("token") if isinstance(params, dict) else None
+            if not operator.may_watch(connection.peer, token):
+                self.gateway.counters.add("view_forbidden")
+                return _forbidden(rid, "watching from another host needs the operator's "
+                                       "token: open the URL barnraise serve printed "
+                                       "(#operator=...)")
+            connection.watching = True
+            return _encoder.encode({"jsonrpc": "2.0", "id": rid, "result": {"success": True}})
+        if method != "view.control":
+            return _encoder.encode({"jsonrpc": "2.0", "id": rid, "error": {
+                "code": -32601, "message": f"unknown method {method!r}; "
+                                           "the view answers view.control and view.auth"}})
         if not isinstance(params, dict) or not isinstance(params.get("action"), str):
             return _encoder.encode({"jsonrpc": "2.0", "id": rid, "error": {
-                "code": -32602, "message": "params must be {\"action\": NAME, \"value\": V}"}})
+                "code": -32602, "message": "params must be {\"action\": NAME, \"value\": V, "
+                                           "\"token\": OPERATOR_TOKEN}"}})
+        if not watching:
+            self.gateway.counters.add("view_forbidden")
+            return _forbidden(rid, "watching from another host needs the operator's token "
+                                   "(view.auth)")
         if params["action"] == "frame":  # this page wants the whole picture again
-            if connection is not None:
-                connection.resync()
+            connection.resync()
             return _encoder.encode({"jsonrpc": "2.0", "id": rid,
                                     "result": {"success": True, "frame": True}})
-        result = self.watcher.control(params["action"], params.get("value"))
-        if result.pop("resync", False) and connection is not None:
-            connection.resync()  # a stored run moved in time: the whole picture again
-        return _encoder.encode({"jsonrpc": "2.0", "id": rid, "result": result})
+        if not operator.may_control(connection.peer, params.get("token")):
+            self.gateway.counters.add("view_forbidden")
+            return _forbidden(rid, "view.control needs the operator's token in params.token "
+                                   "(barnraise serve prints it as operator_token=...)")
+        return rid, params["action"], params.get("value")
+
+
+def _forbidden(rid: Any, message: str) -> bytes:
+    return _encoder.encode({"jsonrpc": "2.0", "id": rid, "result": {
+        "success": False, "error": "forbidden", "message": message}})

@@ -66,7 +66,7 @@ class _Scrubber:
     mode = "stored"
     at: float
     end: float
-    _lock: threading.Lock
+    _at_lock: threading.Lock
 
     def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """A stored run sends no deltas: a page gets frames only."""
@@ -77,7 +77,7 @@ class _Scrubber:
         refused = _refuse_seek(action, value)
         if refused is not None:
             return refused
-        with self._lock:
+        with self._at_lock:  # never the fold's lock: a seek is answered while one runs
             self.at = min(max(0.0, float(value)), self.end)
             at = self.at
         return {"success": True, "frame": True, "resync": True, "at": at}
@@ -108,11 +108,11 @@ class StoredSource(_Scrubber):
             iter(self.index.sessions), None)
         self.series = self.index.series
         self._seq = itertools.count(1)
-        self._lock = threading.Lock()
+        self._at_lock = threading.Lock()
 
     def frame(self) -> dict[str, Any]:
         """The whole picture at the chosen time."""
-        with self._lock:
+        with self._at_lock:
             at = self.at
         folded = world_at(self.run, at, pairing=self.pairing)
         world = folded.state()
@@ -275,7 +275,8 @@ class ReplaySource(_Scrubber):
                        + [t for _, t in self.snapshots])
         self.records = last.seq + 1 if last is not None else 0
         self.at = self.end
-        self._lock = threading.Lock()
+        self._at_lock = threading.Lock()
+        self._lock = threading.Lock()  # one re-execution or fold at a time
         self._replay: _Replay | None = None
         self._checked = 0
         self._seq = itertools.count(1)  # frame numbers, rising across re-executions
@@ -284,8 +285,9 @@ class ReplaySource(_Scrubber):
 
     def frame(self) -> dict[str, Any]:
         """The whole picture at the chosen time (re-executing up to it when needed)."""
-        with self._lock:
+        with self._at_lock:
             at = self.at
+        with self._lock:
             if self.problem is None:
                 try:
                     picture = self._replayed(at)

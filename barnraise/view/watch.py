@@ -45,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from actors.world import Simulation
+from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE, check_time_scale
 from sim.dispatch import DeterministicDispatcher, Gate, GateClosed, RealtimeDispatcher
 from sim.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.views import WorldView
@@ -75,7 +76,8 @@ _TASK_EVENTS: Final = frozenset({
     "task_created", "task_accepted", "task_completed", "task_failed", "task_cancelled",
     "task_requeued", "task_blocked", "task_unblocked", "task_dependencies_added",
     "approval_requested", "approval_resolved", "rollback"})
-_SPEEDS: Final = "a number of simulated seconds per wall second > 0, or null for flat out"
+_SPEEDS: Final = (f"a number of simulated seconds per wall second from {MIN_TIME_SCALE:g} "
+                  f"to {MAX_TIME_SCALE:g}, or null for flat out")
 
 
 def changed_rectangles(old: NDArray[np.uint8] | None, new: NDArray[np.uint8], *,
@@ -161,6 +163,8 @@ class Watcher:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 100:
             raise ValueError(f"rate must be a number of updates per second in (0, 100], "
                              f"got {rate!r}")
+        if speed is not None:
+            speed = check_time_scale(speed, "speed")
         self.simu = simu
         self.rate = float(rate)
         self.lazy = lazy
@@ -482,7 +486,9 @@ class Watcher:
     def control(self, action: str, value: Any = None) -> dict[str, Any]:
         """Drive the run: ``start`` (or ``resume``), ``pause``, ``step_event`` (value: how
         many events, default 1), ``step_time`` (value: simulated seconds, default 1),
-        ``speed`` (value: simulated seconds per wall second, null: flat out).
+        ``speed`` (value: simulated seconds per wall second, from
+        :data:`~sim.clock.MIN_TIME_SCALE` to :data:`~sim.clock.MAX_TIME_SCALE`; null:
+        flat out, deterministic mode only).
 
         Returns ``{"success": True, **status}`` or ``{"success": False, "error",
         "message"}`` naming what is wrong; never raises.
@@ -502,7 +508,7 @@ class Watcher:
             elif action == "step_time":
                 gate.step_time(1.0 if value is None else value)
             elif action == "speed":
-                gate.set_speed(value)
+                gate.set_speed(None if value is None else check_time_scale(value, "speed"))
             else:
                 return {"success": False, "error": "unknown_action",
                         "message": f"unknown action {action!r}; actions: start, pause, "
@@ -538,12 +544,12 @@ class Watcher:
                         "message": f"step_time needs a number of seconds > 0, got {value!r}"}
             self._realtime_step(seconds=1.0 if value is None else float(value))
         elif action == "speed":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0 < value < float("inf"):
+            try:
+                scale = check_time_scale(value, "speed")
+            except ValueError as exc:
                 return {"success": False, "error": "invalid_value",
-                        "message": "speed: a realtime run needs a number of simulated "
-                                   f"seconds per wall second > 0, got {value!r}"}
-            realtime.set_time_scale(float(value))
+                        "message": f"a realtime run's {exc}"}
+            realtime.set_time_scale(scale)
         else:
             return {"success": False, "error": "unknown_action",
                     "message": f"unknown action {action!r}; actions: start, pause, "

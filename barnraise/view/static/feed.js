@@ -11,6 +11,7 @@ import { brief } from "./panels.js";
 
 let tiles = null;
 let url = null;
+let token = null; // the operator's token, from the page's URL fragment
 let socket = null;
 let retry = 250;
 let seq = -1; // the sequence number of what is drawn
@@ -161,7 +162,11 @@ function onMessage(event) {
   if (!msg || typeof msg !== "object") { bad("not an object", "message", text); return; }
   if (msg.method === "view.frame" && msg.params && typeof msg.params === "object") onFrame(msg.params);
   else if (msg.method === "view.delta" && msg.params && typeof msg.params === "object") onDelta(msg.params);
-  else if ("id" in msg) { if (msg.id !== "frame") post({ type: "answer", msg }); }
+  else if ("id" in msg) {
+    // the frame asks' answers are the frames; a good token's answer is the frame too
+    const quiet = msg.id === "frame" || (msg.id === "auth" && msg.result && msg.result.success);
+    if (!quiet) post({ type: "answer", msg });
+  }
   else bad("unknown message", msg.method ?? "no method", text);
   kick();
 }
@@ -173,7 +178,14 @@ function send(text) {
 function connect() {
   socket = new WebSocket(url);
   socket.binaryType = "arraybuffer";
-  socket.addEventListener("open", () => { retry = 250; post({ type: "open" }); });
+  socket.addEventListener("open", () => {
+    retry = 250;
+    // who this page is: the operator's token, if its URL has one (watching from another
+    // host needs it; on loopback the answer is yes either way, and a no is shown)
+    send(JSON.stringify({ jsonrpc: "2.0", id: "auth", method: "view.auth",
+      params: { token } }));
+    post({ type: "open" });
+  });
   socket.addEventListener("message", (event) => timed("message", () => onMessage(event)));
   socket.addEventListener("close", () => {
     seq = -1;
@@ -191,6 +203,7 @@ self.onmessage = (event) => {
     if (m.type === "start") {
       tiles = new TileView(m.tiles, m.overlay);
       url = m.url;
+      token = typeof m.token === "string" ? m.token : null;
       connect();
     } else if (m.type === "send") {
       send(m.text);

@@ -192,10 +192,18 @@ function onAnswer(msg) {
   setStatus(result);
 }
 
+// The operator's token, when the page was opened at the URL `barnraise serve` printed
+// (…/#operator=TOKEN): a fragment never goes to the server in a request line; the page
+// sends it in each control frame (and the worker once on connecting, to watch from
+// another host). A page without it watches, and its controls are refused.
+const operatorToken = new URLSearchParams(location.hash.slice(1)).get("operator") || null;
+
 function control(action, value) {
   if (!feed || !view.connected) return;
+  const params = { action, value };
+  if (operatorToken) params.token = operatorToken;
   feed.postMessage({ type: "send", text: JSON.stringify({ jsonrpc: "2.0", id: ++requestId,
-    method: "view.control", params: { action, value } }) });
+    method: "view.control", params }) });
 }
 view.control = control;
 // Conflicts flashing now, and the overlay's pixel at a cell (tests; a promise: the
@@ -223,7 +231,8 @@ function start() {
     const overlay = $("overlay").transferControlToOffscreen();
     feed.addEventListener("message", onFeed);
     feed.addEventListener("error", (e) => noteBad("worker", e.message || "failed"));
-    feed.postMessage({ type: "start", url, tiles, overlay }, [tiles, overlay]);
+    feed.postMessage({ type: "start", url, tiles, overlay, token: operatorToken },
+      [tiles, overlay]);
   } catch (error) { // a browser without module workers or OffscreenCanvas
     noteBad("this browser cannot draw the canvas (module worker, OffscreenCanvas)", error);
     $("status").textContent = "unsupported browser";
