@@ -18,6 +18,7 @@ import json
 import math
 import re
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from barnraise.runner import (
     RunResult,
     ScenarioError,
     StoreError,
+    UnverifiedScript,
     check_out_dir,
     check_request,
     describe,
@@ -34,7 +36,7 @@ from barnraise.runner import (
     open_run,
     open_store,
     replay,
-    resume,
+    resume_request,
     run_request,
 )
 
@@ -91,16 +93,19 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("store", metavar="PATH", help="the store of the interrupted run")
     again.add_argument("--json", action="store_true", help="print one JSON object")
     again.add_argument("--out", metavar="DIR", help="write the run's files there (as run)")
+    _script_flag(again)
 
     check = commands.add_parser(
         "replay", help="re-execute a stored deterministic run and compare its trace")
     check.add_argument("store", metavar="PATH", help="a store written with --store")
     check.add_argument("--json", action="store_true", help="print one JSON object")
+    _script_flag(check)
 
     scrub = commands.add_parser(
         "view", help="scrub a stored run in the browser (a time slider over its snapshots)")
     scrub.add_argument("store", metavar="PATH", help="a store written with run --store")
     scrub.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    _script_flag(scrub)
 
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
@@ -110,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                        "takes a JSON array of values)")
     sweep.add_argument("--seeds", default="0", metavar="SPEC",
                        help="seeds: S (one seed), A-B (inclusive) or A,B,C (default 0)")
-    sweep.add_argument("--workers", type=int, default=None, metavar="N",
+    sweep.add_argument("--workers", type=_ascii_int, default=None, metavar="N",
                        help="worker processes (default: 1 without --dask; the CPU count "
                        "with --dask local)")
     sweep.add_argument("--dask", metavar="local|ADDRESS",
@@ -146,8 +151,38 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _script_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--script", metavar="PATH", default=None,
+                         help="the scenario file a store made from a file was run from: "
+                         "it runs again only when named here and its sha256 is the one "
+                         "the store keeps (a store never chooses code; docs/store.md)")
+
+
+_ASCII_INT = re.compile(r"-?[0-9]+")
+
+
+def _ascii_int(text: str) -> int:
+    """An integer flag's value: ASCII digits only (``int()`` takes full-width and other
+    Unicode digits, which a shell user did not mean to type)."""
+    if not _ASCII_INT.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"expected an integer in ASCII digits, got {text!r}")
+    return int(text)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    print(f"barnraise: warning: {message}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UnverifiedScript)
+        warnings.showwarning = _show_warning
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "scenarios":
             return _scenarios(args)
@@ -286,10 +321,8 @@ def _run(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     if args.out:
         check_out_dir(args.out)
-    result = resume(args.store)
-    info = result.stored
-    assert info is not None and info.scenario is not None
-    code = _report(result, load(info.scenario), args)
+    result, request = resume_request(args.store, script=args.script)
+    code = _report(result, request.module, args)
     if not args.json and result.live_after is not None:
         print(f"  resumed from {result.resumed_records:,} stored records: live after "
               f"{result.live_after:.2f} s")
@@ -297,7 +330,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    digest, divergence = replay(args.store)
+    digest, divergence = replay(args.store, script=args.script)
     if args.json:
         print(json.dumps({"store": args.store, "matches": divergence is None,
                           "trace_digest": digest,
@@ -340,7 +373,7 @@ def _view_stored(args: argparse.Namespace) -> int:
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return 2
     try:
-        return serve_stored(run, port=args.port)
+        return serve_stored(run, port=args.port, script=args.script)
     except ValueError as exc:
         print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
         return 2
@@ -433,7 +466,9 @@ def _progress_bar() -> tuple[Callable[[float], None], Callable[[], None]]:
 
 # -- sweep -------------------------------------------------------------------------------------
 
-_RANGE = re.compile(r"^(\d+)-(\d+)$")
+# ASCII digits only: \d and str.isdigit take full-width and other scripts' digits too.
+_RANGE = re.compile(r"([0-9]+)-([0-9]+)")
+_SEED = re.compile(r"[0-9]+")
 
 
 def parse_seeds(spec: str) -> list[int]:
@@ -441,7 +476,7 @@ def parse_seeds(spec: str) -> list[int]:
     from barnraise.sweeps import MAX_RUNS
 
     text = spec.strip()
-    match = _RANGE.match(text)
+    match = _RANGE.fullmatch(text)
     if match:
         first, last = int(match.group(1)), int(match.group(2))
         if last < first:
@@ -449,12 +484,13 @@ def parse_seeds(spec: str) -> list[int]:
         if last - first + 1 > MAX_RUNS:
             raise ScenarioError(f"--seeds {spec!r}: at most {MAX_RUNS} seeds")
         return list(range(first, last + 1))
-    if text.isdigit():
+    if _SEED.fullmatch(text):
         return [int(text)]
     parts = [p.strip() for p in text.split(",")]
-    if len(parts) > 1 and all(p.isdigit() for p in parts):
+    if len(parts) > 1 and all(_SEED.fullmatch(p) for p in parts):
         return [int(p) for p in parts]
-    raise ScenarioError(f"--seeds {spec!r}: expected S, A-B or A,B,C (non-negative integers)")
+    raise ScenarioError(f"--seeds {spec!r}: expected S, A-B or A,B,C (non-negative integers "
+                        "in ASCII digits)")
 
 
 def _values(module: Any, key: str, text: str) -> list[Any]:
