@@ -42,9 +42,13 @@ commits: a seeded moment to crash at, for tests/test_store.py.
 :data:`SNAPSHOT_EVERY`.
 
 **Bad input.** :func:`check_store` reads a path (with ``mode=ro``, nothing
-written) and raises :class:`StoreError` naming what is wrong: a directory, an
-empty file, a file that is not SQLite, a damaged or truncated database, one of
-a newer schema, a database that is not a barnraise store, a store another live
+written, and the ``-wal``/``-shm`` files its own open made removed: :func:`_reading`)
+and raises :class:`StoreError` naming what is wrong: a path that is not a regular
+file (a directory, a FIFO: refused from its stat, never opened), an empty file, a
+file that is not SQLite, a damaged or truncated database, one of a newer schema, a
+database that is not a barnraise store, a run row that is not what barnraise writes
+(:func:`_run_info`), a log that is not whole and in order (:func:`_check_log`, which
+``replay`` and ``resume`` share through this function), a store another live
 process holds (an ``flock`` held for the writer's whole life, which the kernel
 drops when that process dies however it dies).
 """
@@ -184,15 +188,40 @@ def _reading(path: str) -> Generator[sqlite3.Connection, None, None]:
     removes them: every check left two files beside the store. When this open made them
     (neither was there before) and no live writer holds the store (its flock), they are
     removed once the connection is closed; the ``-wal`` must be empty (a reader writes
-    nothing to it). A live writer's are its own and stay.
+    nothing to it). A live writer's are its own and stay. Readers of one path in this
+    process (the view's threads) are counted: the last to close removes what the first
+    one's open made, so none has them removed from under its open connection.
     """
-    before = os.path.exists(path + "-wal") or os.path.exists(path + "-shm")
-    db = _ro(path)
+    key = os.path.abspath(path)
+    with _READERS_LOCK:
+        count, made = _READERS.get(key, (0, False))
+        if count == 0:
+            made = not (os.path.exists(path + "-wal") or os.path.exists(path + "-shm"))
+        _READERS[key] = (count + 1, made)
+    try:
+        db = _ro(path)
+    except BaseException:
+        _reader_done(key, path)
+        raise
     try:
         yield db
     finally:
         db.close()
-        if not before:
+        _reader_done(key, path)
+
+
+#: Open read-only connections by store path in this process: (how many, whether the
+#: first one's open made the -wal and -shm files). See :func:`_reading`.
+_READERS: dict[str, tuple[int, bool]] = {}
+_READERS_LOCK = threading.Lock()
+
+
+def _reader_done(key: str, path: str) -> None:
+    with _READERS_LOCK:
+        count, made = _READERS.pop(key)
+        if count > 1:
+            _READERS[key] = (count - 1, made)
+        elif made:
             _remove_reader_files(path)
 
 
@@ -202,7 +231,7 @@ def _remove_reader_files(path: str) -> None:
     try:
         if os.path.getsize(path + "-wal") != 0:
             return
-    except FileNotFoundError:
+    except OSError:
         pass
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -215,7 +244,7 @@ def _remove_reader_files(path: str) -> None:
             return  # a live writer holds it: its files
         try:
             for extra in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(OSError):  # gone already, or not ours to remove
                     if extra == "-wal" and os.path.getsize(path + extra) != 0:
                         continue
                     os.unlink(path + extra)

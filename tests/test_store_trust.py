@@ -290,3 +290,13 @@ def test_reading_a_store_leaves_no_wal_or_shm_beside_it(
     check_store(path)
     _refused(["resume", str(path)], "finished run", capsys)
     assert _folder(path) == before
+    # Two readers at once (the view's threads): the first to close leaves the files the
+    # other's connection uses; the last one removes them.
+    held = stored.records()
+    first = next(held)
+    assert first.seq == 0 and os.path.exists(f"{path}-shm")
+    assert stored.events(type="task_completed")
+    assert os.path.exists(f"{path}-shm")
+    assert sum(1 for _ in held) == stored.last().seq  # type: ignore[union-attr]
+    held.close()
+    assert _folder(path) == before
