@@ -48,6 +48,7 @@ import os
 import pathlib
 import re
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -242,11 +243,16 @@ class _Store:
         self.runs = out / "runs"
         self._lock_fd = self._hold(out / LOCK_NAME, scenario)
         try:
+            for name in ("results.csv", "results.parquet", "results.jsonl"):
+                _regular_or_none(out / name)
             self.runs.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             self.close()
             raise SweepError(f"out directory {os.fspath(out)!r}: cannot make runs/ there "
                              f"({exc.strerror or exc})") from None
+        except SweepError:
+            self.close()
+            raise
 
     @staticmethod
     def _hold(path: pathlib.Path, scenario: str) -> int:
@@ -278,6 +284,7 @@ class _Store:
         """The saved row of ``spec``'s run, checked; None when there is none or when it is
         not one this sweep would have made (then said on stderr: it is computed again)."""
         path = self.runs / f"{spec.key}.json"
+        _regular_or_none(path)
         try:
             text = path.read_bytes()
         except FileNotFoundError:
@@ -309,6 +316,18 @@ class _Store:
         with (self.out / "results.jsonl").open("a") as handle:
             handle.write(json.dumps({"index": spec.index, "key": spec.key, **done["row"]})
                          + "\n")
+
+
+def _regular_or_none(path: pathlib.Path) -> None:
+    """SweepError when something other than a file is at ``path`` (a directory where a
+    sweep writes a file would be a traceback after every run was computed)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise SweepError(f"{os.fspath(path)!r} is in the way: a sweep writes a file there, "
+                         "and this is not a regular file")
 
 
 def _redo(path: pathlib.Path, why: str) -> None:

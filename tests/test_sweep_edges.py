@@ -15,7 +15,7 @@ import pytest
 import barnraise
 from barnraise.cli import main, parse_seeds
 from barnraise.runner import ScenarioError
-from barnraise.sweeps import LOCK_NAME, _write_results
+from barnraise.sweeps import LOCK_NAME, _write_results, plan
 
 PARAMS = {"agents": [2]}
 
@@ -130,3 +130,22 @@ def test_an_integer_flag_in_full_width_digits_is_a_usage_error(
         main(["sweep", "conflict_storm", "--workers", "\uff12"])
     assert stopped.value.code == 2
     assert "ASCII digits" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["results.csv", "results.parquet", "results.jsonl",
+                                   "runs/KEY.json"])
+def test_a_folder_where_a_sweep_writes_a_file_is_exit_2_before_any_run(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
+    out = tmp_path / "out"
+    (spec,) = plan("conflict_storm", PARAMS, [0])
+    (out / where.replace("KEY", spec.key)).mkdir(parents=True)
+    capsys.readouterr()
+    assert main(_command(out, "0")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is in the way" in err, err
+    assert not (out / "results.jsonl").is_file()  # nothing was run
+    # ... and the refused sweep let go of out: a sweep there is refused for the folder,
+    # not for a lock nobody holds.
+    capsys.readouterr()
+    assert main(_command(out, "0")) == 2
+    assert "in use" not in capsys.readouterr().err
