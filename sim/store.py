@@ -93,6 +93,8 @@ GROUP_RECORDS: Final = 2000
 #: A record content longer than this is kept zlib-compressed (``packed`` = 1).
 PACK_OVER: Final = 4096
 _HEADER: Final = b"SQLite format 3\x00"
+#: ASCII digits (``str.isdigit`` takes superscripts, which ``int()`` refuses).
+_DIGITS: Final = re.compile(r"[0-9]+")
 
 #: version -> (what it does, its statements), applied in order from user_version + 1.
 MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
@@ -536,7 +538,7 @@ class Store:
         #: A resumed run's stored commit ends and digests still to check, in order.
         self._stored_digests: deque[tuple[int, str]] = deque()
         every = os.environ.get("BARNRAISE_STORE_SNAPSHOT_EVERY", "")
-        self.snapshot_every = int(every) if every.isdigit() and int(every) > 0 \
+        self.snapshot_every = int(every) if _DIGITS.fullmatch(every) and int(every) > 0 \
             else SNAPSHOT_EVERY
         self._since_snapshot = 0
         self.snapshotter: Callable[[], Any] | None = None
@@ -550,7 +552,7 @@ class Store:
         self._last_commit = time.perf_counter()
         self.closed = False
         where, _, count = os.environ.get("BARNRAISE_STORE_CRASH", "").partition(":")
-        self._crash = (where, int(count)) if count.isdigit() else None
+        self._crash = (where, int(count)) if _DIGITS.fullmatch(count) else None
 
     def _crash_point(self, where: str, count: int) -> None:
         if self._crash == (where, count):
