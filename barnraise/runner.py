@@ -23,6 +23,7 @@ recording option) raise :class:`ScenarioError` before anything runs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -35,7 +36,8 @@ import pathlib
 import pkgutil
 import time
 import warnings
-from collections.abc import Callable, Mapping
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -553,7 +555,8 @@ def resume_request(path: str | os.PathLike[str], *,
             raise StoreError(f"store {name!r} holds a realtime run of {info.scenario}, which "
                              "does not declare how it resumes (RESUMABLE); only a "
                              "deterministic run of it resumes")
-        image = image_of(StoredRun(name, info))
+        with _log_contents(name):
+            image = image_of(StoredRun(name, info))
         problem = image.unsupported()
         if problem is not None:
             raise StoreError(f"store {name!r} cannot be resumed from its log: {problem}")
@@ -581,7 +584,20 @@ def replay(path: str | os.PathLike[str], *, script: str | os.PathLike[str] | Non
     if info.mode != "deterministic":
         raise StoreError(f"store {name!r} holds a realtime run, which does not replay")
     result = run_request(stored_request(info, name, script), record=False)
-    return result.trace_digest, stored.compare(result.trace)
+    with _log_contents(name):
+        return result.trace_digest, stored.compare(result.trace)
+
+
+@contextlib.contextmanager
+def _log_contents(name: str) -> Iterator[None]:
+    """Turn a record whose stored content is not what barnraise writes (a ``packed`` one
+    that does not decompress, a content that is not JSON) into a StoreError naming the
+    store: a store is data, and its damage is exit 2, not a traceback."""
+    try:
+        yield
+    except (zlib.error, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise StoreError(f"store {name!r}: a record's content is not what barnraise writes "
+                         f"({type(exc).__name__}: {exc})") from None
 
 
 def _check_recording(interval: float, frame_size: int) -> None:

@@ -309,3 +309,29 @@ def test_an_id_in_a_log_ending_in_other_digits_folds_without_a_traceback() -> No
 
     assert _serial("claim_000012") == 12
     assert _serial("claim_\u00b2") == 0 and _serial("claim_\uff11") == 0
+
+
+def test_a_record_marked_packed_that_does_not_decompress_is_exit_2(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _kernel_store(tmp_path)
+    _edit(path, "UPDATE events SET packed = 1 WHERE seq = 5")
+    before = _folder(path)
+    _refused(["replay", str(path)], "a record's content is not", capsys)
+    assert _folder(path) == before
+
+
+def test_a_realtime_log_with_a_content_that_is_not_json_is_exit_2_for_resume(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "rt.db"
+    run("locks_barriers", mode="realtime", time_scale=200.0, record=False, store=path)
+    db = sqlite3.connect(path)
+    try:
+        (seq,) = db.execute("SELECT min(seq) FROM events WHERE type = 'coordination_request' "
+                            "AND packed = 0").fetchone()
+    finally:
+        db.close()
+    _edit(path, f"UPDATE events SET content = CAST('{{not json' AS BLOB) WHERE seq = {seq}",
+          "UPDATE run SET status = 'running'")
+    before = _folder(path)
+    _refused(["resume", str(path)], "a record's content is not", capsys)
+    assert _folder(path) == before
