@@ -19,7 +19,7 @@ import pytest
 
 from barnraise.cli import main
 from barnraise.runner import UnverifiedScript, open_run, replay, resume, run, stored_request
-from barnraise.view.stored import open_source
+from barnraise.view.stored import ReplaySource, open_source
 from sim.store import SCHEMA_VERSION, StoreError, check_store
 
 SMALL_KERNEL = {"grid_size": 40, "block": 20}
@@ -152,6 +152,16 @@ def test_a_store_made_from_a_file_runs_that_file_again_only_when_named_and_the_s
     capsys.readouterr()
     assert main(["replay", str(path), "--script", str(script)]) == 0
     assert first.trace_digest in capsys.readouterr().out
+    assert marker.exists()
+    marker.unlink()
+    # The view's scrubber, given the file, re-executes it at a seek and shows it exactly.
+    source = open_source(open_run(path), script=script)
+    assert isinstance(source, ReplaySource)
+    try:
+        picture = source.frame()
+        assert source.problem is None and picture["scrub"]["exact"] is True
+    finally:
+        source.close()
     assert marker.exists()
     marker.unlink()
     # The same name, other bytes: refused before anything is run.
