@@ -14,12 +14,13 @@ naming the first record that differs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from barnraise.runner import (
@@ -93,19 +94,16 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("store", metavar="PATH", help="the store of the interrupted run")
     again.add_argument("--json", action="store_true", help="print one JSON object")
     again.add_argument("--out", metavar="DIR", help="write the run's files there (as run)")
-    _script_flag(again)
 
     check = commands.add_parser(
         "replay", help="re-execute a stored deterministic run and compare its trace")
     check.add_argument("store", metavar="PATH", help="a store written with --store")
     check.add_argument("--json", action="store_true", help="print one JSON object")
-    _script_flag(check)
 
     scrub = commands.add_parser(
         "view", help="scrub a stored run in the browser (a time slider over its snapshots)")
     scrub.add_argument("store", metavar="PATH", help="a store written with run --store")
     scrub.add_argument("--port", type=int, default=8765, help="0 picks a free port")
-    _script_flag(scrub)
 
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
@@ -128,6 +126,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", metavar="DIR",
                        help="save each run as it finishes (a rerun computes only missing "
                        "runs) and write results.csv, results.parquet and sweep.png")
+    for stored in (again, check, scrub):  # the commands that run a store's scenario again
+        _script_flag(stored)
 
     serve = commands.add_parser("serve", help="host a live session world on the network "
                                 "(A2A, WebSocket /a2a, MCP at /mcp)")
@@ -174,15 +174,17 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
     print(f"barnraise: warning: {message}", file=sys.stderr, flush=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+@contextlib.contextmanager
+def _script_warnings() -> Iterator[None]:
+    """A scenario file run unverified (:class:`UnverifiedScript`) is one line on stderr."""
     with warnings.catch_warnings():
         warnings.simplefilter("always", UnverifiedScript)
         warnings.showwarning = _show_warning
-        return _main(args)
+        yield
 
 
-def _main(args: argparse.Namespace) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "scenarios":
             return _scenarios(args)
@@ -321,7 +323,8 @@ def _run(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     if args.out:
         check_out_dir(args.out)
-    result, request = resume_request(args.store, script=args.script)
+    with _script_warnings():
+        result, request = resume_request(args.store, script=args.script)
     code = _report(result, request.module, args)
     if not args.json and result.live_after is not None:
         print(f"  resumed from {result.resumed_records:,} stored records: live after "
@@ -330,7 +333,8 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    digest, divergence = replay(args.store, script=args.script)
+    with _script_warnings():
+        digest, divergence = replay(args.store, script=args.script)
     if args.json:
         print(json.dumps({"store": args.store, "matches": divergence is None,
                           "trace_digest": digest,
@@ -373,7 +377,8 @@ def _view_stored(args: argparse.Namespace) -> int:
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return 2
     try:
-        return serve_stored(run, port=args.port, script=args.script)
+        with _script_warnings():
+            return serve_stored(run, port=args.port, script=args.script)
     except ValueError as exc:
         print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
         return 2
