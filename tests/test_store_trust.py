@@ -272,8 +272,8 @@ def test_a_fifo_or_a_directory_is_refused_without_opening_it(
     fifo = tmp_path / "pipe.db"
     os.mkfifo(fifo)
     # In a process of its own, bounded: an open of a FIFO blocks until a writer comes.
-    for command in ("replay", "resume", "view"):
-        done = subprocess.run([sys.executable, "-m", "barnraise.cli", command, str(fifo)],
+    for command in (["replay"], ["resume"], ["view"], ["run", "locks_barriers", "--store"]):
+        done = subprocess.run([sys.executable, "-m", "barnraise.cli", *command, str(fifo)],
                               capture_output=True, text=True, timeout=60, check=False,
                               env=dict(os.environ, PYTHONPATH=os.getcwd()))
         assert done.returncode == 2, (command, done.returncode, done.stderr)
