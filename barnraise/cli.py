@@ -14,13 +14,15 @@ naming the first record that differs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import math
 import re
 import socket
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from barnraise.runner import (
@@ -28,6 +30,7 @@ from barnraise.runner import (
     RunResult,
     ScenarioError,
     StoreError,
+    UnverifiedScript,
     check_out_dir,
     check_request,
     describe,
@@ -36,7 +39,7 @@ from barnraise.runner import (
     open_run,
     open_store,
     replay,
-    resume,
+    resume_request,
     run_request,
 )
 from sim.clock import check_time_scale
@@ -117,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
                        "takes a JSON array of values)")
     sweep.add_argument("--seeds", default="0", metavar="SPEC",
                        help="seeds: S (one seed), A-B (inclusive) or A,B,C (default 0)")
-    sweep.add_argument("--workers", type=int, default=None, metavar="N",
+    sweep.add_argument("--workers", type=_ascii_int, default=None, metavar="N",
                        help="worker processes (default: 1 without --dask; the CPU count "
                        "with --dask local)")
     sweep.add_argument("--dask", metavar="local|ADDRESS",
@@ -130,6 +133,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", metavar="DIR",
                        help="save each run as it finishes (a rerun computes only missing "
                        "runs) and write results.csv, results.parquet and sweep.png")
+    for stored in (again, check, scrub):  # the commands that run a store's scenario again
+        _script_flag(stored)
 
     serve = commands.add_parser("serve", help="host a live session world on the network "
                                 "(A2A, WebSocket /a2a, MCP at /mcp)")
@@ -155,6 +160,38 @@ def _parser() -> argparse.ArgumentParser:
                              help="simulated seconds per wall second, 0.001 to 1e6 "
                              "(default 1: wall clock)")
     return parser
+
+
+def _script_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--script", metavar="PATH", default=None,
+                         help="the scenario file a store made from a file was run from: "
+                         "it runs again only when named here and its sha256 is the one "
+                         "the store keeps (a store never chooses code; docs/store.md)")
+
+
+_ASCII_INT = re.compile(r"-?[0-9]+")
+
+
+def _ascii_int(text: str) -> int:
+    """An integer flag's value: ASCII digits only (``int()`` takes full-width and other
+    Unicode digits, which a shell user did not mean to type)."""
+    if not _ASCII_INT.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"expected an integer in ASCII digits, got {text!r}")
+    return int(text)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    print(f"barnraise: warning: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _script_warnings() -> Iterator[None]:
+    """A scenario file run unverified (:class:`UnverifiedScript`) is one line on stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UnverifiedScript)
+        warnings.showwarning = _show_warning
+        yield
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -361,10 +398,9 @@ def _run(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     if args.out:
         check_out_dir(args.out)
-    result = resume(args.store)
-    info = result.stored
-    assert info is not None and info.scenario is not None
-    code = _report(result, load(info.scenario), args)
+    with _script_warnings():
+        result, request = resume_request(args.store, script=args.script)
+    code = _report(result, request.module, args)
     if not args.json and result.live_after is not None:
         print(f"  resumed from {result.resumed_records:,} stored records: live after "
               f"{result.live_after:.2f} s")
@@ -372,7 +408,8 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    digest, divergence = replay(args.store)
+    with _script_warnings():
+        digest, divergence = replay(args.store, script=args.script)
     if args.json:
         print(json.dumps({"store": args.store, "matches": divergence is None,
                           "trace_digest": digest,
@@ -414,7 +451,8 @@ def _view_stored(args: argparse.Namespace) -> int:
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return 2
     try:
-        return serve_stored(run, host=VIEW_HOST, port=args.port)
+        with _script_warnings():
+            return serve_stored(run, host=VIEW_HOST, port=args.port, script=args.script)
     except ValueError as exc:
         print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
         return 2
@@ -511,7 +549,9 @@ def _progress_bar() -> tuple[Callable[[float], None], Callable[[], None]]:
 
 # -- sweep -------------------------------------------------------------------------------------
 
-_RANGE = re.compile(r"^(\d+)-(\d+)$")
+# ASCII digits only: \d and str.isdigit take full-width and other scripts' digits too.
+_RANGE = re.compile(r"([0-9]+)-([0-9]+)")
+_SEED = re.compile(r"[0-9]+")
 
 
 def parse_seeds(spec: str) -> list[int]:
@@ -519,7 +559,7 @@ def parse_seeds(spec: str) -> list[int]:
     from barnraise.sweeps import MAX_RUNS
 
     text = spec.strip()
-    match = _RANGE.match(text)
+    match = _RANGE.fullmatch(text)
     if match:
         first, last = int(match.group(1)), int(match.group(2))
         if last < first:
@@ -527,12 +567,13 @@ def parse_seeds(spec: str) -> list[int]:
         if last - first + 1 > MAX_RUNS:
             raise ScenarioError(f"--seeds {spec!r}: at most {MAX_RUNS} seeds")
         return list(range(first, last + 1))
-    if text.isdigit():
+    if _SEED.fullmatch(text):
         return [int(text)]
     parts = [p.strip() for p in text.split(",")]
-    if len(parts) > 1 and all(p.isdigit() for p in parts):
+    if len(parts) > 1 and all(_SEED.fullmatch(p) for p in parts):
         return [int(p) for p in parts]
-    raise ScenarioError(f"--seeds {spec!r}: expected S, A-B or A,B,C (non-negative integers)")
+    raise ScenarioError(f"--seeds {spec!r}: expected S, A-B or A,B,C (non-negative integers "
+                        "in ASCII digits)")
 
 
 def _values(module: Any, key: str, text: str) -> list[Any]:

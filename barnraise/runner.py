@@ -23,7 +23,9 @@ recording option) raise :class:`ScenarioError` before anything runs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -33,7 +35,9 @@ import os
 import pathlib
 import pkgutil
 import time
-from collections.abc import Callable, Mapping
+import warnings
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -57,9 +61,25 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "ParamError", "Request", "RunResult", "ScenarioError", "StoreError", "check_out_dir",
-    "check_request", "coerce_params", "describe", "list_scenarios", "load", "open_run",
-    "replay", "resume", "run", "run_request",
+    "ParamError",
+    "Request",
+    "RunResult",
+    "ScenarioError",
+    "StoreError",
+    "UnverifiedScript",
+    "check_out_dir",
+    "check_request",
+    "coerce_params",
+    "describe",
+    "list_scenarios",
+    "load",
+    "open_run",
+    "replay",
+    "resume",
+    "resume_request",
+    "run",
+    "run_request",
+    "stored_request",
 ]
 
 
@@ -206,18 +226,49 @@ def _first_line(module: ModuleType) -> str:
     return doc.splitlines()[0] if doc else ""
 
 
+class UnverifiedScript(UserWarning):
+    """A scenario file named to run a store again whose store keeps no SHA-256 of the file
+    it was made from (a store from before schema 4): it runs, unverified."""
+
+
+def is_script(name: str) -> bool:
+    """Does ``name`` name a scenario file (a ``.py`` path) rather than a shipped scenario?"""
+    return name.endswith(".py") or pathlib.Path(name).parent != pathlib.Path(".")
+
+
 def load(name_or_path: str) -> ModuleType:
     """The scenario module for a shipped name or a path to a ``.py`` file."""
+    return _load(name_or_path)[0]
+
+
+def _load(name_or_path: str, expect_sha256: str | None = None, *, file: bool | None = None
+          ) -> tuple[ModuleType, str | None]:
+    """:func:`load`, and the SHA-256 of the file's bytes for a scenario file (None for a
+    shipped name). The bytes hashed are the bytes run: read once, hashed, then compiled.
+    ``expect_sha256``: refuse (StoreError), before running anything, a file whose hash
+    differs. ``file``: take ``name_or_path`` as a file's path (default: when it looks like
+    one, :func:`is_script`)."""
     path = pathlib.Path(name_or_path)
-    if name_or_path.endswith(".py") or path.parent != pathlib.Path("."):
+    sha: str | None = None
+    if is_script(name_or_path) if file is None else file:
         if not path.is_file():
             raise ScenarioError(f"no scenario file {name_or_path!r}")
+        try:
+            source = path.read_bytes()
+        except OSError as exc:
+            raise ScenarioError(f"scenario file {name_or_path!r}: cannot read it "
+                                f"({exc.strerror or exc})") from None
+        sha = hashlib.sha256(source).hexdigest()
+        if expect_sha256 is not None and sha != expect_sha256:
+            raise StoreError(f"scenario file {name_or_path!r} is not the file the store was "
+                             f"made from (its sha256 is {sha[:16]}..., the store keeps "
+                             f"{expect_sha256[:16]}...): nothing run")
         spec = importlib.util.spec_from_file_location(f"user_scenario_{path.stem}", path)
-        if spec is None or spec.loader is None:
+        if spec is None:
             raise ScenarioError(f"cannot load {name_or_path!r} as a Python module")
         module = importlib.util.module_from_spec(spec)
         try:
-            spec.loader.exec_module(module)
+            exec(compile(source, str(path), "exec"), module.__dict__)
         except Exception as exc:
             raise ScenarioError(f"{name_or_path}: failed to import: {exc}") from None
     else:
@@ -230,7 +281,7 @@ def load(name_or_path: str) -> ModuleType:
         if not hasattr(module, needed):
             raise ScenarioError(f"{name_or_path}: a scenario needs {needed} "
                                 "(see barnraise/runner.py)")
-    return module
+    return module, sha
 
 
 def coerce_params(module: ModuleType, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -289,6 +340,9 @@ class Request:
     mode: str
     params: dict[str, Any]
     simulation: dict[str, Any]
+    #: The SHA-256 of the scenario file's bytes (None for a shipped scenario): a store
+    #: keeps it, so that the file runs again only as it was (docs/store.md).
+    script_sha256: str | None = None
 
 
 def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
@@ -298,6 +352,15 @@ def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
     """Everything :func:`run` checks before it starts, and nothing more: ScenarioError
     names what is wrong (unknown scenario or parameter, a value that does not
     convert, a bad seed, mode, time scale or fault plan)."""
+    return _checked(scenario, seed, mode, time_scale, faults, params,
+                    lambda: _load(scenario))
+
+
+def _checked(scenario: str, seed: int, mode: str, time_scale: float | None,
+             faults: str | Mapping[str, Any] | Faults | None, params: Mapping[str, Any],
+             loader: Callable[[], tuple[ModuleType, str | None]]) -> Request:
+    """:func:`check_request`, the scenario's module from ``loader`` (called only once every
+    other option has been checked)."""
     if mode not in ("deterministic", "realtime"):
         raise ScenarioError(f"mode must be deterministic or realtime, got {mode!r}")
     try:
@@ -314,7 +377,7 @@ def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
                                 f"got {time_scale!r}")
     if type(seed) is not int or not 0 <= seed <= MAX_SEED:
         raise ScenarioError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
-    module = load(scenario)
+    module, sha = loader()
     values = coerce_params(module, params)
     options: dict[str, Any] = dict(getattr(module, "SIMULATION", {}))
     if mode == "realtime":
@@ -323,7 +386,7 @@ def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
             options["time_scale"] = float(time_scale)
     if plan is not None:
         options["faults"] = plan
-    return Request(scenario, module, seed, mode, values, options)
+    return Request(scenario, module, seed, mode, values, options, sha)
 
 
 #: The slowest and fastest realtime clocks a run takes: one bound for every clock, kept
@@ -400,32 +463,80 @@ def open_store(request: Request, path: str | os.PathLike[str], overwrite: bool =
         options["faults"] = options["faults"].to_dict()
     return Store.create(path, seed=request.seed, mode=request.mode, scenario=request.scenario,
                         params=request.params, options=options,
-                        version=package_version(), overwrite=overwrite)
+                        version=package_version(), overwrite=overwrite,
+                        script_sha256=request.script_sha256)
 
 
 def open_run(path: str | os.PathLike[str]) -> StoredRun:
-    """A read-only view of a stored run (StoreError when ``path`` is not a store)."""
+    """A read-only view of a stored run (StoreError when ``path`` is not a store). It only
+    reads: no scenario is imported, whatever the store names."""
     return StoredRun(path)
 
 
-def _stored_request(info: Any, path: str) -> Request:
+def stored_request(info: RunInfo, path: str, script: str | os.PathLike[str] | None = None
+                   ) -> Request:
+    """The request that re-executes the run a store holds: a store never chooses code.
+
+    A run of a shipped scenario runs that scenario, found by name in the installed
+    ``scenarios`` package. A run made from a scenario file runs again only from the file
+    the user names (``script``), and only when its SHA-256 is the one the store keeps;
+    a store from before schema 4 keeps none, so the named file runs with an
+    :class:`UnverifiedScript` warning. Anything else is a StoreError, before any code
+    is loaded: a name the package does not have, a file path with no ``script``, a
+    ``script`` for a run of a shipped scenario, a file whose hash differs."""
     if info.scenario is None:
         raise StoreError(f"store {path!r} holds a run of no scenario (a Simulation driven by "
                          "hand): it cannot be re-executed")
+    name = info.scenario
+    given = None if script is None else os.fspath(script)
+    if is_script(name):
+        if given is None:
+            raise StoreError(f"store {path!r} was made from the scenario file {name!r}; a "
+                             "store never chooses code to run: name that file with --script "
+                             "PATH (script=PATH) to run it again")
+
+        def loader() -> tuple[ModuleType, str | None]:
+            assert given is not None
+            if info.script_sha256 is None:
+                warnings.warn(f"store {path!r} keeps no sha256 of its scenario file (made "
+                              f"before barnraise kept one): {given!r} runs, unverified",
+                              UnverifiedScript, stacklevel=4)
+            return _load(given, info.script_sha256, file=True)
+    else:
+        if given is not None:
+            raise StoreError(f"store {path!r} holds a run of the installed scenario {name!r}; "
+                             "--script (script=) is for a store made from a scenario file")
+        if not name.isidentifier() or name.startswith("_") or \
+                name not in {m.name for m in pkgutil.iter_modules(scenarios.__path__)}:
+            raise StoreError(f"store {path!r} names the scenario {name!r}, which the "
+                             "installed scenarios package does not have: nothing run")
+
+        def loader() -> tuple[ModuleType, str | None]:
+            return _load(name)
     time_scale = info.options.get("time_scale") if info.mode == "realtime" else None
-    return check_request(info.scenario, info.seed, info.mode, time_scale=time_scale,
-                         faults=info.options.get("faults"), **info.params)
+    return _checked(name, info.seed, info.mode, time_scale, info.options.get("faults"),
+                    info.params, loader)
 
 
-def resume(path: str | os.PathLike[str], *, record: bool = True,
-           progress: Callable[[float], None] | None = None) -> RunResult:
+def resume(path: str | os.PathLike[str], *, script: str | os.PathLike[str] | None = None,
+           record: bool = True, progress: Callable[[float], None] | None = None
+           ) -> RunResult:
     """Continue the interrupted deterministic run stored at ``path`` to its end.
 
     The run is re-executed from its seed and parameters; each record is checked
     against the stored log (ResumeDivergence names the first that differs), and
     the records past the stored end are appended to the same store, which is
     marked finished at the end. StoreError for a path that is not a resumable store.
+    ``script``: the scenario file of a run made from one (see :func:`stored_request`).
     """
+    return resume_request(path, script=script, record=record, progress=progress)[0]
+
+
+def resume_request(path: str | os.PathLike[str], *,
+                   script: str | os.PathLike[str] | None = None, record: bool = True,
+                   progress: Callable[[float], None] | None = None
+                   ) -> tuple[RunResult, Request]:
+    """:func:`resume`, and the request it ran (its scenario module, for the text summary)."""
     started = time.perf_counter()
     name = os.fspath(path)
     # Everything that can refuse is checked read-only first: the file stays as it was.
@@ -434,7 +545,7 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
     if info.status == "finished":
         raise StoreError(f"store {name!r} holds a finished run: nothing to resume "
                          "(barnraise replay checks it)")
-    request = _stored_request(info, name)
+    request = stored_request(info, name, script)
     image = None
     if info.mode == "realtime":
         # No re-execution: the world is folded from the log, and the scenario's crew
@@ -443,7 +554,8 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
             raise StoreError(f"store {name!r} holds a realtime run of {info.scenario}, which "
                              "does not declare how it resumes (RESUMABLE); only a "
                              "deterministic run of it resumes")
-        image = image_of(StoredRun(name, info))
+        with _log_contents(name):
+            image = image_of(StoredRun(name, info))
         problem = image.unsupported()
         if problem is not None:
             raise StoreError(f"store {name!r} cannot be resumed from its log: {problem}")
@@ -456,20 +568,35 @@ def resume(path: str | os.PathLike[str], *, record: bool = True,
     result.resumed_records = store.offset if image is not None else store.expected
     if store.live_at is not None:
         result.live_after = store.live_at - started
-    return result
+    return result, request
 
 
-def replay(path: str | os.PathLike[str]) -> tuple[str, Divergence | None]:
+def replay(path: str | os.PathLike[str], *, script: str | os.PathLike[str] | None = None
+           ) -> tuple[str, Divergence | None]:
     """Re-execute the deterministic run stored at ``path`` in memory and compare its trace
-    with the stored log: (the re-execution's digest, the first difference or None)."""
+    with the stored log: (the re-execution's digest, the first difference or None).
+    ``script``: the scenario file of a run made from one (see :func:`stored_request`)."""
     name = os.fspath(path)
     stored = StoredRun(name)
     info = stored.info
     assert info is not None
     if info.mode != "deterministic":
         raise StoreError(f"store {name!r} holds a realtime run, which does not replay")
-    result = run_request(_stored_request(info, name), record=False)
-    return result.trace_digest, stored.compare(result.trace)
+    result = run_request(stored_request(info, name, script), record=False)
+    with _log_contents(name):
+        return result.trace_digest, stored.compare(result.trace)
+
+
+@contextlib.contextmanager
+def _log_contents(name: str) -> Iterator[None]:
+    """Turn a record whose stored content is not what barnraise writes (a ``packed`` one
+    that does not decompress, a content that is not JSON) into a StoreError naming the
+    store: a store is data, and its damage is exit 2, not a traceback."""
+    try:
+        yield
+    except (zlib.error, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise StoreError(f"store {name!r}: a record's content is not what barnraise writes "
+                         f"({type(exc).__name__}: {exc})") from None
 
 
 def _check_recording(interval: float, frame_size: int) -> None:

@@ -36,6 +36,8 @@ Every argument is checked before any run starts; :class:`SweepError` (a
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib
 import itertools
@@ -45,6 +47,8 @@ import multiprocessing
 import os
 import pathlib
 import re
+import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -219,25 +223,89 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
 # -- saving and resuming ------------------------------------------------------------------
 
 
+#: The file in ``out`` a sweep holds an flock on for its whole life (see :class:`_Store`).
+LOCK_NAME: Final = ".sweep.lock"
+_SCALARS: Final = (bool, int, float, str, type(None))
+_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+
+
 class _Store:
-    def __init__(self, out: pathlib.Path) -> None:
+    """A sweep's ``out`` directory: its saved runs, held by one sweep at a time.
+
+    The hold is an ``flock`` on ``out/.sweep.lock``, taken without waiting: a second
+    sweep on the same directory is refused (SweepError naming the holder, which the file
+    says: its pid, host, start time and scenario) instead of computing the same runs
+    again beside the first. The kernel lets go of it when the holder dies, however it
+    dies."""
+
+    def __init__(self, out: pathlib.Path, scenario: str) -> None:
         self.out = out
         self.runs = out / "runs"
-        self.runs.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self._hold(out / LOCK_NAME, scenario)
+        try:
+            for name in ("results.csv", "results.parquet", "results.jsonl"):
+                _regular_or_none(out / name)
+            self.runs.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.close()
+            raise SweepError(f"out directory {os.fspath(out)!r}: cannot make runs/ there "
+                             f"({exc.strerror or exc})") from None
+        except SweepError:
+            self.close()
+            raise
+
+    @staticmethod
+    def _hold(path: pathlib.Path, scenario: str) -> int:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise SweepError(f"out directory {os.fspath(path.parent)!r}: cannot open its lock "
+                             f"file ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise SweepError(f"out directory {os.fspath(path.parent)!r} is in use by another "
+                             f"sweep ({holder}); wait for it to end or choose another "
+                             "--out") from None
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        text = f"pid {os.getpid()} on {socket.gethostname()} since {stamp}, {scenario}"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.replace("\n", " ").encode(), 0)
+        return fd
+
+    def close(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # lets go of the flock
+            self._lock_fd = -1
 
     def load(self, spec: RunSpec) -> dict[str, Any] | None:
+        """The saved row of ``spec``'s run, checked; None when there is none or when it is
+        not one this sweep would have made (then said on stderr: it is computed again)."""
         path = self.runs / f"{spec.key}.json"
+        _regular_or_none(path)
         try:
-            saved = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None  # missing, or cut short by a kill before the rename: run again
-        if not isinstance(saved, dict) or saved.get("key") != spec.key \
-                or not isinstance(saved.get("row"), dict):
+            text = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            _redo(path, f"cannot be read ({exc.strerror or exc})")
+            return None
+        try:
+            saved = json.loads(text)
+        except ValueError:
+            _redo(path, "is not JSON")
+            return None
+        problem = _saved_problem(spec, saved)
+        if problem is not None:
+            _redo(path, problem)
             return None
         row: dict[str, Any] = saved["row"]
         return row
 
     def save(self, spec: RunSpec, done: Mapping[str, Any]) -> None:
+        """Keep a finished run (its file written whole, then renamed into place)."""
         record = {"key": spec.key, "scenario": spec.scenario, "seed": spec.seed,
                   "params": spec.params, "row": done["row"], "summary": done["summary"]}
         final = self.runs / f"{spec.key}.json"
@@ -248,6 +316,71 @@ class _Store:
         with (self.out / "results.jsonl").open("a") as handle:
             handle.write(json.dumps({"index": spec.index, "key": spec.key, **done["row"]})
                          + "\n")
+
+
+def _regular_or_none(path: pathlib.Path) -> None:
+    """SweepError when something other than a file is at ``path`` (a directory where a
+    sweep writes a file would be a traceback after every run was computed)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise SweepError(f"{os.fspath(path)!r} is in the way: a sweep writes a file there, "
+                         "and this is not a regular file")
+
+
+def _redo(path: pathlib.Path, why: str) -> None:
+    print(f"barnraise: note: saved run {path} {why}: computing it again", file=sys.stderr,
+          flush=True)
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
+
+
+def _saved_problem(spec: RunSpec, saved: Any) -> str | None:
+    """Why a saved run is not one this sweep would have made for ``spec`` (None: it is).
+
+    A row edited by hand, or written by something else, must not reach the table: the
+    key, seed and parameters must be ``spec``'s, the columns every row has must have
+    their types (a seed an int, success a bool, virtual_time and wall_seconds numbers
+    >= 0, a trace digest's 64 hex digits, error a string) and every other value a
+    scalar a CSV or Parquet column holds."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("row"), dict):
+        return "is not a saved run (no row)"
+    if saved.get("key") != spec.key:
+        return f"is the run of another key ({str(saved.get('key'))[:30]!r})"
+    row = saved["row"]
+    seed = row.get("seed")
+    if type(seed) is not int or seed != spec.seed or saved.get("seed") != spec.seed:
+        return f"has seed {seed!r}, not this run's {spec.seed}"
+    wanted = row_of(spec, None)
+    for key in spec.params:
+        if json.dumps(row.get(key, _MISSING), default=repr) != json.dumps(wanted[key]):
+            return f"has {key}={row.get(key, '(none)')!r}, not this run's {wanted[key]!r}"
+    if not isinstance(row.get("scenario"), str):
+        return f"has scenario {row.get('scenario')!r}"
+    error = row.get("error")
+    if not isinstance(error, str):
+        return f"has error {error!r}, not a string"
+    if type(row.get("success")) is not bool:
+        return f"has success {row.get('success')!r}, not true or false"
+    for column in ("virtual_time", "wall_seconds"):
+        value = row.get(column)
+        if not (_number(value) or (value is None and error)):
+            return f"has {column} {value!r}, not a number >= 0"
+    digest = row.get("trace_digest")
+    if not ((isinstance(digest, str) and _DIGEST.fullmatch(digest)) or
+            (digest is None and error)):
+        return f"has trace_digest {digest!r}, not a digest"
+    for key, value in row.items():
+        if not isinstance(key, str) or not isinstance(value, _SCALARS):
+            return f"has {key!r} = {value!r}, not a scalar"
+    return None
+
+
+_MISSING: Final = object()
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -309,7 +442,18 @@ def sweep(
     store = None
     if out is not None:
         target = check_out_dir(out)
-        store = _Store(target)
+        store = _Store(target, scenario)
+    try:
+        return _sweep(specs, store, engine, count, dask_address, progress, on_result)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _sweep(specs: list[RunSpec], store: _Store | None, engine: str, count: int,
+           dask_address: str | None, progress: bool,
+           on_result: Callable[[dict[str, Any]], None] | None) -> pd.DataFrame:
+    """:func:`sweep` once everything is checked (and ``out``, if any, held)."""
     rows: dict[int, dict[str, Any]] = {}
     todo: list[RunSpec] = []
     for spec in specs:
@@ -435,7 +579,16 @@ def _table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def _write_results(table: pd.DataFrame, out: pathlib.Path) -> None:
     table.to_csv(out / "results.csv", index=False)
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow
     except ImportError:
         return
-    table.to_parquet(out / "results.parquet", index=False)
+    try:
+        table.to_parquet(out / "results.parquet", index=False)
+    except (pyarrow.ArrowException, ValueError, TypeError) as exc:
+        # A column whose runs gave values of different types (a metric a number in one
+        # run and text in another): the CSV holds it, Parquet's typed columns do not.
+        with contextlib.suppress(FileNotFoundError):
+            (out / "results.parquet").unlink()
+        print(f"barnraise: note: {out / 'results.parquet'} not written (results.csv is): "
+              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+              file=sys.stderr, flush=True)

@@ -46,6 +46,7 @@ stand-ins of: a restored session has a new invite token and no role tokens.
 from __future__ import annotations
 
 import copy
+import re
 import zlib
 from collections import deque
 from collections.abc import Iterable
@@ -81,6 +82,7 @@ _ANSWERS_USED: Final = frozenset({"session_create", "builder_place_tile", "build
                                   "builder_load_shader", "builder_assemble_cartridge",
                                   "build_checkpoint", "task_report", "task_delegate"})
 _decode: Final = msgspec.json.Decoder().decode
+_DIGITS: Final = re.compile(r"[0-9]+")
 #: The record types the fold reads (the log holds others: status updates, heartbeats...).
 _FOLDED: Final = frozenset({
     "coordination_request", "coordination_response", "task_assignment", "task_result",
@@ -676,7 +678,9 @@ def _described(task: dict[str, Any], args: dict[str, Any]) -> None:
 def _serial(identifier: str) -> int:
     """The serial at the end of an id such as ``claim_000012`` (0 when there is none)."""
     tail = identifier.rsplit("_", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses (a log's ids are
+    # data, and a crafted one must not make the fold a traceback).
+    return int(tail) if _DIGITS.fullmatch(tail) else 0
 
 
 def _codes(tiles: Any, rect: Rect) -> bytes | NDArray[np.uint8]:

@@ -42,9 +42,13 @@ commits: a seeded moment to crash at, for tests/test_store.py.
 :data:`SNAPSHOT_EVERY`.
 
 **Bad input.** :func:`check_store` reads a path (with ``mode=ro``, nothing
-written) and raises :class:`StoreError` naming what is wrong: a directory, an
-empty file, a file that is not SQLite, a damaged or truncated database, one of
-a newer schema, a database that is not a barnraise store, a store another live
+written, and the ``-wal``/``-shm`` files its own open made removed: :func:`_reading`)
+and raises :class:`StoreError` naming what is wrong: a path that is not a regular
+file (a directory, a FIFO: refused from its stat, never opened), an empty file, a
+file that is not SQLite, a damaged or truncated database, one of a newer schema, a
+database that is not a barnraise store, a run row that is not what barnraise writes
+(:func:`_run_info`), a log that is not whole and in order (:func:`_check_log`, which
+``replay`` and ``resume`` share through this function), a store another live
 process holds (an ``flock`` held for the writer's whole life, which the kernel
 drops when that process dies however it dies).
 """
@@ -58,8 +62,10 @@ import json
 import math
 import numbers
 import os
+import re
 import signal
 import sqlite3
+import stat
 import threading
 import time
 import zlib
@@ -75,7 +81,7 @@ from sim.trace import DELIVER, EVENT, Trace, TraceRecord
 __all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
            "read_snapshot"]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: Records between two snapshots (deterministic mode).
 SNAPSHOT_EVERY: Final = 10_000
 #: Group commit for answers to in-process agents: at most this many wall seconds or
@@ -87,6 +93,8 @@ GROUP_RECORDS: Final = 2000
 #: A record content longer than this is kept zlib-compressed (``packed`` = 1).
 PACK_OVER: Final = 4096
 _HEADER: Final = b"SQLite format 3\x00"
+#: ASCII digits (``str.isdigit`` takes superscripts, which ``int()`` refuses).
+_DIGITS: Final = re.compile(r"[0-9]+")
 
 #: version -> (what it does, its statements), applied in order from user_version + 1.
 MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
@@ -114,6 +122,11 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
     3: ("digests: the trace digest at the end of every commit of a deterministic run, so "
         "that a resume checks its re-execution a digest per commit, not row by row", (
             "CREATE TABLE digests (seq INTEGER PRIMARY KEY, digest TEXT NOT NULL)",
+        )),
+    4: ("run.script_sha256: the SHA-256 of the scenario file a run was made from, so that "
+        "resume, replay and view run that file again only when the user names it and it "
+        "is the same file", (
+            "ALTER TABLE run ADD COLUMN script_sha256 TEXT",
         )),
 }
 
@@ -156,11 +169,91 @@ class RunInfo(msgspec.Struct, frozen=True):
     status: str
     summary: dict[str, Any] | None
     trace_digest: str | None
+    #: The SHA-256 (hex) of the scenario file the run was made from; None for a run of an
+    #: installed scenario, of no scenario, or made before schema 4 kept it.
+    script_sha256: str | None = None
+    #: The store's schema version when it was read (before any migration).
+    schema: int = SCHEMA_VERSION
 
 
 def _ro(path: str) -> sqlite3.Connection:
     uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
     return sqlite3.connect(uri, uri=True, timeout=5.0)
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Generator[sqlite3.Connection, None, None]:
+    """A read-only connection to the store at ``path`` that leaves the folder as it found it.
+
+    Opening a WAL database read-only makes SQLite create its ``-wal`` and ``-shm`` files
+    when they are missing, and a read-only connection cannot checkpoint, so it never
+    removes them: every check left two files beside the store. When this open made them
+    (neither was there before) and no live writer holds the store (its flock), they are
+    removed once the connection is closed; the ``-wal`` must be empty (a reader writes
+    nothing to it). A live writer's are its own and stay. Readers of one path in this
+    process (the view's threads) are counted: the last to close removes what the first
+    one's open made, so none has them removed from under its open connection.
+    """
+    key = os.path.abspath(path)
+    with _READERS_LOCK:
+        count, made = _READERS.get(key, (0, False))
+        if count == 0:
+            made = not (os.path.exists(path + "-wal") or os.path.exists(path + "-shm"))
+        _READERS[key] = (count + 1, made)
+    try:
+        db = _ro(path)
+    except BaseException:
+        _reader_done(key, path)
+        raise
+    try:
+        yield db
+    finally:
+        db.close()
+        _reader_done(key, path)
+
+
+#: Open read-only connections by store path in this process: (how many, whether the
+#: first one's open made the -wal and -shm files). See :func:`_reading`.
+_READERS: dict[str, tuple[int, bool]] = {}
+_READERS_LOCK = threading.Lock()
+
+
+def _reader_done(key: str, path: str) -> None:
+    with _READERS_LOCK:
+        count, made = _READERS.pop(key)
+        if count > 1:
+            _READERS[key] = (count - 1, made)
+        elif made:
+            _remove_reader_files(path)
+
+
+def _remove_reader_files(path: str) -> None:
+    """Remove the ``-wal`` (empty) and ``-shm`` a reader's open made beside ``path``, unless
+    a live writer holds it (then they are the writer's)."""
+    try:
+        if os.path.getsize(path + "-wal") != 0:
+            return
+    except OSError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a live writer holds it: its files
+        try:
+            for extra in ("-wal", "-shm"):
+                with contextlib.suppress(OSError):  # gone already, or not ours to remove
+                    if extra == "-wal" and os.path.getsize(path + extra) != 0:
+                        continue
+                    os.unlink(path + extra)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _locked_by_other(path: str) -> bool:
@@ -186,14 +279,26 @@ def check_store(path: str | os.PathLike[str], *, must_exist: bool = True,
     holds is an error (a reader may read one).
     """
     name = os.fspath(path)
-    if os.path.isdir(name):
-        raise StoreError(f"store {name!r} is a directory, not a barnraise store file")
-    if not os.path.exists(name):
-        if must_exist:
-            raise StoreError(f"store {name!r}: no such file")
-        return None
     try:
-        with open(name, "rb") as handle:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:
+        if must_exist:
+            raise StoreError(f"store {name!r}: no such file") from None
+        return None
+    except OSError as exc:
+        raise StoreError(f"store {name!r}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"store {name!r} is a directory, not a barnraise store file")
+    if not stat.S_ISREG(mode):
+        # A FIFO would block the open below until someone writes to it; a device is
+        # no store either. Refused from its stat, without opening it.
+        raise StoreError(f"store {name!r} is not a regular file (a FIFO, socket or device), "
+                         "not a barnraise store")
+    try:
+        # O_NONBLOCK: should the path have become a FIFO since the stat, the open does
+        # not wait for a writer (and the read finds no SQLite header).
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
             head = handle.read(len(_HEADER))
     except OSError as exc:
         raise StoreError(f"store {name!r}: cannot read it ({exc.strerror or exc})") from None
@@ -204,8 +309,7 @@ def check_store(path: str | os.PathLike[str], *, must_exist: bool = True,
     if writing and _locked_by_other(name):
         raise StoreError(f"store {name!r} is held by another live run")
     try:
-        db = _ro(name)
-        try:
+        with _reading(name) as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise StoreError(f"store {name!r} has schema version {version}, newer than "
@@ -221,20 +325,84 @@ def check_store(path: str | os.PathLike[str], *, must_exist: bool = True,
             if version < 1 or not {"run", "events"} <= tables:
                 raise StoreError(f"store {name!r} is an SQLite database but not a barnraise "
                                  "store")
-            return _run_info(db, name)
-        finally:
-            db.close()
+            info = _run_info(db, name, version)
+            _check_log(db, name, "digests" in tables)
+            return info
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"store {name!r} is damaged or truncated ({exc})") from None
 
 
-def _run_info(db: sqlite3.Connection, name: str) -> RunInfo:
+def _run_info(db: sqlite3.Connection, name: str, version: int = SCHEMA_VERSION) -> RunInfo:
+    """The run row, every field checked: StoreError names the first that is not what a
+    barnraise store holds (a row edited by hand, say)."""
+    sha = "script_sha256" if version >= 4 else "NULL"
     row = db.execute("SELECT scenario, params, seed, mode, version, options, status, summary, "
-                     "trace_digest FROM run WHERE id = 1").fetchone()
+                     f"trace_digest, {sha} FROM run WHERE id = 1").fetchone()
     if row is None:
         raise StoreError(f"store {name!r} holds no run")
-    return RunInfo(row[0], json.loads(row[1]), row[2], row[3], row[4], json.loads(row[5]),
-                   row[6], None if row[7] is None else json.loads(row[7]), row[8])
+    scenario, params, seed, mode, made_by, options, status, summary, digest, script = row
+
+    def bad(field: str, what: str) -> StoreError:
+        return StoreError(f"store {name!r}: its run.{field} is {what}, not what barnraise "
+                          "writes there")
+
+    def obj(field: str, text: Any, optional: bool = False) -> dict[str, Any] | None:
+        if text is None and optional:
+            return None
+        if not isinstance(text, str):
+            raise bad(field, f"not JSON text ({type(text).__name__})")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise bad(field, f"not JSON ({text[:40]!r})") from None
+        if not isinstance(value, dict):
+            raise bad(field, f"not a JSON object ({text[:40]!r})")
+        return value
+
+    if scenario is not None and (not isinstance(scenario, str) or not scenario):
+        raise bad("scenario", repr(scenario)[:60])
+    if type(seed) is not int or seed < 0:
+        raise bad("seed", repr(seed)[:60])
+    if mode not in ("deterministic", "realtime"):
+        raise bad("mode", repr(mode)[:60])
+    if status not in ("running", "finished"):
+        raise bad("status", repr(status)[:60])
+    if not isinstance(made_by, str):
+        raise bad("version", repr(made_by)[:60])
+    if digest is not None and not isinstance(digest, str):
+        raise bad("trace_digest", repr(digest)[:60])
+    if script is not None and (not isinstance(script, str) or
+                               not re.fullmatch(r"[0-9a-f]{64}", script)):
+        raise bad("script_sha256", repr(script)[:60])
+    checked_params = obj("params", params)
+    checked_options = obj("options", options)
+    assert checked_params is not None and checked_options is not None
+    return RunInfo(scenario, checked_params, seed, mode, made_by, checked_options, status,
+                   obj("summary", summary, optional=True), digest, script, version)
+
+
+def _check_log(db: sqlite3.Connection, name: str, digests: bool) -> None:
+    """Refuse a log that is not whole and in order: its records must be seq 0, 1, ... with
+    no gap, and no commit digest (nor snapshot) may stand past its last record. Both
+    ``replay`` and ``resume`` read a store through :func:`check_store`, so they agree on
+    what it holds; a resume appends nothing to a log this refuses.
+
+    One statement, so one read transaction: a live writer's commit between two reads
+    cannot make a whole log look broken. ``seq`` is the primary key: min and max are
+    a look-up each, the count one pass over the key."""
+    past = "(SELECT max(seq) FROM digests)" if digests else "NULL"
+    count, first, last, digest_end, snapshot_end = db.execute(
+        f"SELECT (SELECT count(*) FROM events), (SELECT min(seq) FROM events), "
+        f"(SELECT max(seq) FROM events), {past}, (SELECT max(seq) FROM snapshots)"
+    ).fetchone()
+    if count and (first != 0 or last != count - 1):
+        raise StoreError(f"store {name!r}: its log is not whole and in order ({count:,} "
+                         f"records numbered {first} to {last}; a log is numbered from 0 "
+                         "without gaps)")
+    for what, end in (("commit digest", digest_end), ("snapshot", snapshot_end)):
+        if end is not None and end > count:
+            raise StoreError(f"store {name!r}: a {what} stands at record {end}, past the "
+                             f"log's end ({count:,} records): records were removed")
 
 
 def _migrate(db: sqlite3.Connection) -> None:
@@ -269,7 +437,7 @@ def _fresh_image(run: tuple[Any, ...]) -> bytes:
     mem = sqlite3.connect(":memory:", isolation_level=None)
     try:
         _migrate(mem)
-        mem.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, ?, ?)",
+        mem.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, ?, ?, ?)",
                     run)
         image = bytearray(mem.serialize())
     finally:
@@ -370,7 +538,7 @@ class Store:
         #: A resumed run's stored commit ends and digests still to check, in order.
         self._stored_digests: deque[tuple[int, str]] = deque()
         every = os.environ.get("BARNRAISE_STORE_SNAPSHOT_EVERY", "")
-        self.snapshot_every = int(every) if every.isdigit() and int(every) > 0 \
+        self.snapshot_every = int(every) if _DIGITS.fullmatch(every) and int(every) > 0 \
             else SNAPSHOT_EVERY
         self._since_snapshot = 0
         self.snapshotter: Callable[[], Any] | None = None
@@ -384,7 +552,7 @@ class Store:
         self._last_commit = time.perf_counter()
         self.closed = False
         where, _, count = os.environ.get("BARNRAISE_STORE_CRASH", "").partition(":")
-        self._crash = (where, int(count)) if count.isdigit() else None
+        self._crash = (where, int(count)) if _DIGITS.fullmatch(count) else None
 
     def _crash_point(self, where: str, count: int) -> None:
         if self._crash == (where, count):
@@ -396,8 +564,11 @@ class Store:
     def create(cls, path: str | os.PathLike[str], *, seed: int, mode: str,
                scenario: str | None = None, params: dict[str, Any] | None = None,
                options: dict[str, Any] | None = None, version: str = "",
-               overwrite: bool = False) -> Store:
+               overwrite: bool = False, script_sha256: str | None = None) -> Store:
         """A new store at ``path`` for a run about to start.
+
+        ``script_sha256``: the run's scenario is a file (``scenario`` its path), and this
+        is the SHA-256 of what was loaded from it (see docs/store.md, "Which code runs").
 
         An existing store is refused (StoreError) unless ``overwrite``: one that
         holds a finished or interrupted run, or one a live run holds (always).
@@ -412,7 +583,7 @@ class Store:
                              "(overwrite=True) to replace it")
         now = time.time()
         row = (scenario, json.dumps(params or {}, sort_keys=True), seed, mode, version,
-               json.dumps(options or {}, sort_keys=True), now, now)
+               json.dumps(options or {}, sort_keys=True), now, now, script_sha256)
         if info is None:
             store = cls._open(name, image=_fresh_image(row))
         else:
@@ -421,7 +592,7 @@ class Store:
                 for table in ("run", "events", "snapshots", "delegations", "digests"):
                     db.execute(f"DELETE FROM {table}")
                 db.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, "
-                           "?, ?)", row)
+                           "?, ?, ?)", row)
         store.keep_digests = mode == "deterministic"
         return store
 
@@ -722,8 +893,8 @@ class StoredRun:
         self.info = check_store(self.path) if info is None else info
         assert self.info is not None
 
-    def _db(self) -> sqlite3.Connection:
-        return _ro(self.path)
+    def _db(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return _reading(self.path)
 
     @property
     def status(self) -> str:
@@ -758,21 +929,15 @@ class StoredRun:
         return self._select(where, args)
 
     def _select(self, where: str, args: list[Any]) -> Generator[Any, None, None]:
-        db = self._db()
-        try:
+        with self._db() as db:
             yield from db.execute(f"SELECT {_COLUMNS} FROM events WHERE {where} ORDER BY seq",
                                   args)
-        finally:
-            db.close()
 
     def last(self) -> TraceRecord | None:
         """The log's last record (None: an empty log)."""
-        db = self._db()
-        try:
+        with self._db() as db:
             row = db.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq DESC LIMIT 1"
                              ).fetchone()
-        finally:
-            db.close()
         return None if row is None else _record(row)
 
     def events(self, type: str | None = None, kind: str | None = None
@@ -787,12 +952,9 @@ class StoredRun:
         if kind is not None:
             where.append("kind = ?")
             args.append(kind)
-        db = self._db()
-        try:
+        with self._db() as db:
             rows = db.execute(f"SELECT {_COLUMNS} FROM events WHERE {' AND '.join(where)} "
                               "ORDER BY seq", args).fetchall()
-        finally:
-            db.close()
         out = []
         for row in rows:
             r = _record(row)
@@ -802,17 +964,13 @@ class StoredRun:
 
     def snapshots(self) -> list[tuple[int, float]]:
         """(seq, time) of every snapshot: the world after records 0..seq-1."""
-        db = self._db()
-        try:
+        with self._db() as db:
             return [(r[0], r[1]) for r in db.execute("SELECT seq, t FROM snapshots ORDER BY seq")]
-        finally:
-            db.close()
 
     def snapshot(self, seq: int | None = None, at: float | None = None) -> Any:
         """The world of the snapshot at record ``seq`` exactly, or the last one taken at or
         before simulated time ``at``, or the last one; None when there is none."""
-        db = self._db()
-        try:
+        with self._db() as db:
             if seq is not None:
                 row = db.execute("SELECT data FROM snapshots WHERE seq = ?", (seq,)).fetchone()
             elif at is not None:
@@ -821,8 +979,6 @@ class StoredRun:
             else:
                 row = db.execute("SELECT data FROM snapshots ORDER BY seq DESC LIMIT 1"
                                  ).fetchone()
-        finally:
-            db.close()
         return None if row is None else read_snapshot(bytes(row[0]))
 
     def world(self, at: float | None = None) -> dict[str, Any]:
@@ -892,14 +1048,11 @@ class StoredRun:
         its ``task_result`` letter reached the delegator, or, for a result the stopped run
         had not delivered, when the resumed delegator read it from the task queue; None
         if neither happened: still open, or a delegator outside the run)."""
-        db = self._db()
-        try:
+        with self._db() as db:
             cursor = db.execute("SELECT task_id, session_id, delegator, delegatee, type, status, "
                                 "result, delivered_at FROM delegations ORDER BY created_seq")
             names = [d[0] for d in cursor.description]
             rows = [dict(zip(names, row, strict=True)) for row in cursor]
-        finally:
-            db.close()
         for row in rows:
             row["result"] = None if row["result"] is None else json.loads(row["result"])
         return rows
@@ -907,12 +1060,9 @@ class StoredRun:
     def compare(self, trace: Trace) -> Divergence | None:
         """The first record where ``trace`` differs from the stored log (None: it
         reproduces it); for a finished run, a trace longer than the log differs too."""
-        db = self._db()
-        try:
+        with self._db() as db:
             count = db.execute("SELECT count(*) FROM events").fetchone()[0]
             divergence = _first_difference(db, trace, 0, count)
-        finally:
-            db.close()
         if divergence is None and self.info is not None and \
                 self.info.status == "finished" and len(trace) > count:
             divergence = Divergence(count, None, TraceRecord(count, *trace.shown_from(

@@ -301,9 +301,18 @@ def test_replay_names_the_first_record_that_differs(
     assert divergence.stored is not None and divergence.stored.sender == "someone-else"
     assert divergence.got is not None and divergence.got.sender != "someone-else"
     assert digest == open_run(path).summary["trace_digest"]  # type: ignore[index]
-    # A finished log that ends early: the first record it lacks is named.
+    # A finished log that ends early under its commit digests is not whole: refused
+    # (issue 23: replay and resume share the check, and agree on what a store holds)...
     with sqlite3.connect(path) as db:
         db.execute("DELETE FROM events WHERE seq >= 400")
+    db.close()
+    with pytest.raises(StoreError, match="past the log's end"):
+        replay(path)
+    # ... and one cut at a commit's end, nothing past it, is whole: the first record it
+    # lacks is named.
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM digests WHERE seq > 400")
+        db.execute("DELETE FROM snapshots WHERE seq > 400")
     db.close()
     digest, divergence = replay(path)
     assert divergence is not None and divergence.seq == 400 and divergence.stored is None
@@ -462,6 +471,7 @@ def test_a_store_of_schema_1_is_migrated_when_resumed(tmp_path: pathlib.Path) ->
     with sqlite3.connect(path) as db:  # as barnraise with schema 1 would have left it
         db.execute("CREATE INDEX events_type ON events (type)")
         db.execute("DROP TABLE digests")
+        db.execute("ALTER TABLE run DROP COLUMN script_sha256")
         db.execute("DELETE FROM migrations WHERE version > 1")
         db.execute("PRAGMA user_version = 1")
     db.close()
@@ -630,7 +640,8 @@ def test_resume_and_replay_refuse_what_they_cannot_do(
         db.execute("UPDATE run SET status = 'running'")
     db.close()
     before = _digest_of_file(realtime)
-    for argv, words in ((["resume", str(realtime)], "does not declare how it resumes"),
+    for argv, words in ((["resume", str(realtime), "--script", str(script)],
+                         "does not declare how it resumes"),
                         (["replay", str(realtime)], "realtime run"),
                         (["run", "locks_barriers", "--store",
                           str(tmp_path / "no" / "such" / "dir.db")], "cannot open it")):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -42,6 +43,7 @@ from sim.trace import EVENT
 
 if TYPE_CHECKING:
     from actors.world import Simulation
+    from barnraise.runner import Request
     from barnraise.view.watch import Watcher
 
 __all__ = ["ReplaySource", "StoredServer", "StoredSource", "open_source", "serve_stored"]
@@ -194,11 +196,10 @@ def _refuse_seek(action: str, value: Any) -> dict[str, Any] | None:
 class _Replay:
     """One re-execution of a stored deterministic run, held at its gate by a Watcher."""
 
-    def __init__(self, run: StoredRun) -> None:
-        from barnraise.runner import _stored_request, run_request
+    def __init__(self, request: Request) -> None:
+        from barnraise.runner import run_request
         from barnraise.view.watch import Watcher
 
-        request = _stored_request(run.info, run.path)
         self.simu: Simulation | None = None
         self.watcher: Watcher | None = None
         self.ready = threading.Event()
@@ -260,10 +261,18 @@ class _Replay:
 class ReplaySource(_Scrubber):
     """A stored deterministic run, scrubbed by re-executing it (see the module doc)."""
 
-    def __init__(self, run: StoredRun, *, timeout: float = SEEK_TIMEOUT) -> None:
+    def __init__(self, run: StoredRun, *, timeout: float = SEEK_TIMEOUT,
+                 script: str | os.PathLike[str] | None = None) -> None:
+        """``script``: the scenario file of a run made from one. The code a seek re-executes
+        is chosen here, once, as ``barnraise replay`` chooses it
+        (:func:`barnraise.runner.stored_request`): StoreError, before anything runs, for a
+        scenario the installed package does not have, a file not named, or not the same."""
+        from barnraise.runner import stored_request
+
         if run.info is None or run.info.mode != "deterministic" or run.info.scenario is None:
             raise StoreError(f"store {run.path!r} does not hold a deterministic run of a "
                              "scenario: it cannot be re-executed")
+        self.request = stored_request(run.info, run.path, script)
         self.run = run
         self.timeout = timeout
         self.snapshots = run.snapshots()
@@ -309,7 +318,7 @@ class ReplaySource(_Scrubber):
         if replay is None or at < replay.at or (replay.done.is_set() and at < self.end):
             if replay is not None:
                 replay.stop()
-            replay = self._replay = _Replay(self.run)
+            replay = self._replay = _Replay(self.request)
             self._checked = 0
         replay.go_to(at, self.timeout)
         if replay.error is not None:
@@ -356,25 +365,30 @@ class ReplaySource(_Scrubber):
                 self._replay = None
 
 
-def open_source(run: StoredRun) -> ReplaySource | StoredSource:
-    """The scrubber for ``run``: by re-execution when it can be re-executed, else by folding
-    its log."""
+def open_source(run: StoredRun, *, script: str | os.PathLike[str] | None = None
+                ) -> ReplaySource | StoredSource:
+    """The scrubber for ``run``: by re-execution when it can be re-executed (``script``: its
+    scenario file, see :class:`ReplaySource`), else by folding its log."""
     info = run.info
     if info is not None and info.mode == "deterministic" and info.scenario is not None:
-        return ReplaySource(run)
+        return ReplaySource(run, script=script)
+    if script is not None:
+        raise StoreError(f"store {run.path!r} holds no deterministic run of a scenario: "
+                         "--script does not apply (its log is folded, nothing re-executed)")
     return StoredSource(run)
 
 
 class StoredServer:
     """A stored run's page on a gateway server (an empty world: it takes no agents)."""
 
-    def __init__(self, run: StoredRun, *, host: str = "127.0.0.1", port: int = 8765) -> None:
+    def __init__(self, run: StoredRun, *, host: str = "127.0.0.1", port: int = 8765,
+                 script: str | os.PathLike[str] | None = None) -> None:
         from actors.world import Simulation
         from barnraise.gateway.hosting import HostedWorld
         from barnraise.gateway.server import Gateway, GatewayServer
         from barnraise.view.server import ViewSurface
 
-        self.source = open_source(run)
+        self.source = open_source(run, script=script)
         self._simulation = Simulation(seed=0)
         try:
             gateway = Gateway(HostedWorld(simulation=self._simulation), agents=False)
@@ -391,9 +405,10 @@ class StoredServer:
         self._simulation.close()
 
 
-def serve_stored(run: StoredRun, *, host: str = "127.0.0.1", port: int = 8765) -> int:
+def serve_stored(run: StoredRun, *, host: str = "127.0.0.1", port: int = 8765,
+                 script: str | os.PathLike[str] | None = None) -> int:
     """Serve the page of a stored run until SIGINT/SIGTERM; print its URL once; exit 0."""
-    served = StoredServer(run, host=host, port=port)
+    served = StoredServer(run, host=host, port=port, script=script)
     try:
         served.server.run(on_ready=lambda url: print(f"{url}/", flush=True))
     finally:
