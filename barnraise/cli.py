@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a scenario by name or path")
     run.add_argument("scenario", help="a name from `barnraise scenarios`, or a .py file")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=_ascii_int, default=0)
     run.add_argument("--mode", choices=("deterministic", "realtime"), default="deterministic")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="set a scenario parameter (repeatable)")
@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="watch the run in the browser: serve a live page (its URL is "
                      "printed) that stays up after the run until Ctrl-C; needs the "
                      "gateway extra")
-    run.add_argument("--port", type=int, default=8765,
+    run.add_argument("--port", type=_ascii_int, default=8765,
                      help="--view: the page's port on 127.0.0.1 (0 picks a free one)")
     run.add_argument("--paused", action="store_true",
                      help="--view, deterministic mode: wait for Start on the page")
@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     scrub = commands.add_parser(
         "view", help="scrub a stored run in the browser (a time slider over its snapshots)")
     scrub.add_argument("store", metavar="PATH", help="a store written with run --store")
-    scrub.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    scrub.add_argument("--port", type=_ascii_int, default=8765, help="0 picks a free port")
 
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
@@ -140,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
                                 "(A2A, WebSocket /a2a, MCP at /mcp)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default loopback only)")
-    serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    serve.add_argument("--port", type=_ascii_int, default=8765, help="0 picks a free port")
     serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                        help="a browser origin allowed to open the WebSocket (repeatable)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="HOST",
@@ -155,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--scenario", help="run this scenario's crew in the world")
         command.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                              help="a scenario parameter (repeatable)")
-        command.add_argument("--seed", type=int, default=0)
+        command.add_argument("--seed", type=_ascii_int, default=0)
         command.add_argument("--time-scale", type=float, default=1.0, metavar="X",
                              help="simulated seconds per wall second, 0.001 to 1e6 "
                              "(default 1: wall clock)")

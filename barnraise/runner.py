@@ -241,6 +241,12 @@ def load(name_or_path: str) -> ModuleType:
     return _load(name_or_path)[0]
 
 
+def load_with_sha256(name_or_path: str) -> tuple[ModuleType, str | None]:
+    """:func:`load`, and the SHA-256 of the bytes run for a scenario file (None for a
+    shipped name): what a store made from it keeps, so only that file runs it again."""
+    return _load(name_or_path)
+
+
 def _load(name_or_path: str, expect_sha256: str | None = None, *, file: bool | None = None
           ) -> tuple[ModuleType, str | None]:
     """:func:`load`, and the SHA-256 of the file's bytes for a scenario file (None for a

@@ -179,6 +179,21 @@ def test_a_store_made_from_a_file_runs_that_file_again_only_when_named_and_the_s
     assert not marker.exists()
 
 
+def test_a_served_store_made_from_a_file_keeps_its_sha256(tmp_path: pathlib.Path) -> None:
+    """``serve --scenario FILE --store PATH`` (HostedWorld) keeps the file's hash too, so
+    its store resumes only with that file named, verified rather than 'unverified'."""
+    pytest.importorskip("starlette")
+    from barnraise.gateway.hosting import HostedWorld
+
+    marker = tmp_path / "ran"
+    script = _user_scenario(tmp_path / "served.py", marker)
+    path = tmp_path / "served.db"
+    world = HostedWorld(scenario=str(script), store=str(path), time_scale=50.0)
+    world.close()
+    info = check_store(path)
+    assert info is not None and info.script_sha256 == _sha(script)
+
+
 def test_a_store_from_before_the_sha_runs_its_file_when_named_and_says_unverified(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     marker = tmp_path / "ran"

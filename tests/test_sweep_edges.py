@@ -124,10 +124,19 @@ def test_ascii_seeds_still_parse() -> None:
     assert parse_seeds("5, 1,2") == [5, 1, 2]
 
 
-def test_an_integer_flag_in_full_width_digits_is_a_usage_error(
-        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("argv", [
+    ["sweep", "conflict_storm", "--workers", "\uff12"],
+    ["run", "kernel_build", "--seed", "\uff17"],
+    ["run", "kernel_build", "--view", "--port", "\uff18\uff10"],
+    ["serve", "--seed", "\u0661"],
+    ["serve", "--port", "\uff10"],
+    ["mcp", "--seed", "\u00b2"],
+    ["view", "x.db", "--port", "\uff10"],
+])
+def test_an_integer_flag_in_other_digits_is_a_usage_error(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
-        main(["sweep", "conflict_storm", "--workers", "\uff12"])
+        main(argv)
     assert stopped.value.code == 2
     assert "ASCII digits" in capsys.readouterr().err
 

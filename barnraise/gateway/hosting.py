@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.world import Simulation
-from barnraise.runner import coerce_params, load, package_version
+from barnraise.runner import coerce_params, load_with_sha256, package_version
 from sim.clock import check_time_scale
 from sim.store import Store
 from sim.tools import WorldLimits
@@ -62,9 +62,10 @@ class HostedWorld:
         time_scale = check_time_scale(time_scale)  # the one bound (sim/clock.py)
         options: dict[str, Any] = {}
         module = None
+        script_sha256: str | None = None
         values: dict[str, Any] = {}
         if scenario is not None:
-            module = load(scenario)
+            module, script_sha256 = load_with_sha256(scenario)
             values = coerce_params(module, dict(params or {}))
             options.update(getattr(module, "SIMULATION", {}))
         elif params:
@@ -75,7 +76,8 @@ class HostedWorld:
         if store is not None:  # checked before anything starts: StoreError, file untouched
             self.store = Store.create(store, seed=seed, mode="realtime", scenario=scenario,
                                       params=values, options={"time_scale": float(time_scale)},
-                                      version=package_version(), overwrite=overwrite)
+                                      version=package_version(), overwrite=overwrite,
+                                      script_sha256=script_sha256)
         self.simulation = Simulation(seed=seed, mode="realtime", store=self.store, **options)
         self.simulation.guest_seats = guest_seats
         if module is not None:
