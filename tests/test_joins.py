@@ -182,3 +182,15 @@ def test_a_broadcast_too_large_to_list_answers_success_cut_not_failure() -> None
         assert 0 < len(sent["recipients"]) < 399
         assert _size(sent) <= 8 * 1024
         assert len(crew[-1].messages()) == 1  # the last member got it all the same
+
+
+def test_conflict_storm_with_a_thousand_agents_passes_its_check() -> None:
+    """The load target's smaller half (the 10,000-agent run is in ``python -m benchmarks``):
+    before, every join answered "too large" and no claim was ever attempted."""
+    import barnraise
+
+    result = barnraise.run("conflict_storm", seed=0, agents=1000, grid=1024,
+                           claims_per_agent=5)
+    metrics = result.summary["metrics"]
+    assert result.success, metrics
+    assert metrics["granted"] == 5000 and metrics["agents_with_claim"] == 1000
