@@ -311,6 +311,30 @@ class Coordinator(SessionService):
         self.dispatcher.set_session(call.caller, call.session_id)
         self.emit_event(call.session_id, "agent_joined", {
             "agent_id": member.agent_id, "name": member.name, "role": member.role})
+        try:
+            return await self._welcome(call, session, member)
+        except Exception:
+            # The join cannot answer (a bug, a service that did not): it did not happen.
+            await self._undo_join(call.session_id, member)
+            raise
+
+    async def _undo_join(self, session_id: str, member: Member) -> None:
+        """Take back a join that failed after the member was let in: its claims (an
+        auto-assigned region), its membership everywhere, its binding; ``agent_left``
+        says so to whoever heard ``agent_joined``."""
+        try:
+            await self.ask("regions", "_release_all", session_id=session_id,
+                           agent_id=member.agent_id, handoff_to=None)
+        finally:
+            self._tell_services("_member_left", session_id=session_id,
+                                agent_id=member.agent_id)
+            self.dispatcher.set_session(member.agent_id, None)
+            self.emit_event(session_id, "agent_left", {
+                "agent_id": member.agent_id, "name": member.name, "reason": "join_failed"})
+
+    async def _welcome(self, call: Call, session: _Session, member: Member) -> dict[str, Any]:
+        """The answer to a join that took effect: its region, if one is assigned, and a
+        first look at the session."""
         assigned = None
         config = session.info.config
         if config["auto_assign_regions"] and member.role == "builder":

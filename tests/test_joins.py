@@ -194,3 +194,33 @@ def test_conflict_storm_with_a_thousand_agents_passes_its_check() -> None:
     metrics = result.summary["metrics"]
     assert result.success, metrics
     assert metrics["granted"] == 5000 and metrics["agents_with_claim"] == 1000
+
+
+def test_a_join_that_cannot_answer_leaves_no_member_and_no_claim(
+        simu: Simulation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A join that fails after letting the member in (here a bug in building its answer)
+    takes it all back: no member, no auto-assigned region, the name free again."""
+    from actors.coordinator import Coordinator
+
+    _, sid = _session(simu, config={"auto_assign_regions": True, "auto_region_size": 10})
+    (first,) = _crew(simu, sid, 1)
+    before = simu.view(sid, canvas=False)
+    assert len(before.claims) == 1  # the first member's region
+
+    async def broken(*_: Any, **__: Any) -> dict[str, Any]:
+        raise RuntimeError("cannot build the state")
+
+    monkeypatch.setattr(Coordinator, "_state_of", broken)
+    late = simu.client("late")
+    failed = late.session_join(session_id=sid, agent_name="Late")
+    assert failed["error"] == "internal_error", failed
+    after = simu.view(sid, canvas=False)
+    assert after.members == before.members and after.claims == before.claims
+    assert late.session_get_state(session_id=sid)["error"] == "not_a_member"
+    monkeypatch.undo()
+    again = late.session_join(session_id=sid, agent_name="Late")  # before: name_taken
+    assert again["success"], again
+    assert again["assigned_region"] is not None
+    left = [e for e in first.session_get_state(include=["events"])["state"]["events"]
+            if e["type"] == "agent_left"]
+    assert left[-1]["reason"] == "join_failed"
