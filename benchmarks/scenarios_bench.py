@@ -196,10 +196,39 @@ def bench_conflict_storm_scale(small: int = 1000, large: int = 10_000, grid: int
             "refused": m["refused"], "messages_delivered":
                 result.summary["messages_delivered"]}
     a, b = runs[str(small)], runs[str(large)]
+    joins = {str(agents): join_phase(agents, grid, seed) for agents in (small, large)}
+    ja, jb = joins[str(small)], joins[str(large)]
     return {"grid": grid, "claims_per_agent": claims_per_agent, "runs": runs,
             "agents_ratio": large / small,
             "ratio": round(b["wall_seconds"] / a["wall_seconds"], 2),
-            "ratio_cpu": round(b["cpu_seconds"] / a["cpu_seconds"], 2), "target": 12.0}
+            "ratio_cpu": round(b["cpu_seconds"] / a["cpu_seconds"], 2), "target": 12.0,
+            # the storm on one grid: ten times the crew makes far more attempts per claim
+            "attempts_ratio": round(b["attempted"] / a["attempted"], 2),
+            "joins": joins, "joins_ratio": round(jb["wall_seconds"] / ja["wall_seconds"], 2),
+            "joins_ratio_cpu": round(jb["cpu_seconds"] / ja["cpu_seconds"], 2)}
+
+
+async def _joined(agent: Any) -> None:
+    agent.outcome = {"ready": True}  # joined and through the crew's ready barrier
+
+
+def join_phase(agents: int, grid: int = 1024, seed: int = 0) -> dict[str, Any]:
+    """``agents`` builders join one session and meet at the crew's ready barrier, as
+    every scenario's crew does (``scenarios._kit.spawn``), and do nothing else: the
+    join phase alone, in wall and CPU seconds."""
+    from actors.world import Simulation
+    from scenarios._kit import host_session, spawn
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    with Simulation(seed=seed) as simu:
+        _, sid = host_session(simu, session_name="Joins", grid_size=grid, max_agents=agents)
+        crew = [spawn(simu, sid, f"agent-{i + 1}", "builder", crew=agents, behaviour=_joined)
+                for i in range(agents)]
+        simu.run()
+        ready = sum(1 for a in crew if a.outcome.get("ready"))
+    return {"wall_seconds": round(time.perf_counter() - wall, 3),
+            "cpu_seconds": round(time.process_time() - cpu, 3), "ready": ready,
+            "success": ready == agents}
 
 
 def run(quick: bool = False) -> dict[str, Any]:

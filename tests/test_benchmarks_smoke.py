@@ -96,4 +96,5 @@ def test_the_conflict_storm_scale_benchmark_times_both_crews() -> None:
     figures = bench_conflict_storm_scale(small=4, large=40, grid=64, claims_per_agent=2)
     assert set(figures["runs"]) == {"4", "40"} and figures["agents_ratio"] == 10
     assert all(r["success"] and r["granted"] > 0 for r in figures["runs"].values())
-    assert figures["ratio"] > 0 and figures["ratio_cpu"] > 0
+    assert figures["ratio"] > 0 and figures["ratio_cpu"] > 0 and figures["joins_ratio"] > 0
+    assert all(j["success"] and j["ready"] == int(n) for n, j in figures["joins"].items())
