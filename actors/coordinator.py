@@ -434,7 +434,12 @@ class Coordinator(SessionService):
         result = ok(session_id=call.session_id, session_name=call.session.session_name
                     if call.session else "", now=self.now, state=out)
         paged = [out[key] for key in ("agents", "regions") if key in out]
+        had = any(paged)
         shown = _fit_lists(result, paged, self._reply_budget())
+        if shown == 0 and had:  # a next_cursor where this one is would never move on
+            raise ToolError("invalid_argument", f"cursor: the item at position {offset} "
+                            "does not fit one reply beside the rest of the answer; ask for "
+                            "fewer parts (include)", field="cursor")
         totals = [state["agents_total"] if "agents" in out else 0,
                   state["claims_total"] if "regions" in out else 0]
         if offset + shown < max(totals, default=0):

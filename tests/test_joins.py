@@ -224,3 +224,20 @@ def test_a_join_that_cannot_answer_leaves_no_member_and_no_claim(
     left = [e for e in first.session_get_state(include=["events"])["state"]["events"]
             if e["type"] == "agent_left"]
     assert left[-1]["reason"] == "join_failed"
+
+
+def test_a_page_whose_first_item_cannot_fit_is_refused_not_an_endless_cursor() -> None:
+    """A member whose capabilities fill a reply on their own: a page starting at it
+    cannot move on, so it is refused (a read: nothing changed) rather than answered with
+    a next_cursor equal to its own cursor."""
+    with Simulation(seed=3, max_content_bytes=16 * 1024) as simu:
+        _, sid = _session(simu)
+        (first,) = _crew(simu, sid, 1)
+        big = simu.client("big")
+        assert big.session_join(session_id=sid, agent_name="Big",
+                                capabilities=["c" * 13_000])["success"]
+        page = first.session_get_state(include=["agents"])
+        assert [a["name"] for a in page["state"]["agents"]] == ["M0"]
+        assert page["next_cursor"] == "1"
+        refused = first.session_get_state(include=["agents"], cursor="1")
+        assert refused["error"] == "invalid_argument" and refused["field"] == "cursor"
