@@ -64,7 +64,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
@@ -75,7 +75,12 @@ from sim.views import BarrierView, CoordinationPart, LockView
 if TYPE_CHECKING:
     from sim.restore import SessionImage
 
-__all__ = ["CoordinationService"]
+__all__ = ["BARRIER_LIST_LIMIT", "CoordinationService"]
+
+#: The longest ``arrived`` or ``missing`` list in a barrier's answer; past it the answer
+#: adds ``arrived_count`` and ``truncated: true`` (each waiter hears it: uncapped, a
+#: crew of n would cost n * n ids).
+BARRIER_LIST_LIMIT: Final = 100
 
 
 
@@ -117,6 +122,8 @@ class _Barrier:
     #: Expected agent ids in the order given; None when only a count is expected.
     expected_agents: list[str] | None
     waiters: list[_BarrierWaiter] = field(default_factory=list)
+    #: The waiters' agent ids: a repeat arrival is found without a pass over them all.
+    here: set[str] = field(default_factory=set)
 
     def arrived(self) -> list[str]:
         return [w.agent_id for w in self.waiters]
@@ -314,6 +321,7 @@ class CoordinationService(SessionService):
         state.barriers[barrier_id] = barrier
         waiter = _BarrierWaiter(call.caller, call.message, self.now)
         barrier.waiters.append(waiter)
+        barrier.here.add(call.caller)
         if barrier.complete():
             self._release_barrier(call.session_id, barrier)
             return DEFERRED  # the release answered every waiter, the caller included
@@ -345,7 +353,7 @@ class CoordinationService(SessionService):
     def _check_same_expectation(barrier: _Barrier, count: int | None,
                                 expected: list[str] | None, caller: str) -> None:
         """Refuse an arrival that is a repeat, or expects other than the barrier does."""
-        if any(w.agent_id == caller for w in barrier.waiters):
+        if caller in barrier.here:
             raise ToolError("invalid_argument", f"barrier_id: {caller} is already waiting at "
                             f"barrier {barrier.barrier_id!r}", field="barrier_id")
         if barrier.expected_agents is None:
@@ -382,6 +390,7 @@ class CoordinationService(SessionService):
         if waiter.timer is not None:
             waiter.timer.cancel()
         barrier.waiters.remove(waiter)
+        barrier.here.discard(waiter.agent_id)
         if not barrier.waiters:
             # Nobody waits: forget it, so the next arrival may expect anything.
             self._session(session_id).barriers.pop(barrier.barrier_id, None)
@@ -399,15 +408,22 @@ class CoordinationService(SessionService):
     @staticmethod
     def _barrier_result(barrier: _Barrier, arrived: list[str], *, released: bool,
                         waited: float, reason: str | None = None) -> dict[str, Any]:
+        # Every waiter hears the barrier: its lists are capped (BARRIER_LIST_LIMIT, with
+        # arrived_count and truncated), or a crew of n would be answered n * n ids.
         result = ok(released=released, barrier_id=barrier.barrier_id,
-                    generation=barrier.generation, arrived=arrived,
+                    generation=barrier.generation, arrived=arrived[:BARRIER_LIST_LIMIT],
                     expected_count=barrier.expected_count, waited=waited)
+        missing: list[str] = []
         if barrier.expected_agents is not None:
-            here = set(arrived)
-            result["missing"] = [a for a in barrier.expected_agents if a not in here]
-            result["missing_count"] = len(result["missing"])
+            here = barrier.here
+            missing = [a for a in barrier.expected_agents if a not in here]
+            result["missing"] = missing[:BARRIER_LIST_LIMIT]
+            result["missing_count"] = len(missing)
         else:
             result["missing_count"] = max(0, barrier.expected_count - len(arrived))
+        if len(arrived) > BARRIER_LIST_LIMIT or len(missing) > BARRIER_LIST_LIMIT:
+            result["arrived_count"] = len(arrived)
+            result["truncated"] = True
         if reason is not None:
             result["reason"] = reason
         return result

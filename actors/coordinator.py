@@ -19,11 +19,12 @@ import secrets
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from actors.service import Call, Member, SessionInfo, SessionService
+from actors.service import REPLY_MARGIN, Call, Member, SessionInfo, SessionService
 from sim.messages import MESSAGE_TYPES, Message
 from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
 from sim.views import (
@@ -38,10 +39,49 @@ from sim.views import (
 if TYPE_CHECKING:
     from sim.restore import SessionImage
 
-__all__ = ["RECENT_EVENTS", "Coordinator"]
+__all__ = ["JOIN_STATE_LIMIT", "RECENT_EVENTS", "Coordinator"]
+
+_encode: Final = msgspec.json.encode
 
 #: The events of a session that ``session_get_state(include=["events"])`` returns: its last.
 RECENT_EVENTS: Final = 100
+#: The longest list in a join's ``session_state`` (``truncated: true`` when cut): a
+#: join's answer costs the same in a session of ten members or ten thousand.
+JOIN_STATE_LIMIT: Final = 100
+
+
+def _cursor_offset(cursor: str | None) -> int:
+    """The position a ``session_get_state`` cursor names (a previous ``next_cursor``)."""
+    if cursor is None:
+        return 0
+    if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 9):
+        raise ToolError("invalid_argument", "cursor: not a cursor this session gave "
+                        f"(a previous answer's next_cursor), got {cursor[:40]!r}",
+                        field="cursor")
+    return int(cursor)
+
+
+def _fit_lists(result: dict[str, Any], lists: list[list[Any]], budget: int) -> int:
+    """Cut every list of ``lists`` (parts of ``result``) to the longest common length
+    ``n`` at which ``result`` fits ``budget`` bytes of JSON; ``n``. Most answers fit as
+    they are, found with one encoding; only a longer one is measured item by item."""
+    longest = max((len(x) for x in lists), default=0)
+    if len(_encode(result)) <= budget:
+        return longest
+    kept = [x[:] for x in lists]
+    for x in lists:
+        x.clear()
+    used = len(_encode(result))
+    n = 0
+    while n < longest:
+        step = sum(len(_encode(x[n])) + 1 for x in kept if n < len(x))
+        if used + step > budget:
+            break
+        used += step
+        n += 1
+    for x, whole in zip(lists, kept, strict=True):
+        x.extend(whole[:n])
+    return n
 
 _canonical_encoder: Final = msgspec.json.Encoder(order="sorted")
 
@@ -82,6 +122,9 @@ class Coordinator(SessionService):
         #: agent -> (topic, its filter in canonical JSON) -> the subscription id it
         #: was given; entries the dispatcher no longer holds are pruned as met.
         self._subscribed: dict[str, dict[tuple[str, bytes], str]] = {}
+        # session id -> its members' display names: a join checks its name in O(1)
+        # (a pass over the members made joining a crew of n cost n * n)
+        self._names: dict[str, set[str]] = {}
 
     def on_start(self) -> None:
         # The registry notices lost heartbeats; sessions hear of it from here.
@@ -219,6 +262,7 @@ class Coordinator(SessionService):
             checkpoints={cid: dict(entry) for cid, entry in image.checkpoints.items()})
         for member in self.members[info.session_id].values():
             self.dispatcher.set_session(member.agent_id, info.session_id)
+        self._names[info.session_id] = {m.name for m in self.members[info.session_id].values()}
         if info.config["checkpoint_interval"] > 0:
             session_id = info.session_id
             self._state[session_id].stop_autosave = self.dispatcher.call_every(
@@ -232,6 +276,17 @@ class Coordinator(SessionService):
     def op_session_closed(self, content: dict[str, Any]) -> None:
         self.sessions.pop(content["session_id"], None)
         self.members.pop(content["session_id"], None)
+        self._names.pop(content["session_id"], None)
+
+    def op_member_joined(self, content: Mapping[str, Any]) -> None:
+        super().op_member_joined(content)
+        self._names.setdefault(content["session_id"], set()).add(content["member"]["name"])
+
+    def op_member_left(self, content: Mapping[str, Any]) -> None:
+        member = self.members.get(content["session_id"], {}).get(content["agent_id"])
+        super().op_member_left(content)
+        if member is not None:
+            self._names.get(content["session_id"], set()).discard(member.name)
 
     async def tool_session_join(self, call: Call) -> dict[str, Any]:
         args = call.args
@@ -254,7 +309,7 @@ class Coordinator(SessionService):
         if call.caller in members:
             raise ToolError("name_taken", f"{call.caller} has already joined as "
                             f"{members[call.caller].name}")
-        if any(m.name == args["agent_name"] for m in members.values()):
+        if args["agent_name"] in self._names.get(call.session_id, ()):
             raise ToolError("name_taken", f"agent_name {args['agent_name']!r} is taken "
                             "in this session", field="agent_name")
         if len(members) >= session.info.max_agents:
@@ -269,18 +324,54 @@ class Coordinator(SessionService):
         self.dispatcher.set_session(call.caller, call.session_id)
         self.emit_event(call.session_id, "agent_joined", {
             "agent_id": member.agent_id, "name": member.name, "role": member.role})
+        try:
+            return await self._welcome(call, session, member)
+        except Exception:
+            # The join cannot answer (a bug, a service that did not): it did not happen.
+            await self._undo_join(call.session_id, member)
+            raise
+
+    async def _undo_join(self, session_id: str, member: Member) -> None:
+        """Take back a join that failed after the member was let in: its claims (an
+        auto-assigned region), its membership everywhere, its binding; ``agent_left``
+        says so to whoever heard ``agent_joined``."""
+        try:
+            await self.ask("regions", "_release_all", session_id=session_id,
+                           agent_id=member.agent_id, handoff_to=None)
+        finally:
+            self._tell_services("_member_left", session_id=session_id,
+                                agent_id=member.agent_id)
+            self.dispatcher.set_session(member.agent_id, None)
+            self.emit_event(session_id, "agent_left", {
+                "agent_id": member.agent_id, "name": member.name, "reason": "join_failed"})
+
+    async def _welcome(self, call: Call, session: _Session, member: Member) -> dict[str, Any]:
+        """The answer to a join that took effect: its region, if one is assigned, and a
+        first look at the session."""
         assigned = None
         config = session.info.config
         if config["auto_assign_regions"] and member.role == "builder":
             claim = await self.ask("regions", "_auto_claim", session_id=call.session_id,
                                    agent_id=member.agent_id, size=config["auto_region_size"])
             assigned = claim if claim.get("success") else None
-        state = await self._state_of(call.session_id, ("agents", "regions", "tasks"))
-        return ok(agent_id=member.agent_id, session_id=call.session_id, role=member.role,
-                  name=member.name, assigned_color=member.color, assigned_region=assigned,
-                  session_state={"agents": state["agents"],
-                                 "claimed_regions": state["regions"],
-                                 "pending_tasks": state["pending_tasks"]})
+        state = await self._state_of(call.session_id, ("agents", "regions", "tasks"),
+                                     0, JOIN_STATE_LIMIT)
+        session_state: dict[str, Any] = {"agents": state["agents"],
+                                         "claimed_regions": state["regions"],
+                                         "pending_tasks": state["pending_tasks"]}
+        result = ok(agent_id=member.agent_id, session_id=call.session_id, role=member.role,
+                    name=member.name, assigned_color=member.color, assigned_region=assigned,
+                    session_state=session_state)
+        # A big session's state is a first look (the rest: session_get_state), cut to
+        # fit one reply: the join took effect, so its answer must be sendable.
+        lists = list(session_state.values())
+        longest = max(len(x) for x in lists)
+        if _fit_lists(result, lists, self._reply_budget()) < longest or (
+                state["agents_total"] > JOIN_STATE_LIMIT or
+                state["claims_total"] > JOIN_STATE_LIMIT
+                or state["pending_total"] > len(state["pending_tasks"])):
+            session_state["truncated"] = True
+        return result
 
     def tool_session_grant(self, call: Call) -> dict[str, Any]:
         args = call.args
@@ -335,43 +426,78 @@ class Coordinator(SessionService):
                   requeued_tasks=requeued.get("requeued", []))
 
     async def tool_session_get_state(self, call: Call) -> dict[str, Any]:
-        include = set(call.args["include"])
+        """The session's state; ``agents`` and ``regions`` a page at a time.
+
+        A page holds at most ``limit`` of each list, from the position ``cursor`` names
+        (the first by default), cut shorter if it would not fit one reply; when either
+        list goes on past it the answer adds ``next_cursor``, to pass back. Below one
+        page the answer is as it always was."""
+        args = call.args
+        include = set(args["include"])
         if "all" in include:
             include = {"agents", "regions", "tasks", "progress", "events"}
-        state = await self._state_of(call.session_id, tuple(include))
+        offset = _cursor_offset(args.get("cursor"))
+        state = await self._state_of(call.session_id, tuple(include), offset, args["limit"])
         out: dict[str, Any] = {}
         for key in ("agents", "regions", "tasks", "progress"):
             if key in include:
                 out[key] = state[key]
         if "events" in include:
             out["events"] = self._recent_events(call.session_id)
-        return ok(session_id=call.session_id, session_name=call.session.session_name
-                  if call.session else "", now=self.now, state=out)
+        result = ok(session_id=call.session_id, session_name=call.session.session_name
+                    if call.session else "", now=self.now, state=out)
+        paged = [out[key] for key in ("agents", "regions") if key in out]
+        had = any(paged)
+        shown = _fit_lists(result, paged, self._reply_budget())
+        if shown == 0 and had:  # a next_cursor where this one is would never move on
+            raise ToolError("invalid_argument", f"cursor: the item at position {offset} "
+                            "does not fit one reply beside the rest of the answer; ask for "
+                            "fewer parts (include)", field="cursor")
+        totals = [state["agents_total"] if "agents" in out else 0,
+                  state["claims_total"] if "regions" in out else 0]
+        if offset + shown < max(totals, default=0):
+            result["next_cursor"] = str(offset + shown)
+        return result
 
-    async def _state_of(self, session_id: str, include: tuple[str, ...]) -> dict[str, Any]:
+    def _reply_budget(self) -> int:
+        return int(self.dispatcher.max_content_bytes) - REPLY_MARGIN
+
+    async def _state_of(self, session_id: str, include: tuple[str, ...], offset: int = 0,
+                        limit: int | None = None) -> dict[str, Any]:
+        """The parts of ``_state`` asked for; with ``limit``, a page of the agents (join
+        order) and of the claims (oldest first) from ``offset``, each part asking only
+        about the agents on it: the cost is the page's, not the session's.
+        ``agents_total`` and ``claims_total`` count the whole lists."""
         members = self.members.get(session_id, {})
+        page = list(members.values() if limit is None
+                    else islice(members.values(), offset, offset + limit))
+        ids = [m.agent_id for m in page]
         regions: dict[str, Any] = {"claims": [], "progress": {}}
         tasks: dict[str, Any] = {"counts": {}, "by_agent": {}, "pending_tasks": []}
-        if {"regions", "progress", "agents"} & set(include):
+        wanted = set(include)
+        if {"regions", "progress", "agents"} & wanted:
             # completion compares the whole canvas with the blueprint: only when asked
             regions = await self.ask("regions", "_state", session_id=session_id,
-                                     progress="progress" in include)
-        if {"tasks", "agents"} & set(include):
-            tasks = await self.ask("tasks", "_state", session_id=session_id)
+                                     progress="progress" in include, offset=offset,
+                                     limit=limit if "regions" in wanted else 0,
+                                     claims_of=ids if "agents" in wanted else [])
+        if {"tasks", "agents"} & wanted:
+            tasks = await self.ask("tasks", "_state", session_id=session_id,
+                                   agents=ids if "agents" in wanted else [])
         claims = regions.get("claims", [])
-        claims_by_agent: dict[str, int] = {}
-        for claim in claims:
-            claims_by_agent[claim["agent_id"]] = claims_by_agent.get(claim["agent_id"], 0) + 1
+        claimed_by = regions.get("claimed_by", {})
         completed_by = tasks.get("by_agent", {})
         agents = [{
             "agent_id": m.agent_id, "name": m.name, "role": m.role, "color": m.color,
             "capabilities": m.capabilities, "joined_at": m.joined_at,
-            "regions_claimed": claims_by_agent.get(m.agent_id, 0),
+            "regions_claimed": claimed_by.get(m.agent_id, 0),
             "tasks_completed": completed_by.get(m.agent_id, 0),
-        } for m in members.values()]
+        } for m in page]
         return {"agents": agents, "regions": claims, "tasks": tasks.get("counts", {}),
                 "pending_tasks": tasks.get("pending_tasks", []),
-                "progress": regions.get("progress", {})}
+                "pending_total": tasks.get("pending_total", 0),
+                "progress": regions.get("progress", {}), "agents_total": len(members),
+                "claims_total": regions.get("claims_total", len(claims))}
 
     def _recent_events(self, session_id: str) -> list[dict[str, Any]]:
         return [{"t": t, "type": event_type, **body}

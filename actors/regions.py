@@ -52,7 +52,7 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from actors.service import Call, SessionInfo, SessionService
+from actors.service import REPLY_MARGIN, Call, SessionInfo, SessionService, fit_prefix
 from sim.canvas import MatchResult, Tile, TileCanvas, parse_tile
 from sim.dispatch import Timer
 from sim.geometry import Rect, find_free_placement, free_rectangles
@@ -798,17 +798,31 @@ class RegionManager(SessionService):
         """Claims (oldest first, with claimed_at), progress and the contention counters.
 
         ``progress: false`` leaves out completion_percent, a pass over the canvas.
+        A page of the claims (``session_get_state``, a join's state): ``offset`` and
+        ``limit`` choose it, cut further to fit one reply (``fit_prefix``), with
+        ``claims_total`` their full number; ``claims_of`` (agent ids) adds ``claimed_by``,
+        how many claims each of them holds. Without ``limit``, every claim.
         """
         s = self._world(content.get("session_id"))
-        claims = [{**self._claim_view(s, c), "claimed_at": c.claimed_at}
-                  for c in sorted(s.claims.values(), key=_by_serial)]
+        ordered = sorted(s.claims.values(), key=_by_serial)
+        limit = content.get("limit")
+        if limit is not None:
+            offset = int(content.get("offset", 0))
+            ordered = ordered[offset:offset + int(limit)]
+        claims = [{**self._claim_view(s, c), "claimed_at": c.claimed_at} for c in ordered]
+        extra: dict[str, Any] = {}
+        if limit is not None:
+            del claims[fit_prefix(claims, self.dispatcher.max_content_bytes - REPLY_MARGIN):]
+            extra["claims_total"] = len(s.claims)
+        if "claims_of" in content:
+            extra["claimed_by"] = {a: len(s.by_agent.get(a, ())) for a in content["claims_of"]}
         progress: dict[str, Any] = {
             "tiles_placed": s.tiles_placed, "shaders_loaded": len(s.shaders),
             "cartridges_assembled": len(s.cartridges)}
         if content.get("progress", True):
             progress["completion_percent"] = _completion(s)
         return ok(claims=claims, progress=progress, conflicts=s.conflicts,
-                  lost_work=s.lost_work)
+                  lost_work=s.lost_work, **extra)
 
     def op_release_all(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """Release (or, with ``handoff_to``, hand over) every claim of ``agent_id``.

@@ -42,14 +42,18 @@ from actors.base import A2AActor
 from sim.dispatch import seed_for
 from sim.messages import Message, MessageError, Priority
 from sim.policy import Policy
-from sim.tools import SERVICES, TOOLS, Tool, ToolError, fail, validator
+from sim.tools import READ_ONLY_TOOLS, SERVICES, TOOLS, Tool, ToolError, fail, validator
 
 if TYPE_CHECKING:
     from sim.restore import SessionImage
 
-__all__ = ["DEFERRED", "Call", "Deferred", "Member", "SessionInfo", "SessionService"]
+__all__ = ["DEFERRED", "REPLY_MARGIN", "Call", "Deferred", "Member", "SessionInfo",
+           "SessionService", "fit_prefix", "shrink_to_fit"]
 
 _copy: Final = msgspec.to_builtins
+_encode: Final = msgspec.json.encode
+#: Room left in a reply for what is not a paged list (its envelope, counts, a cursor).
+REPLY_MARGIN: Final = 4096
 #: Calls whose answers a service keeps under a fault plan, to answer a repeat the same.
 ANSWERS_KEPT: Final = 100_000
 #: The top supervisor (``actors.supervisor.ROOT``): it may tell the services of a crash.
@@ -62,6 +66,46 @@ SERVICE_CAPACITY: Final = 1_000_000
 _HIGH: Final = Priority.HIGH
 #: The services' names, to tell a service's call from an outsider's.
 _SERVICE_NAMES: Final = frozenset(SERVICES)
+
+
+def fit_prefix(items: list[Any], budget: int, used: int = 0) -> int:
+    """How many of ``items``, from the first, fit in ``budget`` bytes of JSON (with
+    ``used`` taken already): a list cut to it is sendable by construction."""
+    for i, item in enumerate(items):
+        used += len(_encode(item)) + 1
+        if used > budget:
+            return i
+    return len(items)
+
+
+def shrink_to_fit(result: dict[str, Any], budget: int) -> dict[str, Any] | None:
+    """``result`` with every list and dict in it (at its top and one level down) cut to
+    one common length that fits ``budget`` bytes of JSON, and ``truncated: true``; None
+    if even empty lists do not fit (a long string).
+
+    The answer of a call that took effect but says too much to send (a broadcast's
+    statuses for thousands of members, a leave's released claims): it stays a success,
+    so a caller never hears "failed" from a call that changed the world."""
+    def cut(value: Any, n: int) -> Any:
+        if isinstance(value, list):
+            return value[:n]
+        if isinstance(value, dict):
+            if len(value) > n and not any(isinstance(v, (list, dict)) for v in value.values()):
+                return dict(list(value.items())[:n])
+            return {k: cut(v, n) if isinstance(v, (list, dict)) else v
+                    for k, v in value.items()}
+        return value
+
+    longest = max((len(v) for v in result.values() if isinstance(v, (list, dict))), default=0)
+    n = longest
+    while True:
+        shrunk = {k: cut(v, n) for k, v in result.items()}
+        shrunk["truncated"] = True
+        if len(_encode(shrunk)) <= budget:
+            return shrunk
+        if n == 0:
+            return None
+        n //= 2
 
 
 class Deferred:
@@ -289,7 +333,16 @@ class SessionService(A2AActor):
                     problem = not_data
             # A result over the content limit (a query over thousands of claims)
             # would raise here and leave the caller waiting for ever: say so instead.
-            if isinstance(problem, MessageError):
+            # A call that changed the world is never answered "failed": its answer is
+            # cut to fit (``truncated``) instead; a read answers that it is too large.
+            shrunk = None
+            if isinstance(problem, MessageError) and result.get("success") and (
+                    request.content.get("tool") not in READ_ONLY_TOOLS):
+                shrunk = shrink_to_fit(result, self.dispatcher.max_content_bytes
+                                       - REPLY_MARGIN)
+            if shrunk is not None:
+                result = _copy(shrunk)
+            elif isinstance(problem, MessageError):
                 result = fail("invalid_argument", f"the result is too large to send "
                               f"({problem.problem}); ask about a smaller region or fewer "
                               "items")

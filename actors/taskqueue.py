@@ -898,7 +898,7 @@ class TaskQueue(SessionService):
         ``counts`` has every graph status plus ``awaiting_approval`` (counted
         apart from ``in_progress``). ``pending_tasks`` holds at most
         :data:`STATE_PENDING_LIMIT` summaries, best first; ``pending_total``
-        is their full number.
+        is their full number. ``agents`` (agent ids): ``by_agent`` names only them.
         """
         state = self._session(content["session_id"])
         counts = state.graph.counts()
@@ -906,7 +906,10 @@ class TaskQueue(SessionService):
         counts[AWAITING_APPROVAL] = len(state.awaiting)
         pending = sorted((r for r in state.records.values() if r.status == "pending"),
                          key=lambda r: r.rank)
-        return ok(counts=counts, by_agent=dict(state.completed_by),
+        wanted = content.get("agents")  # a page of members: only theirs
+        by_agent = (dict(state.completed_by) if wanted is None else
+                    {a: state.completed_by[a] for a in wanted if a in state.completed_by})
+        return ok(counts=counts, by_agent=by_agent,
                   pending_tasks=[r.summary() for r in pending[:STATE_PENDING_LIMIT]],
                   pending_total=len(pending))
 

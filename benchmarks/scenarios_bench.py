@@ -7,8 +7,10 @@
 * :func:`bench_kernel_build_large`: ``kernel_build`` with 1,000 agents on a
   1000 x 1000 canvas, in a fresh child process (``python -m
   benchmarks.scenarios_bench kernel-large ...``) so that its peak RSS is its own.
+* :func:`bench_conflict_storm_scale`: ``conflict_storm`` at 1,000 and at 10,000 agents
+  on a 1024 x 1024 grid, and the ratio of their times (issue 23: at most 12).
 
-Both return JSON-able dicts and print nothing.
+All return JSON-able dicts and print nothing.
 """
 
 from __future__ import annotations
@@ -172,11 +174,71 @@ def bench_kernel_build_large(agents: int = 1000, grid: int = 1000, block: int = 
             "block": block, "mode": "deterministic", **figures}
 
 
+# -- conflict_storm at 1,000 and 10,000 agents ------------------------------------------------
+
+
+def bench_conflict_storm_scale(small: int = 1000, large: int = 10_000, grid: int = 1024,
+                               claims_per_agent: int = 5, seed: int = 0) -> dict[str, Any]:
+    """``conflict_storm`` with ``small`` then ``large`` agents on one ``grid`` (issue 23's
+    load target): the wall and CPU seconds of each whole run (joins, the storm, its
+    scoring), in this process one after the other, and their ratio, against the target
+    of at most 12 for ten times the crew. Both runs must pass their check."""
+    runs: dict[str, dict[str, Any]] = {}
+    for agents in (small, large):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = run_scenario("conflict_storm", seed=seed, agents=agents, grid=grid,
+                              claims_per_agent=claims_per_agent)
+        m = result.summary["metrics"]
+        runs[str(agents)] = {
+            "wall_seconds": round(time.perf_counter() - wall, 3),
+            "cpu_seconds": round(time.process_time() - cpu, 3),
+            "success": result.success, "attempted": m["attempted"], "granted": m["granted"],
+            "refused": m["refused"], "messages_delivered":
+                result.summary["messages_delivered"]}
+    a, b = runs[str(small)], runs[str(large)]
+    joins = {str(agents): join_phase(agents, grid, seed) for agents in (small, large)}
+    ja, jb = joins[str(small)], joins[str(large)]
+    return {"grid": grid, "claims_per_agent": claims_per_agent, "runs": runs,
+            "agents_ratio": large / small,
+            "ratio": round(b["wall_seconds"] / a["wall_seconds"], 2),
+            "ratio_cpu": round(b["cpu_seconds"] / a["cpu_seconds"], 2), "target": 12.0,
+            # the storm on one grid: ten times the crew makes far more attempts per claim
+            "attempts_ratio": round(b["attempted"] / a["attempted"], 2),
+            "joins": joins, "joins_ratio": round(jb["wall_seconds"] / ja["wall_seconds"], 2),
+            "joins_ratio_cpu": round(jb["cpu_seconds"] / ja["cpu_seconds"], 2)}
+
+
+async def _joined(agent: Any) -> None:
+    agent.outcome = {"ready": True}  # joined and through the crew's ready barrier
+
+
+def join_phase(agents: int, grid: int = 1024, seed: int = 0) -> dict[str, Any]:
+    """``agents`` builders join one session and meet at the crew's ready barrier, as
+    every scenario's crew does (``scenarios._kit.spawn``), and do nothing else: the
+    join phase alone, in wall and CPU seconds."""
+    from actors.world import Simulation
+    from scenarios._kit import host_session, spawn
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    with Simulation(seed=seed) as simu:
+        _, sid = host_session(simu, session_name="Joins", grid_size=grid, max_agents=agents)
+        crew = [spawn(simu, sid, f"agent-{i + 1}", "builder", crew=agents, behaviour=_joined)
+                for i in range(agents)]
+        simu.run()
+        ready = sum(1 for a in crew if a.outcome.get("ready"))
+    return {"wall_seconds": round(time.perf_counter() - wall, 3),
+            "cpu_seconds": round(time.process_time() - cpu, 3), "ready": ready,
+            "success": ready == agents}
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     if quick:  # a smoke run: the code paths, at sizes that take seconds
         return {"grid_build": bench_grid_build(repeats=1, grid=120, builders=9),
-                "kernel_build_large": bench_kernel_build_large(agents=20, grid=96, block=16)}
-    return {"grid_build": bench_grid_build(), "kernel_build_large": bench_kernel_build_large()}
+                "kernel_build_large": bench_kernel_build_large(agents=20, grid=96, block=16),
+                "conflict_storm_scale": bench_conflict_storm_scale(small=20, large=200,
+                                                                   grid=128)}
+    return {"grid_build": bench_grid_build(), "kernel_build_large": bench_kernel_build_large(),
+            "conflict_storm_scale": bench_conflict_storm_scale()}
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ __all__ = [
     "ERROR_CODES",
     "MAX_SECONDS",
     "MAX_WAIT",
+    "READ_ONLY_TOOLS",
     "SERVICES",
+    "STATE_PAGE_DEFAULT",
+    "STATE_PAGE_MAX",
     "TAKES_SESSION",
     "TOOLS",
     "Tool",
@@ -113,6 +116,10 @@ MAX_WAIT: Final = 86_400.0
 MAX_CELLS: Final = 10_000
 #: The largest count (agents, expected arrivals, defects, retries).
 MAX_COUNT: Final = 1_000_000
+#: session_get_state's page of agents and of regions: its default length and its
+#: longest (a page is cut shorter still to fit one reply; next_cursor goes on).
+STATE_PAGE_DEFAULT: Final = 500
+STATE_PAGE_MAX: Final = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +228,13 @@ _TOOL_LIST: Final = [
     _tool("session_leave", "coordinator", "Leave a session, releasing or handing over claims.", {
         "handoff_to": {"type": "string"},
     }),
-    _tool("session_get_state", "coordinator", "Agents, regions, tasks and progress.", {
+    _tool("session_get_state", "coordinator", "Agents, regions, tasks and progress; the "
+          "agents and regions lists a page at a time (next_cursor, when there is more).", {
         "include": {"type": "array", "items": {"type": "string", "enum": [
             "agents", "regions", "tasks", "progress", "events", "all"]}, "default": ["all"]},
+        "limit": _count(1, STATE_PAGE_DEFAULT, maximum=STATE_PAGE_MAX),
+        "cursor": {"type": "string", "description": "A previous answer's next_cursor: the "
+                   "page after it"},
     }),
     # -- regions and building -----------------------------------------------------------
     _tool("region_claim", "regions", "Claim a region of the canvas (a lease).", {
@@ -354,6 +365,12 @@ _TOOL_LIST: Final = [
 ]
 
 TOOLS: Final[Mapping[str, Tool]] = {tool.name: tool for tool in _TOOL_LIST}
+
+#: The tools that only read the world. A result too large to send is a failure for
+#: these (nothing changed); any other tool's is cut to fit and stays a success
+#: (``actors.service.shrink_to_fit``): a call that answers failure changed nothing.
+READ_ONLY_TOOLS: Final = frozenset({"session_get_state", "region_query", "build_test",
+                                    "task_get_queue", "a2a_discover"})
 
 
 # -- session binding ------------------------------------------------------------------------

@@ -88,3 +88,13 @@ def test_the_view_benchmark_watches_a_run_to_its_end() -> None:
     assert figures["frames_drawn_per_s"][0] > 0 and figures["ratio"] > 0
     assert figures["frames_measured_by"]  # the browser reports long frames
     assert figures["page_deltas_per_run"][0] >= 1
+
+
+def test_the_conflict_storm_scale_benchmark_times_both_crews() -> None:
+    from benchmarks.scenarios_bench import bench_conflict_storm_scale
+
+    figures = bench_conflict_storm_scale(small=4, large=40, grid=64, claims_per_agent=2)
+    assert set(figures["runs"]) == {"4", "40"} and figures["agents_ratio"] == 10
+    assert all(r["success"] and r["granted"] > 0 for r in figures["runs"].values())
+    assert figures["ratio"] > 0 and figures["ratio_cpu"] > 0 and figures["joins_ratio"] > 0
+    assert all(j["success"] and j["ready"] == int(n) for n, j in figures["joins"].items())
