@@ -385,6 +385,15 @@ class Simulation:
         if client in self.clients:
             self.clients.remove(client)
 
+    def expire(self, agent_id: str, reason: str = "expired") -> None:
+        """``agent_id`` is gone: it leaves every session it is a member of (claims released,
+        tasks in progress back to the queue, its subscriptions there ended, an
+        ``agent_expired`` event with ``reason``), as the coordinator does for an agent
+        whose heartbeats stopped. The gateway calls it for a remote agent not heard
+        from for its time to live. Returns at once: done in the coordinator's context."""
+        coordinator = self._coordinator
+        self.dispatcher.call_later(0.0, coordinator, coordinator.expire, agent_id, reason)
+
     # -- reading the world -----------------------------------------------------------------
 
     def sessions(self) -> list[str]:
