@@ -42,6 +42,11 @@ from barnraise.runner import (
 OUT_FRAME_SIZE = 96
 #: Bounds of ``--interval`` (simulated seconds).
 MAX_INTERVAL = 1e6
+#: ``serve --agent-ttl``: its default (``barnraise.gateway.hub.AGENT_TTL``, not imported:
+#: the CLI loads the gateway only for its commands) and bounds, in wall seconds.
+AGENT_TTL = 60.0
+MIN_AGENT_TTL = 1.0
+MAX_AGENT_TTL = 86_400.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -135,6 +140,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="keep the served run in a SQLite store there (docs/store.md)")
     serve.add_argument("--overwrite", action="store_true",
                        help="with --store: replace a store that holds a run")
+    serve.add_argument("--agent-ttl", type=float, default=AGENT_TTL, metavar="SECONDS",
+                       help="a remote agent not heard from for this many wall seconds "
+                       f"leaves its session ({MIN_AGENT_TTL:g}..{MAX_AGENT_TTL:g}; "
+                       f"default {AGENT_TTL:g})")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio, on a world of its own")
     for command in (serve, mcp):
         command.add_argument("--scenario", help="run this scenario's crew in the world")
@@ -213,6 +222,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"barnraise: error: --time-scale must be > 0, got {args.time_scale}",
               file=sys.stderr)
         return 2
+    ttl = getattr(args, "agent_ttl", AGENT_TTL)
+    if not MIN_AGENT_TTL <= ttl <= MAX_AGENT_TTL:  # NaN fails both
+        print(f"barnraise: error: --agent-ttl must be {MIN_AGENT_TTL:g}..{MAX_AGENT_TTL:g} "
+              f"wall seconds, got {ttl:g}", file=sys.stderr)
+        return 2
     try:  # the server's packages are an extra: only these commands need them
         from barnraise.gateway.serve import serve_mcp, serve_network
     except ImportError as exc:
@@ -226,7 +240,7 @@ def _serve(args: argparse.Namespace) -> int:
         return serve_network(host=args.host, port=args.port, scenario=args.scenario,
                              params=params, seed=args.seed, time_scale=args.time_scale,
                              allowed_origins=args.allow_origin, store=args.store,
-                             overwrite=args.overwrite)
+                             overwrite=args.overwrite, agent_ttl=ttl)
     except (ScenarioError, StoreError, ValueError, OSError) as exc:
         print(f"barnraise: error: {exc}", file=sys.stderr)
         return 2

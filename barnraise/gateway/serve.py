@@ -10,7 +10,7 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from barnraise.gateway.hosting import HostedWorld
-from barnraise.gateway.hub import Hub
+from barnraise.gateway.hub import AGENT_TTL, Hub
 from barnraise.gateway.mcp_surface import McpSurface
 from barnraise.gateway.server import Gateway, GatewayServer, version
 
@@ -20,11 +20,13 @@ __all__ = ["serve_mcp", "serve_network"]
 def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | None = None,
                   params: Mapping[str, str] | None = None, seed: int = 0,
                   time_scale: float = 1.0, allowed_origins: Sequence[str] = (),
-                  store: str | None = None, overwrite: bool = False) -> int:
+                  store: str | None = None, overwrite: bool = False,
+                  agent_ttl: float = AGENT_TTL) -> int:
     """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0.
 
     With ``store``, the served run is kept in that SQLite file as it goes (the
     log of every call and event) and marked finished when the server stops.
+    A remote agent not heard from for ``agent_ttl`` wall seconds expires (hub.py).
     """
     from barnraise.view.server import ViewSurface  # the live page at / (barnraise.view)
     from barnraise.view.watch import Watcher
@@ -36,7 +38,7 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
               flush=True)
     watcher = Watcher(world.simulation, lazy=True)
     try:
-        gateway = Gateway(world, allowed_origins=allowed_origins)
+        gateway = Gateway(world, allowed_origins=allowed_origins, agent_ttl=agent_ttl)
         ViewSurface(watcher, gateway)
         # One gateway for the process's life: the heap built so far is frozen (see
         # GatewayServer), so full collections walk only what serving adds.
@@ -54,7 +56,8 @@ def serve_mcp(*, scenario: str | None = None, params: Mapping[str, str] | None =
     # The one client is the world's only outside agent: every role is open to it.
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
                         granted_roles=())
-    hub = Hub(world.simulation)
+    # Its one agent is its client for the process's life: it never expires.
+    hub = Hub(world.simulation, agent_ttl=None)
     surface = McpSurface(hub, version=version(), single_agent=True)
 
     async def main() -> None:

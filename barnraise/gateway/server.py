@@ -41,7 +41,7 @@ from starlette.websockets import WebSocket
 from barnraise.gateway.a2a_binding import A2ABinding, TaskWatch
 from barnraise.gateway.card import CARD_PATHS, RPC_PATH, WS_PATH, agent_card
 from barnraise.gateway.hosting import HostedWorld
-from barnraise.gateway.hub import Hub, Limits
+from barnraise.gateway.hub import AGENT_TTL, Hub, Limits
 from barnraise.gateway.jsonrpc import dumps
 from barnraise.gateway.mcp_surface import McpSurface
 from barnraise.gateway.ws import WebSocketSession
@@ -61,11 +61,13 @@ class Gateway:
     """The ASGI app of every surface over one hosted world (see the module doc)."""
 
     def __init__(self, world: HostedWorld, *, limits: Limits | None = None,
-                 allowed_origins: Sequence[str] = (), agents: bool = True) -> None:
+                 allowed_origins: Sequence[str] = (), agents: bool = True,
+                 agent_ttl: float | None = AGENT_TTL) -> None:
         """``agents=False``: serve the routes, but refuse every join (``no_agents``):
-        for a view of a deterministic run, which one thread drives."""
+        for a view of a deterministic run, which one thread drives. ``agent_ttl``:
+        wall seconds a remote agent may go unheard from before it expires (hub.py)."""
         self.world = world
-        self.hub = Hub(world.simulation, limits=limits, agents=agents)
+        self.hub = Hub(world.simulation, limits=limits, agents=agents, agent_ttl=agent_ttl)
         self.counters = self.hub.counters
         self.watch = TaskWatch(self.hub)
         self.a2a = A2ABinding(self.hub, self.watch)
