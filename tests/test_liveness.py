@@ -12,8 +12,11 @@ from typing import Any
 
 import pytest
 
+from actors.agents.participant import HEARTBEAT, Participant
 from actors.base import Agent
+from actors.supervisor import Backoff
 from actors.world import Client, Simulation
+from sim.messages import Message
 
 
 @pytest.fixture
@@ -126,3 +129,96 @@ def test_simulation_expire_removes_an_outside_member(simu: Simulation) -> None:
     simu.expire(gone.agent_id, "ttl")  # a member of nothing: nothing happens
     simu.advance(1.0)
     assert arch.messages() == []
+
+
+# -- role agents heartbeat: a vanished builder's task goes to another ---------------------
+
+
+def _task_requeued(message: Message) -> bool:
+    return message.content.get("event") == "task_requeued"
+
+
+async def _slow_builder(agent: Participant) -> None:
+    """Takes the task it is given and works on it for a long while."""
+    task = await agent.receive(message_type="task_assignment")
+    task_id = task.content["task_id"]
+    accepted = await agent.call("task_accept", task_id=task_id)
+    agent.outcome["accepted"] = task_id if accepted.get("success") else accepted
+    await agent.sleep(1000.0)
+    await agent.call("task_report", task_id=task_id, status="completed")
+
+
+async def _helper(agent: Participant) -> None:
+    """Finishes every task the queue gives back."""
+    await agent.call("a2a_subscribe", event_type="task_requeued")
+    while True:
+        event = await agent.receive(_task_requeued, daemon=True)
+        task_id = event.content["task_id"]
+        if (await agent.call("task_accept", task_id=task_id)).get("success"):
+            done = await agent.call("task_report", task_id=task_id, status="completed")
+            agent.outcome.setdefault("finished", []).append((task_id, done.get("success")))
+
+
+def _builder(simu: Simulation, sid: str, name: str, behaviour: Any,
+             supervised: bool = False) -> Participant:
+    args = {"session_id": sid, "agent_name": name, "role": "builder", "behaviour": behaviour}
+    if supervised:
+        return simu.supervisor.start_child(Participant, name.lower(), **args)
+    return simu.dispatcher.spawn(Participant, name.lower(), **args)
+
+
+def test_role_agents_heartbeat_by_default(simu: Simulation) -> None:
+    _, sid = _session(simu)
+    builder = _builder(simu, sid, "B1", _slow_builder)
+    assert builder.heartbeat_interval == HEARTBEAT == 5.0
+    simu.advance(12.0)
+    beats = [r.t for r in simu.dispatcher.trace.records()
+             if r.type == "heartbeat" and r.sender == "b1" and r.kind == "deliver"]
+    assert beats == [5.0, 10.0]
+
+
+def test_a_vanished_builders_task_is_finished_by_another(simu: Simulation) -> None:
+    arch, sid = _session(simu)
+    assert arch.call("a2a_subscribe", event_type="agent_expired")["success"]
+    vanishing = _builder(simu, sid, "B1", _slow_builder)
+    helper = _builder(simu, sid, "B2", _helper)
+    simu.advance(1.0)
+    task_id = arch.call("task_delegate", target_agent_id="B1", task_type="build",
+                        region=_box(0, 0, 8))["task_id"]
+    simu.advance(2.0)
+    assert vanishing.outcome["accepted"] == task_id
+    simu.dispatcher.crash("b1", "vanished")  # no supervisor: it stays down, says nothing
+    simu.advance(30.0)
+    [event] = [m for m in arch.messages() if m.content.get("event") == "agent_expired"]
+    assert event.content["event"] == "agent_expired"
+    assert (event.content["name"], event.content["reason"]) == ("B1", "offline")
+    assert event.content["requeued_tasks"] == [task_id]
+    assert helper.outcome["finished"] == [(task_id, True)]
+    queue = arch.call("task_get_queue", filter={"status": "all"})["tasks"]
+    [record] = [t for t in queue if t["task_id"] == task_id]
+    assert (record["status"], record["assigned_to"]) == ("completed", "b2")
+
+
+def test_a_builder_its_supervisor_restarts_is_not_expired(simu: Simulation) -> None:
+    arch, sid = _session(simu)
+    assert arch.call("a2a_subscribe", event_type="agent_expired")["success"]
+    assert arch.call("a2a_subscribe", event_type="agent_offline")["success"]
+    # restarted 20 s after its crash: offline (15 s of silence) before it is back
+    simu.supervisor.backoff = Backoff(base=20.0, cap=20.0, jitter=0.0)
+    _builder(simu, sid, "B1", _slow_builder, supervised=True)
+    simu.advance(1.0)
+    task_id = arch.call("task_delegate", target_agent_id="B1", task_type="build",
+                        region=_box(0, 0, 8))["task_id"]
+    simu.advance(2.0)
+    simu.dispatcher.crash("b1", "fault")
+    simu.advance(40.0)
+    assert [m.content.get("event") for m in arch.messages()
+            if m.message_type == "status_update"] == ["agent_offline"]
+    members = [a["name"] for a in arch.call("session_get_state", include=["agents"])
+               ["state"]["agents"]]
+    assert members == ["Architect-1", "B1"]
+    restarted = simu.dispatcher.actor("b1")
+    assert isinstance(restarted, Participant) and restarted.incarnation == 1
+    queue = arch.call("task_get_queue", filter={"status": "all"})["tasks"]
+    [record] = [t for t in queue if t["task_id"] == task_id]
+    assert record["assigned_to"] == "b1"
