@@ -8,6 +8,7 @@ back. Remote agents: the hub's time to live (tests/test_gateway_liveness.py).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -222,3 +223,29 @@ def test_a_builder_its_supervisor_restarts_is_not_expired(simu: Simulation) -> N
     queue = arch.call("task_get_queue", filter={"status": "all"})["tasks"]
     [record] = [t for t in queue if t["task_id"] == task_id]
     assert record["assigned_to"] == "b1"
+
+
+def test_a_stored_run_folds_an_expiry_as_the_world_had_it(tmp_path: Path) -> None:
+    from barnraise import open_run
+    from sim.rebuild import world_at
+    from tests.test_rebuild import _plain, _same
+
+    with Simulation(seed=3, store=tmp_path / "expired.db") as simu:
+        arch, sid = _session(simu)
+        gone = simu.client()
+        assert gone.call("session_join", session_id=sid, agent_name="Gone",
+                         role="builder")["success"]
+        assert gone.call("region_claim", region=_box(0, 0, 8))["success"]
+        task_id = arch.call("task_delegate", target_agent_id="any", task_type="build",
+                            region=_box(0, 0, 8))["task_id"]
+        assert gone.call("task_accept", task_id=task_id)["success"]
+        simu.expire(gone.agent_id, "ttl")
+        simu.advance(1.0)
+        world = simu.world_state()
+        assert simu.store is not None
+        simu.store.commit()
+        folded = world_at(open_run(tmp_path / "expired.db"))
+        assert folded.notes == []
+        _same(folded.state(), _plain(world))
+    assert [m[1] for m in world[sid]["members"]] == ["Architect-1"]
+    assert world[sid]["claims"] == []
