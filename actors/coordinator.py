@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from actors.service import Call, Member, SessionInfo, SessionService
 from actors.supervisor import ROOT, Supervisor
+from sim.dispatch.core import SYSTEM
 from sim.messages import MESSAGE_TYPES, Message
 from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
 from sim.views import (
@@ -81,6 +82,16 @@ class Coordinator(SessionService):
 
     def handle_status_update(self, message: Message) -> None:
         content = message.content
+        if message.from_agent == SYSTEM:
+            # "terminated": a member's actor stopped for good (watched since it joined):
+            # stopped, crashed with nobody to restart it, or given up on by its
+            # supervisor. "expire": the host says it is gone (Simulation.expire).
+            agent_id, event = content.get("agent_id"), content.get("event")
+            if isinstance(agent_id, str) and event == "terminated":
+                self.expire(agent_id, "terminated")
+            elif isinstance(agent_id, str) and event == "expire":
+                self.expire(agent_id, str(content.get("reason", "expired")))
+            return
         if message.from_agent != "registry" or content.get("event") != "agent_offline":
             return
         agent_id = content.get("agent_id")
@@ -265,6 +276,9 @@ class Coordinator(SessionService):
                             member=member.to_dict())
         self.dispatcher.set_agent_type(call.caller, member.role)
         self.dispatcher.set_session(call.caller, call.session_id)
+        # Told when its actor stops for good (not a crash its supervisor repairs):
+        # then it leaves the session at once (expire, reason terminated).
+        self.dispatcher.watch(self.name, call.caller)
         self.emit_event(call.session_id, "agent_joined", {
             "agent_id": member.agent_id, "name": member.name, "role": member.role})
         assigned = None
@@ -349,6 +363,8 @@ class Coordinator(SessionService):
                                       agent_id=agent_id)
             self._tell_services("_member_left", session_id=session_id, agent_id=agent_id)
             self.dispatcher.set_session(agent_id, None)
+            if not any(agent_id in members for members in self.members.values()):
+                self.dispatcher.unwatch(self.name, agent_id)
             # A leaver hears nothing more of the session (it had joined to hear it).
             self.dispatcher.unsubscribe_under(agent_id, f"session:{session_id}")
         finally:

@@ -390,9 +390,12 @@ class Simulation:
         tasks in progress back to the queue, its subscriptions there ended, an
         ``agent_expired`` event with ``reason``), as the coordinator does for an agent
         whose heartbeats stopped. The gateway calls it for a remote agent not heard
-        from for its time to live. Returns at once: done in the coordinator's context."""
-        coordinator = self._coordinator
-        self.dispatcher.call_later(0.0, coordinator, coordinator.expire, agent_id, reason)
+        from for its time to live. Returns at once: a letter from ``system`` to the
+        coordinator (ahead of the ``terminated`` notice of a Client released after it)."""
+        d = self.dispatcher
+        d.send(d.seal(d.message(SYSTEM, "coordinator", "status_update",
+                                {"event": "expire", "agent_id": agent_id, "reason": reason},
+                                priority=Priority.HIGH)))
 
     # -- reading the world -----------------------------------------------------------------
 

@@ -178,7 +178,14 @@ def test_role_agents_heartbeat_by_default(simu: Simulation) -> None:
     assert beats == [5.0, 10.0]
 
 
-def test_a_vanished_builders_task_is_finished_by_another(simu: Simulation) -> None:
+@pytest.mark.parametrize(("how", "reason"), [
+    ("stop", "terminated"),  # its actor stopped: the coordinator watches every member
+    ("crash", "terminated"),  # crashed with no supervisor: it stays down, says nothing
+    ("hang", "offline"),  # alive but silent: its heartbeats stopped
+])
+def test_a_vanished_builders_task_is_finished_by_another(
+    simu: Simulation, how: str, reason: str,
+) -> None:
     arch, sid = _session(simu)
     assert arch.call("a2a_subscribe", event_type="agent_expired")["success"]
     vanishing = _builder(simu, sid, "B1", _slow_builder)
@@ -188,16 +195,25 @@ def test_a_vanished_builders_task_is_finished_by_another(simu: Simulation) -> No
                         region=_box(0, 0, 8))["task_id"]
     simu.advance(2.0)
     assert vanishing.outcome["accepted"] == task_id
-    simu.dispatcher.crash("b1", "vanished")  # no supervisor: it stays down, says nothing
+    if how == "stop":
+        simu.dispatcher.stop_actor("b1")
+    elif how == "crash":
+        simu.dispatcher.crash("b1", "vanished")
+    else:
+        vanishing.pause_heartbeats()
     simu.advance(30.0)
     [event] = [m for m in arch.messages() if m.content.get("event") == "agent_expired"]
-    assert event.content["event"] == "agent_expired"
-    assert (event.content["name"], event.content["reason"]) == ("B1", "offline")
+    assert (event.content["name"], event.content["reason"]) == ("B1", reason)
     assert event.content["requeued_tasks"] == [task_id]
     assert helper.outcome["finished"] == [(task_id, True)]
     queue = arch.call("task_get_queue", filter={"status": "all"})["tasks"]
     [record] = [t for t in queue if t["task_id"] == task_id]
     assert (record["status"], record["assigned_to"]) == ("completed", "b2")
+    if how == "hang":  # the hung one's own report, when it comes, changes nothing
+        simu.advance(1000.0)
+        assert vanishing.outcome["accepted"] == task_id
+        queue = arch.call("task_get_queue", filter={"status": "all"})["tasks"]
+        assert [t["assigned_to"] for t in queue if t["task_id"] == task_id] == ["b2"]
 
 
 def test_a_builder_its_supervisor_restarts_is_not_expired(simu: Simulation) -> None:
