@@ -277,8 +277,10 @@ class Coordinator(SessionService):
         self.dispatcher.set_agent_type(call.caller, member.role)
         self.dispatcher.set_session(call.caller, call.session_id)
         # Told when its actor stops for good (not a crash its supervisor repairs):
-        # then it leaves the session at once (expire, reason terminated).
-        self.dispatcher.watch(self.name, call.caller)
+        # then it leaves its sessions at once (expire, reason terminated). One watch
+        # an agent, whatever the number of its sessions (_remove_member ends it).
+        if sum(call.caller in m for m in self.members.values()) == 1:
+            self.dispatcher.watch(self.name, call.caller)
         self.emit_event(call.session_id, "agent_joined", {
             "agent_id": member.agent_id, "name": member.name, "role": member.role})
         assigned = None

@@ -265,3 +265,18 @@ def test_a_stored_run_folds_an_expiry_as_the_world_had_it(tmp_path: Path) -> Non
         _same(folded.state(), _plain(world))
     assert [m[1] for m in world[sid]["members"]] == ["Architect-1"]
     assert world[sid]["claims"] == []
+
+
+def test_one_watch_per_member_ended_by_its_last_leave(simu: Simulation) -> None:
+    arch, first = _session(simu)
+    second = arch.call("session_create", session_name="Second", grid_size=32)["session_id"]
+    member = simu.client()
+    for sid in (first, second):
+        assert member.call("session_join", session_id=sid, agent_name="M",
+                           role="builder")["success"]
+    watchers = simu.dispatcher._lives.watchers
+    assert watchers[member.agent_id] == ["coordinator"]
+    assert member.call("session_leave", session_id=first)["success"]
+    assert watchers[member.agent_id] == ["coordinator"]  # still in the second
+    assert member.call("session_leave", session_id=second)["success"]
+    assert watchers.get(member.agent_id, []) == []
