@@ -70,6 +70,9 @@ class Coordinator(SessionService):
         self._recent: dict[str, deque[tuple[float, str, Any]]] = {}
         self._stop_listening: Callable[[], None] = lambda: None
         self._leaving: set[tuple[str, str]] = set()  # (session, agent) being removed
+        #: (session, agent) -> the subscriptions a2a_subscribe gave it (all of them to the
+        #: session's own topics): what its leave ends, without a look at anyone else's.
+        self._subscriptions: dict[tuple[str, str], list[str]] = {}
 
     def on_start(self) -> None:
         # The registry notices lost heartbeats; sessions hear of it from here.
@@ -368,7 +371,8 @@ class Coordinator(SessionService):
             if not any(agent_id in members for members in self.members.values()):
                 self.dispatcher.unwatch(self.name, agent_id)
             # A leaver hears nothing more of the session (it had joined to hear it).
-            self.dispatcher.unsubscribe_under(agent_id, f"session:{session_id}")
+            for sid in self._subscriptions.pop(key, ()):
+                self.dispatcher.unsubscribe(sid)
         finally:
             self._leaving.discard(key)
         return released, requeued
@@ -558,6 +562,7 @@ class Coordinator(SessionService):
                                             args.get("filter"))
         except ValueError as exc:
             raise ToolError("invalid_argument", str(exc), field="filter") from None
+        self._subscriptions.setdefault((call.session_id, call.caller), []).append(sid)
         return ok(subscription_id=sid, topic=topic)
 
     async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:

@@ -657,16 +657,6 @@ class Dispatcher:
                 self._topics.pop(topic, None)
         return True
 
-    def unsubscribe_under(self, name: str, topic: str) -> int:
-        """End every subscription of actor ``name`` to ``topic`` or a topic below it
-        (``topic:...``); how many there were. A member leaving its session ends all it
-        held there this way. It looks at every subscription: leaves are rare."""
-        below = topic + ":"
-        with self._lock:
-            ids = [sid for sid, (t, sub) in self._subs_by_id.items()
-                   if sub.endpoint.name == name and (t == topic or t.startswith(below))]
-        return sum(self.unsubscribe(sid) for sid in ids)
-
     def subscribers(self, topic: str) -> list[str]:
         return [s.endpoint.name for s in self._topics.get(topic, ())]
 
