@@ -168,3 +168,40 @@ def test_serve_hands_the_agent_ttl_to_the_gateway(
     assert main(["serve", "--port", "0", *given]) == 0
     assert seen["agent_ttl"] == expected
     assert cli.AGENT_TTL == hub_module.AGENT_TTL
+
+
+def test_an_open_sse_stream_keeps_its_agent_and_its_end_starts_the_clock() -> None:
+    from a2a.types import SendMessageRequest
+
+    from tests.test_gateway_a2a import a2a_client, join, user_message
+
+    with served_with_ttl(TTL) as server:
+        hub = server.gateway.hub
+        session = server.gateway.world.default_session
+        assert session is not None
+
+        def here(token: str) -> bool:
+            slot = hub._by_token.get(token)
+            return slot is not None and hub.slots.get(slot.agent_id) is slot
+
+        async def scenario() -> None:
+            arch = await join(server.url, session, "Arch", "architect",
+                              role_token=server.gateway.world.role_tokens["architect"])
+            idle = await join(server.url, session, "Idle", "builder")
+            async with a2a_client(server.url, arch, streaming=True) as client:
+                stream = client.send_message(SendMessageRequest(message=user_message(
+                    {"tool": "task_delegate", "arguments": {"task_type": "test"}})))
+                first = await anext(stream)
+                assert first.HasField("task")
+                # over HTTP alone an agent is heard from only when it calls: the idle
+                # one goes, and one that joins after that goes too, while the one with
+                # a stream open stays (by then silent for more than its TTL)
+                await until(lambda: not here(idle))
+                later = await join(server.url, session, "Later", "builder")
+                await until(lambda: not here(later))
+                assert here(arch)
+                await stream.aclose()
+            await until(lambda: not here(arch))
+
+        asyncio.run(asyncio.wait_for(scenario(), 60))
+        assert hub.counters["agents_expired"] == 3
