@@ -205,3 +205,32 @@ def test_an_open_sse_stream_keeps_its_agent_and_its_end_starts_the_clock() -> No
 
         asyncio.run(asyncio.wait_for(scenario(), 60))
         assert hub.counters["agents_expired"] == 3
+
+
+def test_an_expired_mcp_session_is_no_agent_and_may_join_again() -> None:
+    from mcp import Client
+
+    from tests.test_gateway_mcp import structured
+
+    with served_with_ttl(TTL) as server:
+        hub = server.gateway.hub
+        session = server.gateway.world.default_session
+        region = {"x": 0, "y": 0, "width": 4, "height": 4}
+
+        async def scenario() -> None:
+            async with Client(server.url + "/mcp", mode="legacy") as mcp:
+                joined = await structured(mcp, "session_join", session_id=session,
+                                          agent_name="Claude", role="builder")
+                assert joined["success"]
+                assert (await structured(mcp, "region_claim", region=region))["success"]
+                await until(lambda: joined["agent_id"] not in hub.slots)
+                # the MCP session's agent is gone: it is a newcomer, not a dead Client
+                refused = await structured(mcp, "region_query", region=region)
+                assert refused["error"] == "not_a_member", refused
+                again = await structured(mcp, "session_join", session_id=session,
+                                         agent_name="Claude", role="builder")
+                assert again["success"] and again["agent_id"] != joined["agent_id"]
+                # its claim went with it
+                assert (await structured(mcp, "region_claim", region=region))["success"]
+
+        asyncio.run(asyncio.wait_for(scenario(), 90))
