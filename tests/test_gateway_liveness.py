@@ -23,6 +23,7 @@ from barnraise.cli import main
 from barnraise.gateway import hub as hub_module
 from barnraise.gateway import jsonrpc
 from barnraise.gateway.hosting import HostedWorld
+from barnraise.gateway.hub import Limits
 from barnraise.gateway.server import Gateway, GatewayServer
 from tests.test_gateway_ws import Peer, joined, ws_url
 
@@ -31,10 +32,10 @@ REGION = {"x": 0, "y": 0, "width": 6, "height": 6}
 
 
 @contextlib.contextmanager
-def served_with_ttl(ttl: float | None) -> Iterator[GatewayServer]:
+def served_with_ttl(ttl: float | None, limits: Limits | None = None) -> Iterator[GatewayServer]:
     hosted = HostedWorld(time_scale=20.0)
     try:
-        server = GatewayServer(Gateway(hosted, agent_ttl=ttl), "127.0.0.1", 0)
+        server = GatewayServer(Gateway(hosted, agent_ttl=ttl, limits=limits), "127.0.0.1", 0)
         server.start()
         try:
             yield server
@@ -234,3 +235,24 @@ def test_an_expired_mcp_session_is_no_agent_and_may_join_again() -> None:
                 assert (await structured(mcp, "region_claim", region=region))["success"]
 
         asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+def test_agents_that_filled_the_server_and_vanished_make_room() -> None:
+    with served_with_ttl(TTL, Limits(agents=2)) as server:
+        hub = server.gateway.hub
+
+        async def scenario() -> None:
+            squatters = [(await joined(server, f"Squatter-{i}"))[0] for i in range(2)]
+            async with connect(ws_url(server), compression=None) as ws:
+                full = await Peer(ws).ask("session_join", {
+                    "session_id": server.gateway.world.default_session,
+                    "agent_name": "Newcomer", "role": "builder"})
+                assert full["error"]["data"]["reason"] == "too_many_agents", full
+            for peer in squatters:
+                abort(peer)
+            await until(lambda: not hub.slots)
+            newcomer, _ = await joined(server, "Newcomer")
+            await newcomer.ws.close()
+
+        asyncio.run(asyncio.wait_for(scenario(), 60))
+        assert hub.counters["agents_expired"] == 2
