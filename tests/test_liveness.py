@@ -280,3 +280,30 @@ def test_one_watch_per_member_ended_by_its_last_leave(simu: Simulation) -> None:
     assert watchers[member.agent_id] == ["coordinator"]  # still in the second
     assert member.call("session_leave", session_id=second)["success"]
     assert watchers.get(member.agent_id, []) == []
+
+
+def test_realtime_offline_takes_a_wall_second_of_silence_at_least() -> None:
+    """At 1,000 simulated seconds a wall second, three missed 5 s heartbeats are 15 wall
+    milliseconds, which a loaded machine takes without anyone gone: the registry also
+    waits for MIN_WALL_SILENCE of wall time (the trace shows how long it waited)."""
+    import time
+
+    from actors.registry import MIN_WALL_SILENCE
+
+    with Simulation(seed=1, mode="realtime", time_scale=1000.0) as simu:
+        quiet = simu.dispatcher.spawn(Agent, "quiet", heartbeat_interval=5.0)
+        deadline = time.monotonic() + 5.0
+        while "quiet" not in simu.dispatcher.actor("registry").records:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "never registered"
+            time.sleep(0.01)
+        quiet.pause_heartbeats()
+        deadline = time.monotonic() + 20.0
+        offline: list[Any] = []
+        while not offline:
+            assert time.monotonic() < deadline, "never marked offline"
+            time.sleep(0.05)
+            offline = [r for r in simu.dispatcher.trace.records("event")
+                       if r.type == "agent_offline"]
+        body = offline[0].content_obj()
+        silence = offline[0].t - body["last_heartbeat"]
+        assert silence >= MIN_WALL_SILENCE * 1000.0 > 3 * 5.0
