@@ -307,3 +307,26 @@ def test_realtime_offline_takes_a_wall_second_of_silence_at_least() -> None:
         body = offline[0].content_obj()
         silence = offline[0].t - body["last_heartbeat"]
         assert silence >= MIN_WALL_SILENCE * 1000.0 > 3 * 5.0
+
+
+
+def test_realtime_heartbeats_are_a_quarter_wall_second_apart_at_least() -> None:
+    import time
+
+    from actors.agent import MIN_WALL_HEARTBEAT
+    from actors.registry import MIN_WALL_SILENCE
+
+    with Simulation(seed=1, mode="realtime", time_scale=1000.0) as simu:
+        simu.dispatcher.spawn(Agent, "fast", heartbeat_interval=5.0)
+        simu.dispatcher.spawn(Agent, "slow", heartbeat_interval=600.0)
+        records = simu.dispatcher.actor("registry").records  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 10.0
+        while not {"fast", "slow"} <= set(records):  # registered with what they keep to
+            assert time.monotonic() < deadline, "never registered"
+            time.sleep(0.01)
+        assert records["fast"].heartbeat_interval == MIN_WALL_HEARTBEAT * 1000.0 == 250.0
+        assert records["slow"].heartbeat_interval == 600.0
+    assert 3 * MIN_WALL_HEARTBEAT < MIN_WALL_SILENCE  # three missed come before offline
+    with Simulation(seed=1) as simu:  # deterministic: simulated seconds as given
+        steady = simu.dispatcher.spawn(Agent, "any", heartbeat_interval=5.0)
+        assert steady.heartbeat_interval == 5.0
