@@ -8,14 +8,20 @@ when it stops, may heartbeat, starts its behaviours, and calls session tools
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
-from typing import Any
+from typing import Any, Final
 
 from actors.actor import A2AActor
 from actors.effects import DEFAULT_TIMEOUT, Done, Effect, ToolCall
 from sim.messages import Priority, Region
 from sim.tools import BINDING_TOOLS, TAKES_SESSION, TOOLS, bound_session_after, prepare_call
 
-__all__ = ["Agent"]
+__all__ = ["MIN_WALL_HEARTBEAT", "Agent"]
+
+#: Realtime mode: wall seconds between two heartbeats, at the least. At a high time scale
+#: 5 simulated seconds are a few wall microseconds, and a crew's heartbeats would flood
+#: the registry; the registry's offline floor (``registry.MIN_WALL_SILENCE``, 1 s) is
+#: more than three of these.
+MIN_WALL_HEARTBEAT: Final = 0.25
 
 
 class _Bind:
@@ -69,6 +75,9 @@ class Agent(A2AActor):
 
     def on_start(self) -> None:
         dispatcher = self.dispatcher
+        scale = getattr(dispatcher.clock, "time_scale", None)  # realtime mode only
+        if self.heartbeat_interval and scale:
+            self.heartbeat_interval = max(self.heartbeat_interval, MIN_WALL_HEARTBEAT * scale)
         if self.registry in dispatcher.actors:
             content: dict[str, Any] = {
                 "op": "register", "agent_type": self.agent_type,

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from actors.service import REPLY_MARGIN, Call, Member, SessionInfo, SessionService
+from actors.supervisor import ROOT, Supervisor
+from sim.dispatch.core import SYSTEM
 from sim.messages import MESSAGE_TYPES, Message
 from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
 from sim.views import (
@@ -125,6 +127,10 @@ class Coordinator(SessionService):
         # session id -> its members' display names: a join checks its name in O(1)
         # (a pass over the members made joining a crew of n cost n * n)
         self._names: dict[str, set[str]] = {}
+        self._leaving: set[tuple[str, str]] = set()  # (session, agent) being removed
+        #: (session, agent) -> the subscriptions a2a_subscribe gave it (all of them to the
+        #: session's own topics): what its leave ends, without a look at anyone else's.
+        self._subscriptions: dict[tuple[str, str], list[str]] = {}
 
     def on_start(self) -> None:
         # The registry notices lost heartbeats; sessions hear of it from here.
@@ -137,15 +143,36 @@ class Coordinator(SessionService):
 
     def handle_status_update(self, message: Message) -> None:
         content = message.content
+        if message.from_agent == SYSTEM:
+            # "terminated": a member's actor stopped for good (watched since it joined):
+            # stopped, crashed with nobody to restart it, or given up on by its
+            # supervisor. "expire": the host says it is gone (Simulation.expire).
+            agent_id, event = content.get("agent_id"), content.get("event")
+            if isinstance(agent_id, str) and event == "terminated":
+                self.expire(agent_id, "terminated")
+            elif isinstance(agent_id, str) and event == "expire":
+                self.expire(agent_id, str(content.get("reason", "expired")))
+            return
         if message.from_agent != "registry" or content.get("event") != "agent_offline":
             return
         agent_id = content.get("agent_id")
+        if not isinstance(agent_id, str):
+            return
+        member_of = False
         for session_id, members in self.members.items():
-            member = members.get(agent_id) if isinstance(agent_id, str) else None
+            member = members.get(agent_id)
             if member is not None:
+                member_of = True
                 self.emit_event(session_id, "agent_offline", {
                     "agent_id": member.agent_id, "name": member.name,
                     "last_heartbeat": content.get("last_heartbeat")})
+        # Offline is gone, unless a supervisor brings it back: a restarted member is
+        # still a member and rebuilds from the world's state (Agent.resuming), so only
+        # an unsupervised one leaves its sessions, and its tasks go to others.
+        supervisor = self.dispatcher.actors.get(ROOT)
+        if member_of and not (isinstance(supervisor, Supervisor)
+                              and supervisor.supervises(agent_id)):
+            self.expire(agent_id, "offline")
 
     # -- reading ------------------------------------------------------------------------
 
@@ -322,6 +349,11 @@ class Coordinator(SessionService):
                             member=member.to_dict())
         self.dispatcher.set_agent_type(call.caller, member.role)
         self.dispatcher.set_session(call.caller, call.session_id)
+        # Told when its actor stops for good (not a crash its supervisor repairs):
+        # then it leaves its sessions at once (expire, reason terminated). One watch
+        # an agent, whatever the number of its sessions (_remove_member ends it).
+        if sum(call.caller in m for m in self.members.values()) == 1:
+            self.dispatcher.watch(self.name, call.caller)
         self.emit_event(call.session_id, "agent_joined", {
             "agent_id": member.agent_id, "name": member.name, "role": member.role})
         try:
@@ -413,17 +445,68 @@ class Coordinator(SessionService):
         if handoff == call.caller:
             raise ToolError("invalid_argument", "handoff_to: cannot hand off to yourself",
                             field="handoff_to")
-        released = await self.ask("regions", "_release_all", session_id=call.session_id,
-                                  agent_id=call.caller, handoff_to=handoff)
-        requeued = await self.ask("tasks", "_requeue_agent", session_id=call.session_id,
-                                  agent_id=call.caller)
-        self._tell_services("_member_left", session_id=call.session_id, agent_id=call.caller)
-        self.dispatcher.set_session(call.caller, None)
+        removed = await self._remove_member(call.session_id, call.caller, handoff)
+        if removed is None:
+            raise ToolError("not_a_member", f"{call.caller} is leaving {call.session_id} "
+                            "already (it expired)")
+        released, requeued = removed
         self.emit_event(call.session_id, "agent_left", {
             "agent_id": call.caller, "name": call.member.name, "reason": "left"})
         return ok(released_regions=released.get("released_regions", []),
                   transferred_to=released.get("transferred_to"),
                   requeued_tasks=requeued.get("requeued", []))
+
+    async def _remove_member(self, session_id: str, agent_id: str, handoff: str | None,
+                             ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """Take ``agent_id`` out of ``session_id``: its claims released (or handed to
+        ``handoff``), its tasks back to the queue, its membership gone from every
+        service, every subscription it held to the session's topics ended. The answers
+        of ``regions`` and ``tasks``; None if it is being removed already (a leave and
+        an expiry at once: the first does it)."""
+        key = (session_id, agent_id)
+        if key in self._leaving:
+            return None
+        self._leaving.add(key)
+        try:
+            released = await self.ask("regions", "_release_all", session_id=session_id,
+                                      agent_id=agent_id, handoff_to=handoff)
+            requeued = await self.ask("tasks", "_requeue_agent", session_id=session_id,
+                                      agent_id=agent_id)
+            self._tell_services("_member_left", session_id=session_id, agent_id=agent_id)
+            self.dispatcher.set_session(agent_id, None)
+            if not any(agent_id in members for members in self.members.values()):
+                self.dispatcher.unwatch(self.name, agent_id)
+            # A leaver hears nothing more of the session (it had joined to hear it).
+            for sid in self._subscriptions.pop(key, ()):
+                self.dispatcher.unsubscribe(sid)
+        finally:
+            self._leaving.discard(key)
+        return released, requeued
+
+    # -- liveness -------------------------------------------------------------------------
+
+    def expire(self, agent_id: str, reason: str) -> None:
+        """``agent_id`` is gone (its heartbeats stopped, or a remote agent's time to live
+        ran out): it leaves every session it is a member of, as a leave would, and each
+        gets an ``agent_expired`` event. Call it in this actor's own context
+        (:meth:`actors.world.Simulation.expire` does)."""
+        for session_id, members in self.members.items():
+            if agent_id in members:
+                self.start_behaviour(self._expire, session_id, agent_id, reason,
+                                     name="expire")
+
+    async def _expire(self, _actor: Any, session_id: str, agent_id: str, reason: str) -> None:
+        member = self.members.get(session_id, {}).get(agent_id)
+        if member is None:
+            return  # it left, or its session closed, meanwhile
+        removed = await self._remove_member(session_id, agent_id, None)
+        if removed is None:
+            return
+        released, requeued = removed
+        self.emit_event(session_id, "agent_expired", {
+            "agent_id": agent_id, "name": member.name, "reason": reason,
+            "released_regions": released.get("released_regions", []),
+            "requeued_tasks": requeued.get("requeued", [])})
 
     async def tool_session_get_state(self, call: Call) -> dict[str, Any]:
         """The session's state; ``agents`` and ``regions`` a page at a time.
@@ -635,6 +718,7 @@ class Coordinator(SessionService):
         except ValueError as exc:
             raise ToolError("invalid_argument", str(exc), field="filter") from None
         held[key] = sid
+        self._subscriptions.setdefault((call.session_id, call.caller), []).append(sid)
         return ok(subscription_id=sid, topic=topic)
 
     async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:

@@ -38,6 +38,10 @@ EVENTS_TOPIC: Final = "registry:events"
 #: burst of joins is as large as the run: the default bound of 1,000 would turn
 #: it into dropped registrations.
 HUB_CAPACITY: Final = 1_000_000
+#: Realtime mode: wall seconds of silence before an agent is offline, at the least. At a
+#: high time scale three missed intervals are a few wall milliseconds, which a busy
+#: machine (threads waiting for a core) takes without any agent being gone.
+MIN_WALL_SILENCE: Final = 1.0
 
 
 @dataclass(slots=True)
@@ -216,9 +220,11 @@ class Registry(A2AActor):
 
     def _check_heartbeats(self) -> None:
         now = self.now
+        # simulated seconds that are MIN_WALL_SILENCE wall ones (0 when time is not wall time)
+        floor = MIN_WALL_SILENCE * getattr(self.dispatcher.clock, "time_scale", 0.0)
         for record in self._supervised.values():
             assert record.heartbeat_interval is not None
-            limit = self.missed_limit * record.heartbeat_interval
+            limit = max(self.missed_limit * record.heartbeat_interval, floor)
             if record.status != "offline" and now - record.last_heartbeat > limit:
                 record.status = "offline"
                 self.dispatcher.set_online(record.agent_id, False)

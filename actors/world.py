@@ -398,6 +398,18 @@ class Simulation:
         if client in self.clients:
             self.clients.remove(client)
 
+    def expire(self, agent_id: str, reason: str = "expired") -> None:
+        """``agent_id`` is gone: it leaves every session it is a member of (claims released,
+        tasks in progress back to the queue, its subscriptions there ended, an
+        ``agent_expired`` event with ``reason``), as the coordinator does for an agent
+        whose heartbeats stopped. The gateway calls it for a remote agent not heard
+        from for its time to live. Returns at once: a letter from ``system`` to the
+        coordinator (ahead of the ``terminated`` notice of a Client released after it)."""
+        d = self.dispatcher
+        d.send(d.seal(d.message(SYSTEM, "coordinator", "status_update",
+                                {"event": "expire", "agent_id": agent_id, "reason": reason},
+                                priority=Priority.HIGH)))
+
     # -- reading the world -----------------------------------------------------------------
 
     def sessions(self) -> list[str]:

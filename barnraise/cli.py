@@ -52,6 +52,11 @@ MAX_INTERVAL = 1e6
 MAX_PORT = 65535
 #: Where a run-local view (``run --view``, ``view STORE``) listens: this machine only.
 VIEW_HOST = "127.0.0.1"
+#: ``serve --agent-ttl``: its default (``barnraise.gateway.hub.AGENT_TTL``, not imported:
+#: the CLI loads the gateway only for its commands) and bounds, in wall seconds.
+AGENT_TTL = 60.0
+MIN_AGENT_TTL = 1.0
+MAX_AGENT_TTL = 86_400.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -150,6 +155,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="keep the served run in a SQLite store there (docs/store.md)")
     serve.add_argument("--overwrite", action="store_true",
                        help="with --store: replace a store that holds a run")
+    serve.add_argument("--agent-ttl", type=float, default=AGENT_TTL, metavar="SECONDS",
+                       help="a remote agent not heard from for this many wall seconds "
+                       f"leaves its session ({MIN_AGENT_TTL:g}..{MAX_AGENT_TTL:g}; "
+                       f"default {AGENT_TTL:g})")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio, on a world of its own")
     for command in (serve, mcp):
         command.add_argument("--scenario", help="run this scenario's crew in the world")
@@ -298,6 +307,11 @@ def _serve(args: argparse.Namespace) -> int:
     if params and not args.scenario:
         print("barnraise: error: --param needs --scenario", file=sys.stderr)
         return 2
+    ttl = getattr(args, "agent_ttl", AGENT_TTL)
+    if not MIN_AGENT_TTL <= ttl <= MAX_AGENT_TTL:  # NaN fails both
+        print(f"barnraise: error: --agent-ttl must be {MIN_AGENT_TTL:g}..{MAX_AGENT_TTL:g} "
+              f"wall seconds, got {ttl:g}", file=sys.stderr)
+        return 2
     try:  # the server's packages are an extra: only these commands need them
         from barnraise.gateway.operator import operator_token
         from barnraise.gateway.serve import serve_mcp, serve_network
@@ -327,7 +341,7 @@ def _serve(args: argparse.Namespace) -> int:
                              params=params, seed=args.seed, time_scale=args.time_scale,
                              allowed_origins=args.allow_origin,
                              allowed_hosts=args.allow_host, store=args.store,
-                             overwrite=args.overwrite, operator_token=token)
+                             overwrite=args.overwrite, operator_token=token, agent_ttl=ttl)
     except (ScenarioError, StoreError, ValueError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
             print(f"barnraise: error: {_cannot_listen(args.host, args.port, exc)}",

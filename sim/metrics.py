@@ -277,7 +277,7 @@ def read_agent_timeseries(path: str | os.PathLike[str]) -> pd.DataFrame:
 class _Agent:
     name: str
     role: str
-    gone: str | None = None  # "left" or "offline"
+    gone: str | None = None  # "left", "expired" or "offline"
     working: set[str] = field(default_factory=set)
     awaiting: set[str] = field(default_factory=set)
     done: int = 0
@@ -352,7 +352,8 @@ class MetricsCollector:
             "task_blocked": self._task_blocked, "task_unblocked": self._task_pending,
             "task_requeued": self._task_requeued, "approval_requested": self._approval,
             "agent_joined": self._joined, "agent_left": self._left,
-            "agent_offline": self._offline, "rollback": self._rollback,
+            "agent_offline": self._offline, "agent_expired": self._expired,
+            "rollback": self._rollback,
         }
 
     # -- events ----------------------------------------------------------------------------
@@ -465,6 +466,11 @@ class MetricsCollector:
     def _left(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
         agent_id = str(body.get("agent_id"))
         s.agent(agent_id).gone = "left"
+        touched.add(agent_id)
+
+    def _expired(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
+        agent_id = str(body.get("agent_id"))
+        s.agent(agent_id).gone = "expired"
         touched.add(agent_id)
 
     def _offline(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:

@@ -269,7 +269,7 @@ class _Fold:
             s.members[str(body["agent_id"])] = (str(body.get("name")), str(body.get("role")),
                                                 member_colour(s.joined))
             s.joined += 1
-        elif kind == "agent_left":
+        elif kind in ("agent_left", "agent_expired"):  # expired: left without asking
             s.members.pop(str(body.get("agent_id")), None)
         elif kind == "region_claimed":
             s.claims[str(body["claim_id"])] = (str(body["agent_id"]), dict(body["region"]),

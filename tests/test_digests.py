@@ -5,12 +5,13 @@ trace"): any change to what a run does, or to the order it does it in, shows
 here. The values changed once, with the message-path work of issue 7 (a
 request's id doubles as its correlation id, message ids are decimal, and a
 wait's timeout lives in a deadline queue swept by one timer per actor; see
-docs/runtime.md); a change to them must be explained the same way.
-
-They changed again with issue 23's joins (finding 4): a join's and session_get_state's
+docs/runtime.md). They changed twice with issue 23: a join's and session_get_state's
 questions to the regions and tasks services name the page they want (``offset``,
 ``limit``, ``claims_of``, ``agents``), so those internal letters, and with them every
-run that joins a session, read differently; no tool's answer below 100 items changed.
+run that joins a session, read differently (no tool's answer below 100 items changed);
+and every role agent (``Participant``) heartbeats every 5 simulated seconds by default,
+so the registry notices one that vanishes (its heartbeats are letters in the trace). A
+change to them must be explained the same way.
 """
 
 from __future__ import annotations
@@ -20,22 +21,22 @@ import pytest
 import barnraise
 
 DIGESTS_SEED_0 = {
-    "async_delegation": "d5c7c7a92ee2e96db51c05caa64a3e8745cac198e6c304dd80b9b5ff0d2a99f1",
-    "best_of_n": "6366177a0a688d76b98b1bcab87eac3ae7b1d42b3e7a770bf28033ec6d519b7a",
-    "checkpoint_rollback": "9a51b73508b687979b2e23ec41b505b3b13a468254e1080e8c8f6e3aea95ca3b",
-    "conflict_resolution": "d131fcea86c1c182313bdcb08e0f82e10b8cdd440548e5b75e6b498b5c09f3ab",
-    "conflict_storm": "0772b6469d67f2cb342e9bc31ba2fb189e2004f8d1ad1d4aea91cc3369f1ce0e",
-    "delegation_chain": "179ff8f60dc4abe4c6f921823062b1d638ba24f564b22e392f404e56398c3f45",
-    "grid_build": "6d0195113c125e0c38ea8da09d1cbc8209ab66b187aeffb22e1fe169d8f8b3c4",
-    "hitl_approval": "38b3f00bd38d7e4a37dd962be3ca8d93e195e8a88d276e0ef58fea70ec10eb0a",
-    "kernel_build": "71a1c391c442e311d7867b724c35f9575850631581694371bf04b0871d383360",
-    "locks_barriers": "12fe98547d856c574de75bd2d56eec44a9600e218b10429038ccd68683c0d3ea",
-    "mode_comparison": "2e3721b1f3a7feefb30025e63bf1dd1b9a75f1232072217fc7508994e714979a",
-    "parallel_build": "4d5fda5becd54f2b8ca40dd9f54af943c7d94255e5876e97737ed337c4258215",
-    "parallel_speedup": "00de8bef9b9760e1e4363e1a403a4c314b9f6d4f7233d2f7dd517a9e63f447a3",
-    "permissions": "8d7fe667076d54653b6810ac1c733b9ce80fc5a60db893973e325668cc696570",
-    "plan_run": "989b14e530a43694aa2641e94b67a8ddcbd4939d32f3d5314b2bc12bcd02750b",
-    "writer_critic": "87bf849018d8ef8812eb60b2cc785dec1b7b0e4581a7d2e785cd7a0b4c45e8cc",
+    "async_delegation": "f9adc92e9655f3cb530a68ab4271586da96c361d3bc146df4e3ea175f151cab8",
+    "best_of_n": "f00db7c923b3e401ca083d322fd5846adb280c635c7fa531c8b42645fed531bc",
+    "checkpoint_rollback": "fafe6085142c08e12d76bd95e11523bf96d0b0578bbeb5d3808f871678dd688c",
+    "conflict_resolution": "f5558dcf4f05f0d4edb9c5132b7a7afb3c3ed5e4c2c482610449bf8071bc6a7b",
+    "conflict_storm": "296e8b3b465c53ffca857fe63ea40e2360266503116df3fc2dd1821b299f3b38",
+    "delegation_chain": "37c647963d5369952ab95e4715e69d78901c4c4d78d300baf125ae310ef68ced",
+    "grid_build": "45f30130372a56f4d4c2dd70093c4cee486dddeeb4def564fd8f39e698550ee6",
+    "hitl_approval": "6a2034212f66304fc4d6f1a3e5ff17bda6eec12aaf8d170b99fe1b2c141d8beb",
+    "kernel_build": "a729b10f1b2857fd3b4f785a79004894fc95d08f5249d913f7ed51ea42d39f93",
+    "locks_barriers": "4e97fbe234ef8ecc3408bab77a642725117ba8c941f85d6dae2339f187739d53",
+    "mode_comparison": "46de6912f6023ba70d129a91745d4ad24e324cb16b79cc04e3d9aadab1c1337f",
+    "parallel_build": "be2ca8e22200406744789dda159a286ddd098c14005d3119cbbe3a0aa75c972b",
+    "parallel_speedup": "3e6b39a33c750935b27f2732527223e18c1c74089e9f3483e7e518b2bc33ee4e",
+    "permissions": "37a4e25f46f082a33eacdd288d86eb91a7bd703ce7b5a5d5fa67ac523ffe5989",
+    "plan_run": "a01da4f63a362c35540fc416bb931d6feaf0ed0a6e051c71c07b2fb255df2216",
+    "writer_critic": "1b0fd50e283f2a0662e559bfdd655f47e196fd6cffe480ce0a5bd77affa6de25",
 }
 
 

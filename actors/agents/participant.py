@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from actors.base import Agent
 from actors.effects import Receive
@@ -16,6 +16,10 @@ Behaviour = Callable[["Participant"], Coroutine[Any, Any, Any]]
 
 #: Task statuses after which a task's result is in its record for good.
 FINISHED = frozenset({"completed", "failed", "cancelled"})
+#: Simulated seconds between a role agent's heartbeats unless told otherwise: the registry
+#: marks it offline after three missed (15 s), and the coordinator then expires it from
+#: its session unless its supervisor brings it back (actors/coordinator.py).
+HEARTBEAT: Final = 5.0
 #: The event a restarted delegator's reading of a finished task's result leaves in the
 #: trace (see :func:`results_read`).
 RESULT_READ = "task_result_read"
@@ -52,6 +56,9 @@ class Participant(Agent):
             # stash that keeps what arrives while the behaviour awaits something else
             options.setdefault("mailbox_capacity", 1_000_000)
             options.setdefault("stash_limit", 1_000_000)
+        # Every role agent heartbeats (a daemon timer: it keeps no run alive), so a
+        # vanished one is noticed and its work goes to another; None turns it off.
+        options.setdefault("heartbeat_interval", HEARTBEAT)
         super().__init__(agent_type=role, capabilities=capabilities, **options)
         self.target_session = session_id
         self.agent_name = agent_name

@@ -309,11 +309,13 @@ class A2ABinding:
         if rpc.method == "SendMessage":
             self.watch.stop(task_id, queue)
             return _json(jsonrpc.success(rpc.id, {"task": task}))
-        return _sse(self._follow(rpc.id, task, queue, context_id))
+        return _sse(self._follow(rpc.id, task, queue, context_id, slot))
 
     async def _follow(self, request_id: jsonrpc.Id, task: dict[str, Any],
-                      queue: asyncio.Queue[str], context_id: str | None) -> AsyncIterator[bytes]:
+                      queue: asyncio.Queue[str], context_id: str | None,
+                      slot: AgentSlot) -> AsyncIterator[bytes]:
         task_id = task["id"]
+        self.hub.stream_opened(slot)  # an open stream keeps its agent alive (hub.py)
         try:
             yield _event(jsonrpc.success(request_id, {"task": task}))
             state = task["status"]["state"]
@@ -331,6 +333,7 @@ class A2ABinding:
                     update["contextId"] = context_id
                 yield _event(jsonrpc.success(request_id, {"statusUpdate": update}))
         finally:
+            self.hub.stream_closed(slot)
             self.watch.stop(task_id, queue)
 
     # -- tasks ----------------------------------------------------------------------------
@@ -411,7 +414,7 @@ class A2ABinding:
         except BaseException:
             self.watch.stop(task_id, queue)
             raise
-        return _sse(self._follow(rpc.id, task, queue, slot.session_id))
+        return _sse(self._follow(rpc.id, task, queue, slot.session_id, slot))
 
 
 def _integral(value: Any) -> Any:

@@ -30,6 +30,13 @@ The hub adds only what a network needs:
   gave up on are forgotten (:meth:`Hub.abandon`), yet count until the world
   answers them, so reconnecting does not reset a bound. :meth:`Hub.held` sums
   what the hub holds.
+* **Liveness.** An agent not heard from for ``agent_ttl`` wall seconds (a call,
+  a signed message, or an open WebSocket or SSE stream counts as heard from) is
+  expired (:meth:`Hub.expire`): it leaves its session as a leave would (claims
+  released, tasks in progress back to the queue, subscriptions ended, an
+  ``agent_expired`` event), its token stops working, and its Client, with the
+  thread that serves it, is released. Looked for every ``agent_ttl / 4`` (at most
+  :data:`LOOK_EVERY`), so an agent goes within 1.25 ``agent_ttl`` of its last sign.
 * **Counters** of every refusal, by reason (:class:`Counters`).
 
 Threading: every method runs on the hub's loop thread, except the arrival
@@ -64,6 +71,10 @@ CALL_TIMEOUT: Final = 30.0
 #: Wall seconds between two looks for calls that have waited too long: a call is
 #: answered ``no_reply`` within this much after its wait has run out.
 SWEEP: Final = 0.5
+#: Wall seconds a remote agent may stay unheard from before it expires (``serve --agent-ttl``).
+AGENT_TTL: Final = 60.0
+#: The longest wall time between two looks for expired agents.
+LOOK_EVERY: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -182,6 +193,9 @@ class AgentSlot:
         self.orphans: list[tuple[PendingCall, str]] = []
         self.wake_scheduled = False
         self.members: tuple[float, frozenset[str]] | None = None
+        #: The loop time it was last heard from, and its SSE streams open now.
+        self.heard = 0.0
+        self.streams = 0
 
     @property
     def session_id(self) -> str | None:
@@ -196,7 +210,11 @@ class Hub:
 
     def __init__(self, simulation: Simulation, *, limits: Limits | None = None,
                  counters: Counters | None = None, name_prefix: str = "remote",
-                 agents: bool = True) -> None:
+                 agents: bool = True, agent_ttl: float | None = AGENT_TTL) -> None:
+        """``agent_ttl``: wall seconds an agent may go unheard from before it expires
+        (None: never, for a host whose one agent lives as long as it does)."""
+        if agent_ttl is not None and not 0 < agent_ttl < float("inf"):
+            raise ValueError(f"agent_ttl must be a positive number of seconds, got {agent_ttl!r}")
         if agents and simulation.mode != "realtime":
             raise ValueError("a hub serves a realtime Simulation (the network runs on the "
                              f"wall clock), not a {simulation.mode} one")
@@ -219,6 +237,8 @@ class Hub:
         # Agents with calls under way, and the one timer that looks at their waits.
         self._waiting: set[AgentSlot] = set()
         self._sweeper: asyncio.TimerHandle | None = None
+        self.agent_ttl = agent_ttl
+        self._reaper: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         #: Requests every open WebSocket connection is serving, summed (ws.py keeps it).
@@ -242,6 +262,9 @@ class Hub:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
         for slot in self._slots.values():
             slot.client.on_arrival(None)
             for _, future, *_ in slot.pending:
@@ -303,14 +326,74 @@ class Hub:
     def attach(self, slot: AgentSlot, sink: Callable[[int, Message], None],
                closer: Callable[[str], None]) -> None:
         """Make a connection the agent's live one; an older one is closed."""
-        # ==, not is: a connection's closer is a bound method, a new object each time.
+        # == and not `is`: a bound method (a connection's close_soon) is a new object
+        # at every look-up, so `is` never matched and a closed connection stayed attached.
         if slot.closer is not None and slot.closer != closer:
             slot.closer("replaced by a newer connection of the same agent")
         slot.sink, slot.closer = sink, closer
+        slot.heard = self.loop.time()
 
     def detach(self, slot: AgentSlot, closer: Callable[[str], None]) -> None:
         if slot.closer == closer:
             slot.sink = slot.closer = None
+            slot.heard = self.loop.time()  # its time to live starts when it goes
+
+    def stream_opened(self, slot: AgentSlot) -> None:
+        """An SSE stream of ``slot``'s is open: while it is, the agent is heard from."""
+        slot.streams += 1
+
+    def stream_closed(self, slot: AgentSlot) -> None:
+        slot.streams -= 1
+        slot.heard = self.loop.time()
+
+    # -- liveness -----------------------------------------------------------------------
+
+    def _arm_reaper(self) -> None:
+        if self.agent_ttl is not None and self._reaper is None and not self._closed:
+            self._reaper = self.loop.call_later(min(LOOK_EVERY, self.agent_ttl / 4),
+                                                self._reap)
+
+    def _reap(self) -> None:
+        """Expire every agent not heard from for ``agent_ttl``; one with a connection, a
+        stream or a call under way is heard from now."""
+        self._reaper = None
+        assert self.agent_ttl is not None
+        now = self.loop.time()
+        cutoff = now - self.agent_ttl
+        for slot in list(self._by_token.values()):
+            if slot.closer is not None or slot.streams > 0 or any(
+                    not entry[1].done() for entry in slot.pending):
+                slot.heard = now
+            elif slot.heard <= cutoff:
+                self.expire(slot, "ttl")
+        if self._by_token:
+            self._arm_reaper()
+
+    def expire(self, slot: AgentSlot, reason: str = "ttl") -> bool:
+        """``slot``'s agent is gone: it leaves its session (:meth:`Simulation.expire`:
+        claims released, tasks back to the queue, an ``agent_expired`` event), its token
+        and its mail are forgotten, its calls answered ``no_reply``, its connection
+        closed, and its Client's actor (its thread) stopped. False if it was gone."""
+        if self._slots.get(slot.agent_id) is not slot:
+            return False
+        del self._slots[slot.agent_id]
+        if slot.token is not None:
+            self._by_token.pop(slot.token, None)
+        slot.client.on_arrival(None)
+        for _, future, *_ in slot.pending:
+            if not future.done():
+                future.set_result(fail("no_reply", "the agent expired"))
+        slot.pending.clear()
+        self._waiting.discard(slot)
+        if slot.closer is not None:
+            slot.closer("the agent expired")
+            slot.sink = slot.closer = None
+        slot.outbox.clear()
+        slot.results.clear()
+        self.simulation.expire(slot.agent_id, reason)  # first: leaving still finds it
+        self.simulation.release(slot.client)
+        self.counters.add("agents_expired")
+        return True
 
     def ack(self, slot: AgentSlot, seq: int) -> int:
         """Forget delivered messages up to ``seq``; the number still kept."""
@@ -344,6 +427,7 @@ class Hub:
         caller on the loop that answers from a callback (no task per call: the
         WebSocket path).
         """
+        slot.heard = self.loop.time()
         fingerprint = b""
         if call_id is not None:
             fingerprint = _fingerprint(tool, args)
@@ -442,6 +526,7 @@ class Hub:
             slot.token = secrets.token_urlsafe(32)
             slot.key = secrets.token_bytes(32)
             self._by_token[slot.token] = slot
+            self._arm_reaper()
             result = {**result, "agent_id": slot.agent_id, "token": slot.token,
                       "signing_key": slot.key.hex(), "now": self.simulation.now,
                       "time_scale": self.time_scale}
@@ -450,6 +535,8 @@ class Hub:
             # The world answers an identical subscription with the one already held.
             if all(held["subscription_id"] != sid for held in slot.subscriptions):
                 slot.subscriptions.append({"subscription_id": sid, "topic": result.get("topic")})
+        elif tool == "session_leave":
+            slot.subscriptions.clear()  # leaving ended them (one session at a time)
         return result
 
     # -- bounds -------------------------------------------------------------------------
@@ -634,6 +721,7 @@ class Hub:
             message = decode(data, max_content_bytes=self.simulation.dispatcher.max_content_bytes)
         except MessageError as exc:
             raise self._refuse("invalid_message", str(exc)) from None
+        slot.heard = self.loop.time()
         try:
             verify(message, slot.key)
         except MessageError as exc:

@@ -103,6 +103,9 @@ class McpSurface:
             slot = self._only
         else:
             slot = self._by_session.get(session_key) if session_key else None
+            if session_key and slot is not None and self.hub.slots.get(slot.agent_id) is not slot:
+                del self._by_session[session_key]  # it expired (hub.py, liveness)
+                slot = None
         if slot is None:
             if name not in _JOINING:
                 self.hub.counters.add("unauthenticated")

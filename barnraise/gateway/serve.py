@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import anyio
 
 from barnraise.gateway.hosting import HostedWorld
-from barnraise.gateway.hub import Hub
+from barnraise.gateway.hub import AGENT_TTL, Hub
 from barnraise.gateway.mcp_surface import McpSurface, serve_stdio
 from barnraise.gateway.operator import Operator
 from barnraise.gateway.operator import operator_token as make_operator_token
@@ -23,7 +23,8 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
                   params: Mapping[str, str] | None = None, seed: int = 0,
                   time_scale: float = 1.0, allowed_origins: Sequence[str] = (),
                   allowed_hosts: Sequence[str] = (), store: str | None = None,
-                  overwrite: bool = False, operator_token: str | None = None) -> int:
+                  overwrite: bool = False, operator_token: str | None = None,
+                  agent_ttl: float = AGENT_TTL) -> int:
     """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0.
 
     With ``store``, the served run is kept in that SQLite file as it goes (the
@@ -34,6 +35,7 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
     what the view's controls, ``/stats`` in full and watching from another host
     ask for; it is printed on stderr with the role tokens, and the operator's page
     (the URL with ``#operator=TOKEN``) once the server listens.
+    A remote agent not heard from for ``agent_ttl`` wall seconds expires (hub.py).
     """
     from barnraise.view.server import ViewSurface  # the live page at / (barnraise.view)
     from barnraise.view.watch import Watcher
@@ -54,7 +56,8 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
 
     watcher = Watcher(world.simulation, lazy=True)
     try:
-        gateway = Gateway(world, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts)
+        gateway = Gateway(world, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
+                          agent_ttl=agent_ttl)
         gateway.operator = Operator(token)
         ViewSurface(watcher, gateway)
         # One gateway for the process's life: the heap built so far is frozen (see
@@ -77,7 +80,8 @@ def serve_mcp(*, scenario: str | None = None, params: Mapping[str, str] | None =
     # The one client is the world's only outside agent: every role is open to it.
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
                         granted_roles=())
-    hub = Hub(world.simulation)
+    # Its one agent is its client for the process's life: it never expires.
+    hub = Hub(world.simulation, agent_ttl=None)
     surface = McpSurface(hub, version=version(), single_agent=True)
 
     def log(line: str) -> None:

@@ -54,7 +54,7 @@ from barnraise.gateway import jsonrpc
 from barnraise.gateway.a2a_binding import A2ABinding, TaskWatch
 from barnraise.gateway.card import CARD_PATHS, RPC_PATH, WS_PATH, agent_card
 from barnraise.gateway.hosting import HostedWorld
-from barnraise.gateway.hub import Counters, Hub, Limits
+from barnraise.gateway.hub import AGENT_TTL, Counters, Hub, Limits
 from barnraise.gateway.jsonrpc import dumps
 from barnraise.gateway.mcp_surface import McpSurface
 from barnraise.gateway.operator import LOCAL as LOCAL_OPERATOR
@@ -112,12 +112,14 @@ class Gateway:
 
     def __init__(self, world: HostedWorld, *, limits: Limits | None = None,
                  allowed_origins: Sequence[str] = (), allowed_hosts: Sequence[str] = (),
-                 agents: bool = True) -> None:
+                 agents: bool = True, agent_ttl: float | None = AGENT_TTL) -> None:
         """``agents=False``: serve the routes, but refuse every join (``no_agents``):
         for a view of a deterministic run, which one thread drives.
-        ``allowed_hosts``: more ``Host`` values to serve (see :meth:`host_allowed`)."""
+        ``allowed_hosts``: more ``Host`` values to serve (see :meth:`host_allowed`).
+        ``agent_ttl``: wall seconds a remote agent may go unheard from before it
+        expires (hub.py)."""
         self.world = world
-        self.hub = Hub(world.simulation, limits=limits, agents=agents)
+        self.hub = Hub(world.simulation, limits=limits, agents=agents, agent_ttl=agent_ttl)
         self.counters = self.hub.counters
         self.watch = TaskWatch(self.hub)
         self.a2a = A2ABinding(self.hub, self.watch)

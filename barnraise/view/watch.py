@@ -360,7 +360,8 @@ class Watcher:
         for _t, _sender, event_type, body in events:
             if event_type in _TASK_EVENTS:
                 self._tasks_moved = True
-            elif event_type in ("agent_left", "agent_offline") and isinstance(body, dict):
+            elif event_type in ("agent_left", "agent_expired", "agent_offline") and isinstance(
+                    body, dict):
                 self._gone.add(str(body.get("agent_id")))
             elif event_type == "agent_joined" and isinstance(body, dict):
                 self._gone.discard(str(body.get("agent_id")))

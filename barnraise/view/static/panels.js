@@ -1,7 +1,7 @@
 // The side panels: agents, the task board, the event log, the progress bar.
 
 const KNOWN_EVENTS = new Set([
-  "agent_joined", "agent_left", "agent_offline", "agent_online",
+  "agent_joined", "agent_left", "agent_expired", "agent_offline", "agent_online",
   "region_claimed", "region_released", "conflict_detected",
   "task_created", "task_accepted", "task_completed", "task_failed", "task_cancelled",
   "task_requeued", "task_blocked", "task_unblocked", "task_dependencies_added",
