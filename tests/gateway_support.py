@@ -12,18 +12,19 @@ from collections.abc import Iterator
 from typing import Any
 
 from barnraise.gateway.hosting import HostedWorld
-from barnraise.gateway.hub import Limits
+from barnraise.gateway.hub import AGENT_TTL, Limits
 from barnraise.gateway.server import Gateway, GatewayServer
 
 
 @contextlib.contextmanager
 def served(*, time_scale: float = 20.0, limits: Limits | None = None,
            freeze_heap: bool = False, allowed_hosts: tuple[str, ...] = (),
-           **world: Any) -> Iterator[GatewayServer]:
+           agent_ttl: float | None = AGENT_TTL, **world: Any) -> Iterator[GatewayServer]:
     """A hosted world behind a gateway on 127.0.0.1 and a free port; all stopped after."""
     hosted = HostedWorld(time_scale=time_scale, **world)
     try:
-        server = GatewayServer(Gateway(hosted, limits=limits, allowed_hosts=allowed_hosts),
+        server = GatewayServer(Gateway(hosted, limits=limits, allowed_hosts=allowed_hosts,
+                                       agent_ttl=agent_ttl),
                                "127.0.0.1", 0, freeze_heap=freeze_heap)
         server.start()
         try:

@@ -12,7 +12,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,27 +22,19 @@ from barnraise import cli
 from barnraise.cli import main
 from barnraise.gateway import hub as hub_module
 from barnraise.gateway import jsonrpc
-from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.hub import Limits
-from barnraise.gateway.server import Gateway, GatewayServer
+from barnraise.gateway.server import GatewayServer
+from tests.gateway_support import served
 from tests.test_gateway_ws import Peer, joined, ws_url
 
 TTL = 0.5  # wall seconds: short for the test (the CLI allows 1..86400)
 REGION = {"x": 0, "y": 0, "width": 6, "height": 6}
 
 
-@contextlib.contextmanager
-def served_with_ttl(ttl: float | None, limits: Limits | None = None) -> Iterator[GatewayServer]:
-    hosted = HostedWorld(time_scale=20.0)
-    try:
-        server = GatewayServer(Gateway(hosted, agent_ttl=ttl, limits=limits), "127.0.0.1", 0)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
-    finally:
-        hosted.close()
+def served_with_ttl(ttl: float | None, limits: Limits | None = None
+                    ) -> contextlib.AbstractContextManager[GatewayServer]:
+    """A gateway whose remote agents expire after ``ttl`` wall seconds (None: never)."""
+    return served(agent_ttl=ttl, limits=limits)
 
 
 def abort(peer: Peer) -> None:
