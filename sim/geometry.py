@@ -55,6 +55,13 @@ def _as_int(value: object, what: str, minimum: int) -> int:
 
 
 def _as_point(value: object, what: str) -> tuple[int, int]:
+    if type(value) is tuple and len(value) == 2:
+        px, py = value
+        if type(px) is int and type(py) is int:
+            # The common case without the numbers.Integral ABC checks: each refused
+            # claim passes its (x, y) here; 0.29 us a call instead of 2.0 (timeit),
+            # 2.2 s of the 10,000-agent storm's 166 s profile before.
+            return px, py
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise ValueError(f"{what} must be an (x, y) pair of integers, got {value!r}")
     px, py = value
