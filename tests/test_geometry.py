@@ -321,7 +321,7 @@ def test_find_free_placement_ties_break_by_row_then_column() -> None:
 
 def test_find_free_placement_beyond_first_window() -> None:
     mask = np.ones((300, 300), dtype=bool)
-    mask[130, 130] = False  # inside the first window, but 42.4 away
+    mask[130, 130] = False  # 42.4 away
     mask[100, 140] = False  # outside the first window on x, yet 40 away
     assert find_free_placement(mask, 1, 1, near=(100, 100)) == Rect(140, 100, 1, 1)
     mask[100, 140] = True
@@ -329,6 +329,31 @@ def test_find_free_placement_beyond_first_window() -> None:
     mask[130, 130] = True
     mask[299, 0] = False  # far corner, needs several window doublings
     assert find_free_placement(mask, 1, 1, near=(250, 10)) == Rect(0, 299, 1, 1)
+
+
+def test_find_free_placement_counts_the_mask_only_when_a_window_is_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A pass over the whole mask per refusal was a third of a storm's suggestion cost
+    # at 1024 x 1024: it is made only once a window came back empty, for the early
+    # "too few free cells" answer, which stays the same.
+    counts: list[int] = []
+    count_nonzero = np.count_nonzero
+
+    def spy(a: object, *args: object, **kwargs: object) -> object:
+        counts.append(1)
+        return count_nonzero(a, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(np, "count_nonzero", spy)
+    mask = np.zeros((1024, 1024), dtype=bool)
+    mask[500:508, 500:508] = True
+    assert find_free_placement(mask, 8, 8, near=(500, 500)) == Rect(500, 492, 8, 8)
+    assert counts == []
+    full = np.ones((1024, 1024), dtype=bool)
+    full[0, :] = False  # 1,024 free cells, more than 8 x 8, yet no 8 x 8 block
+    assert find_free_placement(full, 8, 8, near=(500, 500)) is None
+    assert find_free_placement(full, 40, 40, near=(500, 500)) is None  # too few: counted
+    assert counts == [1, 1]
 
 
 def test_find_free_placement_near_outside_grid() -> None:
