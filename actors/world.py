@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -57,6 +56,7 @@ from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Prior
 from sim.policy import DEFAULT_MATRIX, Policy
 from sim.restore import RESUMED, Image
 from sim.store import Store
+from sim.tokens import random_id
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
 
@@ -100,7 +100,7 @@ class Client:
         # A remote agent's ids cross the process: random, so they tell nothing of the
         # counter (and no other call's id); in-process ones stay seeded (the digests).
         actor = self._actor
-        correlation_id = (secrets.token_urlsafe(24) if actor.remote
+        correlation_id = (random_id() if actor.remote
                           else dispatcher.next_id())
         actor.expect(correlation_id, tool.service)
         message = dispatcher.message(
@@ -368,7 +368,7 @@ class Simulation:
 
         ``remote``: it stands for an agent outside the process (the gateway's), so the
         ids it is given (its calls' correlation ids, its subscriptions) are random
-        tokens from ``secrets`` rather than the seeded counter.
+        tokens from the OS CSPRNG (:func:`sim.tokens.random_id`) rather than the seeded counter.
 
         ``inline``: what reaches the client is recorded on the thread that sends it
         (realtime mode; :class:`actors.client.InlineClientActor`) rather than on the

@@ -55,6 +55,7 @@ from sim.messages import (
     topic_name,
     verify,
 )
+from sim.tokens import random_id
 from sim.trace import DELIVER, DROP, ERROR, FAULT, Trace
 
 __all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher"]
@@ -481,7 +482,7 @@ class Dispatcher:
             if endpoint is not None and endpoint.remote:
                 # A request to an agent outside the process: its id crosses, as the
                 # correlation id that agent answers with, so it tells nothing.
-                message_id = secrets.token_urlsafe(24)
+                message_id = random_id()
             else:
                 message_id = f"{self._id_prefix}{next(self._ids)}"
             metadata = Metadata(region, (), message_id)
@@ -648,7 +649,7 @@ class Dispatcher:
         """
         topic = topic_name(topic)
         parsed = SubscriptionFilter.parse(flt)
-        sid = f"sub-{secrets.token_urlsafe(24)}" if endpoint.remote else f"sub-{self.next_id()}"
+        sid = f"sub-{random_id()}" if endpoint.remote else f"sub-{self.next_id()}"
         sub = _Subscription(sid, endpoint, parsed)
         with self._lock:
             # Copy on write: publishers read the tuple without taking the lock.
