@@ -1,9 +1,24 @@
-"""A standing campaign of bad input (issue 11): every tool, driven with values drawn from
-its own schema, valid and not, one call at a time and in random sequences, in process and
-over the gateway's WebSocket. After every step: every result is a dict with ``success``
-and a known error code, nothing raises out of ``Client.call``, no handler or behaviour
-error, exclusive claims never overlap, no tile outside its writer's claims, no task
-completed twice, the progress counters agree with the canvas.
+"""A standing campaign of bad input (issues 11 and 23).
+
+In process: every tool, driven with values drawn from its own schema, valid and not, one
+call at a time and in random sequences. After every step: every result is a dict with
+``success`` and a known error code, nothing raises out of ``Client.call``, no handler or
+behaviour error, exclusive claims never overlap, no tile outside its writer's claims, no
+task completed twice, the progress counters agree with the canvas.
+
+Over the network: the same tools over the gateway's WebSocket, and a state machine
+(``Surfaces``) over every surface of one served world and one ``barnraise mcp``
+subprocess (both started once for the module and stopped at its end): tool calls over
+the WebSocket and the A2A JSON-RPC HTTP binding by three members; cross-site, rebinding,
+over-deep, non-UTF-8 and oversize HTTP requests; signed ``coordination_response``
+letters aimed at another member's barrier call with guessed and real correlation ids;
+barrier waits pipelined and subscriptions asked past the hub's ``Limits``; connections
+cut with calls under way; ``view.control`` without the operator's token, with a wrong
+one and with it (speeds in and out of the clock's bound); MCP stdio lines that are not
+requests, and valid calls. After every step: no answer carries a forger's content, a
+refused request left the world's members, claims, tasks, canvas and clock scale as they
+were, the clock is finite and in its bound, the hub holds no more than its ``Limits``,
+no ``internal_error`` was counted, and ``/healthz`` answers.
 
 The default profile keeps it short for CI; ``--hypothesis-profile=long`` runs it deep.
 """
