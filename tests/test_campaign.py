@@ -409,7 +409,7 @@ class Surfaces(RuleBasedStateMachine):
         known = {held[0]._correlation_id for held in list(slot.pending)}
         barrier = f"b-{secrets.token_hex(6)}"
         waiting = bob.send("a2a_barrier_enter", {"barrier_id": barrier, "expected_count": 2,
-                                                 "timeout": 3600})
+                                                 "timeout": 600})
         found: list[tuple[str, Any]] = []
 
         def under_way() -> bool:
@@ -429,12 +429,13 @@ class Surfaces(RuleBasedStateMachine):
                 "message": forged_letter(mallory.joined, bob.agent_id, cid, n)})
             unforged("barnraise.send", sent.get("result", {}).get("statuses"))
         assert not future.done(), "a forged letter answered another member's call"
-        entered = carl.ask("a2a_barrier_enter", {"barrier_id": barrier, "expected_count": 2,
-                                                 "timeout": 3600})
-        assert entered["result"]["success"], entered
+        entering = carl.send("a2a_barrier_enter", {"barrier_id": barrier,
+                                                   "expected_count": 2, "timeout": 60})
         released = bob.answer(waiting)
-        assert released["result"]["success"], released
         unforged("a2a_barrier_enter", released)
+        assert released["result"]["success"], released
+        entered = carl.answer(entering)
+        assert entered["result"]["success"], entered
 
     @rule(who=st.integers(0, 2), extra=st.integers(1, 3))
     def pipelined_waits(self, who: int, extra: int) -> None:
