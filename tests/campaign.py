@@ -300,8 +300,8 @@ class Member:
             frame = json.loads(self.ws.recv(timeout=max(0.01, deadline - time.monotonic())))
             if "method" in frame:  # mail and events
                 continue
-            if frame.get("id") == rid:
-                return dict(frame)
+            if frame.get("id") == rid or (frame.get("id") is None and "error" in frame):
+                return dict(frame)  # a frame that is not JSON (NaN) has no id to echo
             self.early[str(frame.get("id"))] = frame
 
     def ask(self, method: str, params: Any) -> dict[str, Any]:
