@@ -655,7 +655,10 @@ class Surfaces(RuleBasedStateMachine):
         assert self.mcp.process.poll() is None, "barnraise mcp exited"
 
 
-Surfaces.TestCase.settings = scaled(4, stateful_step_count=12, report_multiple_bugs=False)
+# a long profile runs more examples (scaled) and longer ones (its step count)
+Surfaces.TestCase.settings = scaled(4, stateful_step_count=max(
+    12, settings.default.stateful_step_count if settings.default.max_examples > 100 else 12),
+    report_multiple_bugs=False)
 
 
 def test_every_surface_of_a_served_world(surfaces: Any) -> None:
