@@ -13,16 +13,28 @@ arrays of the wrong shape).
 from __future__ import annotations
 
 import itertools
+import json
+import logging
 import math
+import os
+import queue
+import secrets
+import subprocess
+import sys
+import threading
+import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
+from websockets.sync.client import connect
 
 from actors.world import Simulation
 from sim.geometry import Rect
+from sim.messages import Message, Metadata, encode
 from sim.tools import ERROR_CODES, TOOLS
 
 #: The campaign's sessions are small, so valid regions often fit.
@@ -222,3 +234,161 @@ def covered_by_claims(simu: Simulation, session_id: str, writer: str, region: An
             covered[overlap.y - rect.y:overlap.y2 - rect.y,
                     overlap.x - rect.x:overlap.x2 - rect.x] = True
     return bool(covered.all())
+
+
+# -- the served surfaces -------------------------------------------------------------------
+
+#: Distinct event types a remote agent may subscribe to (past the bound, some are refused).
+EVENT_TYPES = ("region_claimed", "region_released", "agent_joined", "agent_left",
+               "task_created", "task_completed", "tiles_placed", "task_failed")
+#: What a forger plants in the answers it sends; no answer an agent receives carries it.
+FORGED = "FORGED_BY"
+
+
+def until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """True once ``condition`` holds (polled), False when ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def unforged(where: str, answer: Any) -> None:
+    """No answer carries what a forger planted."""
+    assert FORGED not in json.dumps(answer, default=repr), (where, answer)
+
+
+#: The WebSocket clients' own log: a connection the campaign cuts on purpose logs the
+#: end of its stream as an error, which is what the campaign meant.
+_CUT = logging.getLogger("tests.campaign.websocket")
+_CUT.setLevel(logging.CRITICAL)
+
+
+class Member:
+    """A remote agent on the gateway's WebSocket ``/a2a``: requests by id; answers that
+    arrive for other ids are kept for their turn, notifications are skipped."""
+
+    def __init__(self, url: str, session_id: str, name: str,
+                 role_token: str | None = None) -> None:
+        self.url = url.replace("http://", "ws://") + "/a2a"
+        self.ids = itertools.count(1)
+        self.early: dict[str, dict[str, Any]] = {}
+        self.ws = connect(self.url, open_timeout=10, compression=None, max_size=None, legacy=True,
+                          close_timeout=2, logger=_CUT)
+        params = {"session_id": session_id, "agent_name": name, "role": "builder"}
+        if role_token is not None:
+            params["role_token"] = role_token
+        joined = self.ask("session_join", params)
+        assert joined["result"]["success"], joined
+        self.joined: dict[str, Any] = joined["result"]
+        self.agent_id: str = self.joined["agent_id"]
+        self.token: str = self.joined["token"]
+
+    def send(self, method: str, params: Any) -> str:
+        rid = f"r{next(self.ids)}"
+        self.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                                 "params": params}, default=repr))
+        return rid
+
+    def answer(self, rid: str, timeout: float = 30.0) -> dict[str, Any]:
+        if rid in self.early:
+            return self.early.pop(rid)
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = json.loads(self.ws.recv(timeout=max(0.01, deadline - time.monotonic())))
+            if "method" in frame:  # mail and events
+                continue
+            if frame.get("id") == rid or (frame.get("id") is None and "error" in frame):
+                return dict(frame)  # a frame that is not JSON (NaN) has no id to echo
+            self.early[str(frame.get("id"))] = frame
+
+    def ask(self, method: str, params: Any) -> dict[str, Any]:
+        return self.answer(self.send(method, params))
+
+    def reconnect(self) -> None:
+        """Drop the connection (no close handshake) and come back as the same agent."""
+        self.ws.close_socket()
+        self.early.clear()
+        self.ws = connect(self.url, open_timeout=10, compression=None, max_size=None, legacy=True,
+                          close_timeout=2, logger=_CUT,
+                          additional_headers={"Authorization": f"Bearer {self.token}"})
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def forged_letter(join: Mapping[str, Any], to: str, correlation_id: str,
+                  n: int) -> dict[str, Any]:
+    """A ``coordination_response`` signed by ``join``'s agent, answering ``correlation_id``
+    (a call of ``to``'s) with content of the forger's."""
+    message = Message(f"forged-{secrets.token_hex(6)}-{n}", join["now"], join["agent_id"], to,
+                      "coordination_response", 8,
+                      {"success": True, "released": True, FORGED: join["agent_id"]},
+                      Metadata(correlation_id=correlation_id),
+                      expires_at=join["now"] + 1800.0)
+    wire: dict[str, Any] = json.loads(encode(message, bytes.fromhex(join["signing_key"])))
+    return wire
+
+
+def world_state(simu: Simulation) -> Any:
+    """What a refused call or frame must leave as it was: the sessions, each one's members,
+    claims, tasks and canvas, and the clock's scale."""
+    sessions = {}
+    for sid in simu.sessions():
+        view = simu.view(sid)
+        assert view.canvas is not None
+        sessions[sid] = (
+            sorted((m.agent_id, m.name, m.role) for m in view.members),
+            sorted((c.claim_id, c.agent_id, c.exclusive, repr(c.region)) for c in view.claims),
+            sorted((t.task_id, t.status, repr(t.assigned_to)) for t in view.tasks),
+            view.canvas.tobytes())
+    return sessions, simu.dispatcher.clock.time_scale  # type: ignore[attr-defined]
+
+
+class McpStdio:
+    """``barnraise mcp`` as a subprocess: one line in, the answer line out (read by a
+    thread, waited for with a timeout); killed by :meth:`close`."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "barnraise.cli", "mcp"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, name="mcp-stdout", daemon=True)
+        self._reader.start()
+        hello = self.ask({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "campaign", "version": "1"}}})
+        assert "result" in hello, hello
+        self.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                   .encode())
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def write(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + b"\n")
+        self.process.stdin.flush()
+
+    def answer(self, timeout: float = 60.0) -> dict[str, Any]:
+        found = json.loads(self.lines.get(timeout=timeout))
+        assert isinstance(found, dict), found
+        return found
+
+    def ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        self.write(json.dumps(request).encode())
+        return self.answer()
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait(10)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self._reader.join(10)

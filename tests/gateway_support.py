@@ -13,25 +13,40 @@ from typing import Any
 
 from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.hub import AGENT_TTL, Limits
+from barnraise.gateway.operator import Operator
 from barnraise.gateway.server import Gateway, GatewayServer
+from barnraise.view.server import ViewSurface
+from barnraise.view.watch import Watcher
 
 
 @contextlib.contextmanager
 def served(*, time_scale: float = 20.0, limits: Limits | None = None,
            freeze_heap: bool = False, allowed_hosts: tuple[str, ...] = (),
-           agent_ttl: float | None = AGENT_TTL, **world: Any) -> Iterator[GatewayServer]:
-    """A hosted world behind a gateway on 127.0.0.1 and a free port; all stopped after."""
+           agent_ttl: float | None = AGENT_TTL, operator: str | None = None,
+           view: bool = False, **world: Any) -> Iterator[GatewayServer]:
+    """A hosted world behind a gateway on 127.0.0.1 and a free port; all stopped after.
+
+    ``agent_ttl``: wall seconds a remote agent may go unheard from (None: never
+    expires); ``operator``: the operator's token, as ``barnraise serve`` sets it;
+    ``view``: serve the page and its socket ``/view/ws`` too (what ``serve`` does)."""
     hosted = HostedWorld(time_scale=time_scale, **world)
+    watcher = Watcher(hosted.simulation, lazy=True) if view else None
     try:
-        server = GatewayServer(Gateway(hosted, limits=limits, allowed_hosts=allowed_hosts,
-                                       agent_ttl=agent_ttl),
-                               "127.0.0.1", 0, freeze_heap=freeze_heap)
+        gateway = Gateway(hosted, limits=limits, allowed_hosts=allowed_hosts,
+                          agent_ttl=agent_ttl)
+        if operator is not None:
+            gateway.operator = Operator(operator)
+        if watcher is not None:
+            ViewSurface(watcher, gateway)
+        server = GatewayServer(gateway, "127.0.0.1", 0, freeze_heap=freeze_heap)
         server.start()
         try:
             yield server
         finally:
             server.stop()
     finally:
+        if watcher is not None:
+            watcher.close()
         hosted.close()
 
 
