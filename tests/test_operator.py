@@ -206,6 +206,23 @@ def test_an_anonymous_control_is_forbidden_and_changes_nothing() -> None:
             member.close()
 
 
+def test_a_frame_nested_too_deep_is_answered_not_raised() -> None:
+    """The view socket decodes with the gateway's one decoder: a frame nested past the
+    depth limit (under the control size limit) answers -32600 and the socket goes on,
+    where msgspec's own RecursionError used to escape the handler and close it."""
+    with served_view() as (server, _world), _ws(server) as ws:
+        assert json.loads(ws.recv(timeout=10))["method"] == "view.frame"
+        for frame, code in (("[" * 2000 + "]" * 2000, -32600), ("not json", -32700)):
+            ws.send(frame)
+            for _ in range(1000):
+                message = json.loads(ws.recv(timeout=10))
+                if "error" in message:
+                    break
+            assert message["error"]["code"] == code, message
+        answer = _ask(ws, "view.control", {"action": "pause"}, 5)  # still serving
+        assert answer["result"]["error"] == "forbidden"
+
+
 def test_watching_from_another_host_needs_the_token() -> None:
     with served_view() as (server, _world), _ws(server, REMOTE) as ws:
         # not watching: no frame comes; a request is answered forbidden, first thing

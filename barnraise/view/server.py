@@ -42,6 +42,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from barnraise.gateway import jsonrpc
 from barnraise.gateway.server import Gateway
 from barnraise.view.watch import Watcher
 
@@ -233,11 +234,11 @@ class ViewSurface:
         if len(text) > MAX_CONTROL:
             return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": f"frame over {MAX_CONTROL} bytes"}})
-        try:
-            request = msgspec.json.decode(text)
-        except msgspec.DecodeError:
+        try:  # the gateway's one decoder: depth and UTF-8 checked before the parser runs
+            request = jsonrpc.loads(text)
+        except jsonrpc.RpcError as exc:
             return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32700, "message": "the frame is not JSON"}})
+                "code": exc.code, "message": exc.message}})
         rid = request.get("id") if isinstance(request, dict) else None
         if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
             return _encoder.encode({"jsonrpc": "2.0", "id": None, "error": {
