@@ -425,6 +425,34 @@ def test_connections_that_never_join_leave_no_agent_behind() -> None:
         assert [slot.session_id for slot in hub.slots.values()] == [session]
 
 
+def test_a_connection_that_leaves_with_its_failing_join_under_way_leaves_no_agent() -> None:
+    """A join sent and its connection closed before the answer: the slot cannot be
+    dropped at the close (its join is under way), so it is dropped once the join is
+    answered without a token. Such slots used to stay for good and, at Limits.agents,
+    refused every join."""
+    with served(limits=Limits(agents=2)) as server:
+        session = server.gateway.world.default_session
+        hub = server.gateway.hub
+
+        async def scenario() -> None:
+            for attempt in range(20):
+                async with connect(ws_url(server), compression=None) as ws:
+                    await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1,
+                                              "method": "session_join", "params": {
+                                                  "session_id": session, "role": "architect",
+                                                  "agent_name": f"Gone{attempt}"}}))
+            for _ in range(500):  # the close and the answer reach the loop on their own
+                if not hub.slots:
+                    break
+                await asyncio.sleep(0.01)
+            assert not hub.slots, list(hub.slots)
+            peer, result = await joined(server, "Welcome")
+            assert result["success"], result
+            await peer.ws.close()
+
+        run(scenario())
+
+
 def test_a_frozen_heap_serves_as_before_and_is_given_back_on_stop() -> None:
     import gc
 

@@ -192,6 +192,9 @@ class AgentSlot:
         self.subscribing = 0
         self.orphans: list[tuple[PendingCall, str]] = []
         self.wake_scheduled = False
+        #: Its surface let go of it before it became an agent, with a join still under
+        #: way: dropped (:meth:`Hub.forget`) once that join is answered without a token.
+        self.unclaimed = False
         self.members: tuple[float, frozenset[str]] | None = None
         #: The loop time it was last heard from, and its SSE streams open now.
         self.heard = 0.0
@@ -303,7 +306,10 @@ class Hub:
         this, every failed join over HTTP left a Client and its thread behind, and
         ``Limits.agents`` of them refused everyone after. True if dropped.
         """
-        if slot.token is not None or slot.pending or self._slots.get(slot.agent_id) is not slot:
+        if slot.token is not None or self._slots.get(slot.agent_id) is not slot:
+            return False
+        if slot.pending:  # a join under way: dropped when it is answered (_wake)
+            slot.unclaimed = True
             return False
         del self._slots[slot.agent_id]
         slot.client.on_arrival(None)
@@ -685,6 +691,8 @@ class Hub:
                 if not future.done():
                     future.set_result(self._finish(slot, tool, result))
             slot.pending = waiting
+            if slot.unclaimed and not waiting and self.forget(slot):
+                return  # its join failed after its caller left: nothing is owed to anyone
         if slot.orphans:
             self._drop_orphans(slot)
         arrived = slot.client.messages()
