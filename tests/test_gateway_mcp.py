@@ -100,3 +100,25 @@ def test_http_at_mcp_with_a_session_and_with_the_bearer_token() -> None:
         run(scenario())
         found = counters(server)
         assert found["invalid_token"] == 1 and found["unauthenticated"] == 1
+
+
+def test_the_mcp_sessions_of_agents_gone_are_forgotten() -> None:
+    """The map from MCP session id to agent drops the sessions whose agent the hub no
+    longer holds once it outgrows the hub's agents: with agents expiring, it used to
+    grow by one entry a session for as long as the server ran."""
+    with served() as server:
+        surface, hub = server.gateway.mcp, server.gateway.hub
+
+        async def slots() -> tuple[Any, Any]:
+            return hub.new_slot(), hub.new_slot()
+
+        live, gone = asyncio.run_coroutine_threadsafe(slots(), hub.loop).result(10)
+        assert asyncio.run_coroutine_threadsafe(_forget(hub, gone), hub.loop).result(10)
+        surface._by_session = {f"old-{n}": gone for n in range(100)}
+        surface._by_session["mine"] = live
+        surface._prune_sessions()
+        assert surface._by_session == {"mine": live}
+
+
+async def _forget(hub: Any, slot: Any) -> bool:
+    return bool(hub.forget(slot))

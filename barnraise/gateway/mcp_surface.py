@@ -119,12 +119,26 @@ class McpSurface:
             if self.single_agent:
                 self._only = slot
             elif session_key:
+                self._prune_sessions()
                 self._by_session[session_key] = slot
         try:
             return await self.hub.call(slot, name, arguments)
         finally:
             if not self.single_agent and self.hub.forget(slot) and session_key:
                 self._by_session.pop(session_key, None)  # a failed join leaves nothing
+
+
+    def _prune_sessions(self) -> None:
+        """Forget the MCP sessions whose agent the hub no longer holds (expired, or
+        dropped after a failed join): their ids are seldom used again, so without this
+        the map grew by one entry a session for as long as the server ran. Done when it
+        holds twice as many entries as the hub has agents, so it stays within that
+        bound at a cost of one pass per doubling."""
+        slots = self.hub.slots
+        if len(self._by_session) < 2 * len(slots) + 16:
+            return
+        self._by_session = {key: slot for key, slot in self._by_session.items()
+                            if slots.get(slot.agent_id) is slot}
 
 
 async def read_lines(read: Callable[[], Awaitable[bytes]],
