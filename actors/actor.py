@@ -54,7 +54,7 @@ from actors.effects import (
     ToolCall,
 )
 from actors.errors import WaitTimeout
-from sim.dispatch.core import SYSTEM, Dispatcher
+from sim.dispatch.core import Dispatcher, answers
 from sim.dispatch.values import WAKE, SendReport, SubscriptionFilter, Timer, Waiter
 from sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
 from sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Metadata, Priority, Region
@@ -262,9 +262,7 @@ class A2AActor(pykka.ThreadingActor):
                 effect = task.waiting
                 if effect is not None:
                     # Only requests are filed in _replies: effect.to is whom it asked.
-                    sender = message.from_agent
-                    if sender != effect.to and not (  # type: ignore[attr-defined]
-                            sender == SYSTEM and message.message_type == "error_report"):
+                    if not answers(message, effect.to):  # type: ignore[attr-defined]
                         # Not from the actor asked: the wait goes on, the letter is dead.
                         self._replies[correlation_id] = task
                         self.dispatcher.dead_letter(message, "forged_reply", self.name)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.base import A2AActor
-from sim.dispatch.core import SYSTEM
+from sim.dispatch.core import answers
 from sim.dispatch.values import WAKE, Timer
 from sim.mailbox import PriorityMailbox
 from sim.messages import Message
@@ -54,9 +54,7 @@ class ClientActor(A2AActor):
         with self.arrived:
             if correlation_id is not None and (
                     asked := self.expected.get(correlation_id)) is not None:
-                sender = message.from_agent
-                if sender != asked and not (sender == SYSTEM
-                                            and message.message_type == "error_report"):
+                if not answers(message, asked):
                     forged = True  # not from the actor asked: the call waits on
                 else:
                     forged = False

@@ -58,9 +58,18 @@ from sim.messages import (
 from sim.tokens import random_id
 from sim.trace import DELIVER, DROP, ERROR, FAULT, Trace
 
-__all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher"]
+__all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher", "answers"]
 
 SYSTEM: Final = "system"
+
+
+def answers(message: Message, asked: str) -> bool:
+    """Whether ``message``, carrying a request's correlation id, may answer it: it comes
+    from ``asked``, the actor the request went to, or is the dispatcher's own
+    ``error_report`` about it. Anything else is a forged reply (agents and Clients
+    alike take this one rule)."""
+    sender = message.from_agent
+    return sender == asked or (sender == SYSTEM and message.message_type == "error_report")
 """The sender name of messages the runtime itself produces (error reports)."""
 
 ERRORS_TOPIC: Final = "errors"
