@@ -163,7 +163,8 @@ which a client class defines; a type checker reads the arguments (``<Tool>Args``
 and the result (``<Tool>Result``) of every tool from here.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: the TypedDicts' ``Required`` is read when
+# the class is made (``__required_keys__``), which a string annotation hides.
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Required, TypedDict, Unpack, overload

@@ -60,7 +60,7 @@ def test_the_check_fails_when_the_table_changes(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_every_tool_has_a_method_a_name_and_typed_arguments_and_result() -> None:
-    assert TOOL_NAMES == tuple(TOOLS)
+    assert tuple(TOOLS) == TOOL_NAMES
     for name, tool in TOOLS.items():
         method = getattr(ToolMethods, name)
         assert method.__doc__.split() == tool.description.split(), name
@@ -252,7 +252,7 @@ def test_mypy_refuses_the_four_typos(tmp_path: pathlib.Path,
             notes[int(number)] = text
     for tag, expected in (("E1", '"Client" has no attribute "regoin_claim"'),
                           ("E2", 'No overload variant of "call"'),
-                          ("E3", 'No overload variant of "make_dispatcher"'),
+                          ("E3", '"bogus_option" for overloaded function "make_dispatcher"'),
                           ("E4", '"RunSummary" has no key "completoin_percent"')):
         number = next(i for i, text in enumerate(lines, 1) if text.endswith(f"# {tag}"))
         assert any(expected in text for text in errors.get(number, [])), (tag, out, err)
