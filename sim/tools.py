@@ -1,7 +1,9 @@
 """The tool table: every tool, once, with its JSON input schema and owner.
 
-Every surface is generated from :data:`TOOLS`: the Python client (``client.call`` and a
-method per tool), and later the CLI, the WebSocket endpoint and the MCP server. A
+Every surface is generated from :data:`TOOLS`: the Python clients' typed methods, one
+per tool, and ``call`` (:mod:`sim.tool_methods`, written by ``python -m
+sim.tool_codegen`` from the schemas and :data:`RESULT_KEYS`), the WebSocket endpoint,
+the agent card and the MCP server. A
 tool is served by the actor that owns the state it touches (``Tool.service``); that
 actor validates the arguments (:func:`validate`) and enforces the policy, so no
 surface can go around either.

@@ -8,7 +8,8 @@
     message = builder.receive(timeout=5.0)
     builder.close()
 
-:class:`RemoteClient` has ``call(tool, **args)``, a method per tool, ``receive(timeout)``,
+:class:`RemoteClient` has ``call(tool, **args)``, a method per tool (both typed, from
+:class:`sim.tool_methods.ToolMethods`), ``call_any(tool, args)``, ``receive(timeout)``,
 ``messages()``, ``session_id`` and ``agent_id`` as :class:`actors.world.Client` has, so
 a script written against a local Simulation's client runs against a server. It
 speaks JSON-RPC over the server's WebSocket ``/a2a`` (see :mod:`.ws`) and adds
