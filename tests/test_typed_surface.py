@@ -263,4 +263,4 @@ def test_mypy_refuses_the_four_typos(tmp_path: pathlib.Path,
             ("RealtimeDispatcher" in revealed[2]), ("float | None" in revealed[3])] == [
         True] * 4, revealed
     assert status == 1
-    assert spent < 120, f"mypy took {spent:.0f} s of CPU"
+    assert spent < 60, f"mypy took {spent:.0f} s of CPU (about 12 s cold, 1 s warm)"
