@@ -19,7 +19,7 @@ import pytest
 from actors.coordinator import Coordinator
 from actors.world import Client, Simulation
 from sim.policy import Policy
-from sim.tools import ERROR_CODES, TOOLS
+from sim.tools import ERROR_CODES, FAILURE_KEYS, TOOLS
 from tests.helpers import box
 
 
@@ -177,6 +177,7 @@ def test_every_refused_call_of_every_tool_leaves_the_world_as_it_was(world: Worl
         answer = caller.call_any(name, args)
         assert answer["success"] is False, (repr(caller), name, args, answer)
         assert answer["error"] in ERROR_CODES
+        assert set(answer) <= {*FAILURE_KEYS, *TOOLS[name].result}, (name, answer)
         refused[name].add(answer["error"])
         after = world.snapshot()
         assert after == before, (repr(caller), name, args, answer)
