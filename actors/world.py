@@ -57,6 +57,7 @@ from sim.policy import DEFAULT_MATRIX, Policy
 from sim.restore import RESUMED, Image
 from sim.store import Store
 from sim.tokens import random_id
+from sim.tool_methods import ToolMethods
 from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
 from sim.views import TasksPart, WorldView
 
@@ -68,8 +69,12 @@ REALTIME_CALL_TIMEOUT = 30.0
 T = TypeVar("T")
 
 
-class Client:
-    """An outside participant: tool calls in, results and messages out."""
+class Client(ToolMethods):
+    """An outside participant: tool calls in, results and messages out.
+
+    A method per tool and ``call`` come typed from :class:`sim.tool_methods.ToolMethods`;
+    :meth:`call_any` takes any name.
+    """
 
     def __init__(self, simulation: Simulation, actor: ClientActor) -> None:
         self._simulation = simulation
@@ -80,9 +85,14 @@ class Client:
     def __repr__(self) -> str:
         return f"<Client {self.agent_id} session={self.session_id}>"
 
-    def call(self, name: str, /, **args: Any) -> dict[str, Any]:
-        """Call tool ``name``; wait for and return its result dict."""
-        return self.submit(name, **args).result()
+    def call_any(self, name: str, args: Mapping[str, Any], /) -> dict[str, Any]:
+        """Call tool ``name`` with ``args``; wait for and return its result dict.
+
+        The untyped way in, for code that has the tool's name as data; ``call`` and
+        the methods named after the tools (:class:`sim.tool_methods.ToolMethods`)
+        are the typed ones and come here.
+        """
+        return self.submit_any(name, args).result()
 
     def submit(self, name: str, /, **args: Any) -> PendingCall:
         """Send a tool call and return at once; ``.result()`` waits for the answer.
@@ -90,6 +100,10 @@ class Client:
         For calls that wait on others (a barrier, a lock), so that one thread
         can drive several clients in deterministic mode.
         """
+        return self.submit_any(name, args)
+
+    def submit_any(self, name: str, args: Mapping[str, Any], /) -> PendingCall:
+        """:meth:`submit` with the arguments as one mapping (copied, never kept)."""
         if self._simulation.closed:
             return PendingCall.done(fail("no_reply", f"{name}: the simulation is closed"))
         prepared = prepare_call(name, args, self.session_id)
@@ -159,17 +173,6 @@ class Client:
         """
         self._actor.listener = callback
 
-    def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
-        if name in TOOLS:
-            def method(**args: Any) -> dict[str, Any]:
-                return self.call(name, **args)
-            method.__name__ = name
-            method.__doc__ = TOOLS[name].description
-            return method
-        raise AttributeError(f"{type(self).__name__} has no attribute or tool {name!r}")
-
-    def __dir__(self) -> list[str]:
-        return sorted({*super().__dir__(), *TOOLS})
 
 
 class PendingCall:

@@ -1,9 +1,23 @@
 """barnraise: many agents building one thing together, as actors that talk in A2A messages.
 
-This is the public face: what a user imports. Each name is the real object from the
+This is the public face: the names a user needs first, each the real object from the
 layer that owns it (the engine ``sim``, the actors and their world ``actors``, the
 scenario scripts ``scenarios``, and the application here), so static tools see its
-real type. Those layers stay importable; names not listed here may change.
+real type: :class:`Simulation` and its :class:`Client`, :func:`run` and its
+:class:`RunResult`, :func:`open_run`, :func:`sweep`, :func:`connect`, :class:`Agent`,
+:func:`make_dispatcher`, :class:`Message`, :class:`Priority`, :class:`Trace`, the
+errors a caller catches, and the submodules :mod:`barnraise.kit` (the scenario-authoring
+helpers), :mod:`barnraise.plots` (figures) and :mod:`barnraise.gateway` (the network).
+
+Everything else lives in the module that owns it: ``barnraise.runner`` (``resume``,
+``replay``, ``list_scenarios``, ``RunSummary``), ``sim.tools`` (``TOOLS``),
+``sim.tool_methods`` (the typed tool methods and their argument and result types),
+``sim.dispatch`` (``Dispatcher``, ``RunReport``), ``sim.policy`` (``Policy``),
+``sim.metrics`` (``Metrics``), ``sim.store`` (``StoredRun``), ``sim.views``
+(``WorldView``), ``sim.messages`` (``Region``), ``actors.recording`` (``Recorder``),
+``actors.registry`` (``Registry``), ``actors.base`` (``A2AActor``),
+``barnraise.gateway`` (``RemoteClient``). Those layers stay importable; names not
+listed in an ``__all__`` may change.
 
 ::
 
@@ -27,58 +41,41 @@ real type. Those layers stay importable; names not listed here may change.
 
 from importlib import metadata as _metadata
 
-from actors.base import A2AActor, Agent, DeliveryError, RequestError, WaitTimeout
-from actors.recording import Recorder
-from actors.registry import Registry
+from actors.base import Agent, DeliveryError, RequestError, WaitTimeout
 from actors.world import Client, Simulation
-from barnraise.gateway.remote import RemoteClient, RemoteError, connect
-from barnraise.runner import RunResult, list_scenarios, open_run, replay, resume, run
+from barnraise import gateway, kit, plots
+from barnraise.gateway.remote import RemoteError, connect
+from barnraise.runner import RunResult, open_run, run
 from barnraise.sweeps import SweepError, sweep
 from scenarios import ParamError, ScenarioError
-from sim.dispatch import Dispatcher, RunReport, make_dispatcher
-from sim.messages import Message, MessageError, Priority, Region
-from sim.metrics import Metrics
-from sim.policy import Policy
-from sim.store import StoredRun, StoreError
-from sim.tools import TOOLS
+from sim.dispatch import make_dispatcher
+from sim.messages import Message, MessageError, Priority
+from sim.store import StoreError
 from sim.trace import Trace
-from sim.views import WorldView
 
 __all__ = [
-    "TOOLS",
-    "A2AActor",
     "Agent",
     "Client",
     "DeliveryError",
-    "Dispatcher",
     "Message",
     "MessageError",
-    "Metrics",
     "ParamError",
-    "Policy",
     "Priority",
-    "Recorder",
-    "Region",
-    "Registry",
-    "RemoteClient",
     "RemoteError",
     "RequestError",
-    "RunReport",
     "RunResult",
     "ScenarioError",
     "Simulation",
     "StoreError",
-    "StoredRun",
     "SweepError",
     "Trace",
     "WaitTimeout",
-    "WorldView",
     "connect",
-    "list_scenarios",
+    "gateway",
+    "kit",
     "make_dispatcher",
     "open_run",
-    "replay",
-    "resume",
+    "plots",
     "run",
     "sweep",
 ]

@@ -22,7 +22,7 @@ import re
 import socket
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from barnraise.runner import (
@@ -492,7 +492,7 @@ def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def summary_lines(summary: dict[str, Any], module: Any = None) -> list[str]:
+def summary_lines(summary: Mapping[str, Any], module: Any = None) -> list[str]:
     """The text summary of a run: what each count means, only figures that apply,
     and the scenario's own lines (its ``describe(summary)``, if it has one)."""
     verdict = "succeeded" if summary["success"] else "FAILED its success check"

@@ -40,7 +40,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
 import numpy as np
@@ -64,6 +64,7 @@ __all__ = [
     "ParamError",
     "Request",
     "RunResult",
+    "RunSummary",
     "ScenarioError",
     "StoreError",
     "UnverifiedScript",
@@ -87,6 +88,48 @@ class ResumeDivergence(Exception):
     """A resumed or replayed run did not reproduce its stored log (names the record)."""
 
 
+class RunSummary(TypedDict):
+    """A run's summary (``RunResult.summary``, ``summary.json``): what ``barnraise run``
+    prints. The world figures are of the summary's session (``session_id``; None, 0
+    and empty when the run made none)."""
+
+    scenario: str
+    seed: int
+    mode: str
+    params: dict[str, Any]
+    #: Realtime runs: wall seconds per simulated second (None in deterministic mode).
+    time_scale: float | None
+    trace_digest: str
+    virtual_time: float
+    wall_seconds: float
+    messages_delivered: int
+    messages_dropped: int
+    #: Dead letters by reason.
+    dead_letters: dict[str, int]
+    session_id: str | None
+    agents: int
+    tiles_placed: int
+    has_blueprint: bool
+    #: Of the blueprint built, 0-100 (None without a blueprint).
+    completion_percent: float | None
+    conflicts: int
+    lost_work: int
+    tasks_completed: int
+    tasks_failed: int
+    #: Tasks by status.
+    tasks: dict[str, int]
+    behaviour_errors: int
+    #: How the run ended (a :class:`sim.dispatch.RunReport` reason) and who still waited.
+    run_end: str
+    waiting: list[str]
+    #: What the scenario's own ``run`` returned.
+    metrics: dict[str, Any]
+    #: Counts of the injected faults (None: the run had no fault plan).
+    faults: dict[str, Any] | None
+    #: The scenario's success check, over the rest of the summary.
+    success: bool
+
+
 @dataclass
 class RunResult:
     """What a scenario run produced. It pickles, so it comes back from worker processes.
@@ -99,7 +142,7 @@ class RunResult:
     the run was not recorded).
     """
 
-    summary: dict[str, Any]
+    summary: RunSummary
     trace: Trace
     canvas: np.ndarray[Any, Any] | None = None
     claims: list[dict[str, Any]] = field(default_factory=list)
@@ -657,7 +700,7 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
         world = _world(simu, metrics.pop("session_id", None), views)
         stats = simu.dispatcher.statistics()
         wall = time.perf_counter() - started
-        summary: dict[str, Any] = {
+        summary: RunSummary = {
             "scenario": getattr(module, "NAME", pathlib.Path(request.scenario).stem),
             "seed": seed, "mode": mode, "params": request.params,
             "time_scale": options.get("time_scale") if mode == "realtime" else None,
@@ -677,6 +720,7 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             "run_end": ending.reason, "waiting": [str(w) for w in ending.waiters],
             "metrics": metrics,
             "faults": _faults_summary(simu),
+            "success": False,  # until the check below says (it reads the rest)
         }
         summary["success"] = bool(module.check(summary))
         if store is not None:

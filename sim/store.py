@@ -70,7 +70,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -826,7 +826,7 @@ class Store:
             with self._db as db:
                 self._snapshot(db, self.written + self.offset, last[-1][0] if last else 0.0)
 
-    def finish(self, summary: dict[str, Any], trace_digest: str, world: Any = None) -> None:
+    def finish(self, summary: Mapping[str, Any], trace_digest: str, world: Any = None) -> None:
         """Mark the run finished, with its summary (after a last commit) and, when given,
         a last snapshot of its ``world``."""
         self.commit()

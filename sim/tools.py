@@ -1,7 +1,9 @@
 """The tool table: every tool, once, with its JSON input schema and owner.
 
-Every surface is generated from :data:`TOOLS`: the Python client (``client.call`` and a
-method per tool), and later the CLI, the WebSocket endpoint and the MCP server. A
+Every surface is generated from :data:`TOOLS`: the Python clients' typed methods, one
+per tool, and ``call`` (:mod:`sim.tool_methods`, written by ``python -m
+sim.tool_codegen`` from the schemas and :data:`RESULT_KEYS`), the WebSocket endpoint,
+the agent card and the MCP server. A
 tool is served by the actor that owns the state it touches (``Tool.service``); that
 actor validates the arguments (:func:`validate`) and enforces the policy, so no
 surface can go around either.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -25,9 +27,11 @@ from sim.messages import topic_name
 __all__ = [
     "BINDING_TOOLS",
     "ERROR_CODES",
+    "FAILURE_KEYS",
     "MAX_SECONDS",
     "MAX_WAIT",
     "READ_ONLY_TOOLS",
+    "RESULT_KEYS",
     "SERVICES",
     "STATE_PAGE_DEFAULT",
     "STATE_PAGE_MAX",
@@ -89,6 +93,10 @@ class Tool:
     input_schema: Mapping[str, Any]
     #: False only for tools a caller uses before it is a member (create, join).
     member_only: bool = True
+    #: The keys a success carries besides ``success``, each with its JSON type (a
+    #: tuple: any of them). Declared in :data:`RESULT_KEYS`; the typed client methods
+    #: (:mod:`sim.tool_methods`) are generated from them.
+    result: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description,
@@ -364,7 +372,96 @@ _TOOL_LIST: Final = [
     }, ("barrier_id",)),
 ]
 
-TOOLS: Final[Mapping[str, Tool]] = {tool.name: tool for tool in _TOOL_LIST}
+#: What each tool's success carries besides ``success`` (JSON types; a tuple is any
+#: of them). A result cut to fit (``truncated``, :data:`READ_ONLY_TOOLS`) may lack
+#: some. tests/test_typed_surface.py checks that every key a service answers with
+#: is declared here.
+RESULT_KEYS: Final[Mapping[str, Mapping[str, str | tuple[str, ...]]]] = {
+    # session_create and session_join through the gateway also carry the caller's
+    # credentials and the server's clock (barnraise.gateway.hub).
+    "session_create": {"coordination_mode": "string", "created_at": "number",
+                       "grid_size": "integer", "invite_token": "string",
+                       "session_id": "string", "session_name": "string", "state": "object",
+                       "agent_id": "string", "token": "string", "signing_key": "string",
+                       "now": "number", "time_scale": "number"},
+    "session_join": {"agent_id": "string", "assigned_color": "string",
+                     "assigned_region": ("object", "null"), "name": "string", "role": "string",
+                     "session_id": "string", "session_state": "object", "token": "string",
+                     "signing_key": "string", "now": "number", "time_scale": "number"},
+    "session_grant": {"agent_id": "string", "role": "string", "role_token": "string"},
+    "session_leave": {"released_regions": "array", "requeued_tasks": "array",
+                      "transferred_to": ("string", "null")},
+    "session_get_state": {"next_cursor": "string", "now": "number", "session_id": "string",
+                          "session_name": "string", "state": "object"},
+    "region_claim": {"agent_id": "string", "claim_id": "string", "conflicts": "array",
+                     "exclusive": "boolean", "expires_at": ("number", "null"),
+                     "purpose": "string", "region": "object"},
+    "region_release": {"claim_id": "string", "released": "boolean",
+                       "transferred_to": ("string", "null")},
+    "region_query": {"claims": "array", "free_subregions": "array", "is_free": "boolean"},
+    "builder_place_tile": {"lost_work": "integer", "region": "object",
+                           "tiles_placed": "integer"},
+    "builder_place_tiles": {"lost_work": "integer", "region": "object",
+                            "tiles_placed": "integer"},
+    "builder_load_shader": {"region": "object", "shader_id": "string"},
+    "builder_assemble_cartridge": {"cartridge_id": "string", "region": "object",
+                                   "tiles": "integer"},
+    "blueprint_set": {"cells": "integer", "nonempty": "integer"},
+    "build_test": {"defect_count": "integer", "defects": "array", "matching": "integer",
+                   "passed": "boolean", "region": "object", "score": "number",
+                   "total": "integer"},
+    "task_delegate": {"assigned_to": "string", "position_in_queue": ("integer", "null"),
+                      "status": "string", "task_id": "string"},
+    "task_add_dependencies": {"blocked": "array", "dependencies": "array", "status": "string",
+                              "task_id": "string"},
+    "task_accept": {"assigned_to": "string", "claim": ("object", "null"),
+                    "claimed_region": ("string", "null"), "status": "string",
+                    "task_id": "string"},
+    "task_report": {"blocked_tasks": "array", "notified_agents": "array",
+                    "requeued": "boolean", "retries_used": "integer", "status": "string",
+                    "task_id": "string", "unblocked_tasks": "array"},
+    "task_get_queue": {"summary": "object", "tasks": "array", "total": "integer"},
+    "approval_respond": {"blocked_tasks": "array", "decision": "string",
+                         "notified_agents": "array", "requeued": "boolean",
+                         "status": "string", "task_id": "string", "unblocked_tasks": "array"},
+    "build_checkpoint": {"checkpoint_id": "string", "checkpoint_name": "string",
+                         "contents": "object", "created_at": "number", "description": "string",
+                         "include": "array", "size_kb": "number"},
+    "build_rollback": {"lost": "object", "restored": "object", "rolled_back_at": "number",
+                       "rolled_back_to": "string"},
+    "a2a_send_message": {"message_id": "string", "status": "string", "to_agent": "string"},
+    "a2a_broadcast": {"delivered": "array", "recipients": "array", "statuses": "object"},
+    "a2a_subscribe": {"subscription_id": "string", "topic": "string"},
+    "a2a_discover": {"agents": "array", "count": "integer"},
+    "a2a_lock_acquire": {"expires_at": ("number", "null"), "granted": "boolean",
+                         "holder": "string", "lock_id": "string", "reason": "string",
+                         "renewed": "boolean", "waited": "number"},
+    "a2a_lock_release": {"lock_id": "string", "next_holder": ("string", "null"),
+                         "released": "boolean"},
+    "a2a_barrier_enter": {"arrived": "array", "arrived_count": "integer",
+                          "barrier_id": "string", "expected_count": "integer",
+                          "generation": "integer", "missing": "array",
+                          "missing_count": "integer", "reason": "string",
+                          "released": "boolean", "waited": "number"},
+}
+
+#: The keys any result may carry: ``success``; on a failure ``error`` (one of
+#: :data:`ERROR_CODES`), ``message`` and what the refusal names (``field`` for an
+#: argument, ``holder`` for a lock, ...); ``truncated`` on a result cut to fit.
+FAILURE_KEYS: Final[Mapping[str, str | tuple[str, ...]]] = {
+    "success": "boolean", "error": "string", "message": "string", "truncated": "boolean",
+    "field": "string", "tool": "string", "limit": "string", "reason": "string",
+    "retry_after": "number", "suggestion": "string", "suggestion_region": ("object", "null"),
+    "cells_outside": "integer", "conflicting_agents": "array", "cycle": "array",
+    "dependency": "string", "waiting_on": "array", "holder": ("string", "null"),
+    "holder_name": "string", "owner": "string", "role": "string", "status": "string",
+    "task_id": "string", "lock_id": "string", "region": "object",
+    "expected_count": "integer", "assigned_to": "string", "grid_size": "integer",
+}
+
+assert {tool.name for tool in _TOOL_LIST} == set(RESULT_KEYS), "every tool declares its result"
+TOOLS: Final[Mapping[str, Tool]] = {
+    tool.name: replace(tool, result=RESULT_KEYS[tool.name]) for tool in _TOOL_LIST}
 
 #: The tools that only read the world. A result too large to send is a failure for
 #: these (nothing changed); any other tool's is cut to fit and stays a success

@@ -35,7 +35,7 @@ from websockets.sync.client import connect
 from actors.world import Simulation
 from sim.geometry import Rect
 from sim.messages import Message, Metadata, encode
-from sim.tools import ERROR_CODES, TOOLS
+from sim.tools import ERROR_CODES, FAILURE_KEYS, TOOLS
 
 #: The campaign's sessions are small, so valid regions often fit.
 GRID = 24
@@ -198,6 +198,10 @@ def check_result(tool: str, result: Any) -> None:
         assert result.get("error") in ERROR_CODES, (tool, result)
         assert result.get("error") != "internal_error", (tool, result)
         assert isinstance(result.get("message"), str), (tool, result)
+    # every key is one the typed results (sim.tool_methods) declare
+    known = TOOLS.get(tool)
+    declared = {*FAILURE_KEYS, *(known.result if known is not None else ())}
+    assert set(result) <= declared, (tool, sorted(set(result) - declared))
 
 
 def check_world(simu: Simulation, session_id: str) -> None:

@@ -110,7 +110,7 @@ class World:
                 inside = covered_by_claims(self.simu, self.sid, caller.agent_id, region)
             except (ValueError, TypeError):
                 inside = None
-        result = caller.call(tool, **args)  # must never raise
+        result = caller.call_any(tool, args)  # must never raise
         check_result(tool, result)
         if result["success"] and tool == "builder_place_tiles" and \
                 caller.session_id == self.sid:

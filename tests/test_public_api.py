@@ -133,3 +133,26 @@ def test_every_data_file_the_packages_read_is_installed_with_them() -> None:
             relative = path.relative_to(ROOT / package).as_posix()
             assert any(fnmatch.fnmatch(relative, p) for p in patterns.get(package, ())), (
                 f"{package}/{relative} is not in [tool.setuptools.package-data]")
+
+
+def test_the_public_face_is_the_names_a_user_needs_first() -> None:
+    import barnraise
+    import barnraise.gateway
+    import scenarios._kit
+    import sim.plots
+
+    assert sorted(barnraise.__all__) == sorted([
+        "Simulation", "Client", "run", "RunResult", "open_run", "sweep", "connect", "Agent",
+        "make_dispatcher", "Message", "Priority", "Trace",
+        "DeliveryError", "RequestError", "WaitTimeout", "MessageError", "ParamError",
+        "ScenarioError", "StoreError", "SweepError", "RemoteError",
+        "kit", "plots", "gateway"])
+    assert barnraise.gateway is importlib.import_module("barnraise.gateway")
+    # the submodules re-export the objects where they live, every one of them
+    assert barnraise.kit.__all__ == scenarios._kit.__all__
+    assert barnraise.plots.__all__ == sim.plots.__all__
+    for face, home in ((barnraise.kit, scenarios._kit), (barnraise.plots, sim.plots)):
+        for name in face.__all__:
+            assert getattr(face, name) is getattr(home, name), name
+    for gone in ("TOOLS", "Registry", "Recorder", "resume", "list_scenarios", "Dispatcher"):
+        assert not hasattr(barnraise, gone), gone

@@ -19,7 +19,7 @@ import pytest
 from actors.coordinator import Coordinator
 from actors.world import Client, Simulation
 from sim.policy import Policy
-from sim.tools import ERROR_CODES, TOOLS
+from sim.tools import ERROR_CODES, FAILURE_KEYS, TOOLS
 from tests.helpers import box
 
 
@@ -174,9 +174,10 @@ def test_every_refused_call_of_every_tool_leaves_the_world_as_it_was(world: Worl
     refused: dict[str, set[str]] = {name: set() for name in TOOLS}
     before = world.snapshot()
     for caller, name, args in _refusals(world):
-        answer = caller.call(name, **args)
+        answer = caller.call_any(name, args)
         assert answer["success"] is False, (repr(caller), name, args, answer)
         assert answer["error"] in ERROR_CODES
+        assert set(answer) <= {*FAILURE_KEYS, *TOOLS[name].result}, (name, answer)
         refused[name].add(answer["error"])
         after = world.snapshot()
         assert after == before, (repr(caller), name, args, answer)
@@ -196,7 +197,7 @@ def test_an_answer_too_large_to_send_is_refused_only_by_a_read(world: World) -> 
                                     purpose="p" * 40)["success"]
     before = world.snapshot()
     for name, args in (("region_query", {"region": box(0, 0, 60)}),):
-        answer = world.a.call(name, **args)
+        answer = world.a.call_any(name, args)
         assert answer["error"] == "invalid_argument" and "too large" in answer["message"]
         assert world.snapshot() == before
     page = world.a.session_get_state(include=["regions"])

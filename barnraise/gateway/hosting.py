@@ -86,15 +86,17 @@ class HostedWorld:
             self._thread.start()
         else:
             host = self.simulation.client("gateway-host")
-            made = host.call("session_create", session_name=session_name,
-                             grid_size=grid_size, max_agents=max_agents,
-                             granted_roles=list(granted_roles))
+            # the roles are the operator's strings, checked by the tool: call_any
+            made = host.call_any("session_create", {
+                "session_name": session_name, "grid_size": grid_size,
+                "max_agents": max_agents, "granted_roles": list(granted_roles)})
             if not made.get("success"):
                 self.simulation.close()
                 raise ValueError(f"could not create the session: {made.get('message')}")
             self.default_session = str(made["session_id"])
             for role in granted_roles:
-                minted = host.call("session_grant", session_id=self.default_session, role=role)
+                minted = host.call_any("session_grant", {"session_id": self.default_session,
+                                                         "role": role})
                 self.role_tokens[role] = str(minted["role_token"])
 
     def _run_scenario(self, module: Any, values: dict[str, Any]) -> None:

@@ -474,7 +474,7 @@ class Hub:
     def _submit(self, slot: AgentSlot, tool: str,
                 args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
-        pending = slot.client.submit(tool, **args)
+        pending = slot.client.submit_any(tool, args)
         # Refused before it was sent, or already answered. An answer that is in the
         # mailbox already has woken the loop, which drains after this: not looked for.
         result = pending.known

@@ -8,7 +8,8 @@
     message = builder.receive(timeout=5.0)
     builder.close()
 
-:class:`RemoteClient` has ``call(tool, **args)``, a method per tool, ``receive(timeout)``,
+:class:`RemoteClient` has ``call(tool, **args)``, a method per tool (both typed, from
+:class:`sim.tool_methods.ToolMethods`), ``call_any(tool, args)``, ``receive(timeout)``,
 ``messages()``, ``session_id`` and ``agent_id`` as :class:`actors.world.Client` has, so
 a script written against a local Simulation's client runs against a server. It
 speaks JSON-RPC over the server's WebSocket ``/a2a`` (see :mod:`.ws`) and adds
@@ -43,7 +44,7 @@ import threading
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -51,7 +52,8 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from sim.messages import Message, MessageError, Priority, decode, encode
-from sim.tools import TOOLS, fail, prepare_call, session_topic
+from sim.tool_methods import ToolMethods
+from sim.tools import fail, prepare_call, session_topic
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -118,8 +120,12 @@ class _Waiter:
         self.result: dict[str, Any] | None = None
 
 
-class RemoteClient:
-    """A remote agent's connection (see the module doc)."""
+class RemoteClient(ToolMethods):
+    """A remote agent's connection (see the module doc).
+
+    A method per tool and ``call`` come typed from :class:`sim.tool_methods.ToolMethods`;
+    :meth:`call_any` takes any name.
+    """
 
     def __init__(self, url: str, *, backoff: Backoff | None = None, call_timeout: float = 30.0,
                  open_timeout: float = 10.0, seed: int | None = None,
@@ -375,11 +381,17 @@ class RemoteClient:
                 ws.send(waiter.frame.decode())
         return waiter
 
-    def call(self, name: str, /, **args: Any) -> dict[str, Any]:
-        """Call tool ``name`` as this agent; its result dict (see the module doc)."""
+    def call_any(self, name: str, args: Mapping[str, Any], /) -> dict[str, Any]:
+        """Call tool ``name`` as this agent; its result dict (see the module doc).
+
+        The untyped way in, for code that has the tool's name as data; ``call`` and
+        the methods named after the tools (:class:`sim.tool_methods.ToolMethods`)
+        are the typed ones and come here.
+        """
         prepared = prepare_call(name, args, None)  # the server binds the session
         if isinstance(prepared, dict):
             return prepared
+        args = prepared[1]  # a copy of its own, plain data
         if self.closed:
             return fail("no_reply", f"the client is closed ({self.last_error or 'by its user'})")
         waiter = self._send_call(self._ws, name, args)
@@ -455,17 +467,6 @@ class RemoteClient:
         self._ack()
         return out
 
-    def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
-        if name in TOOLS:
-            def method(**args: Any) -> dict[str, Any]:
-                return self.call(name, **args)
-            method.__name__ = name
-            method.__doc__ = TOOLS[name].description
-            return method
-        raise AttributeError(f"{type(self).__name__} has no attribute or tool {name!r}")
-
-    def __dir__(self) -> list[str]:
-        return sorted({*super().__dir__(), *TOOLS})
 
 
 def _failure(error: Any) -> dict[str, Any]:
@@ -503,8 +504,9 @@ def connect(url: str, agent_name: str | None = None, role: str = "builder", *,
     try:
         if session_id is None:
             session_id = _default_session(url)
-        joined = client.call("session_join", session_id=session_id, agent_name=agent_name,
-                             role=role, **join)
+        joined = client.call_any("session_join", {"session_id": session_id,
+                                                  "agent_name": agent_name, "role": role,
+                                                  **join})
     except BaseException:
         client.close()
         raise

@@ -24,13 +24,13 @@ do but some behaviour still waits for something that no pending work can
 produce, the reason is ``"deadlock"`` and the report names every waiter.
 """
 
-from typing import Any
+from typing import Any, Final, Literal, Unpack, overload
 
-from sim.dispatch.core import Dispatcher
-from sim.dispatch.deterministic import DeterministicDispatcher
+from sim.dispatch.core import Dispatcher, DispatcherOptions
+from sim.dispatch.deterministic import DeterministicDispatcher, DeterministicOptions
 from sim.dispatch.faults import FAULT_KINDS, Faults, FaultsError
 from sim.dispatch.gate import Gate, GateAborted, GateClosed
-from sim.dispatch.realtime import RealtimeDispatcher
+from sim.dispatch.realtime import RealtimeDispatcher, RealtimeOptions
 from sim.dispatch.values import (
     DELIVERED,
     DROPPED,
@@ -50,8 +50,11 @@ __all__ = [
     "DROPPED",
     "FAULT_KINDS",
     "OFFLINE",
+    "AnyDispatcherOptions",
     "DeterministicDispatcher",
+    "DeterministicOptions",
     "Dispatcher",
+    "DispatcherOptions",
     "Endpoint",
     "Faults",
     "FaultsError",
@@ -59,6 +62,7 @@ __all__ = [
     "GateAborted",
     "GateClosed",
     "RealtimeDispatcher",
+    "RealtimeOptions",
     "RunReport",
     "SendReport",
     "Statistics",
@@ -70,10 +74,39 @@ __all__ = [
 ]
 
 
+class AnyDispatcherOptions(DeterministicOptions, RealtimeOptions, total=False):
+    """Every option of either mode, for a ``mode`` known only at run time."""
+
+
+#: The options each mode takes (make_dispatcher refuses the others by name).
+_OPTIONS: Final = {
+    "deterministic": frozenset(DeterministicOptions.__annotations__),
+    "realtime": frozenset(RealtimeOptions.__annotations__),
+}
+
+
+@overload
+def make_dispatcher(mode: Literal["deterministic"] = ..., seed: int = ...,
+                    **options: Unpack[DeterministicOptions]) -> DeterministicDispatcher: ...
+@overload
+def make_dispatcher(mode: Literal["realtime"], seed: int = ...,
+                    **options: Unpack[RealtimeOptions]) -> RealtimeDispatcher: ...
+@overload
+def make_dispatcher(mode: str, seed: int = ...,
+                    **options: Unpack[AnyDispatcherOptions]) -> Dispatcher: ...
 def make_dispatcher(mode: str = "deterministic", seed: int = 0, **options: Any) -> Dispatcher:
-    """``mode`` is ``"deterministic"`` or ``"realtime"``; options go to that class."""
+    """``mode`` is ``"deterministic"`` or ``"realtime"``; options go to that class.
+
+    The options are typed per mode (:class:`DeterministicOptions`,
+    :class:`RealtimeOptions`); one the mode does not take is a TypeError naming it.
+    """
+    known = _OPTIONS.get(mode)
+    if known is None:
+        raise ValueError(f"mode must be 'deterministic' or 'realtime', got {mode!r}")
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"make_dispatcher: {mode} mode takes no option "
+                        f"{', '.join(map(repr, unknown))} (it takes {', '.join(sorted(known))})")
     if mode == "deterministic":
         return DeterministicDispatcher(seed, **options)
-    if mode == "realtime":
-        return RealtimeDispatcher(seed, **options)
-    raise ValueError(f"mode must be 'deterministic' or 'realtime', got {mode!r}")
+    return RealtimeDispatcher(seed, **options)

@@ -20,7 +20,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypedDict, TypeVar
 
 import msgspec
 import numpy as np
@@ -58,7 +58,7 @@ from sim.messages import (
 from sim.tokens import random_id
 from sim.trace import DELIVER, DROP, ERROR, FAULT, Trace
 
-__all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher", "answers"]
+__all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher", "DispatcherOptions", "answers"]
 
 SYSTEM: Final = "system"
 
@@ -105,6 +105,18 @@ class _Lives:
         self.watchers: dict[str, list[str]] = {}  # watched -> who gets its terminated notice
         self.retired: list[Endpoint] = []  # crashed incarnations replaced by respawn()
         self.session_of: dict[str, str] = {}  # agent -> its session, for its error topic
+
+
+class DispatcherOptions(TypedDict, total=False):
+    """The options both dispatchers take (keyword arguments of :class:`Dispatcher`)."""
+
+    mailbox_capacity: int
+    sign_messages: bool
+    secret: bytes | None
+    max_content_bytes: int
+    trace: bool
+    dead_letter_log: int
+    faults: Faults | str | Mapping[str, Any] | None
 
 
 class Dispatcher:

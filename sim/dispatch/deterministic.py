@@ -13,10 +13,10 @@ import gc
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from heapq import heappop, heappush
-from typing import Any
+from typing import Any, Unpack
 
 from sim.clock import VirtualClock
-from sim.dispatch.core import SYSTEM, Dispatcher
+from sim.dispatch.core import SYSTEM, Dispatcher, DispatcherOptions
 from sim.dispatch.gate import Gate
 from sim.dispatch.values import (
     DELIVERED,
@@ -30,7 +30,7 @@ from sim.dispatch.values import (
 )
 from sim.messages import Message
 
-__all__ = ["LOOP_GC_THRESHOLD", "DeterministicDispatcher"]
+__all__ = ["LOOP_GC_THRESHOLD", "DeterministicDispatcher", "DeterministicOptions"]
 
 #: The cyclic collector's first threshold while the loop runs (Python's default is
 #: 700). Every delivery allocates a few short-lived containers (the message, its
@@ -60,6 +60,12 @@ def _fewer_collections() -> Iterator[None]:
             gc.set_threshold(*before)
 
 
+class DeterministicOptions(DispatcherOptions, total=False):
+    """:class:`DeterministicDispatcher`'s options: both modes' and its own."""
+
+    latency: float
+
+
 class DeterministicDispatcher(Dispatcher):
     """One thread, virtual time, entries ordered by ``(time, -priority, seq)``.
 
@@ -72,7 +78,8 @@ class DeterministicDispatcher(Dispatcher):
 
     mode = "deterministic"
 
-    def __init__(self, seed: int = 0, *, latency: float = 0.0, **options: Any) -> None:
+    def __init__(self, seed: int = 0, *, latency: float = 0.0,
+                 **options: Unpack[DispatcherOptions]) -> None:
         super().__init__(seed, **options)
         if not latency >= 0:
             raise ValueError(f"latency must be >= 0, got {latency!r}")

@@ -18,10 +18,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from heapq import heapify, heappop, heappush
-from typing import Any
+from typing import Unpack
 
 from sim.clock import WallClock
-from sim.dispatch.core import SYSTEM, Dispatcher
+from sim.dispatch.core import SYSTEM, Dispatcher, DispatcherOptions
 from sim.dispatch.values import (
     DELIVERED,
     DROPPED,
@@ -34,7 +34,7 @@ from sim.dispatch.values import (
 )
 from sim.messages import Message
 
-__all__ = ["RealtimeDispatcher"]
+__all__ = ["RealtimeDispatcher", "RealtimeOptions"]
 
 
 class _Tally:
@@ -133,6 +133,13 @@ class _TimerThread:
         self._thread.join(timeout)
 
 
+class RealtimeOptions(DispatcherOptions, total=False):
+    """:class:`RealtimeDispatcher`'s options: both modes' and its own."""
+
+    time_scale: float
+    idle_timeout: float
+
+
 class RealtimeDispatcher(Dispatcher):
     """Every actor on its own pykka thread; wall time scaled by ``time_scale``.
 
@@ -144,7 +151,7 @@ class RealtimeDispatcher(Dispatcher):
 
     def __init__(
         self, seed: int = 0, *, time_scale: float = 1.0, idle_timeout: float = 0.1,
-        **options: Any,
+        **options: Unpack[DispatcherOptions],
     ) -> None:
         super().__init__(seed, **options)
         self.clock: WallClock = WallClock(time_scale)

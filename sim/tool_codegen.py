@@ -1,0 +1,257 @@
+"""Writes :mod:`sim.tool_methods` from the tool table (:data:`sim.tools.TOOLS`).
+
+Run ``python -m sim.tool_codegen`` after changing a tool's schema or declared result
+(``--check`` exits 1 when the file on disk is not what the table makes, and writes
+nothing). The generated module holds, for a type checker and a reader:
+
+* ``ToolName``: a ``Literal`` of every tool's name;
+* per tool, ``<Tool>Args`` (its arguments, from its JSON input schema; required
+  ones ``Required``, ``session_id`` never, since a bound caller leaves it out) and
+  ``<Tool>Result`` (``success``, what any failure may carry, and the tool's declared
+  result keys, :data:`sim.tools.RESULT_KEYS`);
+* :class:`~sim.tool_methods.ToolMethods`: one method per tool, and ``call`` with one
+  overload per tool, all of them thin calls of ``call_any(name, args)``, which a
+  client defines.
+
+The rendering is deterministic (the table's order, no timestamps), so a test can
+render it in memory and compare it with the file (tests/test_typed_surface.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import textwrap
+from collections.abc import Mapping
+from typing import Any
+
+from sim.tools import FAILURE_KEYS, TOOLS, Tool
+
+__all__ = ["TARGET", "main", "render"]
+
+#: The file this module writes.
+TARGET = pathlib.Path(__file__).with_name("tool_methods.py")
+
+_SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
+            "null": "None"}
+#: A result's JSON types as Python types (results are plain data: lists and dicts).
+_RESULT_TYPES = {**_SCALARS, "array": "list[Any]", "object": "dict[str, Any]"}
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+class _Writer:
+    """Collects the TypedDicts an argument schema needs, each once (a region is one)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self._names: dict[str, str] = {}  # the schema's repr -> its TypedDict's name
+        self._taken: set[str] = set()
+
+    def annotation(self, schema: Mapping[str, Any], owner: str, key: str) -> str:
+        if "enum" in schema:
+            return "Literal[" + ", ".join(json.dumps(value) for value in schema["enum"]) + "]"
+        kinds = schema.get("type")
+        if isinstance(kinds, list):
+            return " | ".join(self.annotation({**schema, "type": kind}, owner, key)
+                              for kind in kinds)
+        if kinds == "object":
+            if "properties" not in schema:
+                return "Mapping[str, Any]"
+            return self.typed_dict(schema, owner, key)
+        if kinds == "array":
+            items = schema.get("items")
+            inner = self.annotation(items, owner, key) if items else "Any"
+            return f"Sequence[{inner}]"
+        if isinstance(kinds, str):
+            return _SCALARS[kinds]
+        return "Any"
+
+    def typed_dict(self, schema: Mapping[str, Any], owner: str, key: str) -> str:
+        """The name of a nested object's TypedDict: ``RegionArg``, or the tool's name
+        before it when another schema took that name first."""
+        shape = repr(sorted(schema.items(), key=lambda item: item[0]))
+        known = self._names.get(shape)
+        if known is not None:
+            return known
+        name = f"{_camel(key)}Arg"
+        if name in self._taken:
+            name = f"{_camel(owner)}{name}"
+        self._taken.add(name)
+        self._names[shape] = name
+        self.blocks.append(self._fields(name, schema, owner, optional_session=False,
+                                        doc=f"The ``{key}`` object of ``{owner}`` (and of any "
+                                        "tool whose schema has the same shape)."))
+        return name
+
+    def _fields(self, name: str, schema: Mapping[str, Any], owner: str, *,
+                optional_session: bool, doc: str) -> str:
+        required = set(schema.get("required", ()))
+        if optional_session:
+            required.discard("session_id")
+        props: Mapping[str, Any] = schema["properties"]
+        total = all(key in required for key in props)
+        lines = [f"class {name}(TypedDict{'' if total else ', total=False'}):",
+                 *_docstring(doc, "    "), ""]
+        for key, sub in props.items():
+            kind = self.annotation(sub, owner, key)
+            if not total and key in required:
+                kind = f"Required[{kind}]"
+            lines.append(f"    {key}: {kind}")
+        return "\n".join(lines)
+
+    def args(self, tool: Tool) -> str:
+        name = f"{_camel(tool.name)}Args"
+        block = self._fields(name, tool.input_schema, tool.name, optional_session=True,
+                             doc=f"The arguments of ``{tool.name}``.")
+        self.blocks.append(block)
+        return name
+
+
+def _docstring(text: str, indent: str) -> list[str]:
+    """``text`` as a docstring's lines, wrapped to the project's 100 columns."""
+    lines = textwrap.wrap(f'"""{text}"""', 100 - len(indent))
+    return [indent + line for line in lines]
+
+
+def _wrapped(items: list[str], opening: str, closing: str) -> str:
+    """``opening`` + the items, comma-separated, wrapped at 100 columns + ``closing``."""
+    lines = textwrap.wrap(", ".join(items) + closing, 96)
+    return opening + "\n" + "\n".join(f"    {line}" for line in lines)
+
+
+def _result_type(kinds: str | tuple[str, ...]) -> str:
+    names = (kinds,) if isinstance(kinds, str) else kinds
+    return " | ".join(_RESULT_TYPES[kind] for kind in names)
+
+
+def _merged(first: str | tuple[str, ...], second: str | tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for kinds in (first, second):
+        for kind in (kinds,) if isinstance(kinds, str) else kinds:
+            if kind not in out:
+                out.append(kind)
+    return tuple(out)
+
+
+def _result(tool: Tool) -> tuple[str, str]:
+    name = f"{_camel(tool.name)}Result"
+    keys: dict[str, str | tuple[str, ...]] = dict(FAILURE_KEYS)
+    for key, kinds in tool.result.items():
+        keys[key] = _merged(keys[key], kinds) if key in keys else kinds
+    lines = [f"class {name}(TypedDict, total=False):",
+             f'    """What ``{tool.name}`` answers: on success ``success`` and its own keys;',
+             '    on a failure ``error``, ``message`` and what the refusal names."""', ""]
+    for key, kinds in keys.items():
+        kind = _result_type(kinds)
+        lines.append(f"    {key}: {'Required[bool]' if key == 'success' else kind}")
+    return name, "\n".join(lines)
+
+
+_HEADER = '''"""Typed methods for every tool: the one base class of ``Client`` and ``RemoteClient``.
+
+GENERATED by ``python -m sim.tool_codegen`` from the tool table (sim/tools.py): do not
+edit by hand. tests/test_typed_surface.py fails when this file is not what the table
+makes.
+
+Each method and each overload of ``call`` is one call of ``call_any(name, args)``,
+which a client class defines; a type checker reads the arguments (``<Tool>Args``)
+and the result (``<Tool>Result``) of every tool from here.
+"""
+
+# No ``from __future__ import annotations``: the TypedDicts' ``Required`` is read when
+# the class is made (``__required_keys__``), which a string annotation hides.
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Required, TypedDict, Unpack, overload
+
+__all__ = [
+{exports}
+]
+'''
+
+
+def render() -> str:
+    """The text of :mod:`sim.tool_methods` for today's table."""
+    writer = _Writer()
+    results: list[str] = []
+    pairs: list[tuple[Tool, str, str]] = []
+    for tool in TOOLS.values():
+        args = writer.args(tool)
+        result, block = _result(tool)
+        results.append(block)
+        pairs.append((tool, args, result))
+    classes = [block.split("(", 1)[0].removeprefix("class ") for block in writer.blocks + results]
+    # in ruff's order for __all__ (RUF022): constants, then classes, each sorted
+    exports = ["TOOL_NAMES", *sorted([*classes, "ToolMethods", "ToolName"])]
+    names = [f'"{tool.name}"' for tool in TOOLS.values()]
+    parts = [_HEADER.replace("{exports}", "\n".join(f'    "{name}",' for name in exports)),
+             "#: Every tool's name, in the table's order.\n"
+             + _wrapped(names, "ToolName = Literal[", "]") + "\n"
+             + _wrapped(names, "TOOL_NAMES: tuple[ToolName, ...] = (", ",)"),
+             *writer.blocks, *results]
+    body = [
+        "class ToolMethods:",
+        '    """A method per tool and a typed ``call``; a subclass defines ``call_any``."""',
+        "",
+        "    __slots__ = ()",
+        "",
+        "    def call_any(self, name: str, args: Mapping[str, Any], /) -> dict[str, Any]:",
+        '        """Call tool ``name`` with ``args`` (any name: the untyped way in, for code',
+        "        that has the name as data); its result dict. Never raises for a refusal:",
+        '        an unknown name answers ``unknown_tool``."""',
+        "        raise NotImplementedError",
+        "",
+    ]
+    for tool, args, result in pairs:
+        body += [
+            "    @overload",
+            f'    def call(self, name: Literal["{tool.name}"], /,',
+            f"             **args: Unpack[{args}]) -> {result}: ...",
+            "",
+        ]
+    body += [
+        "    def call(self, name: str, /, **args: Any) -> Any:",
+        '        """Call tool ``name`` with these arguments; wait for and return its result."""',
+        "        return self.call_any(name, args)",
+    ]
+    for tool, args, result in pairs:
+        signature = f"    def {tool.name}(self, /, **args: Unpack[{args}]) -> {result}:"
+        if len(signature) > 100:
+            signature = (f"    def {tool.name}(\n            self, /, **args: Unpack[{args}],\n"
+                         f"    ) -> {result}:")
+        body += [
+            "",
+            signature,
+            *_docstring(tool.description, "        "),
+            f'        return self.call_any("{tool.name}", args)  # type: ignore[return-value]',
+        ]
+    parts.append("\n".join(body))
+    return "\n\n\n".join(part.rstrip("\n") for part in parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim.tool_codegen", description=__doc__
+                                     .split("\n", 1)[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the file is not current; write nothing")
+    options = parser.parse_args(argv)
+    text = render()
+    current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else None
+    if options.check:
+        if current != text:
+            print(f"{TARGET} is not current: run python -m sim.tool_codegen", file=sys.stderr)
+            return 1
+        return 0
+    if current != text:
+        TARGET.write_text(text, encoding="utf-8")
+        print(f"wrote {TARGET}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
