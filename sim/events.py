@@ -61,7 +61,9 @@ from msgspec import UNSET, UnsetType
 
 __all__ = [
     "EVENTS",
+    "MEMBER_EVENTS",
     "MEMBER_STATUSES",
+    "TASK_EVENTS",
     "TASK_STATUSES",
     "AgentAlert",
     "AgentExpired",
@@ -555,6 +557,14 @@ _FROM: Final = {
     "approval_resolved": (frozenset({"awaiting_approval", "in_progress", None}),
                           "in_progress"),
 }
+
+
+#: The events that move a task's status (every one names its task in ``task_id``).
+TASK_EVENTS: Final = frozenset({"task_created", *_FIXED, *_FROM} - {
+    "agent_joined", "agent_online", "agent_offline", "agent_left", "agent_expired"})
+#: The events that move a member's status.
+MEMBER_EVENTS: Final = frozenset({
+    "agent_joined", "agent_online", "agent_offline", "agent_left", "agent_expired"})
 
 
 def status_after(event: Event | Mapping[str, Any], current: str | None = None) -> str | None:
