@@ -131,7 +131,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
     """A domain event; subclasses name themselves with ``tag=`` and register."""
 
     #: The event's name (its tag), on the class: ``TaskCompleted.kind``.
-    kind: ClassVar[str]
+    kind: ClassVar[str] = ""  # set by register()
     #: True for an event that carries caller-chosen keys beside its fields
     #: (an alert's ``details``): :func:`body_of` lays them out beside the fields.
     open: ClassVar[bool] = False
@@ -479,7 +479,7 @@ def register(cls: type[E]) -> type[E]:
     another type has."""
     tag = cls.__struct_config__.tag if isinstance(cls, type) and issubclass(cls, Event) \
         else None
-    if not isinstance(tag, str):
+    if not isinstance(tag, str) or tag == cls.__name__:
         raise TypeError(f"{cls!r} is not an Event subclass with a tag= name")
     other = EVENTS.get(tag)
     if other is not None and other is not cls:
@@ -490,9 +490,11 @@ def register(cls: type[E]) -> type[E]:
 
 
 def _tagged(cls: type[Event]) -> list[type[Event]]:
+    """The event types under ``cls``: a base with no ``tag=`` of its own (SessionEvent...)
+    is tagged with its class name by msgspec, and is no event."""
     found = []
     for sub in cls.__subclasses__():
-        if isinstance(sub.__struct_config__.tag, str):
+        if sub.__struct_config__.tag != sub.__name__:
             found.append(sub)
         found += _tagged(sub)
     return found

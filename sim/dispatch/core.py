@@ -700,6 +700,9 @@ class Dispatcher:
         in its metadata too, so subscription filters on regions see it.
         """
         event_type = event.kind
+        if not event_type:
+            raise TypeError(f"{type(event).__qualname__} is no registered event type "
+                            "(sim.events.register)")
         body = body_of(event)
         now = self.clock.now
         # One encoding for the trace's record and every publication of it (the same
