@@ -440,6 +440,8 @@ class PlanStepFailed(PlanEvent, frozen=True, kw_only=True, tag="plan.step.failed
     step_id: str
     reason: str
     task_id: str | UnsetType | None = UNSET
+    #: the failed dependency of a step that never started
+    blocked_by: str | UnsetType = UNSET
 
 
 class PlanCompleted(PlanEvent, frozen=True, kw_only=True, tag="plan.completed"):

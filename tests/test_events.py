@@ -67,16 +67,17 @@ def _scripted_events() -> list[tuple[str, bytes]]:
 @pytest.fixture(scope="module")
 def emitted() -> dict[str, list[bytes]]:
     """Every event body of the shipped scenarios (seed 0), of kernel_build under crashes
-    and drops (restarts, requeues, results read by a restarted delegator), and of the
-    scripted session above, by event type."""
+    and drops (restarts, requeues, results read by a restarted delegator), of a plan
+    whose gate is rejected (failed steps) and of the scripted session above, by type."""
     bodies: dict[str, list[bytes]] = {}
     records: list[tuple[str, bytes]] = []
     for name, _ in list_scenarios():
         records += [(r.type, r.content)
                     for r in barnraise.run(name, seed=0, record=False).trace.records(EVENT)]
-    faulted = barnraise.run("kernel_build", seed=1, faults="crash=0.01,drop=0.05",
-                            record=False)
-    records += [(r.type, r.content) for r in faulted.trace.records(EVENT)]
+    for other in (barnraise.run("kernel_build", seed=1, faults="crash=0.01,drop=0.05",
+                                record=False),
+                  barnraise.run("plan_run", seed=5, decision="reject", record=False)):
+        records += [(r.type, r.content) for r in other.trace.records(EVENT)]
     records += _scripted_events()
     for kind, content in records:
         bodies.setdefault(kind, []).append(content)
@@ -97,8 +98,8 @@ def test_the_runs_reach_every_event_type_but_the_rare_ones(
         emitted: dict[str, list[bytes]]) -> None:
     """What the runs above do not reach is named here, so a new event type that no run
     emits (and so is never checked against a real body) shows up."""
-    not_reached = {"agent_expired", "agent_offline", "agent_online", "plan.step.failed",
-                   "supervisor_escalated", "supervisor_gave_up"}
+    not_reached = {"agent_expired", "agent_offline", "agent_online", "supervisor_escalated",
+                   "supervisor_gave_up"}
     assert set(EVENTS) - set(emitted) == not_reached
 
 
