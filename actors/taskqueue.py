@@ -62,7 +62,6 @@ from sim.events import (
     TaskCompleted,
     TaskCreated,
     TaskDependenciesAdded,
-    TaskEvent,
     TaskFailed,
     TaskRequeued,
     TaskUnblocked,
@@ -367,9 +366,6 @@ class TaskQueue(SessionService):
         self._sync(state, [task_id, *changed])
         return changed
 
-    def _event(self, state: _Session, event: TaskEvent) -> None:
-        self.emit_event(event)
-
     def _notify(self, to: str, message_type: str, content: dict[str, Any]) -> list[str]:
         """Send a direct message; the recipient's id if it was delivered, else nothing."""
         report = self.send(to, message_type, content)
@@ -479,7 +475,7 @@ class TaskQueue(SessionService):
             record.dependencies.append(dependency)
         self._sync(state, [task_id, *blocked])
         if wanted:
-            self._event(state, TaskDependenciesAdded(
+            self.emit_event(TaskDependenciesAdded(
                 session_id=state.info.session_id, task_id=task_id, added=wanted,
                 status=record.status))
             self._announce_blocked(state, blocked, task_id)
@@ -523,7 +519,7 @@ class TaskQueue(SessionService):
         if record.assigned_to != "any":
             self.send(record.assigned_to, "task_assignment",
                       {"session_id": state.info.session_id, **record.to_dict()})
-        self._event(state, TaskCreated(
+        self.emit_event(TaskCreated(
             session_id=state.info.session_id, task_id=task_id, type=record.type,
             assigned_to=record.assigned_to, delegated_by=record.delegated_by,
             priority=record.priority, status=record.status))
@@ -608,8 +604,8 @@ class TaskQueue(SessionService):
         if record.assigned_to == "any":
             record.assigned_to = caller
         record.accepted_at = self.now
-        self._event(state, TaskAccepted(session_id=state.info.session_id, task_id=task_id,
-                                        agent_id=caller, claim_id=record.claim_id))
+        self.emit_event(TaskAccepted(session_id=state.info.session_id, task_id=task_id,
+                                     agent_id=caller, claim_id=record.claim_id))
         return ok(task_id=task_id, status=record.status, assigned_to=record.assigned_to,
                   claimed_region=record.claim_id, claim=claim)
 
@@ -696,8 +692,8 @@ class TaskQueue(SessionService):
             return self._finish_failed(state, record, record.message, by=by)
         if status == "blocked":
             blocked = self._transition(state, task_id, "block")
-            self._event(state, TaskBlocked(session_id=state.info.session_id, task_id=task_id,
-                                           by=by, reason=record.message))
+            self.emit_event(TaskBlocked(session_id=state.info.session_id, task_id=task_id,
+                                        by=by, reason=record.message))
             self._announce_blocked(state, blocked, task_id)
             notified = self._notify(record.delegated_by, "task_update", {
                 "session_id": state.info.session_id, "event": "task_blocked",
@@ -710,8 +706,8 @@ class TaskQueue(SessionService):
         record.approval_requested_at = None
         self._cancel_timers(state, task_id)
         self._release_claim(state, record)
-        self._event(state, TaskCancelled(session_id=state.info.session_id, task_id=task_id,
-                                         by=by, reason=record.message))
+        self.emit_event(TaskCancelled(session_id=state.info.session_id, task_id=task_id,
+                                      by=by, reason=record.message))
         self._announce_blocked(state, blocked, task_id)
         notified = self._send_result(state, record, by, [], blocked)
         return ok(task_id=task_id, status=record.status, notified_agents=notified,
@@ -741,7 +737,7 @@ class TaskQueue(SessionService):
         state.completed_by[who] = state.completed_by.get(who, 0) + 1
         self._cancel_timers(state, task_id)
         self._release_claim(state, record)
-        self._event(state, TaskCompleted(
+        self.emit_event(TaskCompleted(
             session_id=state.info.session_id, task_id=task_id, type=record.type, by=by,
             assigned_to=who, unblocked_tasks=unblocked))
         self._announce_unblocked(state, unblocked, task_id, ready_only=True)
@@ -758,7 +754,7 @@ class TaskQueue(SessionService):
         state.awaiting.discard(task_id)
         self._cancel_timers(state, task_id)
         self._release_claim(state, record)
-        self._event(state, TaskFailed(
+        self.emit_event(TaskFailed(
             session_id=state.info.session_id, task_id=task_id, type=record.type, by=by,
             message=message, blocked_tasks=blocked))
         self._announce_blocked(state, blocked, task_id)
@@ -772,7 +768,7 @@ class TaskQueue(SessionService):
         record.retries_used += 1
         record.accepted_at = None
         self._release_claim(state, record)
-        self._event(state, TaskRequeued(
+        self.emit_event(TaskRequeued(
             session_id=state.info.session_id, task_id=task_id, by=by, reason="retry",
             retries_used=record.retries_used,
             retries_left=record.max_retries - record.retries_used))
@@ -790,8 +786,8 @@ class TaskQueue(SessionService):
         graph = state.graph
         for task_id in task_ids:
             ready = ready_only or graph.is_ready(task_id)
-            self._event(state, TaskUnblocked(session_id=state.info.session_id,
-                                             task_id=task_id, after=after, ready=ready))
+            self.emit_event(TaskUnblocked(session_id=state.info.session_id,
+                                          task_id=task_id, after=after, ready=ready))
             assignee = state.records[task_id].assigned_to
             if ready and assignee != "any":
                 # The one member who acts on it hears directly: subscribing every
@@ -803,8 +799,8 @@ class TaskQueue(SessionService):
 
     def _announce_blocked(self, state: _Session, task_ids: list[str], because: str) -> None:
         for task_id in task_ids:
-            self._event(state, TaskBlocked(session_id=state.info.session_id, task_id=task_id,
-                                           because=because))
+            self.emit_event(TaskBlocked(session_id=state.info.session_id, task_id=task_id,
+                                        because=because))
 
     # -- approvals --------------------------------------------------------------------
 
@@ -822,7 +818,7 @@ class TaskQueue(SessionService):
             assigned_to=record.assigned_to, reported_by=by, region=record.region,
             result=record.result, artifacts=record.artifacts, timeout=timeout,
             options=["approve", "reject", "skip"])
-        self._event(state, request)
+        self.emit_event(request)
         notified: list[str] = []
         for member in self.members.get(session_id, {}).values():
             if member.role == "architect":
@@ -845,7 +841,7 @@ class TaskQueue(SessionService):
                             f"approval (it is {record.status})", task_id=record.task_id,
                             status=record.status)
         decision = args["decision"]
-        self._event(state, ApprovalResolved(
+        self.emit_event(ApprovalResolved(
             session_id=state.info.session_id, task_id=record.task_id, decision=decision,
             by=call.caller, comment=args["comment"]))
         if decision == "reject":
@@ -862,7 +858,7 @@ class TaskQueue(SessionService):
             return
         state.approvals.pop(task_id, None)
         record = state.records[task_id]
-        self._event(state, ApprovalResolved(
+        self.emit_event(ApprovalResolved(
             session_id=state.info.session_id, task_id=task_id, decision="timeout",
             by="timeout", comment=""))
         self._finish_failed(state, record, "Approval timed out", by="timeout")
@@ -961,7 +957,7 @@ class TaskQueue(SessionService):
                 continue
             record.assigned_to = "any"
             requeued.append(record.task_id)
-            self._event(state, TaskRequeued(
+            self.emit_event(TaskRequeued(
                 session_id=state.info.session_id, task_id=record.task_id, by=agent_id,
                 reason="agent_left", retries_used=record.retries_used))
         return ok(requeued=requeued)
@@ -991,7 +987,7 @@ class TaskQueue(SessionService):
                 self._release_claim(state, record)
                 record.accepted_at = None
                 record.claim_id = None
-                self._event(state, TaskRequeued(
+                self.emit_event(TaskRequeued(
                     session_id=state.info.session_id, task_id=record.task_id,
                     by=record.assigned_to, reason=reason, retries_used=record.retries_used))
 
