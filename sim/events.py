@@ -24,9 +24,10 @@ What callers can rely on:
   struct.
 * **One status rule.** :func:`status_after` is the status an event leaves a task
   in (task events) or a member in (member events), given the status before it.
-  The task queue, the store's delegations, the resume fold, the world rebuilt
-  from a log, the metrics and the A2A binding all ask it, so no consumer keeps a
-  map of its own.
+  It is the queue's own state machine (``actors/taskqueue.py``, ``sim/taskgraph.py``)
+  as its events show it: the store's delegations, the resume fold, the world
+  rebuilt from a log, the metrics and the A2A binding all ask it, so no consumer
+  keeps a map of its own.
 
 Task statuses are the task graph's (``pending``, ``in_progress``, ``completed``,
 ``failed``, ``blocked``, ``cancelled``) plus ``awaiting_approval``, the status a
@@ -36,7 +37,8 @@ task in progress shows while its report waits for an architect (see
     task_created         -> the status it names (pending, or blocked on a broken dependency)
     task_accepted        -> in_progress
     approval_requested   -> awaiting_approval
-    approval_resolved    awaiting_approval -> in_progress (a verdict; failed or done next)
+    approval_resolved    awaiting_approval, in_progress -> in_progress (a verdict; failed
+                         or completed next)
     task_completed       -> completed
     task_failed          -> failed
     task_cancelled       -> cancelled
@@ -45,6 +47,9 @@ task in progress shows while its report waits for an architect (see
     task_requeued        in_progress, awaiting_approval, failed -> pending;
                          a pending or blocked task keeps its status (a member left:
                          its open tasks go to anyone, as they were)
+
+With no status known before it (``current`` None, as for a watcher that keeps none), an
+event with a condition above leaves the status it moves to (a requeue: pending).
 
 Member statuses: ``agent_joined`` and ``agent_online`` leave a member ``active``,
 ``agent_offline`` leaves it ``offline``, ``agent_left`` and ``agent_expired`` leave
