@@ -158,12 +158,16 @@ class TaskEvent(SessionEvent, frozen=True, kw_only=True):
 # -- members (the coordinator; agent_online and agent_offline from the registry too) ---------
 
 class AgentJoined(SessionEvent, frozen=True, kw_only=True, tag="agent_joined"):
+    """A member joined the session (the coordinator)."""
+
     agent_id: str
     name: str
     role: str
 
 
 class AgentLeft(SessionEvent, frozen=True, kw_only=True, tag="agent_left"):
+    """A member left, or its join was taken back (the coordinator)."""
+
     agent_id: str
     name: str
     #: ``left`` (it asked) or ``join_failed`` (its join was taken back)
@@ -197,11 +201,15 @@ class AgentOffline(Event, frozen=True, kw_only=True, tag="agent_offline"):
 
 
 class CheckpointCreated(SessionEvent, frozen=True, kw_only=True, tag="checkpoint_created"):
+    """A checkpoint was taken, by a call or automatically (the coordinator)."""
+
     checkpoint_id: str
     name: str
 
 
 class Rollback(SessionEvent, frozen=True, kw_only=True, tag="rollback"):
+    """The session went back to a checkpoint; ``lost_items``: what it undid (the coordinator)."""
+
     checkpoint_id: str
     lost_items: dict[str, Any]
     by: str
@@ -210,6 +218,8 @@ class Rollback(SessionEvent, frozen=True, kw_only=True, tag="rollback"):
 # -- regions --------------------------------------------------------------------------------
 
 class ConflictDetected(SessionEvent, frozen=True, kw_only=True, tag="conflict_detected"):
+    """A claim was refused: ``agents`` hold claims over ``overlapping_region`` (regions)."""
+
     agent_id: str
     agents: list[str]
     region: dict[str, Any]
@@ -217,6 +227,8 @@ class ConflictDetected(SessionEvent, frozen=True, kw_only=True, tag="conflict_de
 
 
 class RegionClaimed(SessionEvent, frozen=True, kw_only=True, tag="region_claimed"):
+    """A claim was granted (regions); ``expires_at`` None: no lease."""
+
     agent_id: str
     claim_id: str
     region: dict[str, Any]
@@ -227,6 +239,8 @@ class RegionClaimed(SessionEvent, frozen=True, kw_only=True, tag="region_claimed
 
 
 class RegionReleased(SessionEvent, frozen=True, kw_only=True, tag="region_released"):
+    """A claim ended: ``reason`` released, expired, left, transferred... (regions)."""
+
     agent_id: str
     claim_id: str
     region: dict[str, Any]
@@ -237,6 +251,8 @@ class RegionReleased(SessionEvent, frozen=True, kw_only=True, tag="region_releas
 # -- coordination ---------------------------------------------------------------------------
 
 class LockGranted(SessionEvent, frozen=True, kw_only=True, tag="lock_granted"):
+    """A lock went to ``holder``, after ``waited`` seconds (coordination)."""
+
     lock_id: str
     holder: str
     expires_at: float | None
@@ -244,6 +260,8 @@ class LockGranted(SessionEvent, frozen=True, kw_only=True, tag="lock_granted"):
 
 
 class LockReleased(SessionEvent, frozen=True, kw_only=True, tag="lock_released"):
+    """A lock's holder let it go; ``next_holder`` gets it next (coordination)."""
+
     lock_id: str
     holder: str | None
     next_holder: str | None
@@ -252,12 +270,16 @@ class LockReleased(SessionEvent, frozen=True, kw_only=True, tag="lock_released")
 
 
 class LockExpired(SessionEvent, frozen=True, kw_only=True, tag="lock_expired"):
+    """A lock's lease ran out; ``next_holder`` gets it next (coordination)."""
+
     lock_id: str
     holder: str | None
     next_holder: str | None
 
 
 class BarrierReleased(SessionEvent, frozen=True, kw_only=True, tag="barrier_released"):
+    """A barrier's ``generation`` let its ``arrived`` members through (coordination)."""
+
     barrier_id: str
     generation: int
     arrived: list[str]
@@ -267,11 +289,15 @@ class BarrierReleased(SessionEvent, frozen=True, kw_only=True, tag="barrier_rele
 
 class TaskDependenciesAdded(TaskEvent, frozen=True, kw_only=True,
                             tag="task_dependencies_added"):
+    """A task not yet started gained dependencies (the task queue)."""
+
     added: list[str]
     status: str
 
 
 class TaskCreated(TaskEvent, frozen=True, kw_only=True, tag="task_created"):
+    """A task was delegated (the task queue)."""
+
     type: str
     assigned_to: str
     delegated_by: str
@@ -281,6 +307,8 @@ class TaskCreated(TaskEvent, frozen=True, kw_only=True, tag="task_created"):
 
 
 class TaskAccepted(TaskEvent, frozen=True, kw_only=True, tag="task_accepted"):
+    """A task was accepted: in progress, with the claim its region took (the task queue)."""
+
     agent_id: str
     claim_id: str | None
 
@@ -294,11 +322,15 @@ class TaskBlocked(TaskEvent, frozen=True, kw_only=True, tag="task_blocked"):
 
 
 class TaskCancelled(TaskEvent, frozen=True, kw_only=True, tag="task_cancelled"):
+    """A task was cancelled by a report (the task queue)."""
+
     by: str
     reason: str
 
 
 class TaskCompleted(TaskEvent, frozen=True, kw_only=True, tag="task_completed"):
+    """A task was completed; ``unblocked_tasks`` are ready now (the task queue)."""
+
     type: str
     by: str
     assigned_to: str
@@ -306,6 +338,8 @@ class TaskCompleted(TaskEvent, frozen=True, kw_only=True, tag="task_completed"):
 
 
 class TaskFailed(TaskEvent, frozen=True, kw_only=True, tag="task_failed"):
+    """A task failed for good; ``blocked_tasks`` depend on it (the task queue)."""
+
     type: str
     by: str
     message: str
@@ -313,6 +347,8 @@ class TaskFailed(TaskEvent, frozen=True, kw_only=True, tag="task_failed"):
 
 
 class TaskRequeued(TaskEvent, frozen=True, kw_only=True, tag="task_requeued"):
+    """A task went back to the queue: a retry, its member left or crashed, a resume."""
+
     by: str
     #: ``retry``, ``agent_left``, ``agent_crashed`` or ``resumed``
     reason: str
@@ -322,11 +358,15 @@ class TaskRequeued(TaskEvent, frozen=True, kw_only=True, tag="task_requeued"):
 
 
 class TaskUnblocked(TaskEvent, frozen=True, kw_only=True, tag="task_unblocked"):
+    """A task's last broken dependency mended (``ready``: it may start) (the task queue)."""
+
     after: str
     ready: bool
 
 
 class ApprovalRequested(TaskEvent, frozen=True, kw_only=True, tag="approval_requested"):
+    """A report waits for an architect's verdict (the task queue)."""
+
     type: str
     assigned_to: str
     reported_by: str
@@ -338,6 +378,8 @@ class ApprovalRequested(TaskEvent, frozen=True, kw_only=True, tag="approval_requ
 
 
 class ApprovalResolved(TaskEvent, frozen=True, kw_only=True, tag="approval_resolved"):
+    """An approval was answered, or timed out (the task queue)."""
+
     #: approve, reject, skip or timeout
     decision: str
     by: str
@@ -357,22 +399,30 @@ class TaskResultRead(Event, frozen=True, kw_only=True, tag="task_result_read"):
 # -- the supervisor -------------------------------------------------------------------------
 
 class ChildCrashed(Event, frozen=True, kw_only=True, tag="child_crashed"):
+    """A supervised actor crashed (its supervisor)."""
+
     supervisor: str
     child: str
 
 
 class ChildRestarted(Event, frozen=True, kw_only=True, tag="child_restarted"):
+    """A crashed actor was started again, as its ``incarnation`` (its supervisor)."""
+
     supervisor: str
     child: str
     incarnation: int
 
 
 class SupervisorEscalated(Event, frozen=True, kw_only=True, tag="supervisor_escalated"):
+    """A supervisor's restarts ran over its limit: its ``parent`` decides."""
+
     supervisor: str
     parent: str | None
 
 
 class SupervisorGaveUp(Event, frozen=True, kw_only=True, tag="supervisor_gave_up"):
+    """A supervisor stopped its group for good."""
+
     supervisor: str
     children: list[str]
 
@@ -381,6 +431,8 @@ class SupervisorGaveUp(Event, frozen=True, kw_only=True, tag="supervisor_gave_up
 
 class DelegationCompleted(SessionEvent, frozen=True, kw_only=True,
                           tag="delegation.completed"):
+    """A delegation an agent made was completed (its ledger)."""
+
     delegation_id: str
     task_id: str | None
     delegator: str
@@ -392,6 +444,8 @@ class DelegationCompleted(SessionEvent, frozen=True, kw_only=True,
 
 
 class DelegationFailed(SessionEvent, frozen=True, kw_only=True, tag="delegation.failed"):
+    """A delegation an agent made failed; ``error`` says why (its ledger)."""
+
     delegation_id: str
     task_id: str | None
     delegator: str
@@ -422,11 +476,15 @@ class PlanEvent(SessionEvent, frozen=True, kw_only=True):
 
 
 class PlanStarted(PlanEvent, frozen=True, kw_only=True, tag="plan.started"):
+    """A plan run began (its runner)."""
+
     steps: list[str]
     runner: str
 
 
 class PlanStepStarted(PlanEvent, frozen=True, kw_only=True, tag="plan.step.started"):
+    """A step's dependencies are done: it is delegated, or waits at its gate."""
+
     step_id: str
     agent: str
     task_type: str
@@ -434,6 +492,8 @@ class PlanStepStarted(PlanEvent, frozen=True, kw_only=True, tag="plan.step.start
 
 
 class PlanStepCompleted(PlanEvent, frozen=True, kw_only=True, tag="plan.step.completed"):
+    """A step was done (``skipped`` at its gate, or its task completed)."""
+
     step_id: str
     agent: str
     task_id: str | None
@@ -442,6 +502,8 @@ class PlanStepCompleted(PlanEvent, frozen=True, kw_only=True, tag="plan.step.com
 
 
 class PlanStepFailed(PlanEvent, frozen=True, kw_only=True, tag="plan.step.failed"):
+    """A step failed (its task, its gate, or a failed dependency)."""
+
     step_id: str
     reason: str
     task_id: str | UnsetType | None = UNSET
@@ -450,6 +512,8 @@ class PlanStepFailed(PlanEvent, frozen=True, kw_only=True, tag="plan.step.failed
 
 
 class PlanCompleted(PlanEvent, frozen=True, kw_only=True, tag="plan.completed"):
+    """A plan run ended, ``completed`` or ``failed``."""
+
     status: str
     completed: list[str]
     skipped: list[str]
@@ -458,6 +522,8 @@ class PlanCompleted(PlanEvent, frozen=True, kw_only=True, tag="plan.completed"):
 
 class HitlApprovalRequested(PlanEvent, frozen=True, kw_only=True,
                             tag="hitl.approval.requested"):
+    """A step's gate asks for a verdict (a plan's approval gate)."""
+
     step_id: str
     agent: str
     task_type: str
@@ -470,6 +536,8 @@ class HitlApprovalRequested(PlanEvent, frozen=True, kw_only=True,
 
 class HitlApprovalResolved(PlanEvent, frozen=True, kw_only=True,
                            tag="hitl.approval.resolved"):
+    """A step's gate got its verdict, or timed out."""
+
     step_id: str
     decision: str
     by: str
