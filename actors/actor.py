@@ -56,6 +56,7 @@ from actors.effects import (
 from actors.errors import WaitTimeout
 from sim.dispatch.core import Dispatcher, answers
 from sim.dispatch.values import WAKE, SendReport, SubscriptionFilter, Timer, Waiter
+from sim.events import Event
 from sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
 from sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Metadata, Priority, Region
 from sim.seeds import seed_for
@@ -394,9 +395,9 @@ class A2AActor(pykka.ThreadingActor):
     def unsubscribe(self, subscription_id: str) -> bool:
         return self.dispatcher.unsubscribe(subscription_id)
 
-    def emit(self, topic: str, event_type: str, payload: dict[str, Any]) -> None:
-        """Record a domain event and publish it to ``topic`` and ``topic:event_type``."""
-        self.dispatcher.emit(self.name, topic, event_type, payload)
+    def emit(self, topic: str, event: Event) -> None:
+        """Record a domain event and publish it to ``topic`` and ``topic:<its name>``."""
+        self.dispatcher.emit(self.name, topic, event)
 
     def call_later(self, delay: float, callback: Callable[[], None], *,
                    daemon: bool = False) -> Timer:

@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
+from sim.events import BarrierReleased, LockExpired, LockGranted, LockReleased
 from sim.messages import Message
 from sim.tools import ToolError, fail, ok
 from sim.views import BarrierView, CoordinationPart, LockView
@@ -224,7 +225,7 @@ class CoordinationService(SessionService):
         if lock is None or lock.holder != call.caller:
             raise ToolError("lock_not_held", f"{call.caller} does not hold lock {lock_id!r}",
                             lock_id=lock_id, holder=None if lock is None else lock.holder)
-        next_holder = self._pass_on(call.session_id, lock, "lock_released", reason="released")
+        next_holder = self._pass_on(call.session_id, lock, "released")
         return ok(released=True, lock_id=lock_id, next_holder=next_holder)
 
     def _grant(self, session_id: str, lock: _Lock, agent_id: str, lease: float,
@@ -241,12 +242,12 @@ class CoordinationService(SessionService):
             # must stay alive for. A waiter's own timer keeps the run going.
             lock.lease_timer = self.dispatcher.call_later(
                 lease, self, self._lease_expired, session_id, lock, lock.grant, daemon=True)
-        self.emit_event(session_id, "lock_granted", {
-            "lock_id": lock.lock_id, "holder": agent_id, "expires_at": lock.expires_at,
-            "waited": waited})
+        self.emit_event(LockGranted(session_id=session_id, lock_id=lock.lock_id, holder=agent_id,
+                                    expires_at=lock.expires_at, waited=waited))
 
-    def _pass_on(self, session_id: str, lock: _Lock, event: str, **details: Any) -> str | None:
-        """The holder lets go: ``event`` says so, then the first waiter gets the lock.
+    def _pass_on(self, session_id: str, lock: _Lock, reason: str | None) -> str | None:
+        """The holder lets go (``reason``: why it released it; None: its lease expired):
+        ``lock_released`` or ``lock_expired`` says so, then the first waiter gets the lock.
 
         The release is announced before the grant, so the event log never shows
         two holders at once. With nobody waiting the lock becomes free.
@@ -254,9 +255,12 @@ class CoordinationService(SessionService):
         if lock.lease_timer is not None:
             lock.lease_timer.cancel()
             lock.lease_timer = None
-        self.emit_event(session_id, event, {
-            "lock_id": lock.lock_id, "holder": lock.holder,
-            "next_holder": lock.waiters[0].agent_id if lock.waiters else None, **details})
+        next_holder = lock.waiters[0].agent_id if lock.waiters else None
+        self.emit_event(
+            LockExpired(session_id=session_id, lock_id=lock.lock_id, holder=lock.holder,
+                        next_holder=next_holder) if reason is None else
+            LockReleased(session_id=session_id, lock_id=lock.lock_id, holder=lock.holder,
+                         next_holder=next_holder, reason=reason))
         if not lock.waiters:
             self._session(session_id).locks.pop(lock.lock_id, None)
             return None
@@ -273,7 +277,7 @@ class CoordinationService(SessionService):
         if state is None or state.locks.get(lock.lock_id) is not lock or lock.grant != grant:
             return  # released, renewed or passed on since this timer was set
         lock.lease_timer = None
-        self._pass_on(session_id, lock, "lock_expired")
+        self._pass_on(session_id, lock, None)
 
     def _lock_wait_timed_out(self, session_id: str, lock: _Lock, waiter: _LockWaiter) -> None:
         state = self._state.get(session_id)
@@ -378,9 +382,9 @@ class CoordinationService(SessionService):
                 waiter.timer.cancel()
             self._answer(waiter.message, self._barrier_result(
                 barrier, arrived, released=True, waited=self.now - waiter.since))
-        self.emit_event(session_id, "barrier_released", {
-            "barrier_id": barrier.barrier_id, "generation": barrier.generation,
-            "arrived": arrived})
+        self.emit_event(BarrierReleased(
+            session_id=session_id, barrier_id=barrier.barrier_id,
+            generation=barrier.generation, arrived=arrived))
 
     def _leave_barrier(self, session_id: str, barrier: _Barrier, waiter: _BarrierWaiter,
                        reason: str) -> dict[str, Any]:
@@ -448,7 +452,7 @@ class CoordinationService(SessionService):
                 self._answer(queued.message, self._refused(
                     lock, waited=self.now - queued.since, reason="member_left"))
             if lock.holder == agent_id:
-                self._pass_on(session_id, lock, "lock_released", reason="member_left")
+                self._pass_on(session_id, lock, "member_left")
         for barrier_id in sorted(state.barriers):
             barrier = state.barriers[barrier_id]
             for waiter in [w for w in barrier.waiters if w.agent_id == agent_id]:

@@ -27,6 +27,14 @@ import msgspec
 from actors.service import REPLY_MARGIN, Call, Member, SessionInfo, SessionService
 from actors.supervisor import ROOT, Supervisor
 from sim.dispatch.core import SYSTEM
+from sim.events import (
+    AgentExpired,
+    AgentJoined,
+    AgentLeft,
+    AgentOffline,
+    CheckpointCreated,
+    Rollback,
+)
 from sim.messages import MESSAGE_TYPES, Message
 from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
 from sim.views import (
@@ -163,9 +171,9 @@ class Coordinator(SessionService):
             member = members.get(agent_id)
             if member is not None:
                 member_of = True
-                self.emit_event(session_id, "agent_offline", {
-                    "agent_id": member.agent_id, "name": member.name,
-                    "last_heartbeat": content.get("last_heartbeat")})
+                self.emit_event(AgentOffline(
+                    session_id=session_id, agent_id=member.agent_id, name=member.name,
+                    last_heartbeat=content.get("last_heartbeat")))
         # Offline is gone, unless a supervisor brings it back: a restarted member is
         # still a member and rebuilds from the world's state (Agent.resuming), so only
         # an unsupervised one leaves its sessions, and its tasks go to others.
@@ -354,8 +362,8 @@ class Coordinator(SessionService):
         # an agent, whatever the number of its sessions (_remove_member ends it).
         if sum(call.caller in m for m in self.members.values()) == 1:
             self.dispatcher.watch(self.name, call.caller)
-        self.emit_event(call.session_id, "agent_joined", {
-            "agent_id": member.agent_id, "name": member.name, "role": member.role})
+        self.emit_event(AgentJoined(session_id=call.session_id, agent_id=member.agent_id,
+                                    name=member.name, role=member.role))
         try:
             return await self._welcome(call, session, member)
         except Exception:
@@ -374,8 +382,8 @@ class Coordinator(SessionService):
             self._tell_services("_member_left", session_id=session_id,
                                 agent_id=member.agent_id)
             self.dispatcher.set_session(member.agent_id, None)
-            self.emit_event(session_id, "agent_left", {
-                "agent_id": member.agent_id, "name": member.name, "reason": "join_failed"})
+            self.emit_event(AgentLeft(session_id=session_id, agent_id=member.agent_id,
+                                      name=member.name, reason="join_failed"))
 
     async def _welcome(self, call: Call, session: _Session, member: Member) -> dict[str, Any]:
         """The answer to a join that took effect: its region, if one is assigned, and a
@@ -450,8 +458,8 @@ class Coordinator(SessionService):
             raise ToolError("not_a_member", f"{call.caller} is leaving {call.session_id} "
                             "already (it expired)")
         released, requeued = removed
-        self.emit_event(call.session_id, "agent_left", {
-            "agent_id": call.caller, "name": call.member.name, "reason": "left"})
+        self.emit_event(AgentLeft(session_id=call.session_id, agent_id=call.caller,
+                                  name=call.member.name, reason="left"))
         return ok(released_regions=released.get("released_regions", []),
                   transferred_to=released.get("transferred_to"),
                   requeued_tasks=requeued.get("requeued", []))
@@ -503,10 +511,10 @@ class Coordinator(SessionService):
         if removed is None:
             return
         released, requeued = removed
-        self.emit_event(session_id, "agent_expired", {
-            "agent_id": agent_id, "name": member.name, "reason": reason,
-            "released_regions": released.get("released_regions", []),
-            "requeued_tasks": requeued.get("requeued", [])})
+        self.emit_event(AgentExpired(
+            session_id=session_id, agent_id=agent_id, name=member.name, reason=reason,
+            released_regions=released.get("released_regions", []),
+            requeued_tasks=requeued.get("requeued", [])))
 
     async def tool_session_get_state(self, call: Call) -> dict[str, Any]:
         """The session's state; ``agents`` and ``regions`` a page at a time.
@@ -627,8 +635,8 @@ class Coordinator(SessionService):
                  "description": description, "created_at": self.now, "include": include,
                  "contents": contents, "size_kb": round(size / 1024, 2)}
         self._state[session_id].checkpoints[checkpoint_id] = entry
-        self.emit_event(session_id, "checkpoint_created", {
-            "checkpoint_id": checkpoint_id, "name": entry["checkpoint_name"]})
+        self.emit_event(CheckpointCreated(session_id=session_id, checkpoint_id=checkpoint_id,
+                                          name=entry["checkpoint_name"]))
         return ok(**entry)
 
     async def tool_build_rollback(self, call: Call) -> dict[str, Any]:
@@ -644,8 +652,8 @@ class Coordinator(SessionService):
                            checkpoint_id=checkpoint_id)
         restored = regions.get("restored", {})
         lost = regions.get("lost", {})
-        self.emit_event(call.session_id, "rollback", {
-            "checkpoint_id": checkpoint_id, "lost_items": lost, "by": call.caller})
+        self.emit_event(Rollback(session_id=call.session_id, checkpoint_id=checkpoint_id,
+                                 lost_items=lost, by=call.caller))
         if call.args["notify_agents"]:
             for member in self.members[call.session_id].values():
                 if member.agent_id != call.caller:

@@ -55,6 +55,7 @@ from numpy.typing import NDArray
 from actors.service import REPLY_MARGIN, Call, SessionInfo, SessionService, fit_prefix
 from sim.canvas import MatchResult, Tile, TileCanvas, parse_tile
 from sim.dispatch import Timer
+from sim.events import ConflictDetected, RegionClaimed, RegionReleased
 from sim.geometry import Rect, find_free_placement, free_rectangles
 from sim.tools import TOOLS, ToolError, ok
 from sim.views import (
@@ -512,9 +513,9 @@ class RegionManager(SessionService):
         else:
             text = f"Claim region starting at ({spot.x}, {spot.y}) to avoid conflict"
         s.conflicts += 1
-        self.emit_event(session_id, "conflict_detected", {
-            "agent_id": agent_id, "agents": list(boxes), "region": rect.to_dict(),
-            "overlapping_region": everything.to_dict()})
+        self.emit_event(ConflictDetected(
+            session_id=session_id, agent_id=agent_id, agents=list(boxes),
+            region=rect.to_dict(), overlapping_region=everything.to_dict()))
         names = ", ".join(self.member_name(session_id, a) for a in boxes)
         return ToolError("region_conflict", f"{rect.to_dict()} overlaps claims of {names}",
                          conflicting_agents=agents, suggestion=text,
@@ -535,9 +536,9 @@ class RegionManager(SessionService):
         s.claims[claim_id] = claim
         s.by_agent.setdefault(agent_id, {})[claim_id] = claim
         s.index.add(claim)
-        self.emit_event(s.info.session_id, "region_claimed", {
-            "agent_id": agent_id, "claim_id": claim_id, "region": rect.to_dict(),
-            "exclusive": exclusive, "expires_at": expires_at})
+        self.emit_event(RegionClaimed(
+            session_id=s.info.session_id, agent_id=agent_id, claim_id=claim_id,
+            region=rect.to_dict(), exclusive=exclusive, expires_at=expires_at))
         return ok(claim_id=claim_id, agent_id=agent_id, region=rect.to_dict(),
                   purpose=purpose, exclusive=exclusive, expires_at=expires_at, conflicts=[])
 
@@ -549,9 +550,9 @@ class RegionManager(SessionService):
         if claim.timer is not None:
             claim.timer.cancel()
             claim.timer = None
-        self.emit_event(s.info.session_id, "region_released", {
-            "agent_id": claim.agent_id, "claim_id": claim.claim_id,
-            "region": claim.rect.to_dict(), "reason": reason})
+        self.emit_event(RegionReleased(
+            session_id=s.info.session_id, agent_id=claim.agent_id, claim_id=claim.claim_id,
+            region=claim.rect.to_dict(), reason=reason))
 
     def _unassign(self, s: _World, claim: _Claim) -> None:
         owner = claim.agent_id
@@ -570,13 +571,13 @@ class RegionManager(SessionService):
         claim.agent_id = to
         s.by_agent.setdefault(to, {})[claim.claim_id] = claim
         session_id = s.info.session_id
-        self.emit_event(session_id, "region_released", {
-            "agent_id": old, "claim_id": claim.claim_id, "region": claim.rect.to_dict(),
-            "reason": "transferred", "transferred_to": to})
-        self.emit_event(session_id, "region_claimed", {
-            "agent_id": to, "claim_id": claim.claim_id, "region": claim.rect.to_dict(),
-            "exclusive": claim.exclusive, "expires_at": claim.expires_at,
-            "transferred_from": old})
+        self.emit_event(RegionReleased(
+            session_id=session_id, agent_id=old, claim_id=claim.claim_id,
+            region=claim.rect.to_dict(), reason="transferred", transferred_to=to))
+        self.emit_event(RegionClaimed(
+            session_id=session_id, agent_id=to, claim_id=claim.claim_id,
+            region=claim.rect.to_dict(), exclusive=claim.exclusive,
+            expires_at=claim.expires_at, transferred_from=old))
 
     def _expire(self, session_id: str, claim_id: str) -> None:
         s = self.worlds.get(session_id)

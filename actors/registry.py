@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from actors.base import A2AActor
 from actors.supervisor import ROOT, Supervisor
+from sim.events import AgentOffline, AgentOnline
 from sim.messages import Message
 
 __all__ = ["STATUSES", "AgentRecord", "Registry"]
@@ -143,7 +144,7 @@ class Registry(A2AActor):
         if record.status == "offline":
             record.status = "idle"
             self.dispatcher.set_online(record.agent_id, True)
-            self.emit(EVENTS_TOPIC, "agent_online", {"agent_id": record.agent_id})
+            self.emit(EVENTS_TOPIC, AgentOnline(agent_id=record.agent_id))
 
     # -- operations -------------------------------------------------------------------
 
@@ -228,9 +229,8 @@ class Registry(A2AActor):
             if record.status != "offline" and now - record.last_heartbeat > limit:
                 record.status = "offline"
                 self.dispatcher.set_online(record.agent_id, False)
-                self.emit(EVENTS_TOPIC, "agent_offline", {
-                    "agent_id": record.agent_id, "last_heartbeat": record.last_heartbeat,
-                })
+                self.emit(EVENTS_TOPIC, AgentOffline(agent_id=record.agent_id,
+                                                     last_heartbeat=record.last_heartbeat))
                 # A supervised agent that went silent is treated as crashed: its
                 # supervisor restarts it (actors/supervisor.py). Others may come back
                 # online with a heartbeat, as before.

@@ -40,6 +40,7 @@ import numpy as np
 
 from actors.base import A2AActor
 from sim.dispatch import seed_for
+from sim.events import AgentOffline, SessionEvent
 from sim.messages import Message, MessageError, Priority
 from sim.policy import Policy
 from sim.tools import READ_ONLY_TOOLS, SERVICES, TOOLS, Tool, ToolError, fail, validator
@@ -428,11 +429,11 @@ class SessionService(A2AActor):
 
     # -- helpers --------------------------------------------------------------------------
 
-    def emit_event(self, session_id: str, event_type: str, payload: dict[str, Any]) -> None:
-        """Trace a domain event and publish it on the session's event topics."""
+    def emit_event(self, event: SessionEvent | AgentOffline) -> None:
+        """Trace a domain event and publish it on its session's event topics (an
+        ``agent_offline`` of a member: the coordinator's, which names the session)."""
         # A2AActor.emit, inlined: every domain event of a session comes this way.
-        self.dispatcher.emit(self.name, f"session:{session_id}:events", event_type,
-                             {"session_id": session_id, **payload})
+        self.dispatcher.emit(self.name, f"session:{event.session_id}:events", event)
 
     async def ask(self, service: str, op: str, **content: Any) -> dict[str, Any]:
         """Run an internal operation on another service and return its result."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from actors.actor import A2AActor
+from sim.events import ChildCrashed, ChildRestarted, SupervisorEscalated, SupervisorGaveUp
 from sim.messages import Priority
 
 __all__ = ["ROOT", "Backoff", "Supervisor"]
@@ -162,7 +163,7 @@ class Supervisor(A2AActor):
     def _child_crashed(self, name: str) -> None:
         if self.gave_up or name not in self.children:
             return
-        self.emit(TOPIC, "child_crashed", {"supervisor": self.name, "child": name})
+        self.emit(TOPIC, ChildCrashed(supervisor=self.name, child=name))
         self._requeue_work(name)
         if not self._within_limit():
             self._escalate()
@@ -205,8 +206,8 @@ class Supervisor(A2AActor):
             d.respawn(name, actor)
             if d.injector is not None:
                 d.injector.restarts += 1
-            self.emit(TOPIC, "child_restarted", {"supervisor": self.name, "child": name,
-                                                 "incarnation": spec.incarnation})
+            self.emit(TOPIC, ChildRestarted(supervisor=self.name, child=name,
+                                            incarnation=spec.incarnation))
 
     def _requeue_work(self, name: str) -> None:
         """The world forgets the crashed agent's work in progress (see the module docstring)."""
@@ -218,8 +219,7 @@ class Supervisor(A2AActor):
                                     priority=Priority.HIGH)))
 
     def _escalate(self) -> None:
-        self.emit(TOPIC, "supervisor_escalated", {"supervisor": self.name,
-                                                  "parent": self.parent})
+        self.emit(TOPIC, SupervisorEscalated(supervisor=self.name, parent=self.parent))
         parent = self._owners.get(self.name)
         if parent is not None:
             # To the parent, this whole group is one child that crashed.
@@ -253,8 +253,7 @@ class Supervisor(A2AActor):
         if self.gave_up:
             return
         self.gave_up = True
-        self.emit(TOPIC, "supervisor_gave_up", {"supervisor": self.name,
-                                                "children": sorted(self.children)})
+        self.emit(TOPIC, SupervisorGaveUp(supervisor=self.name, children=sorted(self.children)))
         d = self.dispatcher
         for name, spec in self.children.items():
             if spec.cls is None:

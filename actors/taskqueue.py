@@ -53,6 +53,20 @@ import msgspec
 from actors.base import DeliveryError, WaitTimeout
 from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
+from sim.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    TaskAccepted,
+    TaskBlocked,
+    TaskCancelled,
+    TaskCompleted,
+    TaskCreated,
+    TaskDependenciesAdded,
+    TaskFailed,
+    TaskRequeued,
+    TaskUnblocked,
+    body_of,
+)
 from sim.geometry import Rect
 from sim.messages import Priority
 from sim.taskgraph import (
@@ -352,9 +366,6 @@ class TaskQueue(SessionService):
         self._sync(state, [task_id, *changed])
         return changed
 
-    def _event(self, state: _Session, event: str, **payload: Any) -> None:
-        self.emit_event(state.info.session_id, event, payload)
-
     def _notify(self, to: str, message_type: str, content: dict[str, Any]) -> list[str]:
         """Send a direct message; the recipient's id if it was delivered, else nothing."""
         report = self.send(to, message_type, content)
@@ -464,8 +475,9 @@ class TaskQueue(SessionService):
             record.dependencies.append(dependency)
         self._sync(state, [task_id, *blocked])
         if wanted:
-            self._event(state, "task_dependencies_added", task_id=task_id, added=wanted,
-                        status=record.status)
+            self.emit_event(TaskDependenciesAdded(
+                session_id=state.info.session_id, task_id=task_id, added=wanted,
+                status=record.status))
             self._announce_blocked(state, blocked, task_id)
         return ok(task_id=task_id, dependencies=list(record.dependencies),
                   status=record.shown_status, blocked=[b for b in blocked if b != task_id])
@@ -507,9 +519,10 @@ class TaskQueue(SessionService):
         if record.assigned_to != "any":
             self.send(record.assigned_to, "task_assignment",
                       {"session_id": state.info.session_id, **record.to_dict()})
-        self._event(state, "task_created", task_id=task_id, type=record.type,
-                    assigned_to=record.assigned_to, delegated_by=record.delegated_by,
-                    priority=record.priority, status=record.status)
+        self.emit_event(TaskCreated(
+            session_id=state.info.session_id, task_id=task_id, type=record.type,
+            assigned_to=record.assigned_to, delegated_by=record.delegated_by,
+            priority=record.priority, status=record.status))
         return ok(task_id=task_id, assigned_to=record.assigned_to, status=record.status,
                   position_in_queue=position)
 
@@ -591,8 +604,8 @@ class TaskQueue(SessionService):
         if record.assigned_to == "any":
             record.assigned_to = caller
         record.accepted_at = self.now
-        self._event(state, "task_accepted", task_id=task_id, agent_id=caller,
-                    claim_id=record.claim_id)
+        self.emit_event(TaskAccepted(session_id=state.info.session_id, task_id=task_id,
+                                     agent_id=caller, claim_id=record.claim_id))
         return ok(task_id=task_id, status=record.status, assigned_to=record.assigned_to,
                   claimed_region=record.claim_id, claim=claim)
 
@@ -679,7 +692,8 @@ class TaskQueue(SessionService):
             return self._finish_failed(state, record, record.message, by=by)
         if status == "blocked":
             blocked = self._transition(state, task_id, "block")
-            self._event(state, "task_blocked", task_id=task_id, by=by, reason=record.message)
+            self.emit_event(TaskBlocked(session_id=state.info.session_id, task_id=task_id,
+                                        by=by, reason=record.message))
             self._announce_blocked(state, blocked, task_id)
             notified = self._notify(record.delegated_by, "task_update", {
                 "session_id": state.info.session_id, "event": "task_blocked",
@@ -692,7 +706,8 @@ class TaskQueue(SessionService):
         record.approval_requested_at = None
         self._cancel_timers(state, task_id)
         self._release_claim(state, record)
-        self._event(state, "task_cancelled", task_id=task_id, by=by, reason=record.message)
+        self.emit_event(TaskCancelled(session_id=state.info.session_id, task_id=task_id,
+                                      by=by, reason=record.message))
         self._announce_blocked(state, blocked, task_id)
         notified = self._send_result(state, record, by, [], blocked)
         return ok(task_id=task_id, status=record.status, notified_agents=notified,
@@ -722,8 +737,9 @@ class TaskQueue(SessionService):
         state.completed_by[who] = state.completed_by.get(who, 0) + 1
         self._cancel_timers(state, task_id)
         self._release_claim(state, record)
-        self._event(state, "task_completed", task_id=task_id, type=record.type, by=by,
-                    assigned_to=who, unblocked_tasks=unblocked)
+        self.emit_event(TaskCompleted(
+            session_id=state.info.session_id, task_id=task_id, type=record.type, by=by,
+            assigned_to=who, unblocked_tasks=unblocked))
         self._announce_unblocked(state, unblocked, task_id, ready_only=True)
         notified = self._send_result(state, record, by, unblocked, [])
         return ok(task_id=task_id, status=record.status, notified_agents=notified,
@@ -738,8 +754,9 @@ class TaskQueue(SessionService):
         state.awaiting.discard(task_id)
         self._cancel_timers(state, task_id)
         self._release_claim(state, record)
-        self._event(state, "task_failed", task_id=task_id, type=record.type, by=by,
-                    message=message, blocked_tasks=blocked)
+        self.emit_event(TaskFailed(
+            session_id=state.info.session_id, task_id=task_id, type=record.type, by=by,
+            message=message, blocked_tasks=blocked))
         self._announce_blocked(state, blocked, task_id)
         notified = self._send_result(state, record, by, [], blocked)
         return ok(task_id=task_id, status=record.status, notified_agents=notified,
@@ -751,9 +768,10 @@ class TaskQueue(SessionService):
         record.retries_used += 1
         record.accepted_at = None
         self._release_claim(state, record)
-        self._event(state, "task_requeued", task_id=task_id, by=by, reason="retry",
-                    retries_used=record.retries_used,
-                    retries_left=record.max_retries - record.retries_used)
+        self.emit_event(TaskRequeued(
+            session_id=state.info.session_id, task_id=task_id, by=by, reason="retry",
+            retries_used=record.retries_used,
+            retries_left=record.max_retries - record.retries_used))
         self._announce_unblocked(state, changed, task_id, ready_only=False)
         notified = self._notify(record.delegated_by, "task_update", {
             "session_id": state.info.session_id, "event": "task_requeued",
@@ -768,7 +786,8 @@ class TaskQueue(SessionService):
         graph = state.graph
         for task_id in task_ids:
             ready = ready_only or graph.is_ready(task_id)
-            self._event(state, "task_unblocked", task_id=task_id, after=after, ready=ready)
+            self.emit_event(TaskUnblocked(session_id=state.info.session_id,
+                                          task_id=task_id, after=after, ready=ready))
             assignee = state.records[task_id].assigned_to
             if ready and assignee != "any":
                 # The one member who acts on it hears directly: subscribing every
@@ -780,7 +799,8 @@ class TaskQueue(SessionService):
 
     def _announce_blocked(self, state: _Session, task_ids: list[str], because: str) -> None:
         for task_id in task_ids:
-            self._event(state, "task_blocked", task_id=task_id, because=because)
+            self.emit_event(TaskBlocked(session_id=state.info.session_id, task_id=task_id,
+                                        because=because))
 
     # -- approvals --------------------------------------------------------------------
 
@@ -793,16 +813,16 @@ class TaskQueue(SessionService):
         # Not a daemon: someone waits for the verdict, so the run must reach it.
         state.approvals[task_id] = self.dispatcher.call_later(
             timeout, self, self._approval_timed_out, session_id, task_id)
-        request = {"task_id": task_id, "type": record.type, "assigned_to": record.assigned_to,
-                   "reported_by": by, "region": record.region, "result": record.result,
-                   "artifacts": record.artifacts, "timeout": timeout,
-                   "options": ["approve", "reject", "skip"]}
-        self._event(state, "approval_requested", **request)
+        request = ApprovalRequested(
+            session_id=session_id, task_id=task_id, type=record.type,
+            assigned_to=record.assigned_to, reported_by=by, region=record.region,
+            result=record.result, artifacts=record.artifacts, timeout=timeout,
+            options=["approve", "reject", "skip"])
+        self.emit_event(request)
         notified: list[str] = []
         for member in self.members.get(session_id, {}).values():
             if member.role == "architect":
-                notified += self._notify(member.agent_id, "status_update", {
-                    "event": "approval_requested", "session_id": session_id, **request})
+                notified += self._notify(member.agent_id, "status_update", body_of(request))
         return ok(task_id=task_id, status=AWAITING_APPROVAL, notified_agents=notified,
                   unblocked_tasks=[], blocked_tasks=[], requeued=False)
 
@@ -821,8 +841,9 @@ class TaskQueue(SessionService):
                             f"approval (it is {record.status})", task_id=record.task_id,
                             status=record.status)
         decision = args["decision"]
-        self._event(state, "approval_resolved", task_id=record.task_id, decision=decision,
-                    by=call.caller, comment=args["comment"])
+        self.emit_event(ApprovalResolved(
+            session_id=state.info.session_id, task_id=record.task_id, decision=decision,
+            by=call.caller, comment=args["comment"]))
         if decision == "reject":
             result = self._finish_failed(state, record, "Rejected", by=call.caller)
         else:
@@ -837,8 +858,9 @@ class TaskQueue(SessionService):
             return
         state.approvals.pop(task_id, None)
         record = state.records[task_id]
-        self._event(state, "approval_resolved", task_id=task_id, decision="timeout",
-                    by="timeout", comment="")
+        self.emit_event(ApprovalResolved(
+            session_id=state.info.session_id, task_id=task_id, decision="timeout",
+            by="timeout", comment=""))
         self._finish_failed(state, record, "Approval timed out", by="timeout")
 
     # -- task_get_queue ---------------------------------------------------------------
@@ -935,8 +957,9 @@ class TaskQueue(SessionService):
                 continue
             record.assigned_to = "any"
             requeued.append(record.task_id)
-            self._event(state, "task_requeued", task_id=record.task_id, by=agent_id,
-                        reason="agent_left", retries_used=record.retries_used)
+            self.emit_event(TaskRequeued(
+                session_id=state.info.session_id, task_id=record.task_id, by=agent_id,
+                reason="agent_left", retries_used=record.retries_used))
         return ok(requeued=requeued)
 
     def op_agent_crashed(self, content: Mapping[str, Any]) -> None:
@@ -964,9 +987,9 @@ class TaskQueue(SessionService):
                 self._release_claim(state, record)
                 record.accepted_at = None
                 record.claim_id = None
-                self._event(state, "task_requeued", task_id=record.task_id,
-                            by=record.assigned_to, reason=reason,
-                            retries_used=record.retries_used)
+                self.emit_event(TaskRequeued(
+                    session_id=state.info.session_id, task_id=record.task_id,
+                    by=record.assigned_to, reason=reason, retries_used=record.retries_used))
 
     def _load(self, state: _Session, data: Mapping[str, Any]) -> None:
         """Make ``data`` (a checkpoint's graph, records and next_seq) the session's tasks,

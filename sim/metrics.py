@@ -55,6 +55,7 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
+from sim.events import status_after
 from sim.views import WorldView
 
 if TYPE_CHECKING:
@@ -397,13 +398,21 @@ class MetricsCollector:
     def _conflict(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
         s.conflicts += 1
 
+    @staticmethod
+    def _move(s: _Session, body: dict[str, Any]) -> str:
+        """Give ``body``'s task the status the event leaves it in; the task's id."""
+        task_id = str(body["task_id"])
+        status = status_after(body, s.tasks.get(task_id))
+        if status is not None:
+            s.set_status(task_id, status)
+        return task_id
+
     def _task_created(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
-        s.set_status(str(body["task_id"]), str(body.get("status", "pending")))
+        self._move(s, body)
 
     def _task_accepted(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
-        task_id, agent_id = str(body["task_id"]), str(body.get("agent_id"))
+        task_id, agent_id = self._move(s, body), str(body.get("agent_id"))
         self._unassign(s, task_id, touched)
-        s.set_status(task_id, "in_progress")
         s.assignee[task_id] = agent_id
         s.agent(agent_id).working.add(task_id)
         touched.add(agent_id)
@@ -418,39 +427,32 @@ class MetricsCollector:
         return agent_id
 
     def _task_completed(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
-        task_id = str(body["task_id"])
+        task_id = self._move(s, body)
         self._unassign(s, task_id, touched)
-        s.set_status(task_id, "completed")
         who = body.get("assigned_to")
         if isinstance(who, str) and who != "any":
             s.agent(who).done += 1
             touched.add(who)
 
     def _task_ended(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
-        task_id = str(body["task_id"])
-        self._unassign(s, task_id, touched)
-        s.set_status(task_id, "failed" if body.get("event") == "task_failed" else "cancelled")
+        self._unassign(s, self._move(s, body), touched)
 
     def _task_blocked(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
-        task_id = str(body["task_id"])
-        self._unassign(s, task_id, touched)
-        s.set_status(task_id, "blocked")
+        self._unassign(s, self._move(s, body), touched)
 
     def _task_pending(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
-        s.set_status(str(body["task_id"]), "pending")
+        self._move(s, body)
 
     def _task_requeued(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
-        # Back to pending (the graph makes it blocked instead when a dependency is
-        # broken; a dependent's own blocked/unblocked events follow such changes,
-        # and the interval samples' check would count a miss in ``drift``).
-        task_id = str(body["task_id"])
+        # Back to pending from work (a member left: its pending or blocked task stays
+        # so; the graph makes a retried one blocked instead when a dependency is
+        # broken, and the interval samples' check would count a miss in ``drift``).
+        task_id = self._move(s, body)
         self._unassign(s, task_id, touched)
         s.assignee.pop(task_id, None)
-        s.set_status(task_id, "pending")
 
     def _approval(self, s: _Session, body: dict[str, Any], touched: set[str]) -> None:
-        task_id = str(body["task_id"])
-        s.set_status(task_id, "awaiting_approval")
+        task_id = self._move(s, body)
         agent_id = s.assignee.get(task_id)
         if agent_id is not None:
             agent = s.agent(agent_id)

@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.canvas import parse_tile
+from sim.events import TASK_EVENTS, status_after
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
 from sim.views import member_colour
@@ -54,11 +55,6 @@ __all__ = ["Pairing", "World", "pair_writes", "world_at"]
 
 _WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
 _AWAITING: Final = "awaiting_approval"
-_DONE_EVENTS: Final = {"task_completed": "completed", "task_failed": "failed",
-                       "task_cancelled": "cancelled", "task_requeued": "pending",
-                       "task_blocked": "blocked", "task_unblocked": "pending"}
-#: What a requeue takes back to pending (a pending or blocked task keeps its status).
-_REQUEUED_FROM: Final = frozenset({"in_progress", "failed"})
 
 
 @dataclass
@@ -279,26 +275,20 @@ class _Fold:
         elif kind == "task_created":
             s.tasks[str(body["task_id"])] = [str(body.get("status", "pending")),
                                              body.get("assigned_to"), False]
-        elif kind in ("task_accepted", "approval_requested", "approval_resolved") \
-                or kind in _DONE_EVENTS:
+        elif kind in TASK_EVENTS:
             task = s.tasks.get(str(body.get("task_id")))
             if task is None:
                 return
-            if kind == "task_accepted":
-                task[0] = "in_progress"
-                if task[1] == "any":
-                    task[1] = body.get("agent_id")
-            elif kind == "approval_requested":
+            if kind == "approval_requested":  # shown as awaiting_approval while the flag is up
                 task[2] = True
             elif kind == "approval_resolved":
                 task[2] = False
-            elif kind == "task_requeued":
-                if task[0] in _REQUEUED_FROM:
-                    task[0] = "pending"
-                if body.get("reason") == "agent_left":
-                    task[1] = "any"  # its member left: anyone may take it
             else:
-                task[0] = _DONE_EVENTS[kind]
+                task[0] = status_after(body, task[0])
+                if kind == "task_accepted" and task[1] == "any":
+                    task[1] = body.get("agent_id")
+                elif kind == "task_requeued" and body.get("reason") == "agent_left":
+                    task[1] = "any"  # its member left: anyone may take it
 
 
 def _rows(tiles: list[list[Any]]) -> NDArray[np.uint8]:

@@ -58,6 +58,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.canvas import TileCanvas, parse_tile
+from sim.events import status_after
 from sim.geometry import Rect
 from sim.taskgraph import parse_priority
 from sim.tools import SERVICES
@@ -91,9 +92,8 @@ _FOLDED: Final = frozenset({
     "task_dependencies_added", "approval_requested", "approval_resolved", "region_claimed",
     "region_released", "lock_granted", "lock_released", "lock_expired", "barrier_released",
     "checkpoint_created", "conflict_detected"})
-#: Task events and the status each leaves (see actors/taskqueue.py).
-_STATUS: Final = {"task_completed": "completed", "task_failed": "failed",
-                  "task_cancelled": "cancelled", "task_blocked": "blocked"}
+#: Task events that end (or block) a task's work: its status from sim.events.status_after.
+_ENDS: Final = frozenset({"task_completed", "task_failed", "task_cancelled", "task_blocked"})
 
 
 @dataclass
@@ -559,14 +559,14 @@ class _Fold:
         if kind == "task_accepted":
             if body.get("claim_id") is not None:
                 self.accepted_claims.add(str(body["claim_id"]))
-            task.update(status="in_progress", accepted_at=r.t, claim_id=body.get("claim_id"),
-                        _held=False)
+            task.update(status=status_after(body, task["status"]), accepted_at=r.t,
+                        claim_id=body.get("claim_id"), _held=False)
             if task["assigned_to"] == "any":
                 task["assigned_to"] = str(body.get("agent_id"))
-        elif kind in _STATUS:
+        elif kind in _ENDS:
             if kind == "task_blocked" and "by" in body:
                 task["_held"] = True  # blocked by a report, not by a dependency
-            task["status"] = _STATUS[kind]
+            task["status"] = status_after(body, task["status"])
             if kind != "task_blocked":  # finished: its claim released, no approval waited
                 task.update(claim_id=None, approval_requested_at=None)
             if kind == "task_completed":
@@ -574,10 +574,9 @@ class _Fold:
             if kind == "task_failed":
                 task["message"] = str(body.get("message", ""))
         elif kind == "task_unblocked":
-            if task["status"] == "blocked":
-                task["status"] = "pending"
+            task["status"] = status_after(body, task["status"])
         elif kind == "task_requeued":
-            task.update(status="pending", accepted_at=None, claim_id=None,
+            task.update(status=status_after(body, task["status"]), accepted_at=None, claim_id=None,
                         retries_used=int(body.get("retries_used", task["retries_used"])))
             if body.get("reason") == "agent_left":
                 task["assigned_to"] = "any"

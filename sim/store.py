@@ -76,6 +76,15 @@ from typing import Any, Final
 import msgspec
 import numpy as np
 
+from sim.events import (
+    TaskAccepted,
+    TaskCancelled,
+    TaskCompleted,
+    TaskCreated,
+    TaskFailed,
+    TaskResultRead,
+    status_after,
+)
 from sim.trace import DELIVER, EVENT, Trace, TraceRecord
 
 __all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
@@ -132,11 +141,12 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
 
 _decode_body: Final = msgspec.json.Decoder(dict[str, Any]).decode
 
-_TASK_EVENTS: Final = frozenset({"task_created", "task_accepted", "task_completed",
-                                 "task_failed", "task_cancelled", "task_reassigned",
-                                 # a restarted delegator read a result from the queue
-                                 # (actors.agents.participant.results_read): a delivery
-                                 "task_result_read"})
+#: The events the delegations table follows: a task's creation, acceptance and end (its
+#: status from sim.events.status_after), and a restarted delegator reading a result
+#: from the queue (actors.agents.participant.results_read): a delivery.
+_TASK_EVENTS: Final = frozenset({
+    TaskCreated.kind, TaskAccepted.kind, TaskCompleted.kind, TaskFailed.kind,
+    TaskCancelled.kind, TaskResultRead.kind})
 
 
 class StoreError(Exception):
@@ -807,12 +817,12 @@ class Store:
                 db.execute("INSERT OR IGNORE INTO delegations VALUES (?, ?, ?, ?, ?, ?, NULL, ?, "
                            "NULL)", (task, body.get("session_id"), body.get("delegated_by"),
                                      body.get("assigned_to"), body.get("type"),
-                                     body.get("status", "pending"), r.seq))
+                                     status_after(body), r.seq))
             elif r.type == "task_accepted":
-                db.execute("UPDATE delegations SET status = 'in_progress', delegatee = ? "
-                           "WHERE task_id = ?", (body.get("agent_id"), task))
+                db.execute("UPDATE delegations SET status = ?, delegatee = ? WHERE task_id = ?",
+                           (status_after(body), body.get("agent_id"), task))
             else:
-                status = r.type.removeprefix("task_")
+                status = status_after(body)
                 db.execute("UPDATE delegations SET status = ?, result = ? WHERE task_id = ?",
                            (status, json.dumps(body, sort_keys=True), task))
 

@@ -11,9 +11,26 @@ import pytest
 
 from actors.base import Agent
 from sim.dispatch import DELIVERED, DROPPED, OFFLINE, Dispatcher, make_dispatcher
+from sim.events import Event, register
 from sim.messages import Message, MessageError, Priority, Region, encode, sign
 from tests.conftest import new_dispatcher
 from tests.helpers import Echo, Recorder, Service
+
+
+# Events of the tests' own (the dispatcher publishes any registered Event).
+@register
+class ThingHappened(Event, frozen=True, kw_only=True, tag="thing_happened"):
+    x: int
+
+
+@register
+class Said(Event, frozen=True, kw_only=True, tag="said"):
+    what: str
+
+
+@register
+class SomethingHappened(Event, frozen=True, kw_only=True, tag="something_happened"):
+    k: int
 
 
 def send(d: Dispatcher, sender: str, to: str, **content: object) -> object:
@@ -126,7 +143,7 @@ def test_signed_mode_signs_the_dispatchers_own_mail() -> None:
     rec = d.spawn(Recorder, "rec")
     d.subscribe(rec, "news")
     d.subscribe(rec, "errors")
-    d.emit("svc", "news", "thing_happened", {"x": 1})
+    d.emit("svc", "news", ThingHappened(x=1))
     d.report_error("svc", "handler", RuntimeError("boom"))
     d.run()
     got = sorted((m.message_type, m.content.get("x", m.content.get("detail"))) for m in rec.got)
@@ -204,16 +221,16 @@ def test_a_topics_subscribers_are_read_afresh_after_every_change(dispatcher: Dis
             assert d.wait_idle(timeout=10)  # type: ignore[attr-defined]
 
     for what in ("a", "b"):
-        d.emit("host", "news", "said", {"what": what})
+        d.emit("host", "news", Said(what=what))
     sid_two = two.subscribe("news")
-    d.emit("host", "news", "said", {"what": "c"})
+    d.emit("host", "news", Said(what="c"))
     three.subscribe("news", {"agent_type": "builder"})  # a filter: the event's sender is no agent
-    d.emit("host", "news", "said", {"what": "d"})
+    d.emit("host", "news", Said(what="d"))
     assert one.unsubscribe(sid_one)
-    d.emit("host", "news", "said", {"what": "e"})
+    d.emit("host", "news", Said(what="e"))
     settle()
     d.crash("two")
-    d.emit("host", "news", "said", {"what": "f"})
+    d.emit("host", "news", Said(what="f"))
     assert two.unsubscribe(sid_two) is False  # the crash took it
     settle()
     assert one.contents("what") == ["a", "b", "c", "d"]
@@ -388,7 +405,7 @@ def test_trace_records_every_delivery_drop_and_event(det: Dispatcher) -> None:
     det.spawn(Recorder, "rec")
     send(det, "outside", "rec", tag="a")
     send(det, "outside", "nobody", tag="b")
-    det.emit("outside", "news", "something_happened", {"k": 1})
+    det.emit("outside", "news", SomethingHappened(k=1))
     det.run()
     kinds = [(r.kind, r.sender, r.recipient, r.type) for r in det.trace.records()]
     assert kinds == [

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -688,6 +689,7 @@ def _watch_answers(monkeypatch: pytest.MonkeyPatch, faults: str | None = None,
     from actors.taskqueue import TaskQueue
     from barnraise.runner import run
     from sim.dispatch.core import Dispatcher
+    from sim.events import Event
 
     answered: list[tuple[str, dict[str, Any], Any]] = []
     elsewhere: list[Any] = []
@@ -721,10 +723,9 @@ def _watch_answers(monkeypatch: pytest.MonkeyPatch, faults: str | None = None,
         elsewhere.append(content)
         return real_message(self, sender, to, message_type, content, **options)
 
-    def emit(self: Dispatcher, source: str, topic: str, event_type: str,
-             payload: dict[str, Any], **options: Any) -> None:
-        elsewhere.append(payload)
-        real_emit(self, source, topic, event_type, payload, **options)
+    def emit(self: Dispatcher, source: str, topic: str, event: Event, **options: Any) -> None:
+        elsewhere.append(msgspec.structs.asdict(event))  # the very values the emitter gave
+        real_emit(self, source, topic, event, **options)
 
     monkeypatch.setattr(SessionService, "_answer", answer)
     monkeypatch.setattr(SessionService, "reply", reply)

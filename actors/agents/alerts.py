@@ -17,11 +17,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors.base import Agent
+from sim.events import AgentAlert, body_of
 
 __all__ = ["ALERT_EVENT", "SEVERITIES", "alert", "events_topic", "session_of"]
 
 #: The event type every alert is published as.
-ALERT_EVENT: Final = "agent.alert"
+ALERT_EVENT: Final = AgentAlert.kind
 #: The severities an alert may have, mildest first.
 SEVERITIES: Final = ("info", "warning", "critical")
 
@@ -52,7 +53,9 @@ def alert(agent: Agent, severity: str, title: str, body: str = "", *,
     if not isinstance(title, str) or not title:
         raise ValueError(f"alert title must be a non-empty string, got {title!r}")
     sid = session_of(agent, session_id)
-    payload: dict[str, Any] = {**details, "session_id": sid, "agent_id": agent.name,
-                               "severity": severity, "title": title, "body": str(body)}
-    agent.emit(events_topic(sid), ALERT_EVENT, payload)
+    event = AgentAlert(session_id=sid, agent_id=agent.name, severity=severity, title=title,
+                       body=str(body), details=details)
+    agent.emit(events_topic(sid), event)
+    payload = body_of(event)
+    del payload["event"]
     return payload

@@ -57,6 +57,7 @@ from typing import Any, Final
 from actors.agents.alerts import events_topic
 from actors.agents.participant import FINISHED, Participant, accept_next, my_delegations
 from actors.base import Agent
+from sim.events import DelegationCompleted, DelegationFailed
 from sim.messages import Message
 
 __all__ = [
@@ -69,8 +70,8 @@ __all__ = [
     "tell_delegator",
 ]
 
-DELEGATION_COMPLETED: Final = "delegation.completed"
-DELEGATION_FAILED: Final = "delegation.failed"
+DELEGATION_COMPLETED: Final = DelegationCompleted.kind
+DELEGATION_FAILED: Final = DelegationFailed.kind
 
 _WAKE: Final = "delegation_ready"
 
@@ -257,18 +258,20 @@ class DelegationLedger:
         sid = self.agent.session_id
         if sid is None:
             return
-        payload: dict[str, Any] = {
-            "session_id": sid, "delegation_id": record.delegation_id,
-            "task_id": record.task_id, "delegator": self.agent.name,
-            "delegate": record.delegate, "task_type": record.task_type,
-            "status": record.status, "reported_by": record.reported_by}
+        event: DelegationCompleted | DelegationFailed
         if record.status == "completed":
-            event = DELEGATION_COMPLETED
-            payload["result"] = record.result
+            event = DelegationCompleted(
+                session_id=sid, delegation_id=record.delegation_id, task_id=record.task_id,
+                delegator=self.agent.name, delegate=record.delegate,
+                task_type=record.task_type, status=record.status,
+                reported_by=record.reported_by, result=record.result)
         else:
-            event = DELEGATION_FAILED
-            payload["error"] = record.message
-        self.agent.emit(events_topic(sid), event, payload)
+            event = DelegationFailed(
+                session_id=sid, delegation_id=record.delegation_id, task_id=record.task_id,
+                delegator=self.agent.name, delegate=record.delegate,
+                task_type=record.task_type, status=record.status,
+                reported_by=record.reported_by, error=record.message)
+        self.agent.emit(events_topic(sid), event)
 
     # -- delivering -----------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from actors.base import Agent
 from actors.effects import Receive
+from sim.events import TaskResultRead, body_of
 from sim.messages import Message
 
 __all__ = ["FINISHED", "RESULT_READ", "Behaviour", "Participant", "accept_next",
@@ -22,7 +23,7 @@ FINISHED = frozenset({"completed", "failed", "cancelled"})
 HEARTBEAT: Final = 5.0
 #: The event a restarted delegator's reading of a finished task's result leaves in the
 #: trace (see :func:`results_read`).
-RESULT_READ = "task_result_read"
+RESULT_READ = TaskResultRead.kind
 
 
 class Participant(Agent):
@@ -163,9 +164,9 @@ def results_read(agent: Agent, tasks: Iterable[Mapping[str, Any]]) -> None:
                 or task_id in seen:
             continue
         seen.add(task_id)
-        agent.dispatcher.trace.event(agent.now, agent.name, topic, RESULT_READ, {
-            "event": RESULT_READ, "session_id": sid, "task_id": task_id,
-            "delegated_by": agent.name, "status": task.get("status")})
+        event = TaskResultRead(session_id=sid, task_id=task_id, delegated_by=agent.name,
+                               status=str(task.get("status")))
+        agent.dispatcher.trace.event(agent.now, agent.name, topic, RESULT_READ, body_of(event))
 
 
 def wait_for(match: Callable[[Message], bool], description: str, *,

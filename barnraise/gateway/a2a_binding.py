@@ -46,6 +46,7 @@ from barnraise.gateway import jsonrpc
 from barnraise.gateway.hub import AgentSlot, Hub, Refused
 from barnraise.gateway.jsonrpc import RpcError
 from barnraise.gateway.ws import bearer_token
+from sim.events import TASK_EVENTS, status_after
 from sim.messages import Message
 from sim.tools import TOOLS
 
@@ -68,15 +69,6 @@ STATE_OF: Final = {
 }
 TERMINAL: Final = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED",
                              "TASK_STATE_CANCELED"})
-# A task event -> the state it leaves the task in.
-_EVENT_STATE: Final = {
-    "task_created": "TASK_STATE_SUBMITTED", "task_requeued": "TASK_STATE_SUBMITTED",
-    "task_blocked": "TASK_STATE_SUBMITTED", "task_unblocked": "TASK_STATE_SUBMITTED",
-    "task_accepted": "TASK_STATE_WORKING", "approval_resolved": "TASK_STATE_WORKING",
-    "approval_requested": "TASK_STATE_INPUT_REQUIRED",
-    "task_completed": "TASK_STATE_COMPLETED", "task_failed": "TASK_STATE_FAILED",
-    "task_cancelled": "TASK_STATE_CANCELED",
-}
 _STATUS_FILTER: Final = {
     "TASK_STATE_SUBMITTED": ("pending", "blocked"), "TASK_STATE_WORKING": ("in_progress",),
     "TASK_STATE_INPUT_REQUIRED": ("in_progress",), "TASK_STATE_COMPLETED": ("completed",),
@@ -125,10 +117,11 @@ class TaskWatch:
 
     def _heard(self, message: Message) -> None:
         content = message.content
-        state = _EVENT_STATE.get(str(content.get("event")))
         task_id = content.get("task_id")
-        if state is None or not isinstance(task_id, str):
+        if content.get("event") not in TASK_EVENTS or not isinstance(task_id, str):
             return
+        # the status the event leaves its task in (the watch keeps none), as an A2A state
+        state = STATE_OF.get(status_after(content) or "", "TASK_STATE_UNSPECIFIED")
         for queue in self._listeners.get(task_id, ()):
             queue.put_nowait(state)
 

@@ -39,6 +39,7 @@ from sim.dispatch.values import (
     Waiter,
     region_of,
 )
+from sim.events import Event, body_of
 from sim.messages import (
     BROADCAST,
     DEFAULT_MAX_CONTENT_BYTES,
@@ -702,15 +703,19 @@ class Dispatcher:
     # -- events and errors ----------------------------------------------------------
 
     def emit(
-        self, source: str, topic: str, event_type: str, payload: dict[str, Any],
-        *, priority: int = Priority.NORMAL,
+        self, source: str, topic: str, event: Event, *, priority: int = Priority.NORMAL,
     ) -> None:
-        """Record a domain event and publish it on ``topic`` and ``topic:event_type``.
+        """Record a domain event and publish it on ``topic`` and ``topic:<its name>``.
 
+        The event's body (:func:`sim.events.body_of`) is built once and encoded once.
         An event about a place (a ``region`` in its payload) carries that region
         in its metadata too, so subscription filters on regions see it.
         """
-        body = {"event": event_type, **payload}
+        event_type = event.kind
+        if not event_type:
+            raise TypeError(f"{type(event).__qualname__} is no registered event type "
+                            "(sim.events.register)")
+        body = body_of(event)
         now = self.clock.now
         # One encoding for the trace's record and every publication of it (the same
         # canonical JSON either way); a body that is not JSON raises from the trace.
@@ -723,8 +728,8 @@ class Dispatcher:
         region: Region | None = None
         for name in (topic, f"{topic}:{event_type}"):
             if name in topics:
-                if region is None and isinstance(payload.get("region"), dict):
-                    region = region_of(payload["region"])
+                if region is None and isinstance(body.get("region"), dict):
+                    region = region_of(body["region"])
                 if encoded is None or len(encoded) > self.max_content_bytes:
                     encode_content(body, self.max_content_bytes)  # raises the MessageError
                     assert encoded is not None

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from actors.agents.participant import Participant
 from actors.base import Agent
+from sim.events import HitlApprovalRequested, HitlApprovalResolved
 
 __all__ = [
     "APPROVAL_REQUESTED",
@@ -33,9 +34,9 @@ __all__ = [
     "respond",
 ]
 
-APPROVAL_REQUESTED: Final = "hitl.approval.requested"
+APPROVAL_REQUESTED: Final = HitlApprovalRequested.kind
 APPROVAL_RESPONSE: Final = "hitl.approval.response"
-APPROVAL_RESOLVED: Final = "hitl.approval.resolved"
+APPROVAL_RESOLVED: Final = HitlApprovalResolved.kind
 DECISIONS: Final = ("approve", "reject", "skip")
 
 

@@ -35,6 +35,16 @@ from actors.agents.plans.approvals import (
 )
 from actors.agents.plans.schema import TIME_TOLERANCE, Plan, PlanError, Step, load_plan
 from actors.base import Agent, WaitTimeout
+from sim.events import (
+    HitlApprovalRequested,
+    HitlApprovalResolved,
+    PlanCompleted,
+    PlanEvent,
+    PlanStarted,
+    PlanStepCompleted,
+    PlanStepFailed,
+    PlanStepStarted,
+)
 from sim.messages import Message
 
 __all__ = [
@@ -48,11 +58,11 @@ __all__ = [
     "run_plan",
 ]
 
-PLAN_STARTED: Final = "plan.started"
-STEP_STARTED: Final = "plan.step.started"
-STEP_COMPLETED: Final = "plan.step.completed"
-STEP_FAILED: Final = "plan.step.failed"
-PLAN_COMPLETED: Final = "plan.completed"
+PLAN_STARTED: Final = PlanStarted.kind
+STEP_STARTED: Final = PlanStepStarted.kind
+STEP_COMPLETED: Final = PlanStepCompleted.kind
+STEP_FAILED: Final = PlanStepFailed.kind
+PLAN_COMPLETED: Final = PlanCompleted.kind
 PLAN_EVENTS: Final = (PLAN_STARTED, STEP_STARTED, STEP_COMPLETED, STEP_FAILED, PLAN_COMPLETED,
                       APPROVAL_REQUESTED, APPROVAL_RESOLVED)
 #: Step types whose region goes in the payload (the assignee reads it, claims nothing).
@@ -87,12 +97,14 @@ class _Run:
 
     # events
 
-    def emit(self, event: str, **payload: Any) -> None:
+    def emit(self, event: type[PlanEvent], **fields: Any) -> None:
+        """Publish ``event`` of this run (its other fields: ``fields``) to the session, and
+        note it in the outcome's ``events``."""
         sid = self.agent.session_id
         if sid is not None:
-            self.agent.emit(events_topic(sid), event, {
-                "session_id": sid, "plan": self.plan.name, "plan_id": self.plan_id, **payload})
-        self.events.append([self.agent.now, event, payload.get("step_id")])
+            self.agent.emit(events_topic(sid), event(
+                session_id=sid, plan=self.plan.name, plan_id=self.plan_id, **fields))
+        self.events.append([self.agent.now, event.kind, fields.get("step_id")])
 
     def alert(self, severity: str, title: str, body: str, **details: Any) -> None:
         if self.agent.session_id is not None:
@@ -123,7 +135,7 @@ class _Run:
 
     def fail(self, step_id: str, reason: str, **info: Any) -> None:
         self.set(step_id, "failed", message=reason, finished_at=self.agent.now)
-        self.emit(STEP_FAILED, step_id=step_id, reason=reason, **info)
+        self.emit(PlanStepFailed, step_id=step_id, reason=reason, **info)
 
     async def start(self, step: Step) -> None:
         """The step's dependencies are done: announce it, then gate or delegate it."""
@@ -134,14 +146,14 @@ class _Run:
         self.targets[step.id] = target
         self.load[target] = self.load.get(target, 0) + 1
         self.set(step.id, "started", agent=target, started_at=self.agent.now)
-        self.emit(STEP_STARTED, step_id=step.id, agent=target, task_type=step.task_type,
+        self.emit(PlanStepStarted, step_id=step.id, agent=target, task_type=step.task_type,
                   approval=step.approval)
         if not step.approval:
             await self.delegate(step)
             return
         self.set(step.id, "awaiting_approval")
         self.deadlines[step.id] = self.agent.now + step.approval_timeout
-        self.emit(APPROVAL_REQUESTED, step_id=step.id, agent=target, task_type=step.task_type,
+        self.emit(HitlApprovalRequested, step_id=step.id, agent=target, task_type=step.task_type,
                   region=step.region, reply_to=self.agent.name, options=list(DECISIONS),
                   timeout=step.approval_timeout,
                   question=f"Run step {step.id} ({step.task_type} by {target}) of plan "
@@ -197,7 +209,7 @@ class _Run:
         self.load[self.targets[step_id]] -= 1
         if record.status == "completed":
             self.set(step_id, "completed", finished_at=self.agent.now)
-            self.emit(STEP_COMPLETED, step_id=step_id, agent=record.delegate,
+            self.emit(PlanStepCompleted, step_id=step_id, agent=record.delegate,
                       task_id=record.task_id, skipped=False, result=record.result)
         else:
             self.fail(step_id, record.message or "task failed", task_id=record.task_id)
@@ -297,14 +309,14 @@ class _Run:
         else:
             self.load[self.targets[step_id]] -= 1
             self.set(step_id, "skipped", finished_at=self.agent.now)
-            self.emit(STEP_COMPLETED, step_id=step_id, agent=self.targets[step_id],
+            self.emit(PlanStepCompleted, step_id=step_id, agent=self.targets[step_id],
                       task_id=None, skipped=True, result={"skipped": True})
 
     def resolve(self, step_id: str, decision: str, by: str, comment: str = "") -> None:
         self.steps[step_id]["decision"] = decision
         self.approvals.append({"step_id": step_id, "decision": decision, "by": by,
                                "t": self.agent.now})
-        self.emit(APPROVAL_RESOLVED, step_id=step_id, decision=decision, by=by,
+        self.emit(HitlApprovalResolved, step_id=step_id, decision=decision, by=by,
                   comment=comment)
 
     def time_out(self) -> None:
@@ -349,7 +361,7 @@ async def run_plan(agent: Agent, plan: Plan, *, plan_id: str | None = None,
                                duration=round(float(before[-1]["t"]) - started, 6))
             return run.outcome
     else:
-        run.emit(PLAN_STARTED, steps=plan.ids, runner=agent.name)
+        run.emit(PlanStarted, steps=plan.ids, runner=agent.name)
     await run.advance()
     while run.running or run.deadlines:
         timeout = None
@@ -372,7 +384,7 @@ async def run_plan(agent: Agent, plan: Plan, *, plan_id: str | None = None,
     failed = [s for s, status in run.status.items() if status not in _DONE]
     status = "failed" if failed else "completed"
     run.outcome.update(status=status, duration=round(agent.now - started, 6))
-    run.emit(PLAN_COMPLETED, status=status,
+    run.emit(PlanCompleted, status=status,
              completed=[s for s, v in run.status.items() if v == "completed"],
              skipped=[s for s, v in run.status.items() if v == "skipped"], failed=failed)
     if failed:
