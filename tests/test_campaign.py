@@ -532,9 +532,10 @@ class Surfaces(RuleBasedStateMachine):
             body, code = b"[" * 100_000 + b"]" * 100_000, -32600
         elif flaw == "utf8":
             body, code = body.replace(b"from a page", b"from \xff\xfe"), -32700
-        else:  # the A2A SDK's bound on the body: an answer, not a status
+        else:  # over the bound on a body: 413, as on /mcp, with a JSON-RPC error
             body, code = _send_message("session_create", {
                 "session_name": "x", "config": {"pad": "x" * SURFACE_LIMITS.max_frame}}), -32600
+            status = 413
 
         def step() -> None:
             answer = self.http.post(RPC, content=body, headers=headers)
