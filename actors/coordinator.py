@@ -15,6 +15,7 @@ contents, size). Times are simulation seconds.
 
 from __future__ import annotations
 
+import hmac
 import secrets
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -96,6 +97,22 @@ def _canonical(value: Any) -> bytes:
         return repr(value).encode()
 
 
+def _same_secret(given: object, secret: str) -> bool:
+    """``given`` is ``secret``, compared in time that does not depend on where they
+    differ (:func:`hmac.compare_digest`): a token guessed a character at a time
+    learns nothing from how long a refusal took."""
+    return isinstance(given, str) and hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), secret.encode("utf-8", "surrogatepass"))
+
+
+def _token_role(role_tokens: Mapping[str, str], given: object) -> str | None:
+    """The role a role token grants, each token compared as a secret (a session has a
+    handful: one a granted role)."""
+    found = None
+    for token, role in role_tokens.items():
+        if _same_secret(given, token):
+            found = role  # no early exit: the time does not say which one matched
+    return found
 
 @dataclass(slots=True)
 class _Session:
@@ -319,12 +336,13 @@ class Coordinator(SessionService):
         args = call.args
         session = self._state[call.session_id]
         members = self.members[call.session_id]
-        token_role = session.role_tokens.get(args["role_token"]) if "role_token" in args else None
+        token_role = _token_role(session.role_tokens, args["role_token"]) \
+            if "role_token" in args else None
         if "role_token" in args and token_role is None:
             raise ToolError("invalid_token", "role_token: not one of this session's role "
                             "tokens", field="role_token")
-        if session.private and token_role is None and (
-                args.get("invite_token") != session.invite_token):
+        if session.private and token_role is None and not _same_secret(
+                args.get("invite_token"), session.invite_token):
             raise ToolError("invalid_token", "this session is private; the invite token "
                             "given does not match")
         role = args["role"]
