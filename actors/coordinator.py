@@ -29,7 +29,7 @@ from actors.service import REPLY_MARGIN, Call, Member, SessionInfo, SessionServi
 from actors.supervisor import ROOT, Supervisor
 from sim.dispatch.core import SYSTEM
 from sim.messages import MESSAGE_TYPES, Message
-from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
+from sim.tools import SERVICES, STATE_PAGE_DEFAULT, ToolError, WorldLimits, ok, session_topic
 from sim.views import (
     CheckpointView,
     MemberView,
@@ -740,6 +740,11 @@ class Coordinator(SessionService):
         return ok(subscription_id=sid, topic=topic)
 
     async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:
+        """The session's members that match every filter given, in join order, a page
+        at a time: at most ``limit`` (default 500) from the position ``cursor`` names,
+        cut shorter if they would not fit one reply. ``count`` is the number in this
+        answer; when more match past it, ``next_cursor`` is added, to pass back. Below
+        one page the answer is as it always was (``agents``, ``count``)."""
         args = call.args
         members = list(self.members[call.session_id].values())
         if args.get("agent_type"):
@@ -751,6 +756,16 @@ class Coordinator(SessionService):
                                    region=args["region_overlaps"])
             owners = set(found.get("agents", []))
             members = [m for m in members if m.agent_id in owners]
+        offset = _cursor_offset(args.get("cursor"))
+        page = members[offset:offset + args.get("limit", STATE_PAGE_DEFAULT)]
         agents = [{"agent_id": m.agent_id, "name": m.name, "agent_type": m.role,
-                   "capabilities": m.capabilities, "color": m.color} for m in members]
-        return ok(agents=agents, count=len(agents))
+                   "capabilities": m.capabilities, "color": m.color} for m in page]
+        result = ok(agents=agents, count=len(agents))
+        shown = _fit_lists(result, [agents], self._reply_budget())
+        if shown == 0 and page:  # a next_cursor where this one is would never move on
+            raise ToolError("invalid_argument", f"cursor: the agent at position {offset} "
+                            "does not fit one reply", field="cursor")
+        result["count"] = shown
+        if offset + shown < len(members):
+            result["next_cursor"] = str(offset + shown)
+        return result
