@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="--view: the page's port on 127.0.0.1 (0 picks a free one)")
     run.add_argument("--paused", action="store_true",
                      help="--view, deterministic mode: wait for Start on the page")
+    run.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                     help="--view: a Host header to answer besides 127.0.0.1, e.g. a "
+                     "proxy's name; HOST or HOST:PORT (repeatable)")
     run.add_argument("--store", metavar="PATH",
                      help="keep the run durable in a SQLite store there (see docs/store.md)")
     run.add_argument("--overwrite", action="store_true",
@@ -116,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
         "view", help="scrub a stored run in the browser (a time slider over its snapshots)")
     scrub.add_argument("store", metavar="PATH", help="a store written with run --store")
     scrub.add_argument("--port", type=_ascii_int, default=8765, help="0 picks a free port")
+    scrub.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                       help="a Host header to answer besides 127.0.0.1, e.g. a proxy's "
+                       "name; HOST or HOST:PORT (repeatable)")
 
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
@@ -362,8 +368,8 @@ def _run(args: argparse.Namespace) -> int:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
     if args.overwrite and not args.store:
         raise ScenarioError("--overwrite applies with --store only")
-    if (args.port != 8765 or args.paused) and not args.view:
-        raise ScenarioError("--port and --paused go with --view")
+    if (args.port != 8765 or args.paused or args.allow_host) and not args.view:
+        raise ScenarioError("--port, --paused and --allow-host go with --view")
     if args.view:
         _check_port_free(VIEW_HOST, args.port)
     viewer = _viewer(args) if args.view else None
@@ -459,14 +465,21 @@ def _view_stored(args: argparse.Namespace) -> int:
     _check_port_free(VIEW_HOST, args.port)
     run = open_run(args.store)  # StoreError (exit 2) when it is not a store
     try:
+        from barnraise.gateway.server import check_hosts
         from barnraise.view.stored import serve_stored
     except ImportError as exc:
         print(f"barnraise: error: `barnraise view` needs the gateway extra "
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return 2
     try:
+        allowed_hosts = check_hosts(args.allow_host)
+    except ValueError as exc:
+        print(f"barnraise: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         with _script_warnings():
-            return serve_stored(run, host=VIEW_HOST, port=args.port, script=args.script)
+            return serve_stored(run, host=VIEW_HOST, port=args.port, script=args.script,
+                                allowed_hosts=allowed_hosts)
     except ValueError as exc:
         print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
         return 2
@@ -484,8 +497,13 @@ def _viewer(args: argparse.Namespace) -> Any:
         print(f"barnraise: error: --view needs the gateway extra "
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return None
-    return LiveView(host=VIEW_HOST, port=args.port, paused=args.paused, scenario=args.scenario,
-                    announce=lambda url: print(url, flush=True))
+    try:
+        return LiveView(host=VIEW_HOST, port=args.port, paused=args.paused,
+                        scenario=args.scenario, announce=lambda url: print(url, flush=True),
+                        allowed_hosts=args.allow_host)
+    except ValueError as exc:  # a malformed --allow-host: before the run starts
+        print(f"barnraise: error: {exc}", file=sys.stderr)
+        return None
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
