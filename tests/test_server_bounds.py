@@ -204,18 +204,21 @@ def test_connections_over_the_bound_answer_503_and_past_twice_it_are_closed() ->
             opened.append(first)
             first.sendall(request)
             assert first.recv(4096).startswith(b"HTTP/1.1 200")
-            # Four open (the bound): a request and an upgrade answer 503.
+            # Four open (the bound): an upgrade answers 503, and so does a request. Each
+            # 503 closes its connection, so the fourth is opened again in between.
             opened += [socket.create_connection(address, timeout=10) for _ in range(3)]
             wait_for_connections(server, 4)
-            first.sendall(request)
-            assert first.recv(4096).startswith(b"HTTP/1.1 503")
             opened[1].sendall(upgrade)
             assert closed_within(opened[1], 10).startswith(b"HTTP/1.1 503")
             assert server.gateway.counters["over_capacity"] == 1
-            # The two answered 503 were closed by the server (connection: close).
-            wait_for_connections(server, 2)
+            wait_for_connections(server, 3)
+            opened.append(socket.create_connection(address, timeout=10))
+            wait_for_connections(server, 4)
+            first.sendall(request)
+            assert closed_within(first, 10).startswith(b"HTTP/1.1 503")
+            wait_for_connections(server, 3)
             # Eight open (twice the bound): the ninth is closed unanswered.
-            opened += [socket.create_connection(address, timeout=10) for _ in range(6)]
+            opened += [socket.create_connection(address, timeout=10) for _ in range(5)]
             wait_for_connections(server, 8)
             extra = socket.create_connection(address, timeout=10)
             opened.append(extra)
@@ -236,6 +239,14 @@ def test_connections_over_the_bound_answer_503_and_past_twice_it_are_closed() ->
 # -- a body over the limit, on every POST route ------------------------------------------
 
 
+def _answer(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of one HTTP/1.1 response (with a Content-Length)."""
+    head_part, _, body = raw.partition(b"\r\n\r\n")
+    lines = head_part.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body[:int(headers["content-length"])]
+
+
 @pytest.mark.parametrize("path", ["/a2a/jsonrpc", "/mcp"])
 @pytest.mark.parametrize("declared", [True, False], ids=["declared", "chunked"])
 def test_a_body_over_the_limit_answers_413_with_a_jsonrpc_error(path: str,
@@ -243,18 +254,25 @@ def test_a_body_over_the_limit_answers_413_with_a_jsonrpc_error(path: str,
     with bounded() as server:
         limit = server.gateway.hub.limits.max_frame
         before = len(server.gateway.world.sessions())
-        body = session_create("x" * (limit + 1))
-        content: Any = body if declared else iter([body[:1000], body[1000:]])
-        headers = {"content-type": "application/json",
-                   "accept": "application/json, text/event-stream"}
-        try:
-            answer = httpx.post(server.url + path, content=content, headers=headers,
-                                timeout=20)
-        except httpx.TransportError:  # answered on the declared length; the upload met
-            pytest.skip("the server closed before the upload ended")  # a closed socket
-        assert answer.status_code == 413, answer.text
-        assert answer.headers["content-type"] == "application/json"
-        error = answer.json()
+        if declared:  # answered on the Content-Length alone: no byte of the body is sent
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                sock.sendall(head(server, "POST", path, limit + 1))
+                sock.settimeout(10)
+                raw = b""
+                while b"\r\n\r\n" not in raw or not raw.endswith(b"}"):
+                    chunk = sock.recv(65536)
+                    assert chunk, raw
+                    raw += chunk
+            status, headers, body = _answer(raw)
+        else:  # no length given: counted as it comes, refused past the limit
+            pieces = iter([session_create("x" * 1000)[:-2], b"x" * limit, b"}}"])
+            answer = httpx.post(server.url + path, content=pieces, timeout=20, headers={
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream"})
+            status, headers, body = answer.status_code, dict(answer.headers), answer.content
+        assert status == 413, body
+        assert headers["content-type"] == "application/json"
+        error = json.loads(body)
         assert error["jsonrpc"] == "2.0" and error["id"] is None
         assert error["error"]["code"] == -32600 and f"over {limit} bytes" in \
             error["error"]["message"]
@@ -266,6 +284,7 @@ def test_a_websocket_that_cannot_connect_over_the_bound_is_told_503() -> None:
     with bounded(max_connections=2) as server:
         hold = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         try:
+            wait_for_connections(server, 1)
             async def scenario() -> int:
                 with pytest.raises(InvalidStatus) as refused:
                     async with connect(f"ws://127.0.0.1:{server.port}/a2a", open_timeout=10):
