@@ -57,6 +57,8 @@ VIEW_HOST = "127.0.0.1"
 AGENT_TTL = 60.0
 MIN_AGENT_TTL = 1.0
 MAX_AGENT_TTL = 86_400.0
+#: ``serve --max-connections``: its largest value.
+MAX_CONNECTIONS = 1_000_000
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -165,6 +167,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="a remote agent not heard from for this many wall seconds "
                        f"leaves its session ({MIN_AGENT_TTL:g}..{MAX_AGENT_TTL:g}; "
                        f"default {AGENT_TTL:g})")
+    serve.add_argument("--max-connections", type=_ascii_int, default=None, metavar="N",
+                       help="open connections (HTTP and WebSocket) past which a request "
+                       "answers 503 (1..1000000; default 1000, or a quarter of the "
+                       "open-file limit if less)")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio, on a world of its own")
     for command in (serve, mcp):
         command.add_argument("--scenario", help="run this scenario's crew in the world")
@@ -318,6 +324,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"barnraise: error: --agent-ttl must be {MIN_AGENT_TTL:g}..{MAX_AGENT_TTL:g} "
               f"wall seconds, got {ttl:g}", file=sys.stderr)
         return 2
+    connections = getattr(args, "max_connections", None)
+    if connections is not None and not 1 <= connections <= MAX_CONNECTIONS:
+        print(f"barnraise: error: --max-connections must be 1..{MAX_CONNECTIONS}, "
+              f"got {connections}", file=sys.stderr)
+        return 2
     try:  # the server's packages are an extra: only these commands need them
         from barnraise.gateway.operator import operator_token
         from barnraise.gateway.serve import serve_mcp, serve_network
@@ -347,7 +358,8 @@ def _serve(args: argparse.Namespace) -> int:
                              params=params, seed=args.seed, time_scale=args.time_scale,
                              allowed_origins=args.allow_origin,
                              allowed_hosts=args.allow_host, store=args.store,
-                             overwrite=args.overwrite, operator_token=token, agent_ttl=ttl)
+                             overwrite=args.overwrite, operator_token=token, agent_ttl=ttl,
+                             max_connections=connections)
     except (ScenarioError, StoreError, ValueError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
             print(f"barnraise: error: {_cannot_listen(args.host, args.port, exc)}",

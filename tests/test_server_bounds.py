@@ -12,7 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -294,3 +298,37 @@ def test_a_websocket_that_cannot_connect_over_the_bound_is_told_503() -> None:
             assert asyncio.run(scenario()) == 503
         finally:
             hold.close()
+
+
+def test_serve_takes_max_connections_checked_before_anything_starts() -> None:
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    for bad in ("0", "1000001", "-3"):
+        cli = subprocess.run([sys.executable, "-m", "barnraise.cli", "serve", "--port", "0",
+                              f"--max-connections={bad}"], capture_output=True, text=True,
+                             timeout=120, env=env)
+        assert cli.returncode == 2 and cli.stdout == "", (bad, cli.stderr)
+        assert len(cli.stderr.strip().splitlines()) == 1 and "--max-connections" in cli.stderr
+    process = subprocess.Popen([sys.executable, "-m", "barnraise.cli", "serve", "--port", "0",
+                                "--max-connections", "2"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    held: list[socket.socket] = []
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()  # the server answers once it listens
+        assert url.startswith("http://127.0.0.1:"), (url, process.poll())
+        port = int(url.rsplit(":", 1)[1])
+        assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        deadline = time.monotonic() + 10  # until the server has accepted the held socket
+        while (status := httpx.get(url + "/healthz", timeout=10).status_code) == 200:
+            assert time.monotonic() < deadline, "the held socket was never counted"
+        assert status == 503
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    finally:
+        for sock in held:
+            sock.close()
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
