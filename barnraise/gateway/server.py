@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import signal
 import socket
 import threading
@@ -431,6 +432,13 @@ class _BoundedHttp(HttpToolsProtocol):
     (``body_timeout``). A request whose body is in is not timed by either: an
     answer may take as long as it takes, a stream as long as it lasts.
 
+    No timer per request: each connection keeps the loop time it must have moved
+    on by (its deadline, a float), and one sweep every :attr:`sweep` seconds
+    (a second at most) closes those past theirs, so a bound is kept to within
+    that much. A timer per request (``call_later`` and ``cancel``) cost about 3 us
+    of CPU, and a body's timer beside the headers' made it two a request (measured
+    in docs/gateway.md, "Limits, refusals, counters").
+
     ``max_connections`` is uvicorn's ``limit_concurrency``, which answers a
     request 503 when that many connections (HTTP and WebSocket) are open; uvicorn
     lets a WebSocket upgrade through that check, so here an upgrade over it gets
@@ -443,45 +451,56 @@ class _BoundedHttp(HttpToolsProtocol):
     body_timeout: float = 30.0
     max_connections: int = 1000
     counters: Counters | None = None
+    #: Seconds between sweeps (set per server, with the bounds).
+    sweep: float = 1.0
+    #: The server's one sweep timer, and the loop it is on (set on the server's subclass).
+    _sweeper: asyncio.TimerHandle | None = None
+    _sweeper_loop: asyncio.AbstractEventLoop | None = None
+
+    _deadline: float = math.inf
+    _late: str = "header_timeout"
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_timer: asyncio.TimerHandle | None = None
         if len(self.connections) > 2 * self.max_connections:
             self._count("connection_refused")
             transport.abort()
             return
-        self._arm(self.header_timeout, "header_timeout")
+        self._deadline, self._late = self.loop.time() + self.header_timeout, "header_timeout"
+        cls = type(self)
+        if cls._sweeper is None or cls._sweeper_loop is not self.loop:
+            cls._sweeper_loop = self.loop
+            cls._sweeper = self.loop.call_later(self.sweep, self._sweep)
 
     def _count(self, name: str) -> None:
         if self.counters is not None:
             self.counters.add(name)
 
-    def _arm(self, seconds: float, reason: str) -> None:
-        self._disarm()
-        self._header_timer = self.loop.call_later(seconds, self._late, reason)
-
-    def _disarm(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _late(self, reason: str) -> None:
-        self._header_timer = None
-        if not self.transport.is_closing():
-            self._count(reason)
-            self.transport.close()
+    def _sweep(self) -> None:
+        """Close the connections past their deadlines; again in a sweep while any is open."""
+        cls = type(self)
+        now = self.loop.time()
+        for connection in list(self.connections):
+            if isinstance(connection, _BoundedHttp) and connection._deadline <= now:
+                connection._deadline = math.inf
+                if not connection.transport.is_closing():
+                    connection._count(connection._late)
+                    connection.transport.close()
+        if self.connections:
+            cls._sweeper = self.loop.call_later(self.sweep, self._sweep)
+        else:
+            cls._sweeper = None  # the next connection starts it again
 
     def on_headers_complete(self) -> None:
-        self._arm(self.body_timeout, "body_timeout")
+        self._deadline, self._late = self.loop.time() + self.body_timeout, "body_timeout"
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
-        self._disarm()
+        self._deadline = math.inf
         super().on_message_complete()
 
     def handle_websocket_upgrade(self) -> None:
-        self._disarm()  # the WebSocket's own bounds take over (ws.py, auth_timeout)
+        self._deadline = math.inf  # the WebSocket's own bounds take over (ws.py)
         if len(self.connections) >= self.max_connections:
             self._count("over_capacity")
             body = b"Service Unavailable"
@@ -498,10 +517,11 @@ class _BoundedHttp(HttpToolsProtocol):
         # uvicorn armed its keep-alive timer: no pipelined request is waiting, and
         # the next one's headers are timed from here.
         if self.timeout_keep_alive_task is not None:
-            self._arm(self.header_timeout, "header_timeout")
+            self._deadline, self._late = self.loop.time() + self.header_timeout, \
+                "header_timeout"
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._deadline = math.inf
         super().connection_lost(exc)
 
 
@@ -614,7 +634,8 @@ class GatewayServer:
         limits = gateway.hub.limits
         protocol = type("BoundedHttp", (_BoundedHttp,),
                         {"header_timeout": header_timeout, "body_timeout": body_timeout,
-                         "max_connections": max_connections, "counters": gateway.counters})
+                         "max_connections": max_connections, "counters": gateway.counters,
+                         "sweep": min(1.0, header_timeout / 4, body_timeout / 4)})
         config = uvicorn.Config(
             gateway.app, log_level="warning", lifespan="on", ws="websockets-sansio",
             ws_max_size=4 * limits.max_frame, ws_per_message_deflate=False,
