@@ -15,6 +15,7 @@ contents, size). Times are simulation seconds.
 
 from __future__ import annotations
 
+import hmac
 import secrets
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -36,7 +37,7 @@ from sim.events import (
     Rollback,
 )
 from sim.messages import MESSAGE_TYPES, Message
-from sim.tools import SERVICES, ToolError, WorldLimits, ok, session_topic
+from sim.tools import SERVICES, STATE_PAGE_DEFAULT, ToolError, WorldLimits, ok, session_topic
 from sim.views import (
     CheckpointView,
     MemberView,
@@ -104,6 +105,22 @@ def _canonical(value: Any) -> bytes:
         return repr(value).encode()
 
 
+def _same_secret(given: object, secret: str) -> bool:
+    """``given`` is ``secret``, compared in time that does not depend on where they
+    differ (:func:`hmac.compare_digest`): a token guessed a character at a time
+    learns nothing from how long a refusal took."""
+    return isinstance(given, str) and hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), secret.encode("utf-8", "surrogatepass"))
+
+
+def _token_role(role_tokens: Mapping[str, str], given: object) -> str | None:
+    """The role a role token grants, each token compared as a secret (a session has a
+    handful: one a granted role)."""
+    found = None
+    for token, role in role_tokens.items():
+        if _same_secret(given, token):
+            found = role  # no early exit: the time does not say which one matched
+    return found
 
 @dataclass(slots=True)
 class _Session:
@@ -327,12 +344,13 @@ class Coordinator(SessionService):
         args = call.args
         session = self._state[call.session_id]
         members = self.members[call.session_id]
-        token_role = session.role_tokens.get(args["role_token"]) if "role_token" in args else None
+        token_role = _token_role(session.role_tokens, args["role_token"]) \
+            if "role_token" in args else None
         if "role_token" in args and token_role is None:
             raise ToolError("invalid_token", "role_token: not one of this session's role "
                             "tokens", field="role_token")
-        if session.private and token_role is None and (
-                args.get("invite_token") != session.invite_token):
+        if session.private and token_role is None and not _same_secret(
+                args.get("invite_token"), session.invite_token):
             raise ToolError("invalid_token", "this session is private; the invite token "
                             "given does not match")
         role = args["role"]
@@ -730,6 +748,11 @@ class Coordinator(SessionService):
         return ok(subscription_id=sid, topic=topic)
 
     async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:
+        """The session's members that match every filter given, in join order, a page
+        at a time: at most ``limit`` (default 500) from the position ``cursor`` names,
+        cut shorter if they would not fit one reply. ``count`` is the number in this
+        answer; when more match past it, ``next_cursor`` is added, to pass back. Below
+        one page the answer is as it always was (``agents``, ``count``)."""
         args = call.args
         members = list(self.members[call.session_id].values())
         if args.get("agent_type"):
@@ -741,6 +764,16 @@ class Coordinator(SessionService):
                                    region=args["region_overlaps"])
             owners = set(found.get("agents", []))
             members = [m for m in members if m.agent_id in owners]
+        offset = _cursor_offset(args.get("cursor"))
+        page = members[offset:offset + args.get("limit", STATE_PAGE_DEFAULT)]
         agents = [{"agent_id": m.agent_id, "name": m.name, "agent_type": m.role,
-                   "capabilities": m.capabilities, "color": m.color} for m in members]
-        return ok(agents=agents, count=len(agents))
+                   "capabilities": m.capabilities, "color": m.color} for m in page]
+        result = ok(agents=agents, count=len(agents))
+        shown = _fit_lists(result, [agents], self._reply_budget())
+        if shown == 0 and page:  # a next_cursor where this one is would never move on
+            raise ToolError("invalid_argument", f"cursor: the agent at position {offset} "
+                            "does not fit one reply", field="cursor")
+        result["count"] = shown
+        if offset + shown < len(members):
+            result["next_cursor"] = str(offset + shown)
+        return result

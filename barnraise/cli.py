@@ -57,6 +57,8 @@ VIEW_HOST = "127.0.0.1"
 AGENT_TTL = 60.0
 MIN_AGENT_TTL = 1.0
 MAX_AGENT_TTL = 86_400.0
+#: ``serve --max-connections``: its largest value.
+MAX_CONNECTIONS = 1_000_000
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="--view: the page's port on 127.0.0.1 (0 picks a free one)")
     run.add_argument("--paused", action="store_true",
                      help="--view, deterministic mode: wait for Start on the page")
+    run.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                     help="--view: a Host header to answer besides 127.0.0.1, e.g. a "
+                     "proxy's name; HOST or HOST:PORT (repeatable)")
     run.add_argument("--store", metavar="PATH",
                      help="keep the run durable in a SQLite store there (see docs/store.md)")
     run.add_argument("--overwrite", action="store_true",
@@ -116,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
         "view", help="scrub a stored run in the browser (a time slider over its snapshots)")
     scrub.add_argument("store", metavar="PATH", help="a store written with run --store")
     scrub.add_argument("--port", type=_ascii_int, default=8765, help="0 picks a free port")
+    scrub.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                       help="a Host header to answer besides 127.0.0.1, e.g. a proxy's "
+                       "name; HOST or HOST:PORT (repeatable)")
 
     sweep = commands.add_parser(
         "sweep", help="run a scenario over parameter values and seeds, one row per run")
@@ -159,6 +167,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="a remote agent not heard from for this many wall seconds "
                        f"leaves its session ({MIN_AGENT_TTL:g}..{MAX_AGENT_TTL:g}; "
                        f"default {AGENT_TTL:g})")
+    serve.add_argument("--max-connections", type=_ascii_int, default=None, metavar="N",
+                       help="open connections (HTTP and WebSocket) past which a request "
+                       "answers 503 (1..1000000; default 1000, or a quarter of the "
+                       "open-file limit if less)")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio, on a world of its own")
     for command in (serve, mcp):
         command.add_argument("--scenario", help="run this scenario's crew in the world")
@@ -312,6 +324,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"barnraise: error: --agent-ttl must be {MIN_AGENT_TTL:g}..{MAX_AGENT_TTL:g} "
               f"wall seconds, got {ttl:g}", file=sys.stderr)
         return 2
+    connections = getattr(args, "max_connections", None)
+    if connections is not None and not 1 <= connections <= MAX_CONNECTIONS:
+        print(f"barnraise: error: --max-connections must be 1..{MAX_CONNECTIONS}, "
+              f"got {connections}", file=sys.stderr)
+        return 2
     try:  # the server's packages are an extra: only these commands need them
         from barnraise.gateway.operator import operator_token
         from barnraise.gateway.serve import serve_mcp, serve_network
@@ -341,7 +358,8 @@ def _serve(args: argparse.Namespace) -> int:
                              params=params, seed=args.seed, time_scale=args.time_scale,
                              allowed_origins=args.allow_origin,
                              allowed_hosts=args.allow_host, store=args.store,
-                             overwrite=args.overwrite, operator_token=token, agent_ttl=ttl)
+                             overwrite=args.overwrite, operator_token=token, agent_ttl=ttl,
+                             max_connections=connections)
     except (ScenarioError, StoreError, ValueError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
             print(f"barnraise: error: {_cannot_listen(args.host, args.port, exc)}",
@@ -362,8 +380,8 @@ def _run(args: argparse.Namespace) -> int:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
     if args.overwrite and not args.store:
         raise ScenarioError("--overwrite applies with --store only")
-    if (args.port != 8765 or args.paused) and not args.view:
-        raise ScenarioError("--port and --paused go with --view")
+    if (args.port != 8765 or args.paused or args.allow_host) and not args.view:
+        raise ScenarioError("--port, --paused and --allow-host go with --view")
     if args.view:
         _check_port_free(VIEW_HOST, args.port)
     viewer = _viewer(args) if args.view else None
@@ -459,14 +477,21 @@ def _view_stored(args: argparse.Namespace) -> int:
     _check_port_free(VIEW_HOST, args.port)
     run = open_run(args.store)  # StoreError (exit 2) when it is not a store
     try:
+        from barnraise.gateway.server import check_hosts
         from barnraise.view.stored import serve_stored
     except ImportError as exc:
         print(f"barnraise: error: `barnraise view` needs the gateway extra "
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return 2
     try:
+        allowed_hosts = check_hosts(args.allow_host)
+    except ValueError as exc:
+        print(f"barnraise: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         with _script_warnings():
-            return serve_stored(run, host=VIEW_HOST, port=args.port, script=args.script)
+            return serve_stored(run, host=VIEW_HOST, port=args.port, script=args.script,
+                                allowed_hosts=allowed_hosts)
     except ValueError as exc:
         print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
         return 2
@@ -484,8 +509,13 @@ def _viewer(args: argparse.Namespace) -> Any:
         print(f"barnraise: error: --view needs the gateway extra "
               f"(pip install 'barnraise[gateway]'): {exc}", file=sys.stderr)
         return None
-    return LiveView(host=VIEW_HOST, port=args.port, paused=args.paused, scenario=args.scenario,
-                    announce=lambda url: print(url, flush=True))
+    try:
+        return LiveView(host=VIEW_HOST, port=args.port, paused=args.paused,
+                        scenario=args.scenario, announce=lambda url: print(url, flush=True),
+                        allowed_hosts=args.allow_host)
+    except ValueError as exc:  # a malformed --allow-host: before the run starts
+        print(f"barnraise: error: {exc}", file=sys.stderr)
+        return None
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -351,9 +351,16 @@ _TOOL_LIST: Final = [
         "event_type": {"type": "string"}, "topic": {"type": "string"},
         "filter": {"type": "object"},
     }),
-    _tool("a2a_discover", "coordinator", "Find session agents by type, capability, region.", {
+    _tool("a2a_discover", "coordinator", "Find session agents by type, capability, region; "
+          "a page at a time (next_cursor, when there is more).", {
         "agent_type": {"type": "string", "enum": _ROLES}, "capability": {"type": "string"},
         "region_overlaps": _REGION,
+        # No schema default: a default is filled into every call's arguments, and the
+        # calls that never page would change their recorded form (and the digests).
+        "limit": {**_count(1, maximum=STATE_PAGE_MAX), "description": "The most agents "
+                  f"in one answer (default {STATE_PAGE_DEFAULT})"},
+        "cursor": {"type": "string", "description": "A previous answer's next_cursor: the "
+                   "page after it"},
     }),
     _tool("a2a_lock_acquire", "coordination", "Take a named lock (a lease), waiting if asked.", {
         "lock_id": {"type": "string", "minLength": 1},

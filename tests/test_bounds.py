@@ -228,6 +228,36 @@ def test_subscriptions_past_the_bound_are_refused_and_an_identical_one_is_the_sa
         run(identical())
 
 
+def test_an_identical_subscription_at_the_bound_answers_the_one_held() -> None:
+    """Below the bound an identical a2a_subscribe answered the id already held; at the
+    bound the hub refused it (limit_exceeded) before the world could say so."""
+    with served(limits=Limits(subscriptions=3)) as server:
+        hub = server.gateway.hub
+
+        async def scenario() -> None:
+            ws, joined = await join(server, "Full")
+            asks = [("a2a_subscribe", {"event_type": f"event_{n}"}) for n in range(3)]
+            await pipeline(ws, asks)
+            held = await answers(ws, 3)
+            assert all(held[n]["result"]["success"] for n in (1, 2, 3)), held
+            filtered = ("a2a_subscribe", {"event_type": "event_1", "filter": {"a": 1}})
+            again = [asks[0], asks[2], asks[0], ("a2a_subscribe", {"event_type": "event_9"}),
+                     filtered]
+            await pipeline(ws, again, first_id=4)
+            got = await answers(ws, 5)
+            for n, first in ((4, 1), (5, 3), (6, 1)):
+                assert got[n]["result"] == held[first]["result"], (got[n], held[first])
+            assert refused(got[7]) == "subscriptions"  # a new one: still refused
+            assert refused(got[8]) == "subscriptions"  # another filter is another one
+            slot = hub.slots[joined["agent_id"]]
+            assert [s["subscription_id"] for s in slot.subscriptions] == [
+                held[n]["result"]["subscription_id"] for n in (1, 2, 3)]
+            await ws.close()
+
+        run(scenario())
+        assert counters(server)["limit_exceeded:subscriptions"] == 2
+
+
 def test_kept_mail_is_bounded_and_the_overflow_counted() -> None:
     with served(limits=Limits(outbox=5)) as server:
         hub = server.gateway.hub

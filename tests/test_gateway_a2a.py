@@ -239,6 +239,7 @@ def test_calls_without_a_valid_token_are_refused_and_counted(server: GatewayServ
     big = {**send, "params": {"pad": "x" * (server.gateway.hub.limits.max_frame + 1)}}
     try:
         status, body = post(big, None)
+        assert status == 413  # as on /mcp
         assert body["error"]["code"] == -32600 and "too large" in body["error"]["message"]
     except urllib.error.URLError as exc:
         # The server answers on the declared length and stops reading: the rest of

@@ -360,6 +360,30 @@ def test_mcp_stdio_answers_every_line_and_logs_each_refusal() -> None:
     assert [line.split()[3] for line in logged] == ["1", "2", "3", "4", "5", "6", "7", "8"]
 
 
+def test_mcp_stdio_skips_blank_lines_and_answers_anything_else() -> None:
+    """Blank and JSON-whitespace lines are no message (the stdio transport is
+    newline-delimited): no answer, no log line, and the line numbers still count them."""
+    initialize = (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {'
+                  b'"protocolVersion": "2025-06-18", "capabilities": {}, '
+                  b'"clientInfo": {"name": "edge-test", "version": "1"}}}')
+    lines = [b"", b"   ", b"\t \r", b"\x0c", b"\r", initialize + b"\r", b"\x0b"]
+    process = subprocess.Popen([sys.executable, "-m", "barnraise.cli", "mcp"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**os.environ,
+                                                            "PYTHONPATH": os.getcwd()})
+    try:
+        out, err = process.communicate(b"\n".join(lines) + b"\n\n", timeout=120)
+    finally:
+        process.kill()
+        process.wait(10)
+    answers = [json.loads(line) for line in out.splitlines()]
+    # (a refusal is written at once; a message's answer comes from the server: in any order)
+    assert sorted((a.get("id") or 0, a.get("error", {}).get("code") or 0)
+                  for a in answers) == [(0, -32700), (0, -32700), (1, 0)]
+    logged = [line.split()[3] for line in err.decode().splitlines() if "refused" in line]
+    assert logged == ["4", "7"]
+
+
 def test_read_lines_holds_at_most_the_limit() -> None:
     chunks = [b"ab\ncdefgh", b"ijk\n", b"", b"x" * 3, b"\nlast"]
 

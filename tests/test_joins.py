@@ -241,3 +241,55 @@ def test_a_page_whose_first_item_cannot_fit_is_refused_not_an_endless_cursor() -
         assert page["next_cursor"] == "1"
         refused = first.session_get_state(include=["agents"], cursor="1")
         assert refused["error"] == "invalid_argument" and refused["field"] == "cursor"
+
+
+# -- a2a_discover pages as session_get_state does ------------------------------------------
+
+
+def test_a2a_discover_of_a_crowd_answers_success_a_page_at_a_time(simu: Simulation) -> None:
+    """Before: a2a_discover listed every match in one answer, and about 240 members with
+    capabilities answered "too large"."""
+    _, sid = _session(simu)
+    crew = []
+    for i in range(600):
+        client = simu.client(f"m{i}")
+        joined = client.session_join(session_id=sid, agent_name=f"M{i}",
+                                     capabilities=[f"skill-{i}-{'x' * 60}", "kernel"])
+        assert joined["success"], (i, joined)
+        crew.append(client)
+    first = crew[0].a2a_discover(capability="kernel")
+    assert first["success"], first  # before: invalid_argument, the result too large
+    shown = first["count"]
+    assert 0 < shown == len(first["agents"]) <= STATE_PAGE_DEFAULT
+    assert first["next_cursor"] == str(shown)
+    assert _size(first) <= simu.dispatcher.max_content_bytes
+    names = [a["name"] for a in first["agents"]]
+    cursor = first["next_cursor"]
+    while cursor is not None:
+        page = crew[0].a2a_discover(capability="kernel", limit=STATE_PAGE_MAX, cursor=cursor)
+        assert page["success"] and page["count"] == len(page["agents"]), page
+        names += [a["name"] for a in page["agents"]]
+        cursor = page.get("next_cursor")
+    assert names == [f"M{i}" for i in range(600)]
+    # The filters apply before the page: a page of matches, and its cursor counts matches.
+    one = crew[0].a2a_discover(capability=f"skill-7-{'x' * 60}", limit=1)
+    assert [a["name"] for a in one["agents"]] == ["M7"] and "next_cursor" not in one
+    small = crew[0].a2a_discover(agent_type="builder", limit=250)
+    assert small["count"] == 250 and small["next_cursor"] == "250"
+
+
+def test_a2a_discover_below_a_page_keeps_its_shape(simu: Simulation) -> None:
+    _, sid = _session(simu)
+    crew = _crew(simu, sid, 3)
+    found = crew[0].a2a_discover()
+    assert set(found) == {"success", "agents", "count"} and found["count"] == 3
+    assert crew[0].a2a_discover(limit=3) == found
+    page = crew[0].a2a_discover(limit=2)
+    assert [a["name"] for a in page["agents"]] == ["M0", "M1"] and page["next_cursor"] == "2"
+    rest = crew[0].a2a_discover(limit=2, cursor="2")
+    assert [a["name"] for a in rest["agents"]] == ["M2"] and "next_cursor" not in rest
+    assert crew[0].a2a_discover(cursor="50") == {"success": True, "agents": [], "count": 0}
+    for args, field in (({"limit": 0}, "limit"), ({"limit": STATE_PAGE_MAX + 1}, "limit"),
+                        ({"cursor": "abc"}, "cursor"), ({"cursor": "\uff11"}, "cursor")):
+        refused = crew[0].a2a_discover(**args)
+        assert refused["error"] == "invalid_argument" and refused["field"] == field, refused

@@ -100,6 +100,42 @@ def test_private_sessions_need_the_invite_token(simu: Simulation) -> None:
     assert welcome["success"]
 
 
+def test_invite_and_role_tokens_are_compared_in_constant_time(
+        simu: Simulation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token compared with != answers a wrong guess sooner the earlier it differs."""
+    import hmac
+
+    import actors.coordinator
+
+    compared: list[tuple[bytes, bytes]] = []
+    constant_time = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return constant_time(a, b)
+
+    monkeypatch.setattr(actors.coordinator.hmac, "compare_digest", spy)
+    owner = simu.client()
+    made = owner.call("session_create", session_name="Secret", config={"private": True})
+    sid, invite = made["session_id"], made["invite_token"]
+    owned = owner.call("session_join", session_id=sid, agent_name="Owner",
+                       role="architect", invite_token=invite)
+    assert owned["success"], owned
+    granted = owner.call("session_grant", role="architect")
+    assert granted["success"], granted
+    role_token = granted["role_token"]
+    _, wrong = join(simu, sid, "Guesser", invite_token="join_" + "0" * 12)
+    assert wrong["error"] == "invalid_token"
+    assert (b"join_" + b"0" * 12, invite.encode()) in compared
+    _, wrong_role = join(simu, sid, "Pretender", role="architect",
+                         role_token="role_" + "0" * 24)
+    assert wrong_role["error"] == "invalid_token"
+    assert (b"role_" + b"0" * 24, role_token.encode()) in compared
+    _, welcome = join(simu, sid, "Friend", invite_token=invite)
+    _, second = join(simu, sid, "Second", role="architect", role_token=role_token)
+    assert welcome["success"] and second["success"], (welcome, second)
+
+
 def _private_session_run(seed: int) -> tuple[str, str, str, list[bytes]]:
     with Simulation(seed=seed) as simu:
         made = simu.client("host").call("session_create", session_name="Secret",

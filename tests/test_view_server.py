@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -348,7 +349,10 @@ def test_ctrl_c_on_a_held_run_stops_it_and_says_so() -> None:
 
 
 def test_view_options_are_checked_before_the_run() -> None:
-    for args, words in ((("--port", "0"), "--port and --paused go with --view"),
+    for args, words in ((("--port", "0"), "--port, --paused and --allow-host go with --view"),
+                        (("--allow-host", "barn.example"), "go with --view"),
+                        (("--view", "--port", "0", "--allow-host", "http://barn.example"),
+                         "--allow-host 'http://barn.example'"),
                         (("--view", "--port", "70000"), "--port must be")):
         process = _cli("run", "kernel_build", *args)
         _, err = process.communicate(timeout=60)
@@ -482,6 +486,51 @@ def test_barnraise_view_serves_a_stored_run_and_refuses_what_is_not_one(tmp_path
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=10)
+
+
+def _hosts_served(url: str, port: str) -> dict[str, int]:
+    """The status of GET / for each Host header: the bound address, an allowed name, a
+    foreign one."""
+    found = {}
+    for host in (f"127.0.0.1:{port}", "barn.example", f"evil.example:{port}"):
+        request = urllib.request.Request(url, headers={"Host": host})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                found[host] = response.status
+        except urllib.error.HTTPError as exc:
+            found[host] = exc.code
+    return found
+
+
+def test_allow_host_goes_with_run_view_and_view(tmp_path: Path) -> None:
+    """serve had --allow-host; run --view and view serve HTTP behind the same rule
+    (a view behind a proxy answered 421 to the proxy's name)."""
+    from barnraise.runner import open_store
+
+    path = tmp_path / "run.db"
+    request = check_request("kernel_build", seed=3, **SMALL)
+    assert run_request(request, store=open_store(request, path)).success
+    process = _cli("view", str(path), "--port", "0", "--allow-host", "a b")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2 and out == "" and "--allow-host 'a b'" in err, err
+    assert len(err.strip().splitlines()) == 1
+    for command in (("view", str(path), "--port", "0", "--allow-host", "barn.example"),
+                    ("run", "kernel_build", "--view", "--port", "0", "--allow-host",
+                     "barn.example", *(f"--param={k}={v}" for k, v in SMALL.items()))):
+        process = _cli(*command)
+        try:
+            assert process.stdout is not None
+            url = process.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:"), (command, process.poll())
+            port = url.rstrip("/").rsplit(":", 1)[1]
+            assert _hosts_served(url, port) == {f"127.0.0.1:{port}": 200, "barn.example": 200,
+                                                f"evil.example:{port}": 421}, command
+            process.send_signal(signal.SIGINT)
+            process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate(timeout=10)
 
 
 def _stored(path: Path, every: int, monkeypatch: pytest.MonkeyPatch) -> Path:

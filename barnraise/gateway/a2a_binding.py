@@ -39,7 +39,7 @@ import itertools
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from barnraise.gateway import jsonrpc
@@ -167,15 +167,16 @@ class A2ABinding:
     async def endpoint(self, request: Request) -> Response:
         try:
             return await self._handle(request)
+        except ClientDisconnect:  # gone (or closed for a late body): nobody to answer
+            return Response(status_code=400)
         except Exception as exc:  # nothing from the network may take the server down
             self.counters.add("internal_error")
             return _json(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, f"internal error: {exc!r}"))
 
     async def _handle(self, request: Request) -> Response:
         body = await self._body(request)
-        if body is None:
-            return _json(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "payload too large: "
-                                       f"over {self.hub.limits.max_frame} bytes"))
+        if body is None:  # 413, as on /mcp: the body was not read
+            return _json(jsonrpc.too_large(self.hub.limits.max_frame), 413)
         try:
             rpc = jsonrpc.parse(body)
         except RpcError as exc:

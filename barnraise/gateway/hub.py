@@ -184,6 +184,10 @@ class AgentSlot:
         #: Instead of an outbox: a hub-internal observer (the A2A task watch).
         self.observer: Callable[[Message], None] | None = None
         self.subscriptions: list[dict[str, Any]] = []
+        #: Which subscription each ``a2a_subscribe`` asked for (its arguments'
+        #: fingerprint) was answered with: at the bound, asking for one of them
+        #: again is let through, for the world to answer the one held.
+        self.subscribed_as: dict[bytes, str] = {}
         #: Bounds (see :meth:`Hub.start`): lock and barrier waits under way,
         #: subscriptions asked for and not yet answered, and the calls a closed
         #: connection gave up on that the world has not answered yet (each with its
@@ -447,12 +451,15 @@ class Hub:
             if running is not None and running[0] == fingerprint:
                 self.counters.add("calls_answered_again")
                 return running[1]
-        refusal = self._over_limit(slot, tool)
+        refusal = self._over_limit(slot, tool, args)
         if refusal is not None:
             done = self.loop.create_future()
             done.set_result(refusal)
             return done  # not remembered: a retry once there is room runs
         future = self._submit(slot, tool, dict(args))
+        if tool == "a2a_subscribe":
+            asked = fingerprint or _fingerprint(tool, args)
+            future.add_done_callback(lambda f: self._subscribed(slot, asked, f))
         if call_id is not None:
             if future.done():
                 self._remember(slot, call_id, fingerprint, future)
@@ -543,13 +550,40 @@ class Hub:
                 slot.subscriptions.append({"subscription_id": sid, "topic": result.get("topic")})
         elif tool == "session_leave":
             slot.subscriptions.clear()  # leaving ended them (one session at a time)
+            slot.subscribed_as.clear()
         return result
 
     # -- bounds -------------------------------------------------------------------------
 
-    def _over_limit(self, slot: AgentSlot, tool: str) -> dict[str, Any] | None:
+    def _subscribed(self, slot: AgentSlot, asked: bytes,
+                    future: asyncio.Future[dict[str, Any]]) -> None:
+        """Remember which subscription the ``a2a_subscribe`` whose arguments are
+        ``asked`` was answered with (pruned to those the world holds as it grows)."""
+        if future.cancelled():
+            return
+        result = future.result()
+        sid = result.get("subscription_id")
+        if not result.get("success") or not isinstance(sid, str):
+            return
+        kept = slot.subscribed_as
+        kept[asked] = sid
+        if len(kept) > 2 * self.limits.subscriptions:
+            held = {s["subscription_id"] for s in self.held_subscriptions(slot)}
+            slot.subscribed_as = {k: v for k, v in kept.items() if v in held}
+
+    def _holds_identical(self, slot: AgentSlot, args: Mapping[str, Any]) -> bool:
+        """``slot`` holds the very subscription these arguments ask for (the same
+        arguments were answered with one the world still holds)."""
+        sid = slot.subscribed_as.get(_fingerprint("a2a_subscribe", args))
+        return sid is not None and any(
+            s["subscription_id"] == sid for s in self.held_subscriptions(slot))
+
+    def _over_limit(self, slot: AgentSlot, tool: str,
+                    args: Mapping[str, Any]) -> dict[str, Any] | None:
         """The refusal of a call past one of the agent's bounds, or None. Costs a few
-        lengths a call; a refused call is never sent, so it changes nothing."""
+        lengths a call; a refused call is never sent, so it changes nothing. At the
+        subscriptions bound, an ``a2a_subscribe`` identical to one the agent holds is
+        let through: the world answers it with the one held, as below the bound."""
         limits = self.limits
         if len(slot.pending) + len(slot.orphans) >= limits.calls:
             return self.limit_refusal("calls", f"{limits.calls} calls of this agent are in "
@@ -560,7 +594,8 @@ class Hub:
         # At the bound, those the world no longer holds are forgotten first.
         if tool == "a2a_subscribe" and \
                 len(slot.subscriptions) + slot.subscribing >= limits.subscriptions and \
-                len(self.held_subscriptions(slot)) + slot.subscribing >= limits.subscriptions:
+                len(self.held_subscriptions(slot)) + slot.subscribing >= limits.subscriptions \
+                and not self._holds_identical(slot, args):
             return self.limit_refusal("subscriptions", f"this agent holds "
                                       f"{limits.subscriptions} subscriptions, the most it may")
         return None

@@ -50,6 +50,7 @@ __all__ = [
     "parse",
     "parse_batch",
     "success",
+    "too_large",
 ]
 
 PARSE_ERROR: Final = -32700
@@ -212,3 +213,9 @@ def error(request_id: Id, code: int, message: str, data: Any = None) -> bytes:
     if data is not None:
         fault["data"] = data
     return dumps({"jsonrpc": "2.0", "id": request_id, "error": fault})
+
+
+def too_large(limit: int) -> bytes:
+    """The body of every HTTP ``413`` a POST route answers for a body over ``limit`` bytes:
+    a JSON-RPC error (-32600, no id: the request was not read)."""
+    return error(None, INVALID_REQUEST, f"payload too large: over {limit} bytes")

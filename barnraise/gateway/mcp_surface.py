@@ -19,7 +19,16 @@ message object (``[]``, ``null``, ``3``) or nests deeper than
 :data:`~barnraise.gateway.jsonrpc.MAX_DEPTH` gets -32600, and a line over the
 frame limit (``Limits.max_frame``) gets -32600 without being held in memory:
 stdin is read in chunks and an over-long line is dropped up to its newline.
-Each refusal is also one line on stderr. Blank lines are skipped.
+Each refusal is also one line on stderr.
+
+A line that is empty or holds only JSON whitespace (space, tab, a CR before
+the newline) is skipped, without an answer or a log line, by design: the MCP
+stdio transport is newline-delimited JSON-RPC messages, and such a line holds
+no message. An answer to it could only carry ``"id": null``, which matches no
+request a client made, so a client (the SDK's among them) would have to treat
+it as a stray; a peer that writes ``\n\n`` or ``\r\n`` between messages is
+speaking the transport, not erring. Any other byte makes a line a message to
+answer (a form feed alone is -32700). Line numbers in the log count every line.
 """
 
 from __future__ import annotations
@@ -175,6 +184,10 @@ async def read_lines(read: Callable[[], Awaitable[bytes]],
         yield bytes(held)
 
 
+#: What may surround a JSON text (RFC 8259), and all a skipped stdio line may hold.
+JSON_WHITESPACE: Final = b" \t\r\n"
+
+
 def _admit(line: bytes) -> types.JSONRPCMessage:
     """The MCP message a line holds; :class:`RpcError` (-32700, -32600) if none."""
     body = jsonrpc.loads(line)
@@ -212,8 +225,8 @@ async def serve_stdio(surface: McpSurface, stdin_fd: int, stdout_fd: int, *, lim
                     if isinstance(line, int):
                         raise RpcError(jsonrpc.INVALID_REQUEST, f"a line of {line} bytes is "
                                        f"over the frame limit of {limit} (Limits.max_frame)")
-                    if not line.strip():
-                        continue
+                    if not line.strip(JSON_WHITESPACE):
+                        continue  # no message: nothing to answer (see the module doc)
                     message = _admit(line)
                 except RpcError as exc:
                     surface.hub.counters.add(jsonrpc.COUNTER[exc.code])

@@ -14,7 +14,13 @@ from barnraise.gateway.hub import AGENT_TTL, Hub
 from barnraise.gateway.mcp_surface import McpSurface, serve_stdio
 from barnraise.gateway.operator import Operator
 from barnraise.gateway.operator import operator_token as make_operator_token
-from barnraise.gateway.server import Gateway, GatewayServer, check_hosts, version
+from barnraise.gateway.server import (
+    MAX_CONNECTIONS,
+    Gateway,
+    GatewayServer,
+    check_hosts,
+    version,
+)
 
 __all__ = ["serve_mcp", "serve_network"]
 
@@ -24,7 +30,7 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
                   time_scale: float = 1.0, allowed_origins: Sequence[str] = (),
                   allowed_hosts: Sequence[str] = (), store: str | None = None,
                   overwrite: bool = False, operator_token: str | None = None,
-                  agent_ttl: float = AGENT_TTL) -> int:
+                  agent_ttl: float = AGENT_TTL, max_connections: int | None = None) -> int:
     """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0.
 
     With ``store``, the served run is kept in that SQLite file as it goes (the
@@ -36,6 +42,8 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
     ask for; it is printed on stderr with the role tokens, and the operator's page
     (the URL with ``#operator=TOKEN``) once the server listens.
     A remote agent not heard from for ``agent_ttl`` wall seconds expires (hub.py).
+    ``max_connections``: the server's bound on open connections (None: its default,
+    :data:`~barnraise.gateway.server.MAX_CONNECTIONS`).
     """
     from barnraise.view.server import ViewSurface  # the live page at / (barnraise.view)
     from barnraise.view.watch import Watcher
@@ -62,7 +70,9 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
         ViewSurface(watcher, gateway)
         # One gateway for the process's life: the heap built so far is frozen (see
         # GatewayServer), so full collections walk only what serving adds.
-        server = GatewayServer(gateway, host, port, freeze_heap=True)
+        server = GatewayServer(gateway, host, port, freeze_heap=True,
+                               max_connections=MAX_CONNECTIONS if max_connections is None
+                               else max_connections)
         server.run(on_ready=ready)
     finally:
         watcher.close()

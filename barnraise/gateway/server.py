@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import signal
 import socket
 import threading
@@ -107,17 +108,57 @@ def check_hosts(hosts: Sequence[str]) -> list[str]:
 version = package_version
 
 
+#: Default wall seconds for a request's headers to arrive (GatewayServer).
+HEADER_TIMEOUT: Final = 10.0
+#: Default wall seconds an idle keep-alive connection stays open (uvicorn's default).
+KEEP_ALIVE_TIMEOUT: Final = 5.0
+#: Default wall seconds for a request's body to arrive, from the end of its headers.
+BODY_TIMEOUT: Final = 30.0
+#: Default wall seconds a WebSocket may stay open without an agent (``session_join``,
+#: ``session_create`` or ``barnraise.auth``; on the view's socket, a page not watching).
+AUTH_TIMEOUT: Final = 10.0
+
+
+def _default_max_connections() -> int:
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 1000
+    if soft == resource.RLIM_INFINITY:
+        return 1000
+    return max(16, min(1000, soft // 4))
+
+
+#: Default bound on open connections (uvicorn's ``limit_concurrency``): past it a request
+#: or an upgrade answers 503; at twice it a new socket is closed unanswered. 1,000, or a
+#: quarter of the process's open-file limit if that is less (1,024 -> 256), so that twice
+#: the bound leaves file descriptors for the store, the log and the threads.
+MAX_CONNECTIONS: Final = _default_max_connections()
+
+
+def _check_seconds(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive finite number of seconds, got {value!r}")
+
+
 class Gateway:
     """The ASGI app of every surface over one hosted world (see the module doc)."""
 
     def __init__(self, world: HostedWorld, *, limits: Limits | None = None,
                  allowed_origins: Sequence[str] = (), allowed_hosts: Sequence[str] = (),
-                 agents: bool = True, agent_ttl: float | None = AGENT_TTL) -> None:
+                 agents: bool = True, agent_ttl: float | None = AGENT_TTL,
+                 auth_timeout: float = AUTH_TIMEOUT) -> None:
         """``agents=False``: serve the routes, but refuse every join (``no_agents``):
         for a view of a deterministic run, which one thread drives.
         ``allowed_hosts``: more ``Host`` values to serve (see :meth:`host_allowed`).
         ``agent_ttl``: wall seconds a remote agent may go unheard from before it
-        expires (hub.py)."""
+        expires (hub.py). ``auth_timeout``: wall seconds a WebSocket may stay open
+        without an agent (on ``/a2a``) or without watching (the view's socket) before
+        it is closed, counted ``auth_timeout``."""
+        _check_seconds("auth_timeout", auth_timeout)
+        self.auth_timeout = auth_timeout
         self.world = world
         self.hub = Hub(world.simulation, limits=limits, agents=agents, agent_ttl=agent_ttl)
         self.counters = self.hub.counters
@@ -205,7 +246,8 @@ class Gateway:
                         headers={"cache-control": "public, max-age=60"})
 
     async def _websocket(self, websocket: WebSocket) -> None:
-        await WebSocketSession(self.hub, websocket, self.origin_allowed).run()
+        await WebSocketSession(self.hub, websocket, self.origin_allowed,
+                               auth_timeout=self.auth_timeout).run()
 
     def origin_allowed(self, origin: str | None, host: str | None = None) -> bool:
         """No Origin (not a browser), a listed one, a page of this very server on
@@ -320,12 +362,6 @@ class EdgeMiddleware:
             await refusal(scope, receive, send)
 
 
-#: Default wall seconds for a request's headers to arrive (GatewayServer).
-HEADER_TIMEOUT: Final = 10.0
-#: Default wall seconds an idle keep-alive connection stays open (uvicorn's default).
-KEEP_ALIVE_TIMEOUT: Final = 5.0
-
-
 class McpFrameLimits:
     """``POST /mcp``'s body under the limits before the MCP SDK parses it: over
     ``limit`` bytes -> HTTP 413, nested deeper than :data:`jsonrpc.MAX_DEPTH` ->
@@ -340,6 +376,12 @@ class McpFrameLimits:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
+        too_large = Response(jsonrpc.too_large(self.limit), 413, media_type="application/json")
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                self.counters.add("body_too_large")  # refused before a byte is read
+                await too_large(scope, receive, send)
+                return
         chunks: list[bytes] = []
         size = 0
         more = True
@@ -351,9 +393,7 @@ class McpFrameLimits:
             size += len(chunk)
             if size > self.limit:
                 self.counters.add("body_too_large")
-                await Response(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "payload too "
-                                             f"large: over {self.limit} bytes"), 413,
-                               media_type="application/json")(scope, receive, send)
+                await too_large(scope, receive, send)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
@@ -377,54 +417,111 @@ class McpFrameLimits:
         await self.app(scope, replay, send)
 
 
-class _HeaderTimeout(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 protocol (httptools), plus a bound on the wait for headers.
+class _BoundedHttp(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol (httptools), plus bounds on slow clients and on
+    open connections.
 
     uvicorn closes a keep-alive connection left idle (``timeout_keep_alive``),
     but once a byte of a request has come, it waits for the rest of its headers
-    for ever: a client that opens sockets and sends a partial request line
-    holds each one open. Here a connection whose request headers are not
-    complete ``header_timeout`` wall seconds after it opened (or after its last
-    answer) is closed. A request whose headers are in is not timed by this.
+    for ever, and then for its body for ever: a client that opens sockets and
+    sends a partial request line, or a POST's headers and half its body, holds
+    each one open. Here a connection whose request headers are not complete
+    ``header_timeout`` wall seconds after it opened (or after its last answer)
+    is closed (counted ``header_timeout``), and so is one whose request body is
+    not complete ``body_timeout`` wall seconds after its headers
+    (``body_timeout``). A request whose body is in is not timed by either: an
+    answer may take as long as it takes, a stream as long as it lasts.
+
+    No timer per request: each connection keeps the loop time it must have moved
+    on by (its deadline, a float), and one sweep every :attr:`sweep` seconds
+    (a second at most) closes those past theirs, so a bound is kept to within
+    that much. A timer per request (``call_later`` and ``cancel``) cost about 3 us
+    of CPU, and a body's timer beside the headers' made it two a request (measured
+    in docs/gateway.md, "Limits, refusals, counters").
+
+    ``max_connections`` is uvicorn's ``limit_concurrency``, which answers a
+    request 503 when that many connections (HTTP and WebSocket) are open; uvicorn
+    lets a WebSocket upgrade through that check, so here an upgrade over it gets
+    the same 503. A socket that arrives when twice that many are open is closed
+    at once, unanswered (``connection_refused``): so open sockets, and the
+    process's file descriptors, stay bounded even when clients send nothing.
     """
 
     header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 1000
     counters: Counters | None = None
+    #: Seconds between sweeps (set per server, with the bounds).
+    sweep: float = 1.0
+    #: The server's one sweep timer, and the loop it is on (set on the server's subclass).
+    _sweeper: asyncio.TimerHandle | None = None
+    _sweeper_loop: asyncio.AbstractEventLoop | None = None
+
+    _deadline: float = math.inf
+    _late: str = "header_timeout"
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_timer: asyncio.TimerHandle | None = None
-        self._arm()
+        if len(self.connections) > 2 * self.max_connections:
+            self._count("connection_refused")
+            transport.abort()
+            return
+        self._deadline, self._late = self.loop.time() + self.header_timeout, "header_timeout"
+        cls = type(self)
+        if cls._sweeper is None or cls._sweeper_loop is not self.loop:
+            cls._sweeper_loop = self.loop
+            cls._sweeper = self.loop.call_later(self.sweep, self._sweep)
 
-    def _arm(self) -> None:
-        self._disarm()
-        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
+    def _count(self, name: str) -> None:
+        if self.counters is not None:
+            self.counters.add(name)
 
-    def _disarm(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_late(self) -> None:
-        self._header_timer = None
-        if not self.transport.is_closing():
-            if self.counters is not None:
-                self.counters.add("header_timeout")
-            self.transport.close()
+    def _sweep(self) -> None:
+        """Close the connections past their deadlines; again in a sweep while any is open."""
+        cls = type(self)
+        now = self.loop.time()
+        for connection in list(self.connections):
+            if isinstance(connection, _BoundedHttp) and connection._deadline <= now:
+                connection._deadline = math.inf
+                if not connection.transport.is_closing():
+                    connection._count(connection._late)
+                    connection.transport.close()
+        if self.connections:
+            cls._sweeper = self.loop.call_later(self.sweep, self._sweep)
+        else:
+            cls._sweeper = None  # the next connection starts it again
 
     def on_headers_complete(self) -> None:
-        self._disarm()
+        self._deadline, self._late = self.loop.time() + self.body_timeout, "body_timeout"
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._deadline = math.inf
+        super().on_message_complete()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._deadline = math.inf  # the WebSocket's own bounds take over (ws.py)
+        if len(self.connections) >= self.max_connections:
+            self._count("over_capacity")
+            body = b"Service Unavailable"
+            self.transport.write(b"HTTP/1.1 503 Service Unavailable\r\n"
+                                 b"content-type: text/plain; charset=utf-8\r\n"
+                                 b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                                 % (len(body), body))
+            self.transport.close()
+            return
+        super().handle_websocket_upgrade()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         # uvicorn armed its keep-alive timer: no pipelined request is waiting, and
         # the next one's headers are timed from here.
         if self.timeout_keep_alive_task is not None:
-            self._arm()
+            self._deadline, self._late = self.loop.time() + self.header_timeout, \
+                "header_timeout"
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._deadline = math.inf
         super().connection_lost(exc)
 
 
@@ -497,13 +594,29 @@ class GatewayServer:
 
     ``header_timeout``: wall seconds a connection may take to send a request's
     headers (from its opening or its last answer) before it is closed, counted
-    ``header_timeout``; ``keep_alive_timeout``: wall seconds an idle keep-alive
-    connection is kept open (uvicorn's ``timeout_keep_alive``).
+    ``header_timeout``; ``body_timeout``: wall seconds from a request's headers
+    to the end of its body (``body_timeout``); ``keep_alive_timeout``: wall
+    seconds an idle keep-alive connection is kept open (uvicorn's
+    ``timeout_keep_alive``); ``max_connections``: open connections, HTTP and
+    WebSocket together, past which a request or an upgrade answers 503 (uvicorn's
+    ``limit_concurrency``; at twice it a new socket is closed unanswered). The
+    WebSocket's bound on a connection without an agent is the gateway's
+    (:attr:`Gateway.auth_timeout`). Each is checked here: a :class:`ValueError`
+    names a bound that is not a positive finite number (or, for
+    ``max_connections``, a positive int).
     """
 
     def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 8765, *,
                  freeze_heap: bool = False, header_timeout: float = HEADER_TIMEOUT,
-                 keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT) -> None:
+                 keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT,
+                 body_timeout: float = BODY_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        for name, value in (("header_timeout", header_timeout),
+                            ("keep_alive_timeout", keep_alive_timeout),
+                            ("body_timeout", body_timeout)):
+            _check_seconds(name, value)
+        if type(max_connections) is not int or max_connections < 1:
+            raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
         self.gateway = gateway
         self.freeze_heap = freeze_heap
         self._frozen = False
@@ -519,15 +632,23 @@ class GatewayServer:
         self.port: int = self._socket.getsockname()[1]
         gateway.bind(host, self.port)
         limits = gateway.hub.limits
-        protocol = type("HeaderTimeout", (_HeaderTimeout,),
-                        {"header_timeout": header_timeout, "counters": gateway.counters})
+        protocol = type("BoundedHttp", (_BoundedHttp,),
+                        {"header_timeout": header_timeout, "body_timeout": body_timeout,
+                         "max_connections": max_connections, "counters": gateway.counters,
+                         "sweep": min(1.0, header_timeout / 4, body_timeout / 4)})
         config = uvicorn.Config(
             gateway.app, log_level="warning", lifespan="on", ws="websockets-sansio",
             ws_max_size=4 * limits.max_frame, ws_per_message_deflate=False,
             timeout_graceful_shutdown=3, http=protocol,
-            timeout_keep_alive=keep_alive_timeout)  # type: ignore[arg-type]
+            timeout_keep_alive=keep_alive_timeout,  # type: ignore[arg-type]
+            limit_concurrency=max_connections)
         self._server = _Uvicorn(config)
         self._thread: threading.Thread | None = None
+
+    @property
+    def connections(self) -> int:
+        """Connections open now, HTTP and WebSocket (what ``max_connections`` bounds)."""
+        return len(self._server.server_state.connections)
 
     @property
     def url(self) -> str:

@@ -27,7 +27,9 @@ calls without a retry key are forgotten (:meth:`Hub.abandon`) and its unsent
 frames dropped.
 
 A connection with no agent may call ``session_create`` or ``session_join``
-(which make it one and return its token); anything else gets -32040. Frames
+(which make it one and return its token); anything else gets -32040. One
+that has no agent ``auth_timeout`` wall seconds after it opened (10 by
+default, ``Gateway(auth_timeout=S)``) is closed with 1008 (``auth_timeout``). Frames
 over the size limit, a full send queue (the client does not read), a foreign
 ``Origin`` and every protocol fault are refused and counted; a handler that
 fails answers -32603 and the connection goes on.
@@ -73,8 +75,14 @@ class WebSocketSession:
     """One WebSocket connection: reads frames, serves them, writes through a bounded queue."""
 
     def __init__(self, hub: Hub, websocket: WebSocket,
-                 origin_allowed: Callable[[str | None, str | None], bool]) -> None:
+                 origin_allowed: Callable[[str | None, str | None], bool], *,
+                 auth_timeout: float = 10.0) -> None:
+        """``auth_timeout``: wall seconds the connection may stay open without an agent
+        (``session_join``, ``session_create`` or ``barnraise.auth``); then it is
+        closed with 1008, counted ``auth_timeout``. A join still being answered
+        holds it open until it is answered."""
         self.hub = hub
+        self.auth_timeout = auth_timeout
         self.ws = websocket
         self.origin_allowed = origin_allowed
         self.counters = hub.counters
@@ -117,11 +125,15 @@ class WebSocketSession:
             self.hub.attach(self.slot, self._deliver, self.close_soon)
             self._replay({"last_seq": 0})
         self._reader = asyncio.current_task()
+        timer = None if self.slot is not None else \
+            asyncio.get_running_loop().call_later(self.auth_timeout, self._auth_late)
         try:
             await self._read()
         except asyncio.CancelledError:
             pass  # close_soon() or the server's shutdown
         finally:
+            if timer is not None:
+                timer.cancel()
             self._finishing = True
             if self.slot is not None:
                 self.hub.detach(self.slot, self.close_soon)
@@ -160,6 +172,16 @@ class WebSocketSession:
         if self.closing is not None:
             with contextlib.suppress(Exception):
                 await self.ws.close(code=self._close_code, reason=self.closing[:120])
+
+    def _auth_late(self) -> None:
+        if self.slot is not None or self.closing is not None or self._finishing:
+            return
+        if self.load:  # a join under way: look again once it may have been answered
+            asyncio.get_running_loop().call_later(1.0, self._auth_late)
+            return
+        self.counters.add("auth_timeout")
+        self.close_soon(f"no agent within {self.auth_timeout:g} s: send session_join, "
+                        "session_create or barnraise.auth first")
 
     def close_soon(self, reason: str, code: int = POLICY) -> None:
         """Close this connection (from the loop), telling the client why."""

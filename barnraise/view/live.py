@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from actors.world import Simulation
 from barnraise.gateway.hosting import HostedWorld
-from barnraise.gateway.server import Gateway, GatewayServer
+from barnraise.gateway.server import Gateway, GatewayServer, check_hosts
 from barnraise.view.server import ViewSurface
 from barnraise.view.watch import Watcher
 
@@ -28,12 +28,16 @@ class LiveView:
 
     ``paused``, ``speed`` and ``rate`` go to the :class:`Watcher`; ``announce``
     is called with the page's URL once the server accepts connections.
+    ``allowed_hosts``: ``Host`` values served besides the bound address
+    (``--allow-host``; :class:`ValueError` for a malformed one, at once).
     """
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 8765, paused: bool = False,
                  speed: float | None = None, rate: float = 10.0, scenario: str | None = None,
-                 announce: Callable[[str], None] | None = None) -> None:
+                 announce: Callable[[str], None] | None = None,
+                 allowed_hosts: Sequence[str] = ()) -> None:
         self.host = host
+        self.allowed_hosts = check_hosts(allowed_hosts)
         self.port = port
         self.paused = paused
         self.speed = speed
@@ -53,7 +57,8 @@ class LiveView:
         try:
             # Agents join realtime worlds only: a deterministic run has one driving thread.
             gateway = Gateway(HostedWorld(simulation=simu, scenario=self.scenario),
-                              agents=simu.mode == "realtime")
+                              agents=simu.mode == "realtime",
+                              allowed_hosts=self.allowed_hosts)
             self.surface = ViewSurface(self.watcher, gateway)
             self.server = GatewayServer(gateway, self.host, self.port)
             self.url = self.server.start()

@@ -162,9 +162,22 @@ class ViewSurface:
             # Anyone on loopback watches at once; another host, after a good view.auth.
             if self.gateway.operator.may_watch(peer):
                 sender = self._watch(websocket, connection)
+            # A page that is not watching (another host, no view.auth yet) gets
+            # auth_timeout wall seconds to become one; then it is closed.
+            deadline = self._loop.time() + self.gateway.auth_timeout
             while True:
                 try:
-                    text = await websocket.receive_text()
+                    if sender is None:
+                        text = await asyncio.wait_for(websocket.receive_text(),
+                                                      max(0.0, deadline - self._loop.time()))
+                    else:
+                        text = await websocket.receive_text()
+                except TimeoutError:
+                    self.gateway.counters.add("auth_timeout")
+                    with contextlib.suppress(Exception):
+                        await websocket.close(code=1008, reason="not watching: send view.auth "
+                                              "with the operator token first")
+                    return
                 except (WebSocketDisconnect, RuntimeError, KeyError):
                     return
                 watching = sender is not None

@@ -28,7 +28,7 @@ import itertools
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -382,7 +382,10 @@ class StoredServer:
     """A stored run's page on a gateway server (an empty world: it takes no agents)."""
 
     def __init__(self, run: StoredRun, *, host: str = "127.0.0.1", port: int = 8765,
-                 script: str | os.PathLike[str] | None = None) -> None:
+                 script: str | os.PathLike[str] | None = None,
+                 allowed_hosts: Sequence[str] = ()) -> None:
+        """``allowed_hosts``: ``Host`` values served besides the bound address
+        (``--allow-host``; :class:`ValueError` for a malformed one)."""
         from actors.world import Simulation
         from barnraise.gateway.hosting import HostedWorld
         from barnraise.gateway.server import Gateway, GatewayServer
@@ -391,7 +394,8 @@ class StoredServer:
         self.source = open_source(run, script=script)
         self._simulation = Simulation(seed=0)
         try:
-            gateway = Gateway(HostedWorld(simulation=self._simulation), agents=False)
+            gateway = Gateway(HostedWorld(simulation=self._simulation), agents=False,
+                              allowed_hosts=allowed_hosts)
             ViewSurface(self.source, gateway)
             self.server = GatewayServer(gateway, host, port)
         except BaseException:
@@ -406,9 +410,11 @@ class StoredServer:
 
 
 def serve_stored(run: StoredRun, *, host: str = "127.0.0.1", port: int = 8765,
-                 script: str | os.PathLike[str] | None = None) -> int:
+                 script: str | os.PathLike[str] | None = None,
+                 allowed_hosts: Sequence[str] = ()) -> int:
     """Serve the page of a stored run until SIGINT/SIGTERM; print its URL once; exit 0."""
-    served = StoredServer(run, host=host, port=port, script=script)
+    served = StoredServer(run, host=host, port=port, script=script,
+                          allowed_hosts=allowed_hosts)
     try:
         served.server.run(on_ready=lambda url: print(f"{url}/", flush=True))
     finally:
