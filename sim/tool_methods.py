@@ -362,6 +362,8 @@ class A2aDiscoverArgs(TypedDict, total=False):
     agent_type: Literal["architect", "builder", "tester", "observer"]
     capability: str
     region_overlaps: RegionArg
+    limit: int
+    cursor: str
 
 
 class A2aLockAcquireArgs(TypedDict, total=False):
@@ -1342,6 +1344,7 @@ class A2aDiscoverResult(TypedDict, total=False):
     grid_size: int
     agents: list[Any]
     count: int
+    next_cursor: str
 
 
 class A2aLockAcquireResult(TypedDict, total=False):
@@ -1699,7 +1702,8 @@ class ToolMethods:
         return self.call_any("a2a_subscribe", args)  # type: ignore[return-value]
 
     def a2a_discover(self, /, **args: Unpack[A2aDiscoverArgs]) -> A2aDiscoverResult:
-        """Find session agents by type, capability, region."""
+        """Find session agents by type, capability, region; a page at a time (next_cursor, when
+        there is more)."""
         return self.call_any("a2a_discover", args)  # type: ignore[return-value]
 
     def a2a_lock_acquire(self, /, **args: Unpack[A2aLockAcquireArgs]) -> A2aLockAcquireResult:

@@ -439,7 +439,7 @@ RESULT_KEYS: Final[Mapping[str, Mapping[str, str | tuple[str, ...]]]] = {
     "a2a_send_message": {"message_id": "string", "status": "string", "to_agent": "string"},
     "a2a_broadcast": {"delivered": "array", "recipients": "array", "statuses": "object"},
     "a2a_subscribe": {"subscription_id": "string", "topic": "string"},
-    "a2a_discover": {"agents": "array", "count": "integer"},
+    "a2a_discover": {"agents": "array", "count": "integer", "next_cursor": "string"},
     "a2a_lock_acquire": {"expires_at": ("number", "null"), "granted": "boolean",
                          "holder": "string", "lock_id": "string", "reason": "string",
                          "renewed": "boolean", "waited": "number"},
