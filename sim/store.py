@@ -76,6 +76,7 @@ from typing import Any, Final
 import msgspec
 import numpy as np
 
+from sim.log import decode
 from sim.trace import DELIVER, EVENT, Trace, TraceRecord
 
 __all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
@@ -129,8 +130,6 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
             "ALTER TABLE run ADD COLUMN script_sha256 TEXT",
         )),
 }
-
-_decode_body: Final = msgspec.json.Decoder(dict[str, Any]).decode
 
 _TASK_EVENTS: Final = frozenset({"task_created", "task_accepted", "task_completed",
                                  "task_failed", "task_cancelled", "task_reassigned",
@@ -798,7 +797,7 @@ class Store:
         ``task_result`` letters delivered to delegators, or the results a restarted
         delegator read from the queue instead: ``delivered_at``, the first of them)."""
         for r in records:
-            body = _decode_body(r.content)
+            body = decode(r.content)
             task = body.get("task_id")
             if r.kind == DELIVER or r.type == "task_result_read":  # it reached its delegator
                 db.execute("UPDATE delegations SET delivered_at = ? WHERE task_id = ? AND "
