@@ -39,7 +39,8 @@ from sim.dispatch import Dispatcher, RunReport, make_dispatcher
 from sim.messages import Message, MessageError, Priority, Region
 from sim.metrics import Metrics
 from sim.policy import Policy
-from sim.store import StoredRun, StoreError
+from sim.store import StoreError
+from sim.stored import StoredRun
 from sim.tools import TOOLS
 from sim.trace import Trace
 from sim.views import WorldView

@@ -140,7 +140,8 @@ def bench_resume_killed(records: int = 100_000, grid_size: int = 900, block: int
     target's measure); ``resume_s`` goes on to the run's end. ``grid_size`` is chosen
     so that the run goes well past the kill. The whole run in memory, interleaved,
     is ``memory_s``; medians."""
-    from sim.store import GROUP_RECORDS, StoredRun
+    from sim.store import GROUP_RECORDS
+    from sim.stored import StoredRun
 
     params = {"grid_size": grid_size, "block": block}
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
@@ -201,7 +202,8 @@ def bench_resume_realtime(records: int = 100_000, grid_size: int = 840, builders
     fresh copy of the killed store; medians."""
     from actors.world import Simulation
     from sim.restore import image_of
-    from sim.store import Store, StoredRun, check_store
+    from sim.store import Store, check_store
+    from sim.stored import StoredRun
 
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
         path = pathlib.Path(folder) / "killed.db"

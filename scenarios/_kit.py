@@ -46,7 +46,7 @@ from sim.dispatch import seed_for
 from sim.geometry import Rect
 from sim.log import RESUMED, decode, is_call, paired
 from sim.messages import Message
-from sim.store import StoredRun
+from sim.stored import StoredRun
 from sim.trace import TraceRecord
 
 __all__ = [

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 import numpy as np
@@ -42,12 +42,10 @@ from numpy.typing import NDArray
 
 from sim.canvas import parse_tile
 from sim.log import RESUMED, decode, is_call, paired
+from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
 from sim.views import member_colour
-
-if TYPE_CHECKING:
-    from sim.store import StoredRun
 
 __all__ = ["Pairing", "World", "WorldFold", "pair_writes", "world_at"]
 
@@ -344,7 +342,7 @@ def _rows(tiles: list[list[Any]]) -> NDArray[np.uint8]:
     return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
 
 
-def world_at(run: StoredRun, at: float | None = None, *, upto: int | None = None,
+def world_at(run: StoredLog, at: float | None = None, *, upto: int | None = None,
              pairing: Pairing | None = None) -> World:
     """The world of ``run`` after every record at or before simulated time ``at`` (None:
     the end), and before record ``upto`` when given (the world after records
@@ -380,7 +378,7 @@ def world_at(run: StoredRun, at: float | None = None, *, upto: int | None = None
                  fold.notes)
 
 
-def _last_time(run: StoredRun) -> float:
+def _last_time(run: StoredLog) -> float:
     last = run.last()
     return 0.0 if last is None else last.t
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 import numpy as np
@@ -48,11 +48,9 @@ from numpy.typing import NDArray
 from sim.canvas import parse_tile
 from sim.log import CALL, RESUMED, decode
 from sim.rebuild import Pairing, World, WorldFold
+from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, DROP, EVENT, TraceRecord
-
-if TYPE_CHECKING:
-    from sim.store import StoredRun
 
 __all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
 
@@ -143,7 +141,7 @@ class LogIndex:
     those times in :attr:`series`.
     """
 
-    def __init__(self, run: StoredRun, pairing: Pairing, *, samples: Iterable[float] = (),
+    def __init__(self, run: StoredLog, pairing: Pairing, *, samples: Iterable[float] = (),
                  session: str | None = None) -> None:
         self.run = run
         self.pairing = pairing

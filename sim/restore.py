@@ -50,7 +50,7 @@ import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,12 +58,10 @@ from numpy.typing import NDArray
 from sim.canvas import TileCanvas, parse_tile
 from sim.geometry import Rect
 from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
+from sim.store import StoredLog
 from sim.taskgraph import parse_priority
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
-
-if TYPE_CHECKING:
-    from sim.store import StoredRun
 
 __all__ = ["Image", "RegionsImage", "SessionImage", "image_of"]
 
@@ -749,7 +747,7 @@ def _folded(rows: Iterable[tuple[Any, ...]], *, faults: bool, upto: int | None,
     return Image(seq, at, f.sessions, f.serials, f.problems, f.completions)
 
 
-def image_of(run: StoredRun, upto: int | None = None) -> Image:
+def image_of(run: StoredLog, upto: int | None = None) -> Image:
     """Fold every committed record of ``run`` (see the module doc), or those before seq
     ``upto``. The image stands after the log's last record (before ``upto``), of
     whatever type."""

@@ -59,7 +59,6 @@ import contextlib
 import fcntl
 import itertools
 import json
-import math
 import numbers
 import os
 import re
@@ -74,13 +73,12 @@ from collections.abc import Callable, Generator, Iterable
 from typing import Any, Final
 
 import msgspec
-import numpy as np
 
 from sim.log import decode
 from sim.trace import DELIVER, EVENT, Trace, TraceRecord
 
-__all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
-           "read_snapshot"]
+__all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "StoredLog",
+           "check_store", "read_snapshot"]
 
 SCHEMA_VERSION: Final = 4
 #: Records between two snapshots (deterministic mode).
@@ -881,8 +879,10 @@ def _filters(start: int | None, upto: int | None, types: Iterable[str] | None
     return " AND ".join(where), args
 
 
-class StoredRun:
-    """A read-only view of a store (see ``barnraise.open_run``)."""
+class StoredLog:
+    """A read-only view of a store: its run row, log, snapshots and delegations as stored.
+    :class:`sim.stored.StoredRun` (what ``barnraise.open_run`` returns) adds what folds
+    of the log show."""
 
     def __init__(self, path: str | os.PathLike[str], info: RunInfo | None = None) -> None:
         """``info``: what :func:`check_store` said of ``path`` a moment ago, which spares
@@ -979,67 +979,6 @@ class StoredRun:
                 row = db.execute("SELECT data FROM snapshots ORDER BY seq DESC LIMIT 1"
                                  ).fetchone()
         return None if row is None else read_snapshot(bytes(row[0]))
-
-    def world(self, at: float | None = None) -> dict[str, Any]:
-        """Every session's world after each record at or before simulated time ``at``
-        (default: the end), folded from the last snapshot before it and the log
-        (:func:`sim.rebuild.world_at`): canvas bytes and shape, members, claims, task
-        statuses, checkpoints and the members' colours, by session id."""
-        from sim.rebuild import world_at
-
-        return world_at(self, at).state()
-
-    def canvas(self, at: float | None = None, session_id: str | None = None
-               ) -> np.ndarray[Any, Any] | None:
-        """The canvas (``[y, x]`` tile codes) of ``session_id`` (default: the summary's
-        session, else the first) after every record at or before simulated time ``at``
-        (default: the end), folded from the snapshots and the log. None when that
-        session has no canvas then."""
-        world = self.world(at)
-        if not world:
-            return None
-        sid = session_id
-        if sid is None:
-            summary = self.summary
-            sid = summary.get("session_id") if summary else None
-            if sid not in world:
-                sid = next(iter(world))
-        part = world.get(sid)
-        if part is None or part.get("canvas") is None:
-            return None
-        return np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
-
-    def timeseries(self, interval: float = 1.0, session_id: str | None = None) -> Any:
-        """The run's figures every ``interval`` simulated seconds (and at its last record),
-        folded from the log, as a pandas DataFrame: ``t``, ``completion``,
-        ``tiles_placed``, ``conflicts``, ``lost_work``, ``claims``, ``tasks_completed``,
-        ``tasks_failed``, ``messages_delivered``, ``messages_dropped`` (the live view's
-        chart; :class:`sim.rebuild_more.LogIndex` says where each comes from). One
-        session's: ``session_id``, or the first the run opened. Mailbox depths are not
-        in a log and not here. ValueError for an interval that is not a number > 0."""
-        import pandas as pd
-
-        from sim.rebuild import pair_writes
-        from sim.rebuild_more import LogIndex
-
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
-                or not math.isfinite(interval) or interval <= 0:
-            raise ValueError(f"interval must be a finite number of seconds > 0, "
-                             f"got {interval!r}")
-        last = self.last()
-        end = 0.0 if last is None else last.t
-        times = [i * interval for i in range(int(end // interval) + 1)]
-        if not times or times[-1] < end:
-            times.append(end)
-        records = self.records()
-        try:
-            pairing = pair_writes(records)
-        finally:
-            records.close()
-        index = LogIndex(self, pairing, samples=times, session=session_id)
-        columns = ["t", "completion", "tiles_placed", "conflicts", "lost_work", "claims",
-                   "tasks_completed", "tasks_failed", "messages_delivered", "messages_dropped"]
-        return pd.DataFrame(index.series, columns=columns)
 
     def delegations(self) -> list[dict[str, Any]]:
         """One dict per task the run delegated: task_id, session_id, delegator,

@@ -19,7 +19,7 @@ from barnraise.view.stored import ReplaySource, StoredSource
 from barnraise.view.watch import _board
 from sim.rebuild import pair_writes, world_at
 from sim.rebuild_more import LogIndex, board
-from sim.store import StoredRun
+from sim.stored import StoredRun
 
 #: The figures of a chart's point (everything but its time).
 FIGURES = ("completion", "tiles_placed", "conflicts", "lost_work", "claims", "tasks_completed",
