@@ -33,13 +33,9 @@ one (equal digests over equal-length prefixes mean equal records); only the reco
 of a commit whose digest differs, or that no digest covers (an older store), are
 compared row by row, to name the first that differs (:attr:`Store.divergence`).
 
-**Crash tests.** The environment variable ``BARNRAISE_STORE_CRASH`` set to
-``record:N``, ``commit:N`` or ``snapshot:N`` makes the process kill itself
-(SIGKILL) in the middle of the commit that writes record N, of its Nth commit or
-of its Nth snapshot, after the rows are written and before the transaction
-commits: a seeded moment to crash at, for tests/test_store.py.
-``BARNRAISE_STORE_SNAPSHOT_EVERY=N`` takes a snapshot every N records instead of
-:data:`SNAPSHOT_EVERY`.
+**Snapshots.** ``BARNRAISE_STORE_SNAPSHOT_EVERY=N`` takes a snapshot every N records
+instead of :data:`SNAPSHOT_EVERY`. (The crash tests kill a run in the middle of a
+transaction from outside the library: ``tests/crashing.py``.)
 
 **Bad input.** :func:`check_store` reads a path (with ``mode=ro``, nothing
 written, and the ``-wal``/``-shm`` files its own open made removed: :func:`_reading`)
@@ -62,7 +58,6 @@ import json
 import numbers
 import os
 import re
-import signal
 import sqlite3
 import stat
 import threading
@@ -548,12 +543,6 @@ class Store:
         self.group_records = GROUP_RECORDS
         self._last_commit = time.perf_counter()
         self.closed = False
-        where, _, count = os.environ.get("BARNRAISE_STORE_CRASH", "").partition(":")
-        self._crash = (where, int(count)) if _DIGITS.fullmatch(count) else None
-
-    def _crash_point(self, where: str, count: int) -> None:
-        if self._crash == (where, count):
-            os.kill(os.getpid(), signal.SIGKILL)
 
     # -- opening -----------------------------------------------------------------------
 
@@ -728,10 +717,6 @@ class Store:
                         TraceRecord(seq, *raw) for seq, raw in enumerate(raws, first)
                         if (raw[1] == EVENT and raw[4] in _TASK_EVENTS)
                         or (raw[4] == "task_result" and raw[1] == DELIVER)])
-                    self._crash_point("commit", self.commits + 1)
-                    if self._crash is not None and self._crash[0] == "record" and \
-                            first <= self._crash[1] < end + self.offset:
-                        self._crash_point("record", self._crash[1])
                     if self.keep_digests:
                         db.execute("INSERT INTO digests VALUES (?, ?)",
                                    (end + self.offset, trace.digest_at(end)))
@@ -786,7 +771,6 @@ class Store:
         blob = zlib.compress(msgspec.msgpack.encode(world), 1)
         db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (seq, t, blob))
         self.snapshots += 1
-        self._crash_point("snapshot", self.snapshots)
         self._since_snapshot = 0
 
     @staticmethod
@@ -834,7 +818,6 @@ class Store:
                 db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
                            (self.written + self.offset, t, blob))
                 self.snapshots += 1
-                self._crash_point("snapshot", self.snapshots)  # the last one: a realtime run's
             db.execute("UPDATE run SET status = 'finished', summary = ?, trace_digest = ?, "
                        "updated_at = ? WHERE id = 1",
                        (json.dumps(summary, sort_keys=True), trace_digest, time.time()))
