@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.canvas import parse_tile
-from sim.log import RESUMED, decode, is_call, paired
+from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
 from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
@@ -143,30 +143,37 @@ _placed: Final = msgspec.json.Decoder(_Placed).decode
 
 
 def pair_writes(records: Iterable[TraceRecord]) -> Pairing:
-    """Pair each agent's calls to ``regions`` with the answers it got (:func:`sim.log.paired`)
-    and keep the writes that succeeded, with what their answers counted."""
+    """Pair each agent's calls to ``regions`` with the answers it got, by the log's one
+    pairing (:mod:`sim.log`: its rules and :class:`~sim.log.Calls`; each service's calls
+    wait apart, so regions' alone are queued here), and keep the writes that succeeded,
+    with what their answers counted."""
     placed: dict[int, tuple[int, int]] = {}
     joins: dict[str, list[tuple[int, str]]] = {}
-    waiting = 0  # calls to regions not answered (since the last resume)
-    for r, call in paired(records):
-        if call is not None:
-            if r.sender == "regions":
-                waiting -= 1
-                if _is_write(call.content):
+    calls: Calls[TraceRecord] = Calls()
+    for r in records:
+        kind = r.kind
+        if kind == DELIVER:
+            rtype = r.type
+            if rtype == CALL:
+                if r.recipient == "regions" and is_call(kind, rtype, r.sender, "regions"):
+                    calls.call("regions", r.sender, r)
+            elif rtype == ANSWER and r.sender == "regions" \
+                    and is_answer(kind, rtype, "regions", r.recipient):
+                call = calls.answer("regions", r.recipient)
+                if call is not None:
                     answer = _answer(r.content)
-                    if answer is not None and answer.success is True:
+                    if answer is not None and answer.success is True \
+                            and _is_write(call.content):
                         placed[call.seq] = (answer.tiles_placed, answer.lost_work)
-        elif r.kind == EVENT:
+        elif kind == EVENT:
             if r.type == RESUMED:
-                waiting = 0
+                calls.clear()
             elif r.type == "agent_joined":
                 content = decode(r.content)
                 if isinstance(content, dict):
                     joins.setdefault(str(content.get("session_id")), []).append(
                         (r.seq, str(content.get("agent_id"))))
-        elif r.recipient == "regions" and is_call(r.kind, r.type, r.sender, r.recipient):
-            waiting += 1
-    return Pairing(placed, waiting, joins)
+    return Pairing(placed, calls.unanswered(), joins)
 
 
 def _is_write(call: bytes) -> bool:
