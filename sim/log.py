@@ -22,9 +22,10 @@ What a reader may rely on:
   unanswered is never answered (its services are gone), so the pairing starts afresh
   there (:meth:`Calls.clear`).
 
-:func:`paired` is that pass over records. A reader that goes through a whole log's raw
-rows without making a record of each (``sim.restore``) drives a :class:`Calls` itself by
-the same two rules.
+:func:`paired` is that pass over records. A reader on a hot path (``sim.restore``'s fold
+over raw rows, ``sim.rebuild.pair_writes`` over regions' calls alone) drives a
+:class:`Calls` itself by the same two rules; ``tests/test_log.py`` checks that they pair
+a real log as :func:`paired` does.
 """
 
 from __future__ import annotations
