@@ -52,9 +52,10 @@ from sim.dispatch import (
     make_dispatcher,
 )
 from sim.dispatch.core import SYSTEM
+from sim.log import RESUMED
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
-from sim.restore import RESUMED, Image
+from sim.restore import Image
 from sim.store import Store
 from sim.tokens import random_id
 from sim.tool_methods import ToolMethods
@@ -527,7 +528,7 @@ class Simulation:
         try:
             d.clock.jump_to(image.at)
             # The log's mark between the stopped run and this one: a call the stopped
-            # run never answered is answered by no one (sim/restore.py, sim/rebuild.py).
+            # run never answered is answered by no one (sim/log.py).
             d.trace.event(image.at, SYSTEM, SYSTEM, RESUMED,
                           {"after_seq": image.seq, "at": image.at})
             for service in (self._coordinator, self._regions, self._tasks,

@@ -53,7 +53,8 @@ from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from sim.dispatch import Faults, FaultsError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
 from sim.restore import Image, image_of
-from sim.store import Divergence, RunInfo, Store, StoredRun, StoreError, check_store
+from sim.store import Divergence, RunInfo, Store, StoreError, check_store
+from sim.stored import StoredRun
 from sim.trace import Trace
 from sim.views import WorldView
 

@@ -33,7 +33,6 @@ import shutil
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
@@ -41,6 +40,7 @@ from typing import Any
 from barnraise.runner import resume
 from barnraise.runner import run as run_scenario
 from benchmarks.runtime import _summary, interleaved
+from tests import crashing
 
 
 def bench_durable(scenario: str, params: dict[str, Any], repeats: int = 5) -> dict[str, Any]:
@@ -140,17 +140,18 @@ def bench_resume_killed(records: int = 100_000, grid_size: int = 900, block: int
     target's measure); ``resume_s`` goes on to the run's end. ``grid_size`` is chosen
     so that the run goes well past the kill. The whole run in memory, interleaved,
     is ``memory_s``; medians."""
-    from sim.store import GROUP_RECORDS, StoredRun
+    from sim.store import GROUP_RECORDS
+    from sim.stored import StoredRun
 
     params = {"grid_size": grid_size, "block": block}
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
         path = pathlib.Path(folder) / "killed.db"
         kill = records + (GROUP_RECORDS if past is None else past)
-        env = dict(os.environ, BARNRAISE_STORE_CRASH=f"record:{kill}")
         done = subprocess.run(
-            [sys.executable, "-m", "barnraise.cli", "run", "kernel_build", "--param",
-             f"grid_size={grid_size}", "--param", f"block={block}", "--store", str(path)],
-            env=env, capture_output=True, timeout=600, check=False)
+            crashing.command(f"record:{kill}", "run", "kernel_build", "--param",
+                             f"grid_size={grid_size}", "--param", f"block={block}",
+                             "--store", str(path)),
+            cwd=crashing.ROOT, capture_output=True, timeout=600, check=False)
         if done.returncode != -9:
             raise RuntimeError(f"the run was not killed past record {records} "
                                f"(exit {done.returncode}): make it bigger")
@@ -201,17 +202,18 @@ def bench_resume_realtime(records: int = 100_000, grid_size: int = 840, builders
     fresh copy of the killed store; medians."""
     from actors.world import Simulation
     from sim.restore import image_of
-    from sim.store import Store, StoredRun, check_store
+    from sim.store import Store, check_store
+    from sim.stored import StoredRun
 
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
         path = pathlib.Path(folder) / "killed.db"
-        env = dict(os.environ, BARNRAISE_STORE_CRASH=f"record:{records}")
         begin = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "barnraise.cli", "run", "kernel_build", "--mode",
-             "realtime", "--time-scale", "200", "--param", f"grid_size={grid_size}",
-             "--param", "block=30", "--param", f"builders={builders}", "--store", str(path)],
-            env=env, capture_output=True, timeout=600, check=False)
+            crashing.command(f"record:{records}", "run", "kernel_build", "--mode",
+                             "realtime", "--time-scale", "200", "--param",
+                             f"grid_size={grid_size}", "--param", "block=30", "--param",
+                             f"builders={builders}", "--store", str(path)),
+            cwd=crashing.ROOT, capture_output=True, timeout=600, check=False)
         write_s = time.perf_counter() - begin
         if done.returncode != -9:
             raise RuntimeError(f"the realtime run was not killed at record {records} "

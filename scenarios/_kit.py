@@ -44,9 +44,9 @@ from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.dispatch import seed_for
 from sim.geometry import Rect
+from sim.log import RESUMED, decode, is_call, paired
 from sim.messages import Message
-from sim.store import StoredRun
-from sim.tools import SERVICES
+from sim.stored import StoredRun
 from sim.trace import TraceRecord
 
 __all__ = [
@@ -359,39 +359,33 @@ def calls_before(simu: Simulation, agent_id: str) -> list[dict[str, Any]]:
     such a call of an earlier incarnation: the seq where the run that made it was
     resumed, with it dead; else None).
 
-    Each service answers one agent's calls in the order it takes them, and a
-    behaviour waits for each answer before its next call, so calls and answers
-    pair in order per service (as ``sim.restore`` pairs them), within each run of
-    a log that was resumed before.
+    Calls and answers are paired by the log's one pairing (:func:`sim.log.paired`), each
+    run of a log that was resumed before on its own.
     """
     image = simu.restored
     if image is None:
         return []
-    waiting: dict[str, list[dict[str, Any]]] = {}
     out: list[dict[str, Any]] = []
-    for r in run_records(simu, "deliver"):
+    made: dict[int, dict[str, Any]] = {}  # by the seq of its record
+    for r, asked in paired(run_records(simu)):
         if r.seq >= image.seq:
             break
-        if r.type == "coordination_request" and r.recipient == "tasks" \
-                and r.content_obj().get("op") == "_agent_crashed" \
-                and r.content_obj().get("reason") == "resumed":  # an earlier resume began
-            for calls in waiting.values():
-                for call in calls:
+        if asked is not None:
+            call = made.get(asked.seq)
+            if call is not None:
+                call.update(answer=decode(r.content), answered=r.t)
+        elif r.kind == "event" and r.type == RESUMED:  # an earlier resume began
+            for call in out:
+                if call["answered"] is None and call["until"] is None:
                     call["until"] = r.seq
-            waiting.clear()
-        elif r.type == "coordination_request" and r.sender == agent_id \
-                and r.recipient in SERVICES:
-            content = r.content_obj()
+        elif r.sender == agent_id and is_call(r.kind, r.type, r.sender, r.recipient):
+            content = decode(r.content)
             if isinstance(content, dict) and "tool" in content:
                 call = {"tool": str(content["tool"]), "args": dict(content.get("args") or {}),
                         "asked": r.t, "seq": r.seq, "answer": None, "answered": None,
                         "until": None}
-                waiting.setdefault(r.recipient, []).append(call)
+                made[r.seq] = call
                 out.append(call)
-        elif r.type == "coordination_response" and r.recipient == agent_id \
-                and r.sender in SERVICES and waiting.get(r.sender):
-            call = waiting[r.sender].pop(0)
-            call.update(answer=r.content_obj(), answered=r.t)
     return out
 
 

@@ -27,7 +27,7 @@ from actors.agents.participant import Participant
 from actors.world import Simulation
 from scenarios import COUNT, GRID, Bound, ParamError
 from scenarios._kit import PATIENCE, box, host_session, mark, seeded_tiles, spawn
-from sim.store import StoredRun
+from sim.stored import StoredRun
 
 NAME = "checkpoint_rollback"
 PARAMS: dict[str, Any] = {"builders": 2, "band": 24, "before": 12, "after": 8, "overlap": 4}

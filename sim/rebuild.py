@@ -7,11 +7,9 @@ folds the records after it, in order, up to that time:
 
 * **the canvas**: every tile write an agent sent the ``regions`` service
   (``builder_place_tile``, ``builder_place_tiles``) that succeeded, applied when
-  the service handled it; a write succeeded when its answer says so. Answers
-  carry no request id in the log, but the service answers one agent's calls in
-  the order it takes them (its tools are all synchronous), so the n-th answer
-  ``regions`` gave an agent is the answer to the n-th call it took from it: a
-  first pass over the log pairs them. A checkpoint of the tiles (the
+  the service handled it; a write succeeded when its answer says so, the answer
+  paired with its call by :func:`sim.log.paired` in a first pass over the log
+  (:func:`pair_writes`). A checkpoint of the tiles (the
   coordinator's ``_checkpoint`` to ``regions``) keeps a copy; a rollback to it
   (``_rollback``) puts it back;
 * **members, claims, tasks**: from the domain events (``agent_joined`` and
@@ -34,24 +32,23 @@ the world in memory after every call of random sessions.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
 from sim.canvas import parse_tile
 from sim.events import TASK_EVENTS, status_after
+from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
+from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
 from sim.views import member_colour
 
-if TYPE_CHECKING:
-    from sim.store import StoredRun
-
-__all__ = ["Pairing", "World", "pair_writes", "world_at"]
+__all__ = ["Pairing", "World", "WorldFold", "pair_writes", "world_at"]
 
 _WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
 _AWAITING: Final = "awaiting_approval"
@@ -106,46 +103,87 @@ class World:
 
 @dataclass
 class Pairing:
-    """Which tile writes succeeded: the seq of every write request to ``regions`` whose
-    answer said ``success``, from one pass over the whole log (:func:`pair_writes`)."""
+    """Which tile writes succeeded, from one pass over the whole log (:func:`pair_writes`)."""
 
-    succeeded: set[int]
+    #: By the seq of every write request to ``regions`` whose answer said ``success``:
+    #: (tiles_placed, lost_work) of that answer.
+    placed: dict[int, tuple[int, int]]
     unanswered: int
     #: By session: (seq, agent id) of every agent_joined, in order. The coordinator colours
     #: the n-th join with the n-th colour; a snapshot keeps no colours, so a fold that
     #: starts from one looks them up here.
     joins: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
+    @property
+    def succeeded(self) -> Set[int]:
+        """The seq of every write request to ``regions`` whose answer said ``success``."""
+        return self.placed.keys()
+
+
+class _Tool(msgspec.Struct):
+    """What a write's pairing reads of a call: its tool (the arguments are skipped)."""
+
+    tool: Any = None
+
+
+class _Placed(msgspec.Struct):
+    """What a write's pairing reads of its answer."""
+
+    success: Any = False
+    tiles_placed: int = 0
+    lost_work: int = 0
+
+
+_tool: Final = msgspec.json.Decoder(_Tool).decode
+_placed: Final = msgspec.json.Decoder(_Placed).decode
+
 
 def pair_writes(records: Iterable[TraceRecord]) -> Pairing:
-    """Pair each agent's calls to ``regions`` with the answers it got, in order."""
-    waiting: dict[str, deque[tuple[int, bool]]] = {}
-    succeeded: set[int] = set()
+    """Pair each agent's calls to ``regions`` with the answers it got, by the log's one
+    pairing (:mod:`sim.log`: its rules and :class:`~sim.log.Calls`; each service's calls
+    wait apart, so regions' alone are queued here), and keep the writes that succeeded,
+    with what their answers counted."""
+    placed: dict[int, tuple[int, int]] = {}
     joins: dict[str, list[tuple[int, str]]] = {}
+    calls: Calls[TraceRecord] = Calls()
     for r in records:
-        if r.kind == EVENT and r.type == "run_resumed":
-            waiting.clear()  # a resumed run: what the stopped one left unanswered stays so
-            continue
-        if r.kind == EVENT and r.type == "agent_joined":
-            body = r.content_obj()
-            if isinstance(body, dict):
-                joins.setdefault(str(body.get("session_id")), []).append(
-                    (r.seq, str(body.get("agent_id"))))
-            continue
-        if r.kind != DELIVER:
-            continue
-        if r.recipient == "regions" and r.type == "coordination_request" \
-                and r.sender not in SERVICES:
-            is_write = b'"builder_place_tile' in r.content
-            waiting.setdefault(r.sender, deque()).append((r.seq, is_write))
-        elif r.sender == "regions" and r.type == "coordination_response" \
-                and r.recipient not in SERVICES:
-            queue = waiting.get(r.recipient)
-            if queue:
-                seq, is_write = queue.popleft()
-                if is_write and b'"success":true' in r.content:
-                    succeeded.add(seq)
-    return Pairing(succeeded, sum(len(q) for q in waiting.values()), joins)
+        kind = r.kind
+        if kind == DELIVER:
+            rtype = r.type
+            if rtype == CALL:
+                if r.recipient == "regions" and is_call(kind, rtype, r.sender, "regions"):
+                    calls.call("regions", r.sender, r)
+            elif rtype == ANSWER and r.sender == "regions" \
+                    and is_answer(kind, rtype, "regions", r.recipient):
+                call = calls.answer("regions", r.recipient)
+                if call is not None:
+                    answer = _answer(r.content)
+                    if answer is not None and answer.success is True \
+                            and _is_write(call.content):
+                        placed[call.seq] = (answer.tiles_placed, answer.lost_work)
+        elif kind == EVENT:
+            if r.type == RESUMED:
+                calls.clear()
+            elif r.type == "agent_joined":
+                content = decode(r.content)
+                if isinstance(content, dict):
+                    joins.setdefault(str(content.get("session_id")), []).append(
+                        (r.seq, str(content.get("agent_id"))))
+    return Pairing(placed, calls.unanswered(), joins)
+
+
+def _is_write(call: bytes) -> bool:
+    try:
+        return _tool(call).tool in _WRITES
+    except msgspec.DecodeError:  # not an object: no tool call the service took
+        return False
+
+
+def _answer(content: bytes) -> _Placed | None:
+    try:
+        return _placed(content)
+    except msgspec.DecodeError:  # not an object, or counts that are not numbers
+        return None
 
 
 def _from_snapshot(world: dict[str, Any], seq: int, pairing: Pairing) -> dict[str, _Session]:
@@ -171,7 +209,10 @@ def _from_snapshot(world: dict[str, Any], seq: int, pairing: Pairing) -> dict[st
     return sessions
 
 
-class _Fold:
+class WorldFold:
+    """The fold of the world record by record (:meth:`apply`), from ``sessions`` (from a
+    snapshot, or none) with the writes ``pairing`` says succeeded."""
+
     def __init__(self, sessions: dict[str, _Session], pairing: Pairing) -> None:
         self.sessions = sessions
         self.pairing = pairing
@@ -192,7 +233,7 @@ class _Fold:
     def to_tasks(self, r: TraceRecord) -> None:
         """The session state's checkpoints and rollbacks: the task service keeps and puts
         back every record at once, with no event per task."""
-        content = r.content_obj()
+        content = decode(r.content)
         if not isinstance(content, dict) or content.get("op") not in ("_checkpoint",
                                                                       "_rollback"):
             return
@@ -210,7 +251,7 @@ class _Fold:
                               "from; the tasks are shown as they were before the rollback")
 
     def to_regions(self, r: TraceRecord) -> None:
-        content = r.content_obj()
+        content = decode(r.content)
         if not isinstance(content, dict):
             return
         op, tool = content.get("op"), content.get("tool")
@@ -237,7 +278,7 @@ class _Fold:
                                   "canvas is shown as it was before the rollback")
             elif s is not None and s.checkpoints.get(cid) is not None:
                 s.canvas = s.checkpoints[cid].copy()  # type: ignore[union-attr]
-        elif tool in _WRITES and r.seq in self.pairing.succeeded:
+        elif tool in _WRITES and r.seq in self.pairing.placed:
             args = content.get("args") or {}
             s = self.session(args.get("session_id"))
             if s is None or s.canvas is None:
@@ -254,7 +295,7 @@ class _Fold:
                     s.canvas[y:y + h, x:x + w] = _rows(tiles)
 
     def event(self, r: TraceRecord) -> None:
-        body = r.content_obj()
+        body = decode(r.content)
         if not isinstance(body, dict):
             return
         s = self.session(body.get("session_id"))
@@ -298,7 +339,7 @@ def _rows(tiles: list[list[Any]]) -> NDArray[np.uint8]:
     return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
 
 
-def world_at(run: StoredRun, at: float | None = None, *, upto: int | None = None,
+def world_at(run: StoredLog, at: float | None = None, *, upto: int | None = None,
              pairing: Pairing | None = None) -> World:
     """The world of ``run`` after every record at or before simulated time ``at`` (None:
     the end), and before record ``upto`` when given (the world after records
@@ -316,7 +357,7 @@ def world_at(run: StoredRun, at: float | None = None, *, upto: int | None = None
                 start = (seq, t)
                 sessions = _from_snapshot(world, seq, pairing)
             break
-    fold = _Fold(sessions, pairing)
+    fold = WorldFold(sessions, pairing)
     if run.info is not None and run.info.options.get("faults"):
         fold.notes.append("the run had a fault plan: a dropped or doubled letter can pair "
                           "a tile write with another call's answer")
@@ -334,7 +375,7 @@ def world_at(run: StoredRun, at: float | None = None, *, upto: int | None = None
                  fold.notes)
 
 
-def _last_time(run: StoredRun) -> float:
+def _last_time(run: StoredLog) -> float:
     last = run.last()
     return 0.0 if last is None else last.t
 

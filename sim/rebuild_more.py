@@ -18,7 +18,7 @@ answered from:
   replays these few operations up to a record.
 * **the figures** the live view's chart plots (``Watcher``'s series point):
   ``tiles_placed`` and ``lost_work`` from the answers ``regions`` gave each tile
-  write (paired with the calls as :func:`sim.rebuild.pair_writes` pairs them;
+  write (:attr:`sim.rebuild.Pairing.placed`, the log's one pairing of calls and answers;
   a ``_rollback`` of the tiles restores ``tiles_placed`` as the service does),
   ``conflicts`` (``conflict_detected`` events), ``messages_delivered`` and
   ``messages_dropped`` (``deliver`` and ``drop`` records: the dispatcher counts
@@ -37,29 +37,26 @@ time cannot be known from the log.
 from __future__ import annotations
 
 import bisect
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
 from sim.canvas import parse_tile
-from sim.rebuild import Pairing, World, _Fold
+from sim.log import CALL, RESUMED, decode
+from sim.rebuild import Pairing, World, WorldFold
+from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, DROP, EVENT, TraceRecord
-
-if TYPE_CHECKING:
-    from sim.store import StoredRun
 
 __all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
 
 #: Ready tasks listed on the board (as the live Watcher lists them).
 FRONTIER_SIZE: Final = 40
 _DONE: Final = frozenset({"completed", "failed", "cancelled"})
-_WRITES: Final = (b'"builder_place_tile"', b'"builder_place_tiles"')
 
 
 @dataclass(frozen=True)
@@ -104,34 +101,6 @@ class _Figures:
     blueprints: list[tuple[int, NDArray[np.uint8]]] = field(default_factory=list)
 
 
-def _answers(records: Iterable[TraceRecord]) -> dict[int, tuple[int, int]]:
-    """By the seq of each tile write to ``regions`` that succeeded: (tiles_placed,
-    lost_work) of its answer. Calls and answers are paired per agent, in order, as
-    :func:`sim.rebuild.pair_writes` pairs them (regions answers each agent's calls in
-    the order it takes them)."""
-    waiting: dict[str, deque[tuple[int, bool]]] = {}
-    out: dict[int, tuple[int, int]] = {}
-    for r in records:
-        if r.kind == EVENT and r.type == "run_resumed":
-            waiting.clear()  # a resumed run: what the stopped one left unanswered stays so
-            continue
-        if r.kind != DELIVER:
-            continue
-        if r.recipient == "regions" and r.type == "coordination_request" \
-                and r.sender not in SERVICES:
-            is_write = any(w in r.content for w in _WRITES)
-            waiting.setdefault(r.sender, deque()).append((r.seq, is_write))
-        elif r.sender == "regions" and r.type == "coordination_response" \
-                and r.recipient not in SERVICES:
-            queue = waiting.get(r.recipient)
-            if queue:
-                seq, is_write = queue.popleft()
-                if is_write and b'"success":true' in r.content:
-                    body = r.content_obj()
-                    out[seq] = (int(body.get("tiles_placed", 0)), int(body.get("lost_work", 0)))
-    return out
-
-
 def _blueprint(value: Any) -> NDArray[np.uint8] | None:
     """Rows of tile types as codes; None for anything the service would refuse."""
     if not isinstance(value, list) or not value or not all(
@@ -172,11 +141,11 @@ class LogIndex:
     those times in :attr:`series`.
     """
 
-    def __init__(self, run: StoredRun, pairing: Pairing, *, samples: Iterable[float] = (),
+    def __init__(self, run: StoredLog, pairing: Pairing, *, samples: Iterable[float] = (),
                  session: str | None = None) -> None:
         self.run = run
         self.pairing = pairing
-        answers = _answers(run.records())
+        answers = pairing.placed
         #: By session: the graph's operations, (seq, op, data), in log order.
         self.graph_ops: dict[str, list[tuple[int, str, Any]]] = {}
         self.figures: dict[str, _Figures] = {}
@@ -189,7 +158,7 @@ class LogIndex:
         self._delivered: list[int] = []  # seqs of the deliver and drop records, rising
         self._dropped: list[int] = []
         wanted = sorted(samples)
-        fold = _Fold({}, pairing) if wanted else None
+        fold = WorldFold({}, pairing) if wanted else None
         i = 0
         seq = 0
         delegate: tuple[str, tuple[str, ...]] | None = None  # (session, dependencies)
@@ -204,13 +173,13 @@ class LogIndex:
                     self._delivered.append(r.seq)
                     if r.recipient == "tasks":
                         delegate = self._to_tasks(r)
-                    elif r.recipient == "regions" and r.type == "coordination_request":
+                    elif r.recipient == "regions" and r.type == CALL:
                         self._to_regions(r, answers)
                 elif r.kind == DROP:
                     self._dropped.append(r.seq)
                 elif r.kind == EVENT:
                     self._event(r, delegate, orders)
-                    if r.type in ("task_created", "run_resumed"):  # (a stopped run's call
+                    if r.type in ("task_created", RESUMED):  # (a stopped run's call
                         delegate = None  # may have made no task before the stop)
                 if fold is not None and i < len(wanted):
                     fold.apply(r)
@@ -220,7 +189,7 @@ class LogIndex:
         for t in wanted[i:]:
             self._sample(fold, t, seq, session)
 
-    def _sample(self, fold: _Fold | None, t: float, seq: int, session: str | None) -> None:
+    def _sample(self, fold: WorldFold | None, t: float, seq: int, session: str | None) -> None:
         sid = session if session is not None else next(iter(self.sessions), None)
         if fold is not None and sid is not None and sid in fold.sessions:
             self.series.append(self.point(World(t, seq, None, fold.sessions, []), sid))
@@ -230,10 +199,10 @@ class LogIndex:
     def _to_tasks(self, r: TraceRecord) -> tuple[str, tuple[str, ...]] | None:
         """A letter the tasks service takes: a task_delegate call (its session and
         dependencies), or a checkpoint or rollback of the session state."""
-        if r.type != "coordination_request":
+        if r.type != CALL:
             return None
         try:
-            content = r.content_obj()
+            content = decode(r.content)
         except msgspec.DecodeError:
             return None
         if not isinstance(content, dict):
@@ -252,7 +221,7 @@ class LogIndex:
 
     def _to_regions(self, r: TraceRecord, answers: dict[int, tuple[int, int]]) -> None:
         if r.seq in answers:
-            content = r.content_obj()
+            content = decode(r.content)
             sid = (content.get("args") or {}).get("session_id")
             if isinstance(sid, str):
                 f = self.figures.setdefault(sid, _Figures())
@@ -264,7 +233,7 @@ class LogIndex:
             return
         if b'"op":"_' not in r.content and b"blueprint" not in r.content:
             return
-        content = r.content_obj()
+        content = decode(r.content)
         if not isinstance(content, dict):
             return
         op, tool = content.get("op"), content.get("tool")
@@ -294,7 +263,7 @@ class LogIndex:
 
     def _event(self, r: TraceRecord, delegate: tuple[str, tuple[str, ...]] | None,
                orders: dict[str, int]) -> None:
-        body = r.content_obj()
+        body = decode(r.content)
         if not isinstance(body, dict) or not isinstance(body.get("session_id"), str):
             return
         sid = body["session_id"]

@@ -20,8 +20,8 @@ What the log gives, and where from:
   ``build_checkpoint`` answers (an automatic checkpoint's from its event);
 * **regions**: the blueprint (``_blueprint``), the canvas with its last-writer layer
   and the tile counts (every tile write whose answer says it succeeded, applied when
-  the service took it, paired with its answer as :func:`sim.rebuild.pair_writes`
-  does), the claims with their leases (``region_claimed`` and ``region_released``),
+  the service took it, paired with its answer by the rules of :mod:`sim.log`), the
+  claims with their leases (``region_claimed`` and ``region_released``),
   the refusals counted (``conflict_detected``), shaders and cartridges (the calls
   that made them, paired with their answers), and
   what each checkpoint kept of them (``_checkpoint``, ``_rollback``);
@@ -48,45 +48,35 @@ from __future__ import annotations
 import copy
 import re
 import zlib
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
 from sim.canvas import TileCanvas, parse_tile
 from sim.events import status_after
 from sim.geometry import Rect
+from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
+from sim.store import StoredLog
 from sim.taskgraph import parse_priority
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
 
-if TYPE_CHECKING:
-    from sim.store import StoredRun
-
-__all__ = ["RESUMED", "Image", "RegionsImage", "SessionImage", "image_of"]
-
-#: The event a resumed run's log starts with (from ``system``): the calls the stopped run
-#: left unanswered are never answered, so the pairing of calls and answers starts afresh.
-RESUMED: Final = "run_resumed"
+__all__ = ["Image", "RegionsImage", "SessionImage", "image_of"]
 
 _WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
-#: The services whose tools agents call and whose answers the fold pairs with the calls.
-_SERVING: Final = frozenset({"regions", "tasks", "coordinator"})
 _RECT_KEYS: Final = frozenset({"x", "y", "width", "height"})
 #: The tools whose answers :meth:`_Fold.answered` reads (to any other call's answer it
 #: does nothing, whatever the answer says).
 _ANSWERS_USED: Final = frozenset({"session_create", "builder_place_tile", "builder_place_tiles",
                                   "builder_load_shader", "builder_assemble_cartridge",
                                   "build_checkpoint", "task_report", "task_delegate"})
-_decode: Final = msgspec.json.Decoder().decode
 _DIGITS: Final = re.compile(r"[0-9]+")
 #: The record types the fold reads (the log holds others: status updates, heartbeats...).
 _FOLDED: Final = frozenset({
-    "coordination_request", "coordination_response", "task_assignment", "task_result",
+    CALL, ANSWER, "task_assignment", "task_result",
     RESUMED, "task_created", "task_accepted", "task_completed", "task_failed",
     "task_cancelled", "task_blocked", "task_unblocked", "task_requeued",
     "task_dependencies_added", "approval_requested", "approval_resolved", "region_claimed",
@@ -170,26 +160,15 @@ class Image:
         return "; ".join(dict.fromkeys(self.problems)) or None
 
 
-class _Pairs:
-    """An agent's calls to one service, paired in order with the answers it got.
-
-    Regions' tools are synchronous, so it answers an agent's calls in the order it
-    takes them. The task queue's are not all (``task_accept`` asks regions first),
-    but an agent waits for each answer before its next call to the queue, as every
-    shipped behaviour does; a pairing is only used where the answer names what the
-    call made (a task id), which checks it.
-    """
-
-    def __init__(self) -> None:
-        #: (service, agent) -> the agent's unanswered calls to it, oldest first: (seq,
-        #: content). :meth:`_Fold.fold_rows` queues a call and pops it at its answer.
-        self.waiting: dict[tuple[str, str], deque[tuple[int, Any]]] = {}
-
-
 class _Fold:
     def __init__(self) -> None:
         self.sessions: dict[str, SessionImage] = {}
-        self.pairs = _Pairs()
+        #: Each agent's calls to each service not yet answered: (seq, decoded body). The
+        #: task queue's tools are not all synchronous (``task_accept`` asks regions
+        #: first), but an agent waits for each answer before its next call to the queue;
+        #: a pairing is only used where the answer names what the call made (a task
+        #: id), which checks it (:func:`_matches`).
+        self.calls: Calls[tuple[int, Any]] = Calls()
         self.serials: dict[str, int] = {"regions": 0, "tasks": 0, "coordinator": 0}
         self.problems: list[str] = []
         self.completions: dict[str, int] = {}
@@ -219,8 +198,7 @@ class _Fold:
         two, and the two kinds most of a log is made of (a call to a service, queued to
         pair with its answer, and the answer) are handled here without a record object.
         """
-        decode = _decode
-        waiting = self.pairs.waiting
+        calls = self.calls
         seq, at = 0, 0.0
         for rseq, t, kind, sender, recipient, rtype, content, packed in rows:
             if upto is not None and rseq >= upto:
@@ -229,39 +207,27 @@ class _Fold:
             if packed:
                 content = zlib.decompress(content)
             if kind == DELIVER:
-                if rtype == "coordination_response":
-                    if sender not in _SERVING or recipient in SERVICES:
+                if rtype == ANSWER:
+                    if not is_answer(kind, rtype, sender, recipient):
                         continue
-                    queue = waiting.get((sender, recipient))
-                    if not queue:
+                    paired = calls.answer(sender, recipient)
+                    if paired is None:
                         continue
-                    call = queue.popleft()[1]
-                    tool = call.get("tool")
+                    call = paired[1]
+                    tool = call.get("tool") if type(call) is dict else None
                     if type(tool) is not str or tool not in _ANSWERS_USED:
                         continue  # answered() would do nothing with it: not even decoded
                     answer = decode(content)
                     if not self.placed(recipient, call, answer):
                         self.answered(TraceRecord(rseq, t, kind, sender, recipient, rtype,
                                                   content), call, answer)
-                elif rtype == "coordination_request":
+                elif rtype == CALL:
                     body = decode(content)
-                    if not isinstance(body, dict):
-                        continue
-                    if body.get("op") == "_agent_crashed" and body.get("reason") == "resumed":
-                        # A resumed run starts here (Simulation.restore, before any agent of
-                        # it calls): the stopped run's unanswered calls died with it and are
-                        # never answered, so the next answers pair with the resumed agents'
-                        # calls.
-                        self.pairs = _Pairs()
-                        waiting = self.pairs.waiting
-                    elif sender in SERVICES:
+                    if is_call(kind, rtype, sender, recipient):
+                        calls.call(recipient, sender, (rseq, body))
+                    elif sender in SERVICES and isinstance(body, dict):
                         self.internal(TraceRecord(rseq, t, kind, sender, recipient, rtype,
                                                   content), body)
-                    elif recipient in _SERVING and "tool" in body:
-                        calls = waiting.get((recipient, sender))
-                        if calls is None:
-                            calls = waiting[recipient, sender] = deque()
-                        calls.append((rseq, body))
                 elif rtype == "task_assignment" and sender == "tasks":
                     self.assignment(decode(content))
                 elif rtype == "task_result" and sender == "tasks":
@@ -423,16 +389,16 @@ class _Fold:
             for task in s.tasks.values():
                 if not task.get("_full") and not task.get("_described"):
                     self.unanswered_delegation(s, task)
-        self.pairs.waiting.clear()
+        self.calls.clear()
 
     def unanswered_delegation(self, s: SessionImage, task: dict[str, Any]) -> bool:
         """A task the log has no assignment of, nor an answer naming it (the run stopped
         between its creation and both): its delegator's newest ``task_delegate`` call
         that nothing answered and that came before its creation made it (an agent waits
         for each answer before its next call to the queue)."""
-        calls = self.pairs.waiting.get(("tasks", task["delegated_by"]), ())
+        calls = self.calls.waiting.get(("tasks", task["delegated_by"]), ())
         made = [(seq, c) for seq, c in calls if seq < task["_created_seq"]
-                and c.get("tool") == "task_delegate"
+                and type(c) is dict and c.get("tool") == "task_delegate"
                 and (c.get("args") or {}).get("session_id") == s.session_id
                 and (c.get("args") or {}).get("task_type") == task["type"]]
         if made:
@@ -495,7 +461,7 @@ class _Fold:
         if not kind.startswith(("task_", "region_", "approval_", "lock_", "barrier_",
                                 "checkpoint_", "conflict_detected")):
             return
-        body = _decode(r.content)
+        body = decode(r.content)
         if not isinstance(body, dict):
             return
         s = self.session(body.get("session_id"))
@@ -598,9 +564,9 @@ class _Fold:
         """A task ended (or blocked) by ``by``'s report, when the log ends before the report's
         answer and before the result went out: what the report said, from the call (the
         reporter's oldest unanswered call to the queue)."""
-        waiting = self.pairs.waiting.get(("tasks", by))
-        call = waiting[0][1] if waiting else None
-        if call is None or call.get("tool") != "task_report":
+        oldest = self.calls.oldest("tasks", by)
+        call = None if oldest is None else oldest[1]
+        if type(call) is not dict or call.get("tool") != "task_report":
             return
         args = call.get("args") or {}
         if args.get("task_id") == task["task_id"]:
@@ -780,7 +746,7 @@ def _folded(rows: Iterable[tuple[Any, ...]], *, faults: bool, upto: int | None,
     return Image(seq, at, f.sessions, f.serials, f.problems, f.completions)
 
 
-def image_of(run: StoredRun, upto: int | None = None) -> Image:
+def image_of(run: StoredLog, upto: int | None = None) -> Image:
     """Fold every committed record of ``run`` (see the module doc), or those before seq
     ``upto``. The image stands after the log's last record (before ``upto``), of
     whatever type."""

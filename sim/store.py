@@ -33,13 +33,9 @@ one (equal digests over equal-length prefixes mean equal records); only the reco
 of a commit whose digest differs, or that no digest covers (an older store), are
 compared row by row, to name the first that differs (:attr:`Store.divergence`).
 
-**Crash tests.** The environment variable ``BARNRAISE_STORE_CRASH`` set to
-``record:N``, ``commit:N`` or ``snapshot:N`` makes the process kill itself
-(SIGKILL) in the middle of the commit that writes record N, of its Nth commit or
-of its Nth snapshot, after the rows are written and before the transaction
-commits: a seeded moment to crash at, for tests/test_store.py.
-``BARNRAISE_STORE_SNAPSHOT_EVERY=N`` takes a snapshot every N records instead of
-:data:`SNAPSHOT_EVERY`.
+**Snapshots.** ``BARNRAISE_STORE_SNAPSHOT_EVERY=N`` takes a snapshot every N records
+instead of :data:`SNAPSHOT_EVERY`. (The crash tests kill a run in the middle of a
+transaction from outside the library: ``tests/crashing.py``.)
 
 **Bad input.** :func:`check_store` reads a path (with ``mode=ro``, nothing
 written, and the ``-wal``/``-shm`` files its own open made removed: :func:`_reading`)
@@ -59,11 +55,9 @@ import contextlib
 import fcntl
 import itertools
 import json
-import math
 import numbers
 import os
 import re
-import signal
 import sqlite3
 import stat
 import threading
@@ -74,7 +68,6 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any, Final
 
 import msgspec
-import numpy as np
 
 from sim.events import (
     TaskAccepted,
@@ -85,10 +78,11 @@ from sim.events import (
     TaskResultRead,
     status_after,
 )
+from sim.log import decode
 from sim.trace import DELIVER, EVENT, Trace, TraceRecord
 
-__all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "check_store",
-           "read_snapshot"]
+__all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "StoredLog",
+           "check_store", "read_snapshot"]
 
 SCHEMA_VERSION: Final = 4
 #: Records between two snapshots (deterministic mode).
@@ -138,8 +132,6 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
             "ALTER TABLE run ADD COLUMN script_sha256 TEXT",
         )),
 }
-
-_decode_body: Final = msgspec.json.Decoder(dict[str, Any]).decode
 
 #: The events the delegations table follows: a task's creation, acceptance and end (its
 #: status from sim.events.status_after), and a restarted delegator reading a result
@@ -561,12 +553,6 @@ class Store:
         self.group_records = GROUP_RECORDS
         self._last_commit = time.perf_counter()
         self.closed = False
-        where, _, count = os.environ.get("BARNRAISE_STORE_CRASH", "").partition(":")
-        self._crash = (where, int(count)) if _DIGITS.fullmatch(count) else None
-
-    def _crash_point(self, where: str, count: int) -> None:
-        if self._crash == (where, count):
-            os.kill(os.getpid(), signal.SIGKILL)
 
     # -- opening -----------------------------------------------------------------------
 
@@ -741,10 +727,6 @@ class Store:
                         TraceRecord(seq, *raw) for seq, raw in enumerate(raws, first)
                         if (raw[1] == EVENT and raw[4] in _TASK_EVENTS)
                         or (raw[4] == "task_result" and raw[1] == DELIVER)])
-                    self._crash_point("commit", self.commits + 1)
-                    if self._crash is not None and self._crash[0] == "record" and \
-                            first <= self._crash[1] < end + self.offset:
-                        self._crash_point("record", self._crash[1])
                     if self.keep_digests:
                         db.execute("INSERT INTO digests VALUES (?, ?)",
                                    (end + self.offset, trace.digest_at(end)))
@@ -799,7 +781,6 @@ class Store:
         blob = zlib.compress(msgspec.msgpack.encode(world), 1)
         db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (seq, t, blob))
         self.snapshots += 1
-        self._crash_point("snapshot", self.snapshots)
         self._since_snapshot = 0
 
     @staticmethod
@@ -808,7 +789,7 @@ class Store:
         ``task_result`` letters delivered to delegators, or the results a restarted
         delegator read from the queue instead: ``delivered_at``, the first of them)."""
         for r in records:
-            body = _decode_body(r.content)
+            body = decode(r.content)
             task = body.get("task_id")
             if r.kind == DELIVER or r.type == "task_result_read":  # it reached its delegator
                 db.execute("UPDATE delegations SET delivered_at = ? WHERE task_id = ? AND "
@@ -847,7 +828,6 @@ class Store:
                 db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)",
                            (self.written + self.offset, t, blob))
                 self.snapshots += 1
-                self._crash_point("snapshot", self.snapshots)  # the last one: a realtime run's
             db.execute("UPDATE run SET status = 'finished', summary = ?, trace_digest = ?, "
                        "updated_at = ? WHERE id = 1",
                        (json.dumps(summary, sort_keys=True), trace_digest, time.time()))
@@ -892,8 +872,10 @@ def _filters(start: int | None, upto: int | None, types: Iterable[str] | None
     return " AND ".join(where), args
 
 
-class StoredRun:
-    """A read-only view of a store (see ``barnraise.open_run``)."""
+class StoredLog:
+    """A read-only view of a store: its run row, log, snapshots and delegations as stored.
+    :class:`sim.stored.StoredRun` (what ``barnraise.open_run`` returns) adds what folds
+    of the log show."""
 
     def __init__(self, path: str | os.PathLike[str], info: RunInfo | None = None) -> None:
         """``info``: what :func:`check_store` said of ``path`` a moment ago, which spares
@@ -990,67 +972,6 @@ class StoredRun:
                 row = db.execute("SELECT data FROM snapshots ORDER BY seq DESC LIMIT 1"
                                  ).fetchone()
         return None if row is None else read_snapshot(bytes(row[0]))
-
-    def world(self, at: float | None = None) -> dict[str, Any]:
-        """Every session's world after each record at or before simulated time ``at``
-        (default: the end), folded from the last snapshot before it and the log
-        (:func:`sim.rebuild.world_at`): canvas bytes and shape, members, claims, task
-        statuses, checkpoints and the members' colours, by session id."""
-        from sim.rebuild import world_at
-
-        return world_at(self, at).state()
-
-    def canvas(self, at: float | None = None, session_id: str | None = None
-               ) -> np.ndarray[Any, Any] | None:
-        """The canvas (``[y, x]`` tile codes) of ``session_id`` (default: the summary's
-        session, else the first) after every record at or before simulated time ``at``
-        (default: the end), folded from the snapshots and the log. None when that
-        session has no canvas then."""
-        world = self.world(at)
-        if not world:
-            return None
-        sid = session_id
-        if sid is None:
-            summary = self.summary
-            sid = summary.get("session_id") if summary else None
-            if sid not in world:
-                sid = next(iter(world))
-        part = world.get(sid)
-        if part is None or part.get("canvas") is None:
-            return None
-        return np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
-
-    def timeseries(self, interval: float = 1.0, session_id: str | None = None) -> Any:
-        """The run's figures every ``interval`` simulated seconds (and at its last record),
-        folded from the log, as a pandas DataFrame: ``t``, ``completion``,
-        ``tiles_placed``, ``conflicts``, ``lost_work``, ``claims``, ``tasks_completed``,
-        ``tasks_failed``, ``messages_delivered``, ``messages_dropped`` (the live view's
-        chart; :class:`sim.rebuild_more.LogIndex` says where each comes from). One
-        session's: ``session_id``, or the first the run opened. Mailbox depths are not
-        in a log and not here. ValueError for an interval that is not a number > 0."""
-        import pandas as pd
-
-        from sim.rebuild import pair_writes
-        from sim.rebuild_more import LogIndex
-
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
-                or not math.isfinite(interval) or interval <= 0:
-            raise ValueError(f"interval must be a finite number of seconds > 0, "
-                             f"got {interval!r}")
-        last = self.last()
-        end = 0.0 if last is None else last.t
-        times = [i * interval for i in range(int(end // interval) + 1)]
-        if not times or times[-1] < end:
-            times.append(end)
-        records = self.records()
-        try:
-            pairing = pair_writes(records)
-        finally:
-            records.close()
-        index = LogIndex(self, pairing, samples=times, session=session_id)
-        columns = ["t", "completion", "tiles_placed", "conflicts", "lost_work", "claims",
-                   "tasks_completed", "tasks_failed", "messages_delivered", "messages_dropped"]
-        return pd.DataFrame(index.series, columns=columns)
 
     def delegations(self) -> list[dict[str, Any]]:
         """One dict per task the run delegated: task_id, session_id, delegator,

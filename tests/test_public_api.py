@@ -93,6 +93,63 @@ def test_the_layering_check_catches_a_lazy_import_upward(tmp_path: pathlib.Path)
     assert "actors/agent.py:2 imports scenarios.kernel_build" in found[1]
 
 
+#: The layers whose modules load each other at import, never later: a lazy import between
+#: two of their modules hides a cycle (the application layer may defer an optional extra).
+EAGER = ("sim", "actors", "scenarios")
+
+
+def lazy_imports(root: pathlib.Path) -> list[str]:
+    """Every import of the project's own code made inside a function of ``EAGER``."""
+    problems = []
+    for layer in EAGER:
+        for path in sorted((root / layer).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    continue
+                inner = ast.Module(body=node.body if isinstance(node.body, list) else [],
+                                   type_ignores=[])
+                for line, module in _imports_of(inner):
+                    if module.startswith(".") or module.split(".")[0] in LAYERS:
+                        problems.append(f"{path.relative_to(root)}:{line} imports {module} "
+                                        "inside a function")
+    return sorted(set(problems))
+
+
+def _imports_of(tree: ast.AST) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, "." * node.level + (node.module or "")))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "import_module" and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def test_no_module_of_the_engine_actors_or_scenarios_imports_its_own_code_lazily() -> None:
+    assert lazy_imports(ROOT) == []
+
+
+def test_the_lazy_import_check_catches_one_and_lets_an_extra_be(tmp_path: pathlib.Path) -> None:
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+    (tmp_path / "sim" / "store.py").write_text(
+        "import json\n\nclass Run:\n    def world(self):\n"
+        "        from sim.rebuild import world_at\n        return world_at(self)\n")
+    (tmp_path / "sim" / "plots.py").write_text(
+        "def figure():\n    import matplotlib.figure\n    return matplotlib.figure\n")
+    (tmp_path / "actors" / "agent.py").write_text(
+        "async def later():\n    import actors.world\n")
+    (tmp_path / "barnraise" / "cli.py").write_text("def main():\n    import sim.store\n")
+    assert lazy_imports(tmp_path) == [
+        "actors/agent.py:2 imports actors.world inside a function",
+        "sim/store.py:5 imports sim.rebuild inside a function"]
+
+
 def test_static_tools_see_the_real_types_of_the_public_names(tmp_path: pathlib.Path) -> None:
     # trio's lesson: a lazy __getattr__ turns a class into Any and hides every typo.
     snippet = tmp_path / "uses_barnraise.py"

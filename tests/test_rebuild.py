@@ -13,7 +13,7 @@ import pytest
 from barnraise import open_run
 from barnraise.runner import check_request, list_scenarios, open_store, run_request
 from sim.rebuild import pair_writes, world_at
-from sim.store import StoredRun
+from sim.stored import StoredRun
 from tests.helpers import HandSession, canvas_from_log
 
 SMALL = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}

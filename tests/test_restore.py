@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import random
 import re
 import sqlite3
 import subprocess
-import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -37,6 +35,7 @@ from sim.geometry import Rect
 from sim.rebuild import pair_writes
 from sim.restore import Image, _codes, _matches, _rows, fold, image_of
 from sim.store import Store, StoreError
+from tests import crashing
 from tests.helpers import HandSession
 
 
@@ -233,10 +232,9 @@ def test_the_services_restored_from_any_prefix_of_the_log_are_the_services_in_me
 # -- kill -9 a realtime run, resume it --------------------------------------------------------
 
 def _run_killed(crash: str, *command: str) -> int:
-    """Run ``barnraise COMMAND`` in a subprocess that kills itself at ``crash`` (see
-    sim/store.py; "" for no kill); its exit code (-9: killed)."""
-    env = dict(os.environ, BARNRAISE_STORE_CRASH=crash)
-    done = subprocess.run([sys.executable, "-m", "barnraise.cli", *command], env=env,
+    """Run ``barnraise COMMAND`` in a subprocess that kills itself at ``crash``
+    (tests/crashing.py); its exit code (-9: killed)."""
+    done = subprocess.run(crashing.command(crash, *command), cwd=crashing.ROOT,
                           capture_output=True, timeout=120, check=False)
     return done.returncode
 

@@ -12,7 +12,6 @@ import random
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import zlib
 from typing import Any
@@ -29,6 +28,7 @@ from barnraise.cli import main
 from barnraise.runner import list_scenarios, open_run, replay, resume, run
 from sim.store import SCHEMA_VERSION, Store, StoreError, check_store, read_snapshot
 from sim.trace import Trace, TraceRecord
+from tests import crashing
 
 SMALL_KERNEL = {"grid_size": 40, "block": 20}
 
@@ -328,8 +328,8 @@ def test_replay_names_the_first_record_that_differs(
 
 
 def _run_killed(path: pathlib.Path, crash: str, *command: str) -> int:
-    env = dict(os.environ, BARNRAISE_STORE_CRASH=crash, BARNRAISE_STORE_SNAPSHOT_EVERY="500")
-    done = subprocess.run([sys.executable, "-m", "barnraise.cli", *command], env=env,
+    env = dict(os.environ, BARNRAISE_STORE_SNAPSHOT_EVERY="500")
+    done = subprocess.run(crashing.command(crash, *command), env=env, cwd=crashing.ROOT,
                           capture_output=True, timeout=120, check=False)
     return done.returncode
 
@@ -349,6 +349,41 @@ def _check_resumed(path: pathlib.Path, prefix: list[Any], expected_digest: str) 
     assert all(n == 1 for n in completed.values())
     finished = {t["task_id"] for t in result.tasks if t["status"] == "completed"}
     assert set(completed) == finished
+
+
+@pytest.mark.parametrize(("moment", "commit", "snapshots"), [
+    ("commit:2", 2, 0), ("record:45", 2, 0), ("record:30", 2, 0), ("record:29", 1, 0),
+    ("snapshot:1", 2, 0), ("snapshot:2", 4, 1)])
+def test_the_kill_switch_fires_in_the_transaction_it_names_before_it_commits(
+        tmp_path: pathlib.Path, moment: str, commit: int, snapshots: int) -> None:
+    """tests/crashing.py kills at a transaction's COMMIT: the commit that writes record N,
+    the N-th commit, the one that writes the N-th snapshot; its rows are written then,
+    and not yet committed (a reader sees none of them: the records and ``snapshots``
+    snapshots of the commits before)."""
+    path = tmp_path / "run.db"
+    store = Store.create(path, seed=0, mode="deterministic")
+    store.snapshot_every = 50
+    store.snapshotter = lambda: {"world": 1}
+    fired: list[tuple[int, int, int]] = []
+
+    def kill() -> None:
+        with sqlite3.connect(path) as reader:  # what a process opening it now would see
+            stored = reader.execute("SELECT count(*) FROM events").fetchone()[0]
+            kept = reader.execute("SELECT count(*) FROM snapshots").fetchone()[0]
+        fired.append((store.commits + 1, stored, kept))
+
+    store._db.set_trace_callback(crashing.KillSwitch(moment, kill))
+    trace = Trace()
+    store.attach(trace)
+    ends = (30, 60, 90, 120)  # four commits; a snapshot with the second and the fourth
+    for end in ends:
+        for record in _records(end, len(trace)):
+            trace.add_record(record)
+        store.commit()
+    store.close()
+    assert fired == [(commit, ends[commit - 2] if commit > 1 else 0, snapshots)]
+    with pytest.raises(ValueError, match="record:N, commit:N or snapshot:N"):
+        crashing.KillSwitch("record")
 
 
 def test_sigkill_at_seeded_moments_then_resume(tmp_path: pathlib.Path) -> None:

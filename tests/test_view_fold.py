@@ -19,7 +19,7 @@ from barnraise.view.stored import ReplaySource, StoredSource
 from barnraise.view.watch import _board
 from sim.rebuild import pair_writes, world_at
 from sim.rebuild_more import LogIndex, board
-from sim.store import StoredRun
+from sim.stored import StoredRun
 
 #: The figures of a chart's point (everything but its time).
 FIGURES = ("completion", "tiles_placed", "conflicts", "lost_work", "claims", "tasks_completed",
@@ -294,10 +294,9 @@ def test_concurrent_delegations_in_realtime_pair_with_their_tasks(tmp_path: Path
 def test_a_resumed_runs_answers_are_not_paired_with_the_stopped_runs_calls() -> None:
     """A realtime resume (sim/store.py: a ``run_resumed`` event, then the new run's records)
     leaves the stopped run's unanswered calls so: the answers after it pair with the calls
-    after it, as ``pair_writes`` does."""
+    after it (sim.log.paired)."""
     import msgspec
 
-    from sim.rebuild_more import _answers
     from sim.trace import TraceRecord
 
     def record(seq: int, kind: str, sender: str, recipient: str, type_: str,
@@ -312,5 +311,5 @@ def test_a_resumed_runs_answers_are_not_paired_with_the_stopped_runs_calls() -> 
            record(2, "deliver", "b", "regions", "coordination_request", write),
            record(3, "deliver", "regions", "b", "coordination_response",
                   {"success": True, "tiles_placed": 1, "lost_work": 0})]
-    assert _answers(log) == {2: (1, 0)}
-    assert _answers([r for r in log if r.type != "run_resumed"]) == {0: (1, 0)}
+    assert pair_writes(log).placed == {2: (1, 0)}
+    assert pair_writes([r for r in log if r.type != "run_resumed"]).placed == {0: (1, 0)}

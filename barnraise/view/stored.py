@@ -38,7 +38,8 @@ from sim.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.rebuild import pair_writes, world_at
 from sim.rebuild_more import LogIndex
 from sim.rebuild_more import board as task_board
-from sim.store import StoredRun, StoreError
+from sim.store import StoreError
+from sim.stored import StoredRun
 from sim.trace import EVENT
 
 if TYPE_CHECKING:

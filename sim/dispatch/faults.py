@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import numpy as np
 
+from sim.dispatch.values import DELIVERED
 from sim.messages import Metadata
 from sim.seeds import seed_for
 from sim.trace import FAULT
@@ -195,8 +196,6 @@ class FaultInjector:
                                 "type": message.message_type, **extra}))
 
     def route(self, endpoint: Endpoint, message: Message, encoded: bytes) -> str:
-        from sim.dispatch.values import DELIVERED
-
         if not self.subject(endpoint, message):
             return self.plain(endpoint, message, encoded)
         plan = self.faults
@@ -230,8 +229,6 @@ class FaultInjector:
 
     def _send_at(self, due: float, endpoint: Endpoint, message: Message, encoded: bytes,
                  extra: float) -> str:
-        from sim.dispatch.values import DELIVERED
-
         d = self.dispatcher
         if due <= d.now:
             return self.plain(endpoint, message, encoded)
