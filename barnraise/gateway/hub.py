@@ -479,7 +479,8 @@ class Hub:
 
     def _submit(self, slot: AgentSlot, tool: str,
                 args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
-        future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        loop = self.loop
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
         pending = slot.client.submit(tool, **args)
         # Refused before it was sent, or already answered. An answer that is in the
         # mailbox already has woken the loop, which drains after this: not looked for.
@@ -490,14 +491,14 @@ class Hub:
             # No timer per call (one cost as much as the rest of the hub's part of it):
             # one sweep looks at every waiting agent's calls (see _sweep).
             wait = CALL_TIMEOUT + self._tool_wait(args)
-            slot.pending.append((pending, future, tool, self.loop.time() + wait, wait))
+            slot.pending.append((pending, future, tool, loop.time() + wait, wait))
             if tool in WAITS:
                 slot.waits += 1
             elif tool == "a2a_subscribe":
                 slot.subscribing += 1
             self._waiting.add(slot)
             if self._sweeper is None:
-                self._sweeper = self.loop.call_later(SWEEP, self._sweep)
+                self._sweeper = loop.call_later(SWEEP, self._sweep)
         return future
 
     def _sweep(self) -> None:
