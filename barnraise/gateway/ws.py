@@ -262,7 +262,7 @@ class WebSocketSession:
                 if not request.notification:
                     self._send(jsonrpc.success(request.id, self._over_limit()))
                 return
-            # _start, inline (every tool call passes here; a call less is 600 instructions)
+            # _start, inline: every tool call passes here (docs/benchmarks.md, "The rest")
             call_id = request.id if isinstance(request.id, str) else None
             future = self.hub.start(slot, request.method, request.params, call_id)
             if future.done():
