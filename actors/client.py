@@ -54,7 +54,8 @@ class ClientActor(A2AActor):
         with self.arrived:
             if correlation_id is not None and (
                     asked := self.expected.get(correlation_id)) is not None:
-                if not answers(message, asked):
+                # The common answer (from the actor asked) without a call; answers() rules.
+                if message.from_agent != asked and not answers(message, asked):
                     forged = True  # not from the actor asked: the call waits on
                 else:
                     forged = False

@@ -51,6 +51,15 @@ def test_gateway_benchmarks_produce_their_figures() -> None:
     assert a2a["ratio"] > 0
 
 
+
+def test_the_in_process_websocket_drive_answers_every_call() -> None:
+    import asyncio
+
+    from benchmarks.ws_inprocess import drive
+
+    figures = asyncio.run(asyncio.wait_for(drive(clients=3, calls=4), 120))
+    assert figures["calls"] == 12 and figures["failures"] == 0, figures
+
 def test_the_validation_comparison_checks_every_side_gives_the_same_arguments() -> None:
     from benchmarks import validation_bench
 

@@ -21,6 +21,7 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -28,9 +29,10 @@ import pytest
 from websockets.asyncio.client import connect
 
 from barnraise.gateway.hosting import HostedWorld
+from barnraise.gateway.hub import Counters
 from barnraise.gateway.jsonrpc import MAX_DEPTH, RpcError, loads
 from barnraise.gateway.mcp_surface import read_lines
-from barnraise.gateway.server import Gateway, GatewayServer, check_hosts
+from barnraise.gateway.server import EdgeMiddleware, Gateway, GatewayServer, check_hosts
 from tests.gateway_support import counters, served
 
 RPC = "/a2a/jsonrpc"
@@ -328,6 +330,65 @@ def test_depth_counts_brackets_outside_strings_only() -> None:
     with pytest.raises(RpcError) as text:
         loads('{"a": "\udc80' + "[" * 100 + '"}')
     assert text.value.code == -32700
+
+
+
+@pytest.mark.parametrize("kind", [str, bytes])
+def test_depth_of_objects_alone_or_mixed_with_arrays_is_bounded(kind: type) -> None:
+    """loads counts ``{`` always and ``[`` only when there is one (the cheap bound, inline):
+    objects nested without an array, arrays inside objects, and many brackets that do not
+    nest, each decided by the depth itself."""
+    def frame(text: str) -> str | bytes:
+        return text if kind is str else text.encode()
+
+    def objects(n: int) -> str:  # n objects, each inside the one before: no array at all
+        return '{"a": ' * n + "1" + "}" * n
+
+    with pytest.raises(RpcError) as deep:
+        loads(frame(objects(MAX_DEPTH + 1)))
+    assert deep.value.code == -32600 and f"{MAX_DEPTH + 1} deep" in deep.value.message
+    assert loads(frame(objects(MAX_DEPTH))) is not None
+    half = MAX_DEPTH // 2 + 1  # objects, then arrays inside: together one too deep
+    mixed = '{"a": ' * half + "[" * half + "]" * half + "}" * half
+    with pytest.raises(RpcError, match=f"nested {2 * half} deep"):
+        loads(frame(mixed))
+    # more brackets than MAX_DEPTH, side by side: shallow, so decoded
+    flat = '{"a": [' + ", ".join(["[]"] * MAX_DEPTH) + '], "b": ' + \
+        "[" + ", ".join(["{}"] * MAX_DEPTH) + "]}"
+    assert loads(frame(flat)) == {"a": [[]] * MAX_DEPTH, "b": [{}] * MAX_DEPTH}
+
+
+
+def test_edge_middleware_hands_the_app_its_own_awaitable() -> None:
+    """Not a coroutine of its own: a served request or WebSocket gets the app's awaitable
+    as it is (every frame of every connection was resumed through one more frame), and
+    a refused one the refusal's, counted."""
+    made: list[Any] = []
+
+    def app(scope: Any, receive: Any, send: Any) -> Any:
+        made.append(asyncio.sleep(0))
+        return made[-1]
+
+    gate = SimpleNamespace(host_allowed=lambda host: host == "127.0.0.1:1",
+                           origin_allowed=lambda origin, host: True, counters=Counters())
+    edge = EdgeMiddleware(app, gate)  # type: ignore[arg-type]
+    served_ws = edge({"type": "websocket", "headers": [(b"host", b"127.0.0.1:1")]},
+                     None, None)  # type: ignore[arg-type]
+    assert served_ws is made[0]
+    asyncio.run(served_ws)  # type: ignore[arg-type]
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:
+        return {"type": "http.disconnect"}
+
+    refused = edge({"type": "http", "method": "GET", "headers": [(b"host", b"evil:1")]},
+                   receive, send)
+    assert len(made) == 1  # the app was not called
+    asyncio.run(refused)  # type: ignore[arg-type]
+    assert sent[0]["status"] == 421 and gate.counters["foreign_host"] == 1
 
 
 # -- finding 11: MCP stdio answers every line ----------------------------------------------

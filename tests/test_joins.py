@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 from actors.coordinator import JOIN_STATE_LIMIT
+from actors.service import fit_prefix
 from actors.world import Client, Simulation
 from sim.tools import STATE_PAGE_DEFAULT, STATE_PAGE_MAX
 from tests.helpers import box
@@ -293,3 +294,23 @@ def test_a2a_discover_below_a_page_keeps_its_shape(simu: Simulation) -> None:
                         ({"cursor": "abc"}, "cursor"), ({"cursor": "\uff11"}, "cursor")):
         refused = crew[0].a2a_discover(**args)
         assert refused["error"] == "invalid_argument" and refused["field"] == field, refused
+
+
+def test_fit_prefix_cuts_where_the_items_one_by_one_would() -> None:
+    """A list that fits whole is measured with one encoding; the cut is the same as the
+    item-by-item count's, at every budget around the list's own length."""
+    def one_by_one(items: list[Any], budget: int, used: int = 0) -> int:
+        for i, item in enumerate(items):
+            used += len(msgspec.json.encode(item)) + 1
+            if used > budget:
+                return i
+        return len(items)
+
+    items: list[Any] = [{"agent_id": f"a{i}", "region": [i, i * 2, 8, 8]} for i in range(12)]
+    whole = len(msgspec.json.encode(items))
+    for budget in range(whole - 40, whole + 3):
+        for used in (0, 7):
+            assert fit_prefix(items, budget, used) == one_by_one(items, budget, used), \
+                (budget, used)
+    assert fit_prefix(items, whole) == len(items) and fit_prefix([], 0) == 0
+    assert fit_prefix(items, 10) == 0

@@ -13,6 +13,7 @@ import itertools
 import os
 import random
 import re
+import sys
 import threading
 from typing import Any
 
@@ -96,3 +97,31 @@ def test_websocket_tool_calls_do_not_draw_the_os_each(draws: itertools.count[int
             await peer.ws.close()
 
         run(scenario())
+
+
+def test_ids_drawn_on_many_threads_at_once_are_never_repeated() -> None:
+    """No lock: an id is one ``list.pop``, and threads that find the list empty at once
+    each draw a batch of their own (switching threads as often as the interpreter can)."""
+    threads, each = 8, 3 * tokens.BATCH + 5
+    got: list[list[str]] = [[] for _ in range(threads)]
+    start = threading.Barrier(threads, timeout=10)
+
+    def draw(mine: list[str]) -> None:
+        start.wait()
+        for _ in range(each):
+            mine.append(tokens.random_id())
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        workers = [threading.Thread(target=draw, args=(mine,)) for mine in got]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(30)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(worker.is_alive() for worker in workers)
+    ids = [i for mine in got for i in mine]
+    assert len(ids) == threads * each and len(set(ids)) == len(ids)
+    assert all(RANDOM_TOKEN.fullmatch(i) for i in ids), ids[:3]

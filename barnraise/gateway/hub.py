@@ -118,6 +118,8 @@ class Limits:
 
 #: Tools whose call may wait on other agents: bounded by ``Limits.waits``.
 WAITS: Final = frozenset({"a2a_lock_acquire", "a2a_barrier_enter"})
+#: Tools a bound of their own counts while under way (:meth:`Hub._settled`).
+_BOUNDED: Final = WAITS | {"a2a_subscribe"}
 #: Tools whose answer changes which session the Client is bound to: never forgotten.
 _BINDING: Final = frozenset({"session_join", "session_create", "session_leave"})
 
@@ -437,25 +439,29 @@ class Hub:
         caller on the loop that answers from a callback (no task per call: the
         WebSocket path).
         """
-        slot.heard = self.loop.time()
+        loop = self.loop
+        slot.heard = loop.time()
         fingerprint = b""
         if call_id is not None:
             fingerprint = _fingerprint(tool, args)
             cached = slot.results.get(call_id)
             if cached is not None and cached[0] == fingerprint:
                 self.counters.add("calls_answered_again")
-                done: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+                done: asyncio.Future[dict[str, Any]] = loop.create_future()
                 done.set_result(cached[1])
                 return done
             running = slot.inflight.get(call_id)
             if running is not None and running[0] == fingerprint:
                 self.counters.add("calls_answered_again")
                 return running[1]
-        refusal = self._over_limit(slot, tool, args)
-        if refusal is not None:
-            done = self.loop.create_future()
-            done.set_result(refusal)
-            return done  # not remembered: a retry once there is room runs
+        # The bounds' common case without a call: below the calls bound, a tool no other
+        # bound counts (_over_limit says why and counts it).
+        if len(slot.pending) + len(slot.orphans) >= self.limits.calls or tool in _BOUNDED:
+            refusal = self._over_limit(slot, tool, args)
+            if refusal is not None:
+                done = loop.create_future()
+                done.set_result(refusal)
+                return done  # not remembered: a retry once there is room runs
         future = self._submit(slot, tool, dict(args))
         if tool == "a2a_subscribe":
             asked = fingerprint or _fingerprint(tool, args)
@@ -480,7 +486,8 @@ class Hub:
 
     def _submit(self, slot: AgentSlot, tool: str,
                 args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
-        future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        loop = self.loop
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
         pending = slot.client.submit_any(tool, args)
         # Refused before it was sent, or already answered. An answer that is in the
         # mailbox already has woken the loop, which drains after this: not looked for.
@@ -491,14 +498,14 @@ class Hub:
             # No timer per call (one cost as much as the rest of the hub's part of it):
             # one sweep looks at every waiting agent's calls (see _sweep).
             wait = CALL_TIMEOUT + self._tool_wait(args)
-            slot.pending.append((pending, future, tool, self.loop.time() + wait, wait))
+            slot.pending.append((pending, future, tool, loop.time() + wait, wait))
             if tool in WAITS:
                 slot.waits += 1
             elif tool == "a2a_subscribe":
                 slot.subscribing += 1
             self._waiting.add(slot)
             if self._sweeper is None:
-                self._sweeper = self.loop.call_later(SWEEP, self._sweep)
+                self._sweeper = loop.call_later(SWEEP, self._sweep)
         return future
 
     def _sweep(self) -> None:
@@ -722,7 +729,8 @@ class Hub:
                 if result is None:
                     waiting.append(entry)
                     continue
-                self._settled(slot, tool)
+                if tool in _BOUNDED:
+                    self._settled(slot, tool)
                 if not future.done():
                     future.set_result(self._finish(slot, tool, result))
             slot.pending = waiting

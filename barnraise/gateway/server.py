@@ -35,7 +35,7 @@ import math
 import signal
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -327,11 +327,12 @@ class EdgeMiddleware:
         self.app = app
         self.gateway = gateway
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine of its own: it hands back the app's (or the refusal's), so
+        # that a WebSocket's every frame is not resumed through one more frame here.
         kind = scope["type"]
         if kind != "http" and kind != "websocket":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         host = origin = content_type = None
         for name, value in scope["headers"]:
             if name == b"host":
@@ -357,9 +358,8 @@ class EdgeMiddleware:
             refusal = PlainTextResponse(f"unsupported media type {content_type!r}: the body "
                                         "must be Content-Type: application/json", 415)
         if refusal is None:
-            await self.app(scope, receive, send)
-        else:
-            await refusal(scope, receive, send)
+            return self.app(scope, receive, send)
+        return refusal(scope, receive, send)
 
 
 class McpFrameLimits:

@@ -92,6 +92,7 @@ class WebSocketSession:
         #: Requests being served (the bound is ``Limits.calls_per_connection``), and the
         #: hub's futures of the calls without a retry key, forgotten when it closes.
         self.load = 0
+        self._per_connection = hub.limits.calls_per_connection
         self.calls: set[asyncio.Future[dict[str, Any]]] = set()
         self._released = False
         self.closing: str | None = None  # why this connection is closing, once it is
@@ -279,14 +280,18 @@ class WebSocketSession:
                 self._fault(RpcError(jsonrpc.INVALID_PARAMS, str(exc), exc.result(),
                                      id=request.id))
                 return
-            if self.load >= self.hub.limits.calls_per_connection:
+            if self.load >= self._per_connection:
                 if not request.notification:
                     self._send(jsonrpc.success(request.id, self._over_limit()))
                 return
-            future = self._start(slot, request)
+            # _start, inline: every tool call passes here (docs/benchmarks.md, "The rest")
+            call_id = request.id if isinstance(request.id, str) else None
+            future = self.hub.start(slot, request.method, request.params, call_id)
             if future.done():
                 self._reply(request, future)
             else:
+                if call_id is None:
+                    self.calls.add(future)  # this connection's alone: _answered discards it
                 self.load += 1
                 self.hub.connection_load += 1
                 future.add_done_callback(functools.partial(self._answered, request))
@@ -306,7 +311,9 @@ class WebSocketSession:
     def _answered(self, request: jsonrpc.Request,
                   future: asyncio.Future[dict[str, Any]]) -> None:
         self.calls.discard(future)
-        self._unload(1)
+        if not self._released:  # _unload(1), inline: on every tool call's way back
+            self.load -= 1
+            self.hub.connection_load -= 1
         self._reply(request, future)
 
     def _over_limit(self) -> dict[str, Any]:
@@ -315,7 +322,7 @@ class WebSocketSession:
                                       "served on this connection; wait for their answers")
 
     def _spawn(self, work: Coroutine[Any, Any, None], request: Any, weight: int = 1) -> None:
-        if self.load + weight > self.hub.limits.calls_per_connection:
+        if self.load + weight > self._per_connection:
             work.close()
             refusal = self._over_limit()
             self._fault(RpcError(jsonrpc.INVALID_REQUEST, str(refusal["message"]),
