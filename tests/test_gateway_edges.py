@@ -540,3 +540,17 @@ def test_a_socket_that_never_finishes_its_headers_is_closed() -> None:
             server.stop()
     finally:
         world.close()
+
+
+@pytest.mark.parametrize("frame", [b'{"jsonrpc": "2.0", "id": 1, "params": {"x": "\\ud800"}}',
+                                   '{"jsonrpc": "2.0", "id": 1, "params": {"x": "\\udfff!"}}'])
+def test_a_lone_surrogate_escape_is_named_not_called_truncated(frame: bytes | str) -> None:
+    """msgspec refuses ``"\\ud800"`` as "Input data was truncated"; the answer says what
+    the frame holds. A surrogate pair is one character and decodes."""
+    with pytest.raises(RpcError) as refused:
+        loads(frame)
+    assert refused.value.code == -32700
+    assert "lone surrogate" in refused.value.message and "truncated" not in refused.value.message
+    assert loads(b'{"x": "\\ud83d\\ude00"}') == {"x": "\U0001F600"}
+    with pytest.raises(RpcError, match="truncated"):
+        loads(b'{"x": "unterminated')

@@ -26,6 +26,7 @@ of msgspec's own time to decode that frame; figures in docs/gateway.md).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import msgspec
@@ -151,13 +152,31 @@ def loads(frame: bytes | str) -> Any:
     try:
         return _decoder.decode(frame)
     except msgspec.DecodeError as exc:
-        raise RpcError(PARSE_ERROR, f"parse error: {exc}") from None
+        raise RpcError(PARSE_ERROR, f"parse error: {_why(frame, exc)}") from None
     except (UnicodeDecodeError, UnicodeEncodeError) as exc:  # a string that is not UTF-8
         raise RpcError(PARSE_ERROR, f"parse error: a string is not UTF-8 "
                        f"({exc.reason})") from None
     except RecursionError:  # only if check_depth let it through: never, but bounded
         raise RpcError(INVALID_REQUEST, f"nested too deep: at most {MAX_DEPTH} levels of "
                        "arrays and objects") from None
+
+#: A \\u escape of a UTF-16 surrogate (one half of a pair, or a lone one).
+_SURROGATE: Final = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _why(frame: bytes | str, exc: msgspec.DecodeError) -> str:
+    """What is wrong with a frame msgspec refused. msgspec says "Input data was
+    truncated" of a lone surrogate escape (``"\\ud800"``), which misleads: name it."""
+    data = frame.encode("utf-8", "surrogatepass") if isinstance(frame, str) else frame
+    if b"\\u" in data:
+        for found in _SURROGATE.finditer(data):
+            try:
+                msgspec.json.decode(b'"' + found.group() + b'"')
+            except msgspec.DecodeError:
+                return (f"a lone surrogate escape ({found.group().decode()}) is not a "
+                        "character; JSON text must be Unicode")
+    return str(exc)
+
 
 # The bytes that are not a quote or a bracket (deleted before counting depth).
 _NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b'"[]{}')
