@@ -28,6 +28,8 @@ __all__ = [
     "BINDING_TOOLS",
     "ERROR_CODES",
     "FAILURE_KEYS",
+    "MAX_CAPABILITIES",
+    "MAX_NAME",
     "MAX_SECONDS",
     "MAX_WAIT",
     "READ_ONLY_TOOLS",
@@ -124,6 +126,10 @@ MAX_WAIT: Final = 86_400.0
 MAX_CELLS: Final = 10_000
 #: The largest count (agents, expected arrivals, defects, retries).
 MAX_COUNT: Final = 1_000_000
+#: The longest agent name or capability, and the most capabilities one member lists:
+#: with them every member's entry fits one reply, so a2a_discover pages past anyone.
+MAX_NAME: Final = 256
+MAX_CAPABILITIES: Final = 64
 #: session_get_state's page of agents and of regions: its default length and its
 #: longest (a page is cut shorter still to fit one reply; next_cursor goes on).
 STATE_PAGE_DEFAULT: Final = 500
@@ -221,9 +227,11 @@ _TOOL_LIST: Final = [
         }),
     }, ("session_name",), member_only=False, session=False),
     _tool("session_join", "coordinator", "Join a session as an agent.", {
-        "agent_name": {"type": "string", "minLength": 1},
+        "agent_name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME},
         "role": {"type": "string", "enum": _ROLES, "default": "builder"},
-        "capabilities": {"type": "array", "items": {"type": "string"}, "default": []},
+        # bounded so that every member's entry fits one page of a2a_discover
+        "capabilities": {"type": "array", "items": {"type": "string", "maxLength": MAX_NAME},
+                         "maxItems": MAX_CAPABILITIES, "default": []},
         "invite_token": {"type": "string"},
         "role_token": {"type": "string", "description": "From session_grant: lets its "
                        "holder join in a granted role (and into a private session)"},
@@ -644,14 +652,28 @@ def _compile(schema: Mapping[str, Any]) -> Checker:
             return value
 
         steps.append(check_bounds)
-    min_length = schema.get("minLength", 0)
-    if min_length:
+    min_length, max_length = schema.get("minLength", 0), schema.get("maxLength")
+    if min_length or max_length is not None:
         def check_length(value: Any, path: str) -> Any:
-            if isinstance(value, str) and len(value) < min_length:
-                raise ToolError("invalid_argument", f"{path}: must not be empty", field=path)
+            if isinstance(value, str):
+                if len(value) < min_length:
+                    raise ToolError("invalid_argument", f"{path}: must not be empty",
+                                    field=path)
+                if max_length is not None and len(value) > max_length:
+                    raise ToolError("invalid_argument", f"{path}: at most {max_length} "
+                                    f"characters, got {len(value)}", field=path)
             return value
 
         steps.append(check_length)
+    max_items = schema.get("maxItems")
+    if max_items is not None:
+        def check_count(value: Any, path: str) -> Any:
+            if isinstance(value, (list, tuple)) and len(value) > max_items:
+                raise ToolError("invalid_argument", f"{path}: at most {max_items} items, "
+                                f"got {len(value)}", field=path)
+            return value
+
+        steps.append(check_count)
     if "properties" in schema:
         check_object = _compile_object(schema)
 
@@ -772,7 +794,10 @@ def _struct_type(name: str, schema: Mapping[str, Any]) -> Any:
         return _struct(name, schema) if "properties" in schema else dict[str, Any]
     if kinds == "array":
         items = schema.get("items")
-        return list[_struct_type(f"{name}_item", items) if items else Any]  # type: ignore[misc]
+        listed = list[_struct_type(f"{name}_item", items) if items else Any]  # type: ignore[misc]
+        if "maxItems" in schema:
+            return Annotated[listed, msgspec.Meta(max_length=schema["maxItems"])]
+        return listed
     base = _SCALARS.get(kinds, Any) if isinstance(kinds, str) else Any
     meta: dict[str, Any] = {}
     if "minimum" in schema:
@@ -781,6 +806,8 @@ def _struct_type(name: str, schema: Mapping[str, Any]) -> Any:
         meta["le"] = schema["maximum"]
     if schema.get("minLength"):
         meta["min_length"] = schema["minLength"]
+    if "maxLength" in schema:
+        meta["max_length"] = schema["maxLength"]
     if not meta:
         return base
     if base is _SCALARS["number"]:

@@ -258,6 +258,32 @@ def test_an_identical_subscription_at_the_bound_answers_the_one_held() -> None:
         assert counters(server)["limit_exceeded:subscriptions"] == 2
 
 
+def test_spellings_of_one_subscription_are_remembered_once_and_small() -> None:
+    """The world answers several spellings of one subscription with one id; the hub
+    keeps one 16-byte key for it, not one fingerprint a spelling (an agent spelling a
+    60 KB topic many ways held megabytes)."""
+    with served(limits=Limits(subscriptions=3)) as server:
+        hub = server.gateway.hub
+
+        async def scenario() -> None:
+            ws, joined = await join(server, "Speller")
+            sid = server.gateway.world.default_session
+            spellings = [{"event_type": "event_0"}, {"topic": "events:event_0"},
+                         {"topic": f"session:{sid}:events:event_0"},
+                         {"topic": "events:event_0", "event_type": ""}]
+            await pipeline(ws, [("a2a_subscribe", args) for args in spellings])
+            got = await answers(ws, len(spellings))
+            ids = {got[n]["result"]["subscription_id"] for n in got}
+            assert len(ids) == 1, got
+            slot = hub.slots[joined["agent_id"]]
+            await until(lambda: len(slot.subscribed_as) == 1)
+            assert [len(key) for key in slot.subscribed_as] == [16]
+            assert list(slot.subscribed_as.values()) == list(ids)
+            await ws.close()
+
+        run(scenario())
+
+
 def test_kept_mail_is_bounded_and_the_overflow_counted() -> None:
     with served(limits=Limits(outbox=5)) as server:
         hub = server.gateway.hub

@@ -550,7 +550,18 @@ def test_a_lone_surrogate_escape_is_named_not_called_truncated(frame: bytes | st
     with pytest.raises(RpcError) as refused:
         loads(frame)
     assert refused.value.code == -32700
-    assert "lone surrogate" in refused.value.message and "truncated" not in refused.value.message
+    assert "surrogate" in refused.value.message and "truncated" not in refused.value.message
     assert loads(b'{"x": "\\ud83d\\ude00"}') == {"x": "\U0001F600"}
     with pytest.raises(RpcError, match="truncated"):
         loads(b'{"x": "unterminated')
+
+
+def test_a_surrogate_pair_in_a_malformed_frame_is_not_blamed() -> None:
+    """A frame malformed elsewhere that holds an escaped pair (as json.dumps writes an
+    emoji) is answered with its real fault."""
+    with pytest.raises(RpcError) as refused:
+        loads(b'{"x": "\\ud83d\\ude00", "y": 1,}')
+    assert "surrogate" not in refused.value.message
+    for lone in (b'{"x": "\\ude00"}', b'{"x": "\\ud83d."}', b'{"x": "a\\udbff\\ud800"}'):
+        with pytest.raises(RpcError, match="surrogate"):
+            loads(lone)

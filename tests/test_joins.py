@@ -18,7 +18,7 @@ import pytest
 from actors.coordinator import JOIN_STATE_LIMIT
 from actors.service import fit_prefix
 from actors.world import Client, Simulation
-from sim.tools import STATE_PAGE_DEFAULT, STATE_PAGE_MAX
+from sim.tools import MAX_CAPABILITIES, MAX_NAME, STATE_PAGE_DEFAULT, STATE_PAGE_MAX
 from tests.helpers import box
 
 
@@ -236,7 +236,7 @@ def test_a_page_whose_first_item_cannot_fit_is_refused_not_an_endless_cursor() -
         (first,) = _crew(simu, sid, 1)
         big = simu.client("big")
         assert big.session_join(session_id=sid, agent_name="Big",
-                                capabilities=["c" * 13_000])["success"]
+                                capabilities=["c" * 250] * 60)["success"]
         page = first.session_get_state(include=["agents"])
         assert [a["name"] for a in page["state"]["agents"]] == ["M0"]
         assert page["next_cursor"] == "1"
@@ -314,3 +314,38 @@ def test_fit_prefix_cuts_where_the_items_one_by_one_would() -> None:
                 (budget, used)
     assert fit_prefix(items, whole) == len(items) and fit_prefix([], 0) == 0
     assert fit_prefix(items, 10) == 0
+
+
+def test_every_member_fits_a_discover_page_so_paging_passes_everyone(simu: Simulation) -> None:
+    """A member's name and capabilities are bounded so its entry fits one reply: a
+    member listing 62 KB of capabilities once stopped every later page (its cursor
+    answered "does not fit one reply")."""
+    _, sid = _session(simu)
+    joiner = simu.client("j")
+    before = joiner.session_get_state(session_id=sid)
+    for args, field in (({"agent_name": "n" * (MAX_NAME + 1)}, "agent_name"),
+                        ({"agent_name": "C", "capabilities": ["c" * (MAX_NAME + 1)]},
+                         "capabilities[0]"),
+                        ({"agent_name": "C", "capabilities": ["c"] * (MAX_CAPABILITIES + 1)},
+                         "capabilities")):
+        refused = joiner.session_join(session_id=sid, **args)
+        assert refused["error"] == "invalid_argument" and refused["field"] == field, refused
+    assert joiner.session_get_state(session_id=sid) == before  # refused: nothing changed
+    crew = []
+    for i in range(5):  # the largest entry a member can have, five times: past one reply
+        client = simu.client(f"big{i}")
+        joined = client.session_join(session_id=sid, agent_name=f"{i}" * MAX_NAME,
+                                     capabilities=[f"{i}{n:03d}" * (MAX_NAME // 4)
+                                                   for n in range(MAX_CAPABILITIES)])
+        assert joined["success"], joined
+        crew.append(client)
+    names, cursor, pages = [], None, 0
+    while True:
+        page = crew[0].a2a_discover(**({"cursor": cursor} if cursor else {}))
+        assert page["success"], page
+        names += [a["name"] for a in page["agents"]]
+        pages += 1
+        cursor = page.get("next_cursor")
+        if cursor is None:
+            break
+    assert names == [f"{i}" * MAX_NAME for i in range(5)] and pages >= 2

@@ -161,6 +161,34 @@ def test_a_websocket_without_an_agent_is_closed_and_a_joined_one_stays() -> None
         assert server.gateway.counters["auth_timeout"] == 1
 
 
+def test_a_socket_whose_join_failed_is_still_timed_and_gives_its_slot_back() -> None:
+    """A failed join leaves the connection a slot without a token: it is no agent, so
+    the auth bound still closes it, and the slot goes back to the hub at the close."""
+    with bounded() as server:
+        url = f"ws://127.0.0.1:{server.port}/a2a"
+
+        async def scenario() -> tuple[Any, int | None]:
+            async with connect(url, open_timeout=10) as guest:
+                await guest.send(json.dumps({"jsonrpc": "2.0", "id": 1,
+                                             "method": "session_join",
+                                             "params": {"session_id": "nope",
+                                                        "agent_name": "G"}}))
+                refused = json.loads(await asyncio.wait_for(guest.recv(), 10))
+                with pytest.raises(ConnectionClosed):
+                    await asyncio.wait_for(guest.recv(), 10)
+                return refused, guest.close_code
+
+        refused, code = asyncio.run(scenario())
+        assert refused["result"]["success"] is False, refused
+        assert code == 1008
+        assert server.gateway.counters["auth_timeout"] == 1
+        hub = server.gateway.hub
+        deadline = time.monotonic() + 10
+        while hub.held()["agents"] and time.monotonic() < deadline:
+            time.sleep(0.02)  # the close is handled on the server's loop
+        assert hub.held()["agents"] == 0
+
+
 def test_a_view_socket_that_is_not_watching_is_closed() -> None:
     class Remote(Operator):
         """Every peer as another host's: watching takes view.auth."""

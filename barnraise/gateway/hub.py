@@ -50,6 +50,7 @@ from until it drains them (:meth:`Hub._drain`), not one per answer.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 import threading
 import time
@@ -127,6 +128,12 @@ _BINDING: Final = frozenset({"session_join", "session_create", "session_leave"})
 _fingerprint_encoder: Final = msgspec.json.Encoder(order="sorted")
 
 
+def _digest(fingerprint: bytes) -> bytes:
+    """A fingerprint's 16-byte digest: what is kept of one (a fingerprint holds the
+    arguments whole, up to the frame limit)."""
+    return hashlib.blake2b(fingerprint, digest_size=16).digest()
+
+
 def _fingerprint(tool: str, args: Mapping[str, Any]) -> bytes:
     """What makes two calls the same call: the tool and its arguments, canonically."""
     try:
@@ -187,7 +194,7 @@ class AgentSlot:
         self.observer: Callable[[Message], None] | None = None
         self.subscriptions: list[dict[str, Any]] = []
         #: Which subscription each ``a2a_subscribe`` asked for (its arguments'
-        #: fingerprint) was answered with: at the bound, asking for one of them
+        #: fingerprint's digest; one key a subscription) was answered with: at the bound, asking for one of them
         #: again is let through, for the world to answer the one held.
         self.subscribed_as: dict[bytes, str] = {}
         #: Bounds (see :meth:`Hub.start`): lock and barrier waits under way,
@@ -573,7 +580,12 @@ class Hub:
         if not result.get("success") or not isinstance(sid, str):
             return
         kept = slot.subscribed_as
-        kept[asked] = sid
+        # One key per subscription: the world answers many spellings of one (topic
+        # aliases, an empty event_type) with the same id; only the last is kept, so
+        # the memory stays within the bound, 16 bytes a key.
+        for key in [k for k, v in kept.items() if v == sid]:
+            del kept[key]
+        kept[_digest(asked)] = sid
         if len(kept) > 2 * self.limits.subscriptions:
             held = {s["subscription_id"] for s in self.held_subscriptions(slot)}
             slot.subscribed_as = {k: v for k, v in kept.items() if v in held}
@@ -581,7 +593,7 @@ class Hub:
     def _holds_identical(self, slot: AgentSlot, args: Mapping[str, Any]) -> bool:
         """``slot`` holds the very subscription these arguments ask for (the same
         arguments were answered with one the world still holds)."""
-        sid = slot.subscribed_as.get(_fingerprint("a2a_subscribe", args))
+        sid = slot.subscribed_as.get(_digest(_fingerprint("a2a_subscribe", args)))
         return sid is not None and any(
             s["subscription_id"] == sid for s in self.held_subscriptions(slot))
 

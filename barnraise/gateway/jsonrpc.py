@@ -160,22 +160,24 @@ def loads(frame: bytes | str) -> Any:
         raise RpcError(INVALID_REQUEST, f"nested too deep: at most {MAX_DEPTH} levels of "
                        "arrays and objects") from None
 
-#: A \\u escape of a UTF-16 surrogate (one half of a pair, or a lone one).
-_SURROGATE: Final = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+#: A \\u escape of a UTF-16 surrogate that is not half of a pair: a high one not
+#: followed by a low one, or a low one not preceded by a high one.
+_LONE_SURROGATE: Final = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
 def _why(frame: bytes | str, exc: msgspec.DecodeError) -> str:
     """What is wrong with a frame msgspec refused. msgspec says "Input data was
     truncated" of a lone surrogate escape (``"\\ud800"``), which misleads: name it."""
-    data = frame.encode("utf-8", "surrogatepass") if isinstance(frame, str) else frame
-    if b"\\u" in data:
-        for found in _SURROGATE.finditer(data):
-            try:
-                msgspec.json.decode(b'"' + found.group() + b'"')
-            except msgspec.DecodeError:
-                return (f"a lone surrogate escape ({found.group().decode()}) is not a "
-                        "character; JSON text must be Unicode")
-    return str(exc)
+    message = str(exc)
+    if message.startswith("Input data was truncated"):
+        data = frame.encode("utf-8", "surrogatepass") if isinstance(frame, str) else frame
+        found = _LONE_SURROGATE.search(data)
+        if found is not None:
+            return (f"a lone surrogate escape ({found.group().decode()}) is not a "
+                    "character; JSON text must be Unicode")
+    return message
 
 
 # The bytes that are not a quote or a bracket (deleted before counting depth).

@@ -175,7 +175,11 @@ class WebSocketSession:
                 await self.ws.close(code=self._close_code, reason=self.closing[:120])
 
     def _auth_late(self) -> None:
-        if self.slot is not None or self.closing is not None or self._finishing:
+        # An agent is one whose join or create answered a token: a slot a failed join
+        # left has none, and holds a place under Limits.agents until the close.
+        slot = self.slot
+        if (slot is not None and slot.token is not None) or self.closing is not None \
+                or self._finishing:
             return
         if self.load:  # a join under way: look again once it may have been answered
             asyncio.get_running_loop().call_later(1.0, self._auth_late)
