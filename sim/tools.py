@@ -794,7 +794,8 @@ def _struct_type(name: str, schema: Mapping[str, Any]) -> Any:
         return _struct(name, schema) if "properties" in schema else dict[str, Any]
     if kinds == "array":
         items = schema.get("items")
-        listed = list[_struct_type(f"{name}_item", items) if items else Any]  # type: ignore[misc]
+        listed: Any = list[  # type: ignore[misc]
+            _struct_type(f"{name}_item", items) if items else Any]
         if "maxItems" in schema:
             return Annotated[listed, msgspec.Meta(max_length=schema["maxItems"])]
         return listed

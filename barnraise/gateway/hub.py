@@ -194,8 +194,9 @@ class AgentSlot:
         self.observer: Callable[[Message], None] | None = None
         self.subscriptions: list[dict[str, Any]] = []
         #: Which subscription each ``a2a_subscribe`` asked for (its arguments'
-        #: fingerprint's digest; one key a subscription) was answered with: at the bound, asking for one of them
-        #: again is let through, for the world to answer the one held.
+        #: fingerprint's digest; one key a subscription) was answered with: at the
+        #: bound, asking for one of them again is let through, for the world to answer
+        #: the one held.
         self.subscribed_as: dict[bytes, str] = {}
         #: Bounds (see :meth:`Hub.start`): lock and barrier waits under way,
         #: subscriptions asked for and not yet answered, and the calls a closed
