@@ -535,7 +535,8 @@ def find_free_placement(
         total = sat[h : h + ny, w : w + nx] - sat[:ny, w : w + nx]
         total -= sat[h : h + ny, :nx]
         total += sat[:ny, :nx]
-        return total == 0
+        free: NDArray[np.bool_] = total == 0
+        return free
 
     return _nearest_free(
         (int(rows), int(cols)), lambda: int(np.count_nonzero(mask)), w, h, point, window_free
