@@ -117,7 +117,9 @@ class ClaimIndex:
         # grid: a whole-grid claim then touches at most 4,096 buckets.
         self._cell = max(32, -(-size // 64))
         self._cols = -(-size // self._cell)
-        self._buckets: dict[int, dict[str, _Claim]] = {}
+        # Per bucket, by claim id: the claim's bounds (x, y, x2, y2) beside the claim, so
+        # a lookup tests a bucket's claims without reading their rectangles' attributes.
+        self._buckets: dict[int, dict[str, tuple[int, int, int, int, _Claim]]] = {}
         self.occupied: NDArray[np.bool_] = np.zeros((size, size), dtype=bool)
         self.exclusive: NDArray[np.bool_] = np.zeros((size, size), dtype=bool)
 
@@ -129,8 +131,10 @@ class ClaimIndex:
                 yield row + bx
 
     def add(self, claim: _Claim) -> None:
-        for key in self._keys(claim.rect):
-            self._buckets.setdefault(key, {})[claim.claim_id] = claim
+        r = claim.rect
+        entry = (r.x, r.y, r.x2, r.y2, claim)
+        for key in self._keys(r):
+            self._buckets.setdefault(key, {})[claim.claim_id] = entry
         block = claim.rect.slices()
         self.occupied[block] = True
         if claim.exclusive:
@@ -157,7 +161,7 @@ class ClaimIndex:
     def at(self, x: int, y: int) -> Iterable[_Claim]:
         """Claims in the bucket of cell (x, y): a superset of those covering it."""
         bucket = self._buckets.get((y // self._cell) * self._cols + x // self._cell)
-        return bucket.values() if bucket else ()
+        return [entry[4] for entry in bucket.values()] if bucket else ()
 
     def overlapping(self, rect: Rect) -> list[_Claim]:
         """The claims sharing at least one cell with ``rect``, oldest first."""
@@ -168,10 +172,8 @@ class ClaimIndex:
             bucket = buckets.get(key)
             if not bucket:
                 continue
-            for claim_id, claim in bucket.items():
-                r = claim.rect
-                if (claim_id not in found and r.x < x2 and x < r.x + r.width
-                        and r.y < y2 and y < r.y + r.height):
+            for claim_id, (cx, cy, cx2, cy2, claim) in bucket.items():
+                if cx < x2 and x < cx2 and cy < y2 and y < cy2 and claim_id not in found:
                     found[claim_id] = claim
         return sorted(found.values(), key=_by_serial)
 

@@ -12,6 +12,7 @@ rectangle" is four shifted slices of the table.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import re
@@ -280,6 +281,34 @@ def _ceil_sqrt(n: int) -> int:
 _WindowFree = Callable[[int, int, int, int], NDArray[np.bool_]]
 
 
+#: Beyond any squared distance on a grid: what an occupied position scores.
+_FAR = int(np.iinfo(np.int64).max)
+
+
+#: The largest distance table kept (positions): a first window's, and the next ones'.
+_KEPT_TABLE = 129 * 129
+
+
+def _distances(dy0: int, dy1: int, dx0: int, dx1: int) -> NDArray[np.int64]:
+    """Squared distances ``dy * dy + dx * dx`` for the offsets dy0..dy1 x dx0..dx1 (rows
+    x columns), read-only. A small table is kept: most searches are a first window of
+    one shape (not at an edge of the grid), so most ask for the same one."""
+    if (dy1 - dy0 + 1) * (dx1 - dx0 + 1) <= _KEPT_TABLE:
+        return _kept_distances(dy0, dy1, dx0, dx1)
+    return _distance_table(dy0, dy1, dx0, dx1)
+
+
+def _distance_table(dy0: int, dy1: int, dx0: int, dx1: int) -> NDArray[np.int64]:
+    dy = np.arange(dy0, dy1 + 1, dtype=np.int64)
+    dx = np.arange(dx0, dx1 + 1, dtype=np.int64)
+    table: NDArray[np.int64] = dy[:, None] * dy[:, None] + dx[None, :] * dx[None, :]
+    table.flags.writeable = False
+    return table
+
+
+_kept_distances = functools.lru_cache(maxsize=256)(_distance_table)
+
+
 def _nearest_free(
     shape: tuple[int, int],
     occupied_cells: Callable[[], int],
@@ -312,8 +341,15 @@ def _nearest_free(
         y0, y1 = max(0, ny - radius), min(ymax, ny + radius)
         x0, x1 = max(0, nx - radius), min(xmax, nx + radius)
         covers_all = y0 == 0 and x0 == 0 and y1 == ymax and x1 == xmax
-        ys, xs = np.nonzero(window_free(y0, y1, x0, x1))
-        if ys.size == 0:
+        # Each free position's squared distance to ``near``, the rest past any distance:
+        # argmin's first minimum is then the nearest, the smallest (y, x) on a tie (the
+        # array is row-major). One table lookup and two array calls, where the free
+        # positions' coordinates took ten (nonzero, their offsets, squares and sum).
+        scored = np.where(window_free(y0, y1, x0, x1),
+                          _distances(y0 - ny, y1 - ny, x0 - nx, x1 - nx), _FAR)
+        best = int(np.argmin(scored))
+        best_d2 = int(scored.flat[best])
+        if best_d2 == _FAR:
             if covers_all:
                 return None
             if not counted:
@@ -326,17 +362,12 @@ def _nearest_free(
                     return None
             radius = widened(2 * radius)
             continue
-        dy = ys.astype(np.int64) + (y0 - ny)
-        dx = xs.astype(np.int64) + (x0 - nx)
-        dist2 = dy * dy + dx * dx
-        # np.nonzero is row-major, so argmin's first minimum is the smallest (y, x).
-        best = int(np.argmin(dist2))
-        best_d2 = int(dist2[best])
+        row, col = divmod(best, x1 - x0 + 1)
         # Every position outside the window is more than ``radius`` away on one
         # axis, so a hit within ``radius`` is the global nearest. Otherwise the
         # nearest lies within sqrt(best_d2); widen to that and look once more.
         if best_d2 <= radius * radius or covers_all:
-            return Rect(x0 + int(xs[best]), y0 + int(ys[best]), width, height)
+            return Rect(x0 + col, y0 + row, width, height)
         radius = widened(_ceil_sqrt(best_d2))
 
 
@@ -489,14 +520,23 @@ def find_free_placement(
     point = _as_point(near, "near")
     mask = _as_mask(occupied, "occupied")
     rows, cols = mask.shape
+    dtype = _sat_dtype(rows, cols)
 
     def window_free(y0: int, y1: int, x0: int, x1: int) -> NDArray[np.bool_]:
+        # The window's own summed-area table, its zero border from np.zeros, and each
+        # position's count from four shifted views of it: seven array calls where the
+        # shared helpers (_fill_sat, _window_free, with their buffers) took twelve.
         cells = mask[y0 : y1 + h, x0 : x1 + w]
-        sat = np.empty((cells.shape[0] + 1, cells.shape[1] + 1), dtype=_sat_dtype(rows, cols))
-        _fill_sat(cells, sat)
-        acc = np.empty((y1 - y0 + 1, x1 - x0 + 1), dtype=sat.dtype)
-        out = np.empty(acc.shape, dtype=bool)
-        return _window_free(sat, 0, y1 - y0, 0, x1 - x0, w, h, acc, out)
+        sat = np.zeros((cells.shape[0] + 1, cells.shape[1] + 1), dtype=dtype)
+        inner = sat[1:, 1:]
+        np.cumsum(cells, axis=1, dtype=dtype, out=inner)
+        np.cumsum(inner, axis=0, out=inner)
+        ny, nx = y1 - y0 + 1, x1 - x0 + 1
+        total = sat[h : h + ny, w : w + nx] - sat[:ny, w : w + nx]
+        total -= sat[h : h + ny, :nx]
+        total += sat[:ny, :nx]
+        free: NDArray[np.bool_] = total == 0
+        return free
 
     return _nearest_free(
         (int(rows), int(cols)), lambda: int(np.count_nonzero(mask)), w, h, point, window_free

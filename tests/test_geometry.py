@@ -383,6 +383,30 @@ def test_find_free_placement_matches_brute_force_on_a_larger_grid() -> None:
         assert find_free_placement(mask, w, h, near=near) == brute_nearest(mask, w, h, near)
 
 
+def test_find_free_placement_in_a_crowd_matches_brute_force_at_every_edge() -> None:
+    """A storm's grid: 8 x 8 claims packed until few places are left, searched from
+    points inside, at the edges and outside it (windows clipped differently, the kept
+    distance tables reused), each the brute-force nearest with its (y, x) tie rule; the
+    kept tables stay read-only."""
+    from sim.geometry import _distances
+
+    rng = np.random.default_rng(5)
+    mask = np.zeros((160, 160), dtype=bool)
+    for x, y in rng.integers(0, 153, size=(3000, 2)).tolist():
+        if not mask[y : y + 8, x : x + 8].any():
+            mask[y : y + 8, x : x + 8] = True
+    assert 0.45 < mask.mean() < 0.9
+    points = [*rng.integers(-12, 172, size=(150, 2)).tolist(), [0, 0], [152, 152], [0, 152]]
+    for x, y in points:
+        for w, h in ((8, 8), (8, 11), (1, 1)):
+            assert find_free_placement(mask, w, h, near=(x, y)) == \
+                brute_nearest(mask, w, h, (x, y)), (x, y, w, h)
+    table = _distances(-16, 16, -16, 16)
+    assert table is _distances(-16, 16, -16, 16) and table[0, 0] == 512 and table[16, 16] == 0
+    with pytest.raises(ValueError, match="read-only"):
+        table[16, 16] = 1
+
+
 def test_find_free_placement_errors() -> None:
     mask = np.zeros((10, 10))
     with pytest.raises(ValueError, match="width must be an integer >= 1, got 0"):

@@ -349,3 +349,31 @@ def test_every_member_fits_a_discover_page_so_paging_passes_everyone(simu: Simul
         if cursor is None:
             break
     assert names == [f"{i}" * MAX_NAME for i in range(5)] and pages >= 2
+
+
+async def _idle(_agent: Any) -> None:
+    return None
+
+
+def test_a_participant_keeps_its_join_answer_without_the_first_look() -> None:
+    """The crew's members keep what their join answered but the ``session_state`` page
+    (kept, a crew of 10,000 held 2 million lists and dicts that every full collection
+    walked); the answer on the wire, in the trace, still carries it."""
+    from actors.agents.participant import kept_of_join
+    from scenarios._kit import host_session, spawn
+
+    with Simulation(seed=0) as simu:
+        _, sid = host_session(simu, session_name="Lean", grid_size=64, max_agents=5)
+        crew = [spawn(simu, sid, f"agent-{i + 1}", "builder", crew=5, behaviour=_idle)
+                for i in range(5)]
+        simu.run()
+        for agent in crew:
+            assert agent.joined["success"] and agent.joined["session_id"] == sid
+            assert agent.joined["agent_id"] == agent.name and agent.joined["role"] == "builder"
+            assert "session_state" not in agent.joined
+        answers = [r.content_obj() for r in simu.dispatcher.trace.records()
+                   if r.type == "coordination_response"
+                   and "session_state" in r.content_obj().get("result", r.content_obj())]
+        assert len(answers) == 5  # every join's answer carried its first look
+    failed = {"success": False, "error": "session_full", "message": "full"}
+    assert kept_of_join(failed) is failed

@@ -824,3 +824,43 @@ def test_a_new_policy_is_asked_again_by_the_service(simu: Simulation) -> None:
     assert c.b.region_claim(region=box(20, 20, 5))["success"]  # other rules as they were
     manager.policy = Policy()
     assert c.a.builder_place_tile(tile_type=1, x=1, y=0)["success"]
+
+
+def test_claim_index_lookups_match_a_pass_over_every_claim() -> None:
+    """The buckets keep each claim's bounds beside it: after adds and removes (claims
+    across bucket edges, overlapping ones, whole-grid ones), ``overlapping`` is exactly
+    the claims sharing a cell with the rectangle, oldest first, ``at`` holds every claim
+    on the cell, and the masks are the claims' union."""
+    from actors.regions import ClaimIndex, _Claim
+
+    rng = np.random.default_rng(4)
+    index = ClaimIndex(100)
+    live: dict[str, _Claim] = {}
+    for serial in range(400):
+        if live and rng.random() < 0.4:
+            gone = live.pop(sorted(live)[int(rng.integers(len(live)))])
+            index.remove(gone)
+        else:
+            x, y = (int(v) for v in rng.integers(0, 95, size=2))
+            big = serial % 50 == 0  # now and then one across most of the grid
+            w = int(rng.integers(1, 100 - x + 1)) if big else int(rng.integers(1, 41))
+            h = int(rng.integers(1, 100 - y + 1)) if big else int(rng.integers(1, 41))
+            w, h = min(w, 100 - x), min(h, 100 - y)
+            claim = _Claim(f"c{serial}", serial, f"a{serial % 7}", Rect(x, y, w, h), "",
+                           bool(rng.random() < 0.7), 0.0, None)
+            live[claim.claim_id] = claim
+            index.add(claim)
+        x, y = (int(v) for v in rng.integers(0, 99, size=2))
+        probe = Rect(x, y, int(rng.integers(1, 100 - x + 1)), int(rng.integers(1, 100 - y + 1)))
+        expected = sorted((c for c in live.values() if c.rect.overlaps(probe)),
+                          key=lambda c: c.serial)
+        assert index.overlapping(probe) == expected
+        covering = {c.claim_id for c in live.values() if c.rect.contains(Rect(x, y, 1, 1))}
+        assert covering <= {c.claim_id for c in index.at(x, y)}
+    occupied = np.zeros((100, 100), dtype=bool)
+    exclusive = np.zeros((100, 100), dtype=bool)
+    for c in live.values():
+        occupied[c.rect.slices()] = True
+        exclusive[c.rect.slices()] |= c.exclusive
+    assert np.array_equal(index.occupied, occupied)
+    assert np.array_equal(index.exclusive, exclusive)

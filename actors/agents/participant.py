@@ -11,7 +11,8 @@ from sim.events import TaskResultRead, body_of
 from sim.messages import Message
 
 __all__ = ["FINISHED", "RESULT_READ", "Behaviour", "Participant", "accept_next",
-           "my_delegations", "my_ready_tasks", "results_read", "start_next", "wait_for"]
+           "kept_of_join", "my_delegations", "my_ready_tasks", "results_read", "start_next",
+           "wait_for"]
 
 Behaviour = Callable[["Participant"], Coroutine[Any, Any, Any]]
 
@@ -72,6 +73,7 @@ class Participant(Agent):
         #: first incarnation there waits for the others at the ``resumed`` barrier.
         self.regroup = regroup
         self.outcome: dict[str, Any] = {}
+        #: The answer to its ``session_join`` (see :func:`kept_of_join`).
         self.joined: dict[str, Any] = {}
         #: Tasks assigned before they were ready, by id, until they are unblocked.
         self.parked_tasks: dict[str, dict[str, Any]] = {}
@@ -93,6 +95,19 @@ class Participant(Agent):
             super().handle_message(message)
 
 
+def kept_of_join(joined: dict[str, Any]) -> dict[str, Any]:
+    """What a participant keeps of its ``session_join`` answer: all of it but the
+    ``session_state`` first look, which is stale as soon as anyone else acts (the
+    state is read when needed: ``session_get_state``). Kept, it was about 200 lists
+    and dicts per member (a page of 100 agents, each with its capabilities list), so a
+    crew of 10,000 held 2 million objects that every full collection walked: 7 full
+    collections took 1.5 of the 12.4 CPU seconds of that crew's joins
+    (docs/benchmarks.md, conflict_storm)."""
+    if "session_state" not in joined:
+        return joined
+    return {k: v for k, v in joined.items() if k != "session_state"}
+
+
 async def _resume(agent: Participant) -> None:
     """A member restarted after a crash: it is still a member (a crash is not a leave),
     so it binds to its session and runs its behaviour again, which rebuilds from the
@@ -101,7 +116,7 @@ async def _resume(agent: Participant) -> None:
                             "role": agent.role, "capabilities": list(agent.capabilities)}
     if agent.invite_token is not None:
         args["invite_token"] = agent.invite_token
-    joined = await agent.call("session_join", **args)
+    joined = kept_of_join(await agent.call("session_join", **args))
     if not joined.get("success") and joined.get("error") != "name_taken":
         agent.outcome = {"error": joined.get("error"), "message": joined.get("message")}
         return
@@ -188,7 +203,7 @@ async def _life(agent: Participant) -> None:
                             "role": agent.role, "capabilities": list(agent.capabilities)}
     if agent.invite_token is not None:
         args["invite_token"] = agent.invite_token
-    agent.joined = await agent.call("session_join", **args)
+    agent.joined = kept_of_join(await agent.call("session_join", **args))
     if not agent.joined.get("success"):
         agent.outcome = {"error": agent.joined.get("error"), "message": agent.joined.get("message")}
         return
