@@ -9,9 +9,10 @@ a tool's.
 
 The log keeps these requests as it keeps every letter. The ones named here are part of
 the log's schema: the readers of a stored log (:mod:`sim.rebuild`, :mod:`sim.rebuild_more`,
-:mod:`sim.restore`) fold them, and the services send them by these names, so a reader
-never spells an operation out and a renamed one is renamed for both. The content each
-carries, as the readers rely on it:
+:mod:`sim.restore`) fold them, and the services send them by these names, so no reader
+spells an operation out. Stores already written hold these names: changing one makes
+those stores unreadable, like any change to the log's schema. The content each carries,
+as the readers rely on it:
 
 * :data:`SESSION` (coordinator to every service): ``session``, the session's info;
 * :data:`SESSION_CLOSED` (coordinator to every service): ``session_id``;
