@@ -37,6 +37,15 @@ from sim.events import (
     Rollback,
 )
 from sim.messages import MESSAGE_TYPES, Message
+from sim.ops import (
+    BLUEPRINT,
+    CHECKPOINT,
+    MEMBER_JOINED,
+    MEMBER_LEFT,
+    ROLLBACK,
+    SESSION,
+    SESSION_CLOSED,
+)
 from sim.tools import SERVICES, STATE_PAGE_DEFAULT, ToolError, WorldLimits, ok, session_topic
 from sim.views import (
     CheckpointView,
@@ -280,9 +289,9 @@ class Coordinator(SessionService):
         self.dispatcher.trace.redact(token, stand_in)
         self._state[session_id] = _Session(info, token, config["private"], owner=call.caller,
                                            granted_roles=frozenset(args["granted_roles"]))
-        self._tell_services("_session", session=info.to_dict())
+        self._tell_services(SESSION, session=info.to_dict())
         if args.get("blueprint") is not None:
-            result = await self.ask("regions", "_blueprint", session_id=session_id,
+            result = await self.ask("regions", BLUEPRINT, session_id=session_id,
                                     blueprint=args["blueprint"])
             if not result.get("success"):
                 self._drop_session(session_id)
@@ -323,7 +332,7 @@ class Coordinator(SessionService):
 
     def _drop_session(self, session_id: str) -> None:
         self._state.pop(session_id, None)
-        self._tell_services("_session_closed", session_id=session_id)
+        self._tell_services(SESSION_CLOSED, session_id=session_id)
 
     def op_session_closed(self, content: dict[str, Any]) -> None:
         self.sessions.pop(content["session_id"], None)
@@ -371,7 +380,7 @@ class Coordinator(SessionService):
         member = Member(call.caller, args["agent_name"], args["role"],
                         list(args["capabilities"]), member_colour(session.joined), self.now)
         session.joined += 1
-        self._tell_services("_member_joined", session_id=call.session_id,
+        self._tell_services(MEMBER_JOINED, session_id=call.session_id,
                             member=member.to_dict())
         self.dispatcher.set_agent_type(call.caller, member.role)
         self.dispatcher.set_session(call.caller, call.session_id)
@@ -397,7 +406,7 @@ class Coordinator(SessionService):
             await self.ask("regions", "_release_all", session_id=session_id,
                            agent_id=member.agent_id, handoff_to=None)
         finally:
-            self._tell_services("_member_left", session_id=session_id,
+            self._tell_services(MEMBER_LEFT, session_id=session_id,
                                 agent_id=member.agent_id)
             self.dispatcher.set_session(member.agent_id, None)
             self.emit_event(AgentLeft(session_id=session_id, agent_id=member.agent_id,
@@ -498,7 +507,7 @@ class Coordinator(SessionService):
                                       agent_id=agent_id, handoff_to=handoff)
             requeued = await self.ask("tasks", "_requeue_agent", session_id=session_id,
                                       agent_id=agent_id)
-            self._tell_services("_member_left", session_id=session_id, agent_id=agent_id)
+            self._tell_services(MEMBER_LEFT, session_id=session_id, agent_id=agent_id)
             self.dispatcher.set_session(agent_id, None)
             if not any(agent_id in members for members in self.members.values()):
                 self.dispatcher.unwatch(self.name, agent_id)
@@ -640,11 +649,11 @@ class Coordinator(SessionService):
     async def _checkpoint(self, session_id: str, name: str, description: str,
                           include: list[str]) -> dict[str, Any]:
         checkpoint_id = self._new_id("ckpt")
-        regions = await self.ask("regions", "_checkpoint", session_id=session_id,
+        regions = await self.ask("regions", CHECKPOINT, session_id=session_id,
                                  checkpoint_id=checkpoint_id, include=include)
         tasks: dict[str, Any] = {"tasks": 0, "size_bytes": 0}
         if "session_state" in include:
-            tasks = await self.ask("tasks", "_checkpoint", session_id=session_id,
+            tasks = await self.ask("tasks", CHECKPOINT, session_id=session_id,
                                    checkpoint_id=checkpoint_id)
         contents = {"tiles": regions.get("tiles", 0), "shaders": regions.get("shaders", 0),
                     "cartridges": regions.get("cartridges", 0)}
@@ -663,10 +672,10 @@ class Coordinator(SessionService):
         if entry is None:
             raise ToolError("checkpoint_not_found", f"no checkpoint {checkpoint_id!r} in "
                             f"{call.session_id}")
-        regions = await self.ask("regions", "_rollback", session_id=call.session_id,
+        regions = await self.ask("regions", ROLLBACK, session_id=call.session_id,
                                  checkpoint_id=checkpoint_id)
         if "session_state" in entry["include"]:
-            await self.ask("tasks", "_rollback", session_id=call.session_id,
+            await self.ask("tasks", ROLLBACK, session_id=call.session_id,
                            checkpoint_id=checkpoint_id)
         restored = regions.get("restored", {})
         lost = regions.get("lost", {})

@@ -57,6 +57,7 @@ from sim.canvas import MatchResult, Tile, TileCanvas, parse_tile
 from sim.dispatch import Timer
 from sim.events import ConflictDetected, RegionClaimed, RegionReleased
 from sim.geometry import Rect, find_free_placement, free_rectangles
+from sim.ops import CLAIM_FOR
 from sim.tools import TOOLS, ToolError, ok
 from sim.views import (
     ArtifactView,
@@ -384,7 +385,7 @@ class RegionManager(SessionService):
     # without a copy (SessionService.fresh_results). Most of a build's calls are these.
     fresh_results = frozenset({
         "builder_place_tiles", "builder_place_tile", "build_test", "builder_load_shader",
-        "builder_assemble_cartridge", "region_claim", "region_release", "_claim_for",
+        "builder_assemble_cartridge", "region_claim", "region_release", CLAIM_FOR,
         "_release"})
 
     def __init__(self, **options: Any) -> None:

@@ -69,6 +69,7 @@ from sim.events import (
 )
 from sim.geometry import Rect
 from sim.messages import Priority
+from sim.ops import CLAIM_FOR
 from sim.taskgraph import (
     DependencyCycle,
     InvalidTransition,
@@ -573,7 +574,7 @@ class TaskQueue(SessionService):
         record = self._check_acceptable(state, task_id, call.caller)
         assert record.region is not None
         try:
-            claim = await self.ask("regions", "_claim_for", session_id=session_id,
+            claim = await self.ask("regions", CLAIM_FOR, session_id=session_id,
                                    agent_id=call.caller, region=record.region,
                                    purpose=f"task {task_id}")
         except (WaitTimeout, DeliveryError) as exc:

@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 from sim.canvas import parse_tile
 from sim.events import TASK_EVENTS, status_after
 from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
+from sim.ops import CHECKPOINT, ROLLBACK, SESSION, SESSION_CLOSED
 from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
@@ -234,14 +235,13 @@ class WorldFold:
         """The session state's checkpoints and rollbacks: the task service keeps and puts
         back every record at once, with no event per task."""
         content = decode(r.content)
-        if not isinstance(content, dict) or content.get("op") not in ("_checkpoint",
-                                                                      "_rollback"):
+        if not isinstance(content, dict) or content.get("op") not in (CHECKPOINT, ROLLBACK):
             return
         s = self.session(content.get("session_id"))
         cid = str(content.get("checkpoint_id"))
         if s is None:
             return
-        if content["op"] == "_checkpoint":
+        if content["op"] == CHECKPOINT:
             s.task_checkpoints[cid] = {tid: list(t) for tid, t in s.tasks.items()}
         elif cid in s.task_checkpoints:
             s.tasks = {tid: list(t) for tid, t in s.task_checkpoints[cid].items()}
@@ -255,21 +255,21 @@ class WorldFold:
         if not isinstance(content, dict):
             return
         op, tool = content.get("op"), content.get("tool")
-        if op == "_session" and isinstance(content.get("session"), dict):
+        if op == SESSION and isinstance(content.get("session"), dict):
             info = content["session"]
             grid = int(info.get("grid_size", 0))
             made = self.sessions.setdefault(info["session_id"], _Session())
             if made.canvas is None:
                 made.canvas = np.zeros((grid, grid), dtype=np.uint8)
-        elif op == "_session_closed":
+        elif op == SESSION_CLOSED:
             self.sessions.pop(content.get("session_id"), None)  # type: ignore[arg-type]
-        elif op == "_checkpoint":
+        elif op == CHECKPOINT:
             s = self.session(content.get("session_id"))
             if s is not None and s.canvas is not None:
                 tiles = "tiles" in (content.get("include") or ())
                 s.checkpoints[str(content.get("checkpoint_id"))] = \
                     s.canvas.copy() if tiles else None
-        elif op == "_rollback":
+        elif op == ROLLBACK:
             s = self.session(content.get("session_id"))
             cid = str(content.get("checkpoint_id"))
             if s is not None and cid in s.unknown:

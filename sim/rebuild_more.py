@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 
 from sim.canvas import parse_tile
 from sim.log import CALL, RESUMED, decode
+from sim.ops import BLUEPRINT, CHECKPOINT, PREFIX, ROLLBACK, SESSION
 from sim.rebuild import Pairing, World, WorldFold
 from sim.store import StoredLog
 from sim.tools import SERVICES
@@ -57,6 +58,8 @@ __all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
 #: Ready tasks listed on the board (as the live Watcher lists them).
 FRONTIER_SIZE: Final = 40
 _DONE: Final = frozenset({"completed", "failed", "cancelled"})
+#: In the canonical JSON of a request that names an operation (:mod:`sim.ops`).
+_ANY_OP: Final = b'"op":"' + PREFIX.encode()
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,7 @@ class LogIndex:
             deps = args.get("dependencies") or []
             if isinstance(args.get("session_id"), str) and isinstance(deps, list):
                 return (args["session_id"], tuple(dict.fromkeys(str(d) for d in deps)))
-        elif content.get("op") in ("_checkpoint", "_rollback") and r.sender in SERVICES:
+        elif content.get("op") in (CHECKPOINT, ROLLBACK) and r.sender in SERVICES:
             sid = content.get("session_id")
             if isinstance(sid, str):
                 self.graph_ops.setdefault(sid, []).append(
@@ -231,28 +234,28 @@ class LogIndex:
                 f.placed.set(r.seq, f.tiles_placed)
                 f.lost.set(r.seq, f.lost_work)
             return
-        if b'"op":"_' not in r.content and b"blueprint" not in r.content:
+        if _ANY_OP not in r.content and b"blueprint" not in r.content:
             return
         content = decode(r.content)
         if not isinstance(content, dict):
             return
         op, tool = content.get("op"), content.get("tool")
-        if op == "_session" and isinstance(content.get("session"), dict):
+        if op == SESSION and isinstance(content.get("session"), dict):
             sid = content["session"].get("session_id")
             if isinstance(sid, str) and sid not in self.sessions:
                 self.sessions.append(sid)
-        elif op == "_blueprint" or tool == "blueprint_set":
-            where = content if op == "_blueprint" else (content.get("args") or {})
+        elif op == BLUEPRINT or tool == "blueprint_set":
+            where = content if op == BLUEPRINT else (content.get("args") or {})
             sid, plan = where.get("session_id"), _blueprint(where.get("blueprint"))
             if isinstance(sid, str) and plan is not None:
                 self.figures.setdefault(sid, _Figures()).blueprints.append((r.seq, plan))
-        elif op in ("_checkpoint", "_rollback") and r.sender in SERVICES:
+        elif op in (CHECKPOINT, ROLLBACK) and r.sender in SERVICES:
             sid = content.get("session_id")
             if not isinstance(sid, str):
                 return
             f = self.figures.setdefault(sid, _Figures())
             cid = str(content.get("checkpoint_id"))
-            if op == "_checkpoint":
+            if op == CHECKPOINT:
                 # Only a checkpoint of the tiles keeps (and a rollback to it puts back) the
                 # count, as regions does; one of the session state alone leaves it be.
                 if "tiles" in (content.get("include") or ()):
@@ -306,9 +309,9 @@ class LogIndex:
                 if shape is not None:
                     more = tuple(d for d in added if d not in shape.dependencies)
                     tasks[tid] = TaskShape(shape.type, shape.dependencies + more, shape.order)
-            elif op == "_checkpoint":
+            elif op == CHECKPOINT:
                 kept[data] = dict(tasks)
-            elif op == "_rollback" and data in kept:
+            elif op == ROLLBACK and data in kept:
                 tasks = dict(kept[data])
         return tasks
 

@@ -35,6 +35,9 @@ What the log gives, and where from:
   expired) and each barrier's releases. Waits for a lock or at a barrier are not
   kept: the agents waiting were the stopped run's, and are gone.
 
+The services' operations named above (``_session``, ``_checkpoint``, ...) are the ones
+:mod:`sim.ops` declares as part of the log's schema; the fold reads them by those names.
+
 Every answer the fold uses is checked against the call it was paired with (same
 region, same task); one that does not fit makes the image unsupported. What the fold
 cannot give is refused by :meth:`Image.unsupported` rather than guessed: a run under
@@ -59,6 +62,16 @@ from sim.canvas import TileCanvas, parse_tile
 from sim.events import status_after
 from sim.geometry import Rect
 from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
+from sim.ops import (
+    BLUEPRINT,
+    CHECKPOINT,
+    CLAIM_FOR,
+    MEMBER_JOINED,
+    MEMBER_LEFT,
+    ROLLBACK,
+    SESSION,
+    SESSION_CLOSED,
+)
 from sim.store import StoredLog
 from sim.taskgraph import parse_priority
 from sim.tools import SERVICES
@@ -102,7 +115,9 @@ class RegionsImage:
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     shaders: dict[str, dict[str, Any]] = field(default_factory=dict)
     cartridges: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: checkpoint id -> what regions keeps of it (``actors.regions._Checkpoint``'s fields)
+    #: checkpoint id -> what regions keeps of it: the canvas (compressed) and its tile
+    #: count, ``tiles_placed`` and ``tiles_by_agent``, the shaders and the cartridges (None
+    #: for a part the checkpoint's ``include`` left out)
     checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def writer(self, agent_id: str) -> int:
@@ -269,34 +284,34 @@ class _Fold:
 
     def internal(self, r: TraceRecord, content: dict[str, Any]) -> None:
         op = content.get("op")
-        if op in ("_checkpoint", "_rollback"):
+        if op in (CHECKPOINT, ROLLBACK):
             self.checkpoint(r.recipient, str(op), content)
             return
         if r.recipient != "regions":
             return  # every membership operation goes to each service: regions' copy serves
-        if op == "_claim_for" and str(content.get("purpose", "")).startswith("task "):
+        if op == CLAIM_FOR and str(content.get("purpose", "")).startswith("task "):
             self.claiming = (str(content.get("agent_id")), _key(content.get("region")),
                              str(content["purpose"]).removeprefix("task "))
             return
-        if op == "_session" and isinstance(content.get("session"), dict):
+        if op == SESSION and isinstance(content.get("session"), dict):
             info = dict(content["session"])
             sid = str(info["session_id"])
             self.sessions[sid] = SessionImage(
                 info, regions=RegionsImage(TileCanvas(int(info["grid_size"]))))
             self.serials["coordinator"] += 1  # session ids are the coordinator's draws
-        elif op == "_session_closed":
+        elif op == SESSION_CLOSED:
             self.sessions.pop(str(content.get("session_id")), None)
-        elif op == "_member_joined":
+        elif op == MEMBER_JOINED:
             s = self.session(content.get("session_id"))
             if s is not None and isinstance(content.get("member"), dict):
                 member = dict(content["member"])
                 s.members[str(member["agent_id"])] = member
                 s.joined += 1
-        elif op == "_member_left":
+        elif op == MEMBER_LEFT:
             s = self.session(content.get("session_id"))
             if s is not None:
                 s.members.pop(str(content.get("agent_id")), None)
-        elif op == "_blueprint":
+        elif op == BLUEPRINT:
             s = self.session(content.get("session_id"))
             if s is not None and s.regions is not None and content.get("blueprint") is not None:
                 s.regions.blueprint = _rows(content["blueprint"])
@@ -309,7 +324,7 @@ class _Fold:
         if s is None or s.regions is None:
             return
         g = s.regions
-        if service == "regions" and op == "_checkpoint":
+        if service == "regions" and op == CHECKPOINT:
             include = set(content.get("include") or ())
             tiles = "tiles" in include
             g.checkpoints[cid] = {
@@ -319,7 +334,7 @@ class _Fold:
                 "shaders": dict(g.shaders) if "shaders" in include else None,
                 "cartridges": dict(g.cartridges) if "cartridges" in include else None,
                 "tiles_by_agent": dict(g.tiles_by_agent)}
-        elif service == "regions" and op == "_rollback" and cid in g.checkpoints:
+        elif service == "regions" and op == ROLLBACK and cid in g.checkpoints:
             kept = g.checkpoints[cid]
             if kept["canvas"] is not None:
                 g.canvas.restore(TileCanvas.decompress(kept["canvas"]).snapshot())
@@ -329,9 +344,9 @@ class _Fold:
                 g.shaders = dict(kept["shaders"])
             if kept["cartridges"] is not None:
                 g.cartridges = dict(kept["cartridges"])
-        elif service == "tasks" and op == "_checkpoint":
+        elif service == "tasks" and op == CHECKPOINT:
             s.task_checkpoints[cid] = copy.deepcopy(s.tasks)
-        elif service == "tasks" and op == "_rollback" and cid in s.task_checkpoints:
+        elif service == "tasks" and op == ROLLBACK and cid in s.task_checkpoints:
             s.tasks = copy.deepcopy(s.task_checkpoints[cid])
 
     def answered(self, r: TraceRecord, call: dict[str, Any], answer: Any) -> None:

@@ -1,0 +1,93 @@
+"""The services' operations the log is read by (sim/ops.py): declared once, served by the
+services, and never spelt out by the engine's own code."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from sim import ops
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def served_operations(root: pathlib.Path) -> dict[str, list[str]]:
+    """Every operation a service under ``root/actors`` serves, found by its handler (a
+    method ``op_<name>`` serves ``_<name>``), with where each handler is defined."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((root / "actors").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for cls in ast.walk(tree):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for node in cls.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                        and node.name.startswith("op_") and len(node.name) > 3:
+                    found.setdefault(node.name[2:], []).append(
+                        f"{path.relative_to(root)}:{node.lineno} {cls.name}.{node.name}")
+    return found
+
+
+def spelt_operations(root: pathlib.Path, operations: set[str]) -> list[str]:
+    """Every string (or bytes) literal under ``root/sim`` that is, or quotes as an ``op``,
+    the name of one of ``operations``."""
+    quoted = {f'"op":"{name}"' for name in operations}
+    found = []
+    for path in sorted((root / "sim").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, (str, bytes)):
+                continue
+            text = node.value if isinstance(node.value, str) \
+                else node.value.decode("utf-8", "replace")
+            if text in operations or any(q in text for q in quoted):
+                found.append(f"{path.relative_to(root)}:{node.lineno} spells {text!r}")
+    return found
+
+
+def test_the_services_serve_the_operations_the_log_is_read_by() -> None:
+    served = served_operations(ROOT)
+    # The scan finds the services' handlers (regions alone serves more than eight).
+    assert len(served) >= 12, sorted(served)
+    assert all(name.startswith(ops.PREFIX) for name in served)
+    assert set(served) >= ops.FOLDED, sorted(ops.FOLDED - set(served))
+    assert {ops.CHECKPOINT, ops.ROLLBACK, ops.CLAIM_FOR} <= set(served)
+    assert "actors/regions.py" in " ".join(served[ops.CHECKPOINT])
+    assert "actors/taskqueue.py" in " ".join(served[ops.ROLLBACK])
+
+
+def test_no_module_of_the_engine_spells_out_a_services_operation() -> None:
+    served = set(served_operations(ROOT))
+    assert served
+    assert spelt_operations(ROOT, served) == []
+
+
+def test_the_check_catches_an_operation_spelt_out(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "actors").mkdir()
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "actors" / "svc.py").write_text(
+        "class Svc:\n"
+        "    def op_sweep(self, content): ...\n"
+        "    async def op_tidy(self, content): ...\n"
+        "    def tool_sweep(self, call): ...\n"
+        "def op_loose(content): ...\n")
+    (tmp_path / "sim" / "reader.py").write_text(
+        "A = 'sweep'\n"          # a tool's name, not the operation
+        "B = '_tidy'\n"          # the operation itself
+        "C = b'{\"op\":\"_sweep\"}'\n"  # quoted as an op, in bytes
+        "D = '_loose'\n")        # served by no method: not an operation
+    served = served_operations(tmp_path)
+    assert sorted(served) == ["_sweep", "_tidy"]
+    assert spelt_operations(tmp_path, set(served)) == [
+        "sim/reader.py:2 spells '_tidy'", "sim/reader.py:3 spells '{\"op\":\"_sweep\"}'"]
+
+
+def test_an_operations_name_is_its_handlers_after_the_prefix() -> None:
+    assert ops.op_name("checkpoint") == ops.CHECKPOINT == "_checkpoint"
+    assert ops.SESSION == "_session" and ops.SESSION_CLOSED == "_session_closed"
+    assert len(ops.FOLDED) == 8
+    for bad in ("", "_checkpoint"):
+        with pytest.raises(ValueError, match="an operation's name after '_'"):
+            ops.op_name(bad)
