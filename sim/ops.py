@@ -50,14 +50,14 @@ def op_name(name: str) -> str:
     return PREFIX + name
 
 
-SESSION: Final = op_name("session")
-SESSION_CLOSED: Final = op_name("session_closed")
-MEMBER_JOINED: Final = op_name("member_joined")
-MEMBER_LEFT: Final = op_name("member_left")
-BLUEPRINT: Final = op_name("blueprint")
-CHECKPOINT: Final = op_name("checkpoint")
-ROLLBACK: Final = op_name("rollback")
-CLAIM_FOR: Final = op_name("claim_for")
+SESSION: Final = "_session"
+SESSION_CLOSED: Final = "_session_closed"
+MEMBER_JOINED: Final = "_member_joined"
+MEMBER_LEFT: Final = "_member_left"
+BLUEPRINT: Final = "_blueprint"
+CHECKPOINT: Final = "_checkpoint"
+ROLLBACK: Final = "_rollback"
+CLAIM_FOR: Final = "_claim_for"
 
 #: Every operation the log's readers fold.
 FOLDED: Final = frozenset({SESSION, SESSION_CLOSED, MEMBER_JOINED, MEMBER_LEFT, BLUEPRINT,
