@@ -29,7 +29,7 @@ listed in an ``__all__`` may change.
 
     barnraise.run("kernel_build", seed=7, store="run.db")   # durable: docs/store.md
     stored = barnraise.open_run("run.db")
-    stored.status, stored.events(type="task_completed"), stored.canvas()
+    stored.status, stored.events(), stored.canvas()
 
     table = barnraise.sweep("conflict_storm", params={"agents": [2, 4, 8]}, seeds=range(20),
                             engine="processes", workers=2)

@@ -217,7 +217,7 @@ def _resume_hints(simu: Simulation, sid: str, builders: list[str]) -> dict[str, 
     checkpoint = next((e for e in session.checkpoints.values()
                        if e.get("checkpoint_name") == "before-changes"), None)
     log = StoredRun(simu.store.path)
-    rollback = next((e["content"] for e in log.events(type="rollback", kind="event")
+    rollback = next((e["content"] for e in log.entries(type="rollback", kind="event")
                      if e["seq"] < image.seq), None)
     heard: dict[str, str] = {}
     for r in log.records(types=["status_update"]):

@@ -56,14 +56,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.events import status_after
+from sim.trace import EVENT as EVENT_RECORD
+from sim.trace import Trace, TraceRecord
 from sim.views import WorldView
 
 if TYPE_CHECKING:
     import os
 
     import pandas as pd
-
-    from sim.trace import Trace
 
 __all__ = [
     "AGENT_DTYPES",
@@ -633,8 +633,9 @@ class MetricsCollector:
 # -- frames from a trace ---------------------------------------------------------------------
 
 
-def events_frame(trace: Trace) -> pd.DataFrame:
-    """The trace's domain events, one row each, in trace order.
+def events_frame(trace: Trace | Iterable[TraceRecord]) -> pd.DataFrame:
+    """The domain events of a trace (or of its records, as a store gives them back: the
+    records of other kinds are left out), one row each, in trace order.
 
     Columns: ``seq`` and ``t``; ``source`` (who emitted it), ``topic``, ``event``;
     ``session_id``, ``agent_id`` (the agent it is about: ``agent_id``, else
@@ -643,8 +644,11 @@ def events_frame(trace: Trace) -> pd.DataFrame:
     """
     import pandas as pd
 
+    records = trace.records("event") if isinstance(trace, Trace) else trace
     rows = []
-    for record in trace.records("event"):
+    for record in records:
+        if record.kind != EVENT_RECORD:
+            continue
         body = record.content_obj()
         if not isinstance(body, dict):
             body = {"value": body}

@@ -69,16 +69,9 @@ from typing import Any, Final
 
 import msgspec
 
-from sim.events import (
-    TaskAccepted,
-    TaskCancelled,
-    TaskCompleted,
-    TaskCreated,
-    TaskFailed,
-    TaskResultRead,
-    status_after,
-)
+from sim.events import status_after
 from sim.log import decode
+from sim.record import DELEGATION_EVENTS
 from sim.trace import DELIVER, EVENT, Trace, TraceRecord
 
 __all__ = ["SCHEMA_VERSION", "Divergence", "RunInfo", "Store", "StoreError", "StoredLog",
@@ -132,13 +125,6 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
             "ALTER TABLE run ADD COLUMN script_sha256 TEXT",
         )),
 }
-
-#: The events the delegations table follows: a task's creation, acceptance and end (its
-#: status from sim.events.status_after), and a restarted delegator reading a result
-#: from the queue (actors.agents.participant.results_read): a delivery.
-_TASK_EVENTS: Final = frozenset({
-    TaskCreated.kind, TaskAccepted.kind, TaskCompleted.kind, TaskFailed.kind,
-    TaskCancelled.kind, TaskResultRead.kind})
 
 
 class StoreError(Exception):
@@ -725,7 +711,7 @@ class Store:
                         in enumerate(raws, first)])
                     self._delegations(db, [
                         TraceRecord(seq, *raw) for seq, raw in enumerate(raws, first)
-                        if (raw[1] == EVENT and raw[4] in _TASK_EVENTS)
+                        if (raw[1] == EVENT and raw[4] in DELEGATION_EVENTS)
                         or (raw[4] == "task_result" and raw[1] == DELIVER)])
                     if self.keep_digests:
                         db.execute("INSERT INTO digests VALUES (?, ?)",
@@ -903,11 +889,18 @@ class StoredLog:
         assert info is not None
         return info.summary if info.status == "finished" else None
 
-    def records(self, start: int = 0, *, types: Iterable[str] | None = None
-                ) -> Generator[TraceRecord, None, None]:
-        """The log from seq ``start`` on, in order; with ``types``, only the records of
-        those types (filtered in SQL)."""
+    def records(self, start: int = 0, *, types: Iterable[str] | None = None,
+                kind: str | None = None) -> Generator[TraceRecord, None, None]:
+        """The log's raw trace records from seq ``start`` on, in order; with ``types``,
+        only the records of those types, with ``kind`` only those of that kind (``event``
+        for the domain events); both filtered in SQL, so a record left out is never
+        decoded. ValueError for a ``kind`` that is not a string."""
         where, args = _filters(start, None, types)
+        if kind is not None:
+            if not isinstance(kind, str):
+                raise ValueError(f"kind must be a record kind (a string), got {kind!r}")
+            where += " AND kind = ?"
+            args.append(kind)
         return (_record(row) for row in self._select(where, args))
 
     def rows(self, *, types: Iterable[str] | None = None, upto: int | None = None
@@ -932,8 +925,8 @@ class StoredLog:
                              ).fetchone()
         return None if row is None else _record(row)
 
-    def events(self, type: str | None = None, kind: str | None = None
-               ) -> list[dict[str, Any]]:
+    def entries(self, type: str | None = None, kind: str | None = None
+                ) -> list[dict[str, Any]]:
         """The log as dicts (seq, time, kind, sender, recipient, type, content); only the
         records of ``type`` and of ``kind`` (``event`` for the domain events) when given.
         The filters are applied in SQL, so a record left out is never decoded."""
@@ -973,7 +966,7 @@ class StoredLog:
                                  ).fetchone()
         return None if row is None else read_snapshot(bytes(row[0]))
 
-    def delegations(self) -> list[dict[str, Any]]:
+    def delegation_rows(self) -> list[dict[str, Any]]:
         """One dict per task the run delegated: task_id, session_id, delegator,
         delegatee, type, status, result (the last task event's body), delivered_at (when
         its ``task_result`` letter reached the delegator, or, for a result the stopped run

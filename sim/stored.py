@@ -9,20 +9,45 @@ reads, and this module, above both, is what ``barnraise.open_run`` hands out.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sim.metrics import events_frame
 from sim.rebuild import pair_writes, world_at
 from sim.rebuild_more import LogIndex
+from sim.record import delegations_frame, record_repr
 from sim.store import StoredLog
+from sim.trace import EVENT
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["StoredRun"]
 
 
 class StoredRun(StoredLog):
     """A read-only view of a store (see ``barnraise.open_run``): :class:`StoredLog`, and
-    the folds of its log."""
+    the folds of its log. A :class:`sim.record.RunRecord`: ``.events()`` and
+    ``.delegations()`` are the frames ``RunResult`` gives for the same run."""
+
+    def __repr__(self) -> str:
+        last = self.last()
+        return record_repr("StoredRun", self.summary, 0 if last is None else last.seq + 1,
+                        path=self.path, status=self.status)
+
+    def events(self) -> pd.DataFrame:
+        """The run's domain events, one row each (:func:`sim.metrics.events_frame`'s
+        columns; the raw log is :meth:`records`)."""
+        return events_frame(self.records(kind=EVENT))
+
+    def delegations(self) -> pd.DataFrame:
+        """One row per task the run delegated (:data:`sim.record.DELEGATION_COLUMNS`):
+        the store's delegations table (:meth:`StoredLog.delegation_rows`) as a frame.
+        ``delivered_at``: when the task's ``task_result`` letter reached the delegator,
+        or, for a result the stopped run had not delivered, when the resumed delegator
+        read it from the task queue; NaN if neither happened."""
+        return delegations_frame(self.delegation_rows())
 
     def world(self, at: float | None = None) -> dict[str, Any]:
         """Every session's world after each record at or before simulated time ``at``

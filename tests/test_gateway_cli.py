@@ -84,7 +84,7 @@ def test_serve_keeps_its_run_in_a_store_and_flushes_it_on_sigterm(
     run = barnraise.open_run(path)
     assert run.status == "finished" and run.summary is not None
     assert run.summary["served"] is True
-    claims = [e for e in run.events(type="region_claimed")]
+    claims = [e for e in run.entries(type="region_claimed")]
     assert len(claims) == 3
     assert run.digest() == run.info.trace_digest  # the log is the whole trace
     # a store that holds a run is not overwritten unless asked

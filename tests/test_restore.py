@@ -278,7 +278,7 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     # not yet delivered is read from the task queue by the resumed architect, not sent
     # again), and reached it: by its letter, or by that reading.
     completed = collections.Counter(e["content"]["task_id"]
-                                    for e in view.events(type="task_completed"))
+                                    for e in view.entries(type="task_completed"))
     assert completed and all(n == 1 for n in completed.values())
     finished = {t["task_id"] for t in result.tasks if t["status"] == "completed"}
     assert set(completed) == finished
@@ -286,12 +286,12 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
                                   if r.kind == "deliver" and r.type == "task_result")
     assert all(n == 1 for n in results.values()), results.most_common(3)
     read: dict[str, float] = {}  # the first reading of each result (a later incarnation,
-    for e in view.events(type="task_result_read"):  # resumed again, reads it again)
+    for e in view.entries(type="task_result_read"):  # resumed again, reads it again)
         read.setdefault(e["content"]["task_id"], e["time"])
     # Only a resumed crew reads results instead of hearing them (after a run_resumed).
-    first_resume = min(e["seq"] for e in view.events(type="run_resumed"))
-    assert all(e["seq"] > first_resume for e in view.events(type="task_result_read"))
-    rows = {d["task_id"]: d for d in view.delegations()}
+    first_resume = min(e["seq"] for e in view.entries(type="run_resumed"))
+    assert all(e["seq"] > first_resume for e in view.entries(type="task_result_read"))
+    rows = {d["task_id"]: d for d in view.delegation_rows()}
     delivered = {tid for tid, d in rows.items() if d["delivered_at"] is not None}
     assert delivered == set(results) | set(read)
     assert finished <= delivered
@@ -300,7 +300,7 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     for tid, t in read.items():  # the first of the letter and the reading counts
         assert rows[tid]["delivered_at"] == min(t, lettered.get(tid, t))
     # Work in progress at the kill went back to the queue once, said so, and was done.
-    requeued = [e["content"] for e in view.events(type="task_requeued")
+    requeued = [e["content"] for e in view.entries(type="task_requeued")
                 if e["seq"] >= len(prefix) and e["content"].get("reason") == "resumed"]
     assert {e["task_id"] for e in requeued} == in_progress
     assert len(requeued) == len(in_progress)
@@ -361,7 +361,7 @@ def test_a_result_the_stopped_run_did_not_deliver_is_delivered_by_the_reading(
         db.execute("UPDATE run SET status = 'running', summary = NULL, trace_digest = NULL")
     db.close()
     assert open_run(path).status == "interrupted"
-    assert next(d for d in open_run(path).delegations()
+    assert next(d for d in open_run(path).delegation_rows()
                 if d["task_id"] == task_id)["delivered_at"] is None
     result = resume(path, record=False)
     assert result.success, result.summary
@@ -369,10 +369,10 @@ def test_a_result_the_stopped_run_did_not_deliver_is_delivered_by_the_reading(
     later = list(view.records())[cut.seq:]
     assert not any(r.kind == "deliver" and r.type == "task_result"
                    and r.content_obj()["task_id"] == task_id for r in later)
-    read = [e for e in view.events(type="task_result_read")
+    read = [e for e in view.entries(type="task_result_read")
             if e["content"]["task_id"] == task_id]
     assert len(read) == 1 and read[0]["seq"] >= cut.seq
-    row = next(d for d in view.delegations() if d["task_id"] == task_id)
+    row = next(d for d in view.delegation_rows() if d["task_id"] == task_id)
     assert row["delivered_at"] == read[0]["time"] and row["status"] == "completed"
 
 
@@ -425,7 +425,7 @@ def test_every_resumable_scenario_killed_in_realtime_resumes_to_success(
         after = list(open_run(path).records())
         assert after[:len(prefix)] == prefix
         completed = collections.Counter(e["content"]["task_id"]
-                                        for e in open_run(path).events(type="task_completed"))
+                                        for e in open_run(path).entries(type="task_completed"))
         assert all(n == 1 for n in completed.values()), (scenario, point)
 
 

@@ -49,17 +49,17 @@ def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) 
     assert view.status == "finished"
     assert view.summary is not None and view.summary["trace_digest"] == memory.trace_digest
     assert view.digest() == memory.trace_digest
-    events = view.events()
+    events = view.entries()
     assert [e["seq"] for e in events] == list(range(len(memory.trace)))
     assert {"seq", "time", "type"} <= set(events[0])
-    completed = view.events(type="task_completed")
+    completed = view.entries(type="task_completed")
     assert len(completed) == sum(1 for r in memory.trace.records()
                                  if r.kind == "event" and r.type == "task_completed")
     assert all(e["type"] == "task_completed" for e in completed)
     canvas = view.canvas()
     assert canvas is not None and memory.canvas is not None
     assert np.array_equal(canvas, memory.canvas)
-    delegations = view.delegations()
+    delegations = view.delegation_rows()
     assert sorted(d["task_id"] for d in delegations) == sorted(t["task_id"]
                                                                for t in memory.tasks)
     final = {t["task_id"]: t["status"] for t in memory.tasks}
@@ -231,12 +231,12 @@ def test_acknowledged_means_durable(tmp_path: pathlib.Path) -> None:
         placed = client.call("builder_place_tile", x=1, y=2, tile_type="code")
         view = open_run(path)
         assert view.status == "running"
-        requests = [e["content"]["tool"] for e in view.events(type="coordination_request")
+        requests = [e["content"]["tool"] for e in view.entries(type="coordination_request")
                     if e["sender"] == "alice"]
         assert requests == ["session_create", "session_join", "region_claim",
                             "builder_place_tile"]
         assert any(e["content"]["event"] == "agent_joined"
-                   for e in view.events(type="agent_joined"))
+                   for e in view.entries(type="agent_joined"))
         assert placed["success"], placed
     assert open_run(path).status == "finished"
 
@@ -345,7 +345,7 @@ def _check_resumed(path: pathlib.Path, prefix: list[Any], expected_digest: str) 
     # there, unchanged, in the same place.
     assert after[:len(prefix)] == prefix
     completed = collections.Counter(e["content"]["task_id"]
-                                    for e in view.events(type="task_completed"))
+                                    for e in view.entries(type="task_completed"))
     assert all(n == 1 for n in completed.values())
     finished = {t["task_id"] for t in result.tasks if t["status"] == "completed"}
     assert set(completed) == finished
@@ -734,7 +734,7 @@ def test_a_simulation_that_raised_leaves_its_store_interrupted(tmp_path: pathlib
         raise RuntimeError("the driver failed")
     view = open_run(path)
     assert view.status == "interrupted" and view.summary is None
-    assert [e["content"]["tool"] for e in view.events(type="coordination_request")
+    assert [e["content"]["tool"] for e in view.entries(type="coordination_request")
             if e["sender"] == "a"] == ["session_create"]
 
 

@@ -310,8 +310,8 @@ def test_reading_a_store_leaves_no_wal_or_shm_beside_it(
     assert list(before) == ["run.db"]
     stored = open_run(path)
     assert stored.status == "finished" and stored.summary is not None
-    assert stored.events(type="task_completed") and stored.snapshots()
-    assert stored.world() and stored.delegations() and stored.last() is not None
+    assert stored.entries(type="task_completed") and stored.snapshots()
+    assert stored.world() and len(stored.delegations()) and stored.last() is not None
     check_store(path)
     _refused(["resume", str(path)], "finished run", capsys)
     assert _folder(path) == before
@@ -320,7 +320,7 @@ def test_reading_a_store_leaves_no_wal_or_shm_beside_it(
     held = stored.records()
     first = next(held)
     assert first.seq == 0 and os.path.exists(f"{path}-shm")
-    assert stored.events(type="task_completed")
+    assert stored.entries(type="task_completed")
     assert os.path.exists(f"{path}-shm")
     assert sum(1 for _ in held) == stored.last().seq  # type: ignore[union-attr]
     held.close()

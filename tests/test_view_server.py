@@ -587,11 +587,11 @@ def test_the_scrubber_re_executes_a_stored_run_to_any_time(
             assert frame["board"]["total"] > 0 and frame["agents"]
             assert all(e["t"] <= round(t, 6) for e in frame["events"])  # times are rounded
             assert len([e for e in frame["events"]]) == min(
-                2000, len([e for e in run.events() if e["kind"] == "event" and e["time"] <= t]))
+                2000, len([e for e in run.entries() if e["kind"] == "event" and e["time"] <= t]))
             seqs.append(frame["seq"])
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
         # mid-run the page sees agents at work and an open board, which no snapshot keeps
-        done = sorted(e["time"] for e in run.events("task_completed"))
+        done = sorted(e["time"] for e in run.entries("task_completed"))
         source.control("seek", done[len(done) // 2])
         frame = source.frame()
         assert any(a["status"] == "working" for a in frame["agents"])

@@ -95,7 +95,7 @@ class StoredSource(_Scrubber):
         self.snapshots = run.snapshots()
         # one pass over the log: which tile writes succeeded (every fold needs it)
         self.pairing = pair_writes(run.records())
-        self.events = run.events(kind=EVENT)
+        self.events = run.entries(kind=EVENT)
         last = run.last()
         self.end = max([t for _, t in self.snapshots]
                        + [last.t if last is not None else 0.0])

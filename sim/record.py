@@ -1,0 +1,142 @@
+"""The record of a run, the same live and stored: :class:`RunRecord` names what
+``barnraise.run`` (``RunResult``) and ``barnraise.open_run`` (``sim.stored.StoredRun``)
+both answer, and the frames both build theirs with.
+
+* ``.summary``: the run's summary (a stored run's is None until it finished);
+* ``.events()``: the domain events as a DataFrame (:func:`sim.metrics.events_frame`'s
+  columns), one row per event, the same rows for the same run;
+* ``.records()``: the raw trace records (:class:`sim.trace.TraceRecord`), in order;
+* ``.delegations()``: one row per task the run delegated (:func:`delegations_frame`);
+* a repr naming the scenario, seed, mode, success, virtual time and records (and the
+  path, stored).
+
+The delegations of a live run are folded from its trace by :func:`fold_delegations`;
+a stored run keeps them in its store's ``delegations`` table, which the store's writer
+fills with the same rule as it commits (``tests/test_record.py`` holds the two equal
+for every shipped scenario).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+from sim.events import (
+    TaskAccepted,
+    TaskCancelled,
+    TaskCompleted,
+    TaskCreated,
+    TaskFailed,
+    TaskResultRead,
+    status_after,
+)
+from sim.log import decode
+from sim.trace import DELIVER, EVENT, TraceRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["DELEGATION_COLUMNS", "DELEGATION_EVENTS", "RunRecord", "delegations_frame",
+           "fold_delegations", "record_repr"]
+
+#: The columns of ``.delegations()``: ``result`` is the last task event's body as JSON
+#: text (keys sorted), ``delivered_at`` when the result reached its delegator (NaN: not).
+DELEGATION_COLUMNS: Final = ("task_id", "session_id", "delegator", "delegatee", "type",
+                             "status", "result", "delivered_at")
+
+#: The events the delegations follow: a task's creation, acceptance and end (its status
+#: from sim.events.status_after), and a restarted delegator reading a result from the
+#: queue (actors.agents.participant.results_read): a delivery. The store's writer keeps
+#: its table by them too.
+DELEGATION_EVENTS: Final = frozenset({
+    TaskCreated.kind, TaskAccepted.kind, TaskCompleted.kind, TaskFailed.kind,
+    TaskCancelled.kind, TaskResultRead.kind})
+
+
+@runtime_checkable
+class RunRecord(Protocol):
+    """What a run's record answers, live (``RunResult``) or stored (``StoredRun``)."""
+
+    @property
+    def summary(self) -> Any: ...
+
+    def events(self) -> pd.DataFrame: ...
+
+    def records(self) -> Iterator[TraceRecord]: ...
+
+    def delegations(self) -> pd.DataFrame: ...
+
+
+def fold_delegations(records: Iterable[TraceRecord]) -> list[dict[str, Any]]:
+    """The delegations of a log, folded from its records in order by the rule the store's
+    writer keeps its ``delegations`` table with: a ``task_created`` event opens a row
+    (the first for a task id wins), ``task_accepted`` sets its status and delegatee,
+    another task end sets its status and result, and the first ``task_result`` letter
+    delivered (or ``task_result_read`` event) sets ``delivered_at``. Rows in the order
+    their tasks were created, as ``StoredLog.delegation_rows`` gives them."""
+    rows: dict[Any, dict[str, Any]] = {}
+    for r in records:
+        if not ((r.kind == EVENT and r.type in DELEGATION_EVENTS)
+                or (r.kind == DELIVER and r.type == "task_result")):
+            continue
+        body = decode(r.content)
+        task = body.get("task_id")
+        row = rows.get(task)
+        if r.kind == DELIVER or r.type == TaskResultRead.kind:
+            if row is not None and row["delivered_at"] is None:
+                row["delivered_at"] = r.t
+        elif r.type == TaskCreated.kind:
+            if task not in rows:
+                rows[task] = {"task_id": task, "session_id": body.get("session_id"),
+                              "delegator": body.get("delegated_by"),
+                              "delegatee": body.get("assigned_to"), "type": body.get("type"),
+                              "status": status_after(body), "result": None,
+                              "delivered_at": None}
+        elif row is not None:
+            row["status"] = status_after(body)
+            if r.type == TaskAccepted.kind:
+                row["delegatee"] = body.get("agent_id")
+            else:
+                row["result"] = body
+    return list(rows.values())
+
+
+def delegations_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """``rows`` (dicts with :data:`DELEGATION_COLUMNS`; ``result`` a dict or None) as a
+    DataFrame: text columns as pandas strings, ``result`` as JSON text with its keys
+    sorted, ``delivered_at`` as float (NaN: never delivered)."""
+    import pandas as pd  # an optional extra's weight, loaded when a frame is asked for
+
+    def text(value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    table = [(text(r["task_id"]), text(r["session_id"]), text(r["delegator"]),
+              text(r["delegatee"]), text(r["type"]), text(r["status"]),
+              None if r["result"] is None else json.dumps(r["result"], sort_keys=True),
+              float("nan") if r["delivered_at"] is None else float(r["delivered_at"]))
+             for r in rows]
+    frame = pd.DataFrame(table, columns=list(DELEGATION_COLUMNS))
+    return frame.astype({name: "string" for name in DELEGATION_COLUMNS[:-1]}
+                        | {"delivered_at": "float64"})
+
+
+def record_repr(kind: str, summary: Mapping[str, Any] | None, records: int,
+             path: str | None = None, status: str | None = None) -> str:
+    """A record's repr: ``<kind scenario seed=.. mode=.. success=.. t=.. records=..>``,
+    with the path (and status, when it is not finished) of a stored one."""
+    parts = [kind]
+    if summary is None:
+        parts.append("(no summary)")
+    else:
+        parts.append(str(summary.get("scenario", "?")))
+        for key in ("seed", "mode", "success"):
+            parts.append(f"{key}={summary.get(key)}")
+        vt = summary.get("virtual_time")
+        parts.append(f"t={vt:g}" if isinstance(vt, (int, float)) else f"t={vt}")
+    parts.append(f"records={records}")
+    if status is not None and status != "finished":
+        parts.append(f"status={status}")
+    if path is not None:
+        parts.append(f"path={path!r}")
+    return "<" + " ".join(parts) + ">"

@@ -1,0 +1,108 @@
+"""The record of a run, the same live and stored (sim/record.py): for one run,
+``RunResult`` and ``open_run`` give equal ``events()`` and ``delegations()`` frames."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pandas as pd
+import pytest
+
+import barnraise
+from barnraise.runner import list_scenarios
+from sim.record import DELEGATION_COLUMNS, RunRecord, delegations_frame, fold_delegations
+from sim.trace import DELIVER, EVENT, TraceRecord
+
+SCENARIOS = sorted(name for name, _ in list_scenarios())
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_a_run_and_its_store_give_equal_events_and_delegations(
+        name: str, tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "run.db"
+    live = barnraise.run(name, seed=0, record=False, store=path)
+    stored = barnraise.open_run(path)
+    assert isinstance(live, RunRecord) and isinstance(stored, RunRecord)
+    assert stored.summary == live.summary
+    events = live.events()
+    assert len(events) == sum(1 for r in live.trace.records() if r.kind == EVENT) > 0
+    pd.testing.assert_frame_equal(stored.events(), events)
+    delegations = live.delegations()
+    assert list(delegations.columns) == list(DELEGATION_COLUMNS)
+    pd.testing.assert_frame_equal(stored.delegations(), delegations)
+    # the frame is the store's table, row for row
+    rows = stored.delegation_rows()
+    assert list(delegations["task_id"]) == [r["task_id"] for r in rows]
+    assert list(delegations["status"]) == [r["status"] for r in rows]
+    # the raw records are the same on both sides too
+    assert list(stored.records()) == list(live.records())
+
+
+def test_the_delegations_of_a_delegating_run_are_its_tasks(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "run.db"
+    live = barnraise.run("kernel_build", seed=0, record=False, store=path)
+    frame = barnraise.open_run(path).delegations()
+    final = {t["task_id"]: t["status"] for t in live.tasks}
+    assert len(frame) == len(final) > 0
+    assert dict(zip(frame["task_id"], frame["status"], strict=True)) == final
+    done = frame[frame["status"] == "completed"]
+    assert len(done) and done["delivered_at"].notna().all()
+    assert json.loads(done["result"].iloc[0])["task_id"] == done["task_id"].iloc[0]
+
+
+def test_both_reprs_say_which_run_it_is(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "run.db"
+    live = barnraise.run("conflict_resolution", seed=0, record=False, store=path)
+    records = len(live.trace)
+    t = live.summary["virtual_time"]
+    stored = barnraise.open_run(path)
+    assert repr(live) == (f"<RunResult conflict_resolution seed=0 mode=deterministic "
+                          f"success=True t={t:g} records={records}>")
+    assert repr(stored) == (f"<StoredRun conflict_resolution seed=0 mode=deterministic "
+                            f"success=True t={t:g} records={records} path={str(path)!r}>")
+
+
+def _rec(seq: int, kind: str, type_: str, body: dict[str, object], t: float = 0.0
+         ) -> TraceRecord:
+    if kind == EVENT:  # an event's body names it, as every traced one does
+        body = {"event": type_, **body}
+    return TraceRecord(seq, t, kind, "a", "b", type_, json.dumps(body).encode())
+
+
+def test_the_fold_keeps_the_first_creation_and_the_first_delivery() -> None:
+    created = {"task_id": "t1", "session_id": "s", "delegated_by": "boss",
+               "assigned_to": "any", "type": "build", "status": "pending"}
+    records = [
+        _rec(0, DELIVER, "task_result", {"task_id": "t1"}, 0.5),  # before its task: ignored
+        _rec(1, EVENT, "task_created", created, 1.0),
+        _rec(2, EVENT, "task_created", {**created, "type": "other"}, 1.5),  # not again
+        _rec(3, EVENT, "task_accepted", {"task_id": "t1", "agent_id": "w"}, 2.0),
+        _rec(4, EVENT, "task_completed", {"task_id": "t1", "agent_id": "w"}, 3.0),
+        _rec(5, DELIVER, "task_result", {"task_id": "t1"}, 4.0),
+        _rec(6, EVENT, "task_result_read", {"task_id": "t1"}, 5.0),  # second: ignored
+        _rec(7, EVENT, "task_completed", {"task_id": "nobody"}, 6.0),  # no such task
+        _rec(8, DELIVER, "status_update", {"task_id": "t1"}, 7.0),  # not a result letter
+    ]
+    rows = fold_delegations(records)
+    assert rows == [{"task_id": "t1", "session_id": "s", "delegator": "boss",
+                     "delegatee": "w", "type": "build", "status": "completed",
+                     "result": {"event": "task_completed", "task_id": "t1", "agent_id": "w"},
+                     "delivered_at": 4.0}]
+    frame = delegations_frame(rows)
+    assert frame["result"].iloc[0] == \
+        '{"agent_id": "w", "event": "task_completed", "task_id": "t1"}'
+    assert frame["delivered_at"].dtype == "float64"
+    empty = delegations_frame([])
+    assert list(empty.columns) == list(DELEGATION_COLUMNS) and len(empty) == 0
+
+
+def test_a_stored_logs_records_filter_by_kind_and_refuse_a_bad_kind(
+        tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "run.db"
+    live = barnraise.run("conflict_resolution", seed=0, record=False, store=path)
+    stored = barnraise.open_run(path)
+    events = list(stored.records(kind=EVENT))
+    assert events == [r for r in live.trace.records() if r.kind == EVENT]
+    with pytest.raises(ValueError, match="kind must be a record kind"):
+        list(stored.records(kind=3))  # type: ignore[arg-type]
