@@ -267,19 +267,25 @@ def test_spellings_of_one_subscription_are_remembered_once_and_small() -> None:
 
         async def scenario() -> None:
             ws, joined = await join(server, "Speller")
-            sid = server.gateway.world.default_session
-            spellings = [{"event_type": "event_0"}, {"topic": "events:event_0"},
-                         {"topic": f"session:{sid}:events:event_0"},
-                         {"topic": "events:event_0", "event_type": ""}]
-            await pipeline(ws, [("a2a_subscribe", args) for args in spellings])
-            got = await answers(ws, len(spellings))
-            ids = {got[n]["result"]["subscription_id"] for n in got}
-            assert len(ids) == 1, got
-            slot = hub.slots[joined["agent_id"]]
-            await until(lambda: len(slot.subscribed_as) == 1)
-            assert [len(key) for key in slot.subscribed_as] == [16]
-            assert list(slot.subscribed_as.values()) == list(ids)
-            await ws.close()
+            try:
+                sid = server.gateway.world.default_session
+                spellings = [{"event_type": "event_0"}, {"topic": "events:event_0"},
+                             {"topic": f"session:{sid}:events:event_0"},
+                             {"topic": "events:event_0", "event_type": ""}]
+                ids = set()
+                for n, args in enumerate(spellings, 1):
+                    # one at a time: pipelined, asks not yet answered count to the bound
+                    await pipeline(ws, [("a2a_subscribe", args)], first_id=n)
+                    got = await answers(ws, 1)
+                    assert got[n]["result"]["success"], got
+                    ids.add(got[n]["result"]["subscription_id"])
+                assert len(ids) == 1, ids
+                slot = hub.slots[joined["agent_id"]]
+                await until(lambda: len(slot.subscribed_as) == 1)
+                assert [len(key) for key in slot.subscribed_as] == [16]
+                assert list(slot.subscribed_as.values()) == list(ids)
+            finally:
+                await ws.close()
 
         run(scenario())
 
