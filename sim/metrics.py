@@ -39,7 +39,7 @@ What a caller may rely on:
   then takes the world's figures. A rollback restores tasks without events:
   until the next interval sample re-reads them, event samples show their task
   counts as None.
-* **Cost**: see ``docs/benchmarks.md`` ("Metrics").
+* **Cost**: see ``docs/benchmarks.md`` (the sweep section covers the recorder).
 """
 
 from __future__ import annotations
