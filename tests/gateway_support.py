@@ -22,23 +22,29 @@ from barnraise.view.watch import Watcher
 @contextlib.contextmanager
 def served(*, time_scale: float = 20.0, limits: Limits | None = None,
            freeze_heap: bool = False, allowed_hosts: tuple[str, ...] = (),
-           agent_ttl: float | None = AGENT_TTL, operator: str | None = None,
-           view: bool = False, **world: Any) -> Iterator[GatewayServer]:
+           agent_ttl: float | None = AGENT_TTL, operator: str | Operator | None = None,
+           view: bool = False, auth_timeout: float | None = None,
+           server_options: dict[str, Any] | None = None,
+           **world: Any) -> Iterator[GatewayServer]:
     """A hosted world behind a gateway on 127.0.0.1 and a free port; all stopped after.
 
     ``agent_ttl``: wall seconds a remote agent may go unheard from (None: never
-    expires); ``operator``: the operator's token, as ``barnraise serve`` sets it;
-    ``view``: serve the page and its socket ``/view/ws`` too (what ``serve`` does)."""
+    expires); ``operator``: the operator's token, as ``barnraise serve`` sets it (or an
+    Operator of the test's own); ``view``: serve the page and its socket ``/view/ws`` too
+    (what ``serve`` does); ``auth_timeout`` and ``server_options`` (the server's
+    timeouts and bounds) as the Gateway's and GatewayServer's defaults unless given."""
     hosted = HostedWorld(time_scale=time_scale, **world)
     watcher = Watcher(hosted.simulation, lazy=True) if view else None
     try:
         gateway = Gateway(hosted, limits=limits, allowed_hosts=allowed_hosts,
-                          agent_ttl=agent_ttl)
+                          agent_ttl=agent_ttl,
+                          **({} if auth_timeout is None else {"auth_timeout": auth_timeout}))
         if operator is not None:
-            gateway.operator = Operator(operator)
+            gateway.operator = operator if isinstance(operator, Operator) else Operator(operator)
         if watcher is not None:
             ViewSurface(watcher, gateway)
-        server = GatewayServer(gateway, "127.0.0.1", 0, freeze_heap=freeze_heap)
+        server = GatewayServer(gateway, "127.0.0.1", 0, freeze_heap=freeze_heap,
+                               **(server_options or {}))
         server.start()
         try:
             yield server

@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -29,36 +28,16 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.operator import Operator
 from barnraise.gateway.server import Gateway, GatewayServer
-from barnraise.view.server import ViewSurface
-from barnraise.view.watch import Watcher
-from tests.gateway_support import counters
+from tests.gateway_support import counters, served
 
 BOUND = 0.5  # wall seconds: every timeout under test
 
 
-@contextlib.contextmanager
 def bounded(*, view: bool = False, operator: Operator | None = None,
-            **options: Any) -> Iterator[GatewayServer]:
+            **options: Any) -> contextlib.AbstractContextManager[GatewayServer]:
     """A gateway on 127.0.0.1 with short timeouts (and ``options``); stopped after."""
-    world = HostedWorld(time_scale=20.0)
-    watcher = Watcher(world.simulation, lazy=True) if view else None
-    try:
-        gateway = Gateway(world, auth_timeout=BOUND)
-        if operator is not None:
-            gateway.operator = operator
-        if watcher is not None:
-            ViewSurface(watcher, gateway)
-        options = {"header_timeout": BOUND, "body_timeout": BOUND, **options}
-        server = GatewayServer(gateway, "127.0.0.1", 0, **options)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
-    finally:
-        if watcher is not None:
-            watcher.close()
-        world.close()
+    return served(view=view, operator=operator, auth_timeout=BOUND,
+                  server_options={"header_timeout": BOUND, "body_timeout": BOUND, **options})
 
 
 def closed_within(sock: socket.socket, bound: float) -> bytes:
