@@ -25,6 +25,15 @@ CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {
     "session binding": ("sim/binding.py", ("prepare_call", "bound_session_after",
                                            "TAKES_SESSION", "BINDING_TOOLS")),
     "topic names": ("sim/messages.py", ("topic_name", "session_topic")),
+    "the store's schema and migrations": ("sim/store/migrations.py", (
+        "SCHEMA_VERSION", "MIGRATIONS", "migrate", "fresh_image")),
+    "what a store file holds": ("sim/store/files.py", ("check_store", "RunInfo",
+                                                        "StoreError", "reading")),
+    "the resume check": ("sim/store/divergence.py", ("Divergence", "ResumeCheck",
+                                                     "first_difference")),
+    "the store's writer": ("sim/store/writer.py", ("Store", "SNAPSHOT_EVERY",
+                                                   "GROUP_SECONDS")),
+    "the store's reader": ("sim/store/reader.py", ("StoredLog", "read_snapshot")),
 }
 
 

@@ -285,14 +285,13 @@ def test_a_refused_claim_flashes_red_over_its_region(
 
 
 @pytest.fixture
-def stored_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def stored_run(tmp_path: Path) -> Path:
     """A finished kernel_build kept in a store, with a snapshot every 400 records."""
     from barnraise.runner import open_store
 
-    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", "400")
     path = tmp_path / "run.db"
     request = check_request("kernel_build", seed=5, **PARAMS)
-    result = run_request(request, store=open_store(request, path))
+    result = run_request(request, store=open_store(request, path, snapshot_every=400))
     assert result.success
     return path
 
