@@ -702,7 +702,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _sweep_plot(table: Any, x: str, y: str, hue: str | None, out: str,
                 scenario: str) -> str | None:
-    from sim.plots import sweep_figure
+    from barnraise.plots import sweep_figure
 
     if y not in table.columns:
         print(f"barnraise: note: no column {y!r} to plot; columns: "

@@ -222,7 +222,7 @@ class RunResult:
         timeseries.png, gantt.png, dag.png, sequence.png (the first 60 letters),
         build.gif (with canvas frames). Returns the paths written.
         """
-        from sim import plots
+        from barnraise import plots
 
         out = pathlib.Path(directory)
         out.mkdir(parents=True, exist_ok=True)
@@ -493,7 +493,7 @@ def run(
     ``record`` (default True) samples the run's metrics (``RunResult.timeseries()``)
     every ``interval`` simulated seconds and at every domain event; ``frame_size``
     > 0 also keeps a canvas frame (at most that many cells a side) per interval,
-    for :func:`sim.plots.canvas_animation`. Recording does not change the trace.
+    for :func:`barnraise.plots.canvas_animation`. Recording does not change the trace.
     ``check_metrics`` also reads every task at every interval sample and compares
     the counts the events moved with them (``RunResult.metrics.drift``; slower).
 

@@ -34,6 +34,9 @@ CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {
     "the store's writer": ("sim/store/writer.py", ("Store", "SNAPSHOT_EVERY",
                                                    "GROUP_SECONDS")),
     "the store's reader": ("sim/store/reader.py", ("StoredLog", "read_snapshot")),
+    "figures (the application layer's)": ("barnraise/plots.py", (
+        "canvas_figure", "gantt_figure", "timeseries_figure", "sweep_figure",
+        "TILE_COLOURS", "STATUS_COLOURS")),
 }
 
 

@@ -23,11 +23,11 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from actors.world import Simulation
+from barnraise.plots import TILE_COLOURS
 from barnraise.runner import check_request, run_request
 from barnraise.view import Watcher, changed_rectangles
 from barnraise.view.live import LiveView
 from barnraise.view.server import QUEUE, _Connection
-from sim.plots import TILE_COLOURS
 from tests.helpers import canvas_from_log
 
 ROOT = Path(__file__).resolve().parents[1]
