@@ -12,8 +12,9 @@ from typing import Any, Final
 
 from actors.actor import A2AActor
 from actors.effects import DEFAULT_TIMEOUT, Done, Effect, ToolCall
+from sim.binding import BINDING_TOOLS, TAKES_SESSION, bound_session_after, prepare_call
 from sim.messages import Priority, Region
-from sim.tools import BINDING_TOOLS, TAKES_SESSION, TOOLS, bound_session_after, prepare_call
+from sim.tools import TOOLS
 
 __all__ = ["MIN_WALL_HEARTBEAT", "Agent"]
 
@@ -25,7 +26,7 @@ MIN_WALL_HEARTBEAT: Final = 0.25
 
 
 class _Bind:
-    """Awaits a tool call, then binds the agent as :func:`sim.tools.bound_session_after` says."""
+    """Awaits a tool call, then binds the agent as :func:`sim.binding.bound_session_after` says."""
 
     __slots__ = ("agent", "call", "tool")
 
@@ -100,7 +101,7 @@ class Agent(A2AActor):
              **args: Any) -> Awaitable[dict[str, Any]]:
         """Call a session tool (``sim.tools.TOOLS``); resumes with its result dict.
 
-        Like a client, and by the same rule (:func:`sim.tools.prepare_call`), the
+        Like a client, and by the same rule (:func:`sim.binding.prepare_call`), the
         agent is bound to the session it creates or joins and may then omit
         ``session_id``. An unknown tool resumes at once with the same
         ``unknown_tool`` failure a client gets; a call with no answer in ``call_timeout``

@@ -36,7 +36,7 @@ from sim.events import (
     CheckpointCreated,
     Rollback,
 )
-from sim.messages import MESSAGE_TYPES, Message
+from sim.messages import MESSAGE_TYPES, Message, session_topic
 from sim.ops import (
     BLUEPRINT,
     CHECKPOINT,
@@ -46,7 +46,7 @@ from sim.ops import (
     SESSION,
     SESSION_CLOSED,
 )
-from sim.tools import SERVICES, STATE_PAGE_DEFAULT, ToolError, WorldLimits, ok, session_topic
+from sim.tools import SERVICES, STATE_PAGE_DEFAULT, ToolError, WorldLimits, ok
 from sim.views import (
     CheckpointView,
     MemberView,

@@ -43,7 +43,8 @@ from sim.dispatch import seed_for
 from sim.events import AgentOffline, SessionEvent
 from sim.messages import Message, MessageError, Priority
 from sim.policy import Policy
-from sim.tools import READ_ONLY_TOOLS, SERVICES, TOOLS, Tool, ToolError, fail, validator
+from sim.tools import READ_ONLY_TOOLS, SERVICES, TOOLS, Tool, ToolError, fail
+from sim.validation import validator
 
 if TYPE_CHECKING:
     from sim.restore import SessionImage

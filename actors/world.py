@@ -15,8 +15,8 @@ request to the service that owns the tool and returns the result dict; in
 deterministic mode the call runs the simulation until the answer arrives, in
 realtime mode it waits for it (bounded). After ``session_create`` or
 ``session_join`` the client is bound to that session and may omit
-``session_id`` (the rule is :func:`sim.tools.prepare_call` and
-:func:`sim.tools.bound_session_after`). Every result has ``success``; failures
+``session_id`` (the rule is :func:`sim.binding.prepare_call` and
+:func:`sim.binding.bound_session_after`). Every result has ``success``; failures
 carry ``error`` and ``message`` and are never raised.
 
 ``simu.view(session_id)`` reads a session's world as frozen values (a
@@ -44,6 +44,7 @@ from actors.regions import RegionManager
 from actors.registry import Registry
 from actors.supervisor import ROOT, Supervisor
 from actors.taskqueue import TaskQueue
+from sim.binding import bound_session_after, prepare_call
 from sim.dispatch import (
     DeterministicDispatcher,
     Dispatcher,
@@ -59,7 +60,7 @@ from sim.restore import Image
 from sim.store import Store
 from sim.tokens import random_id
 from sim.tool_methods import ToolMethods
-from sim.tools import TOOLS, Tool, WorldLimits, bound_session_after, fail, prepare_call
+from sim.tools import TOOLS, Tool, WorldLimits, fail
 from sim.views import TasksPart, WorldView
 
 __all__ = ["Client", "Simulation"]

@@ -43,6 +43,7 @@ from barnraise.runner import (
     run_request,
 )
 from sim.clock import check_time_scale
+from sim.store import SNAPSHOT_EVERY
 
 #: Frame side (cells) of the canvas animation ``--out`` writes.
 OUT_FRAME_SIZE = 96
@@ -103,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="keep the run durable in a SQLite store there (see docs/store.md)")
     run.add_argument("--overwrite", action="store_true",
                      help="with --store: replace a store that already holds a run")
+    run.add_argument("--snapshot-every", type=_positive_int, metavar="N",
+                     help="with --store: a snapshot of the world every N records "
+                     f"(default {SNAPSHOT_EVERY:,})")
 
     again = commands.add_parser(
         "resume", help="continue an interrupted run kept with --store (deterministic: "
@@ -111,6 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("store", metavar="PATH", help="the store of the interrupted run")
     again.add_argument("--json", action="store_true", help="print one JSON object")
     again.add_argument("--out", metavar="DIR", help="write the run's files there (as run)")
+    again.add_argument("--snapshot-every", type=_positive_int, metavar="N",
+                       help="a snapshot of the world every N records the resumed run "
+                       f"writes (default {SNAPSHOT_EVERY:,})")
 
     check = commands.add_parser(
         "replay", help="re-execute a stored deterministic run and compare its trace")
@@ -199,6 +206,14 @@ def _ascii_int(text: str) -> int:
     if not _ASCII_INT.fullmatch(text.strip()):
         raise argparse.ArgumentTypeError(f"expected an integer in ASCII digits, got {text!r}")
     return int(text)
+
+
+def _positive_int(text: str) -> int:
+    """A count flag's value: an integer of at least 1, in ASCII digits."""
+    value = _ascii_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer of at least 1, got {text!r}")
+    return value
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,
@@ -378,8 +393,8 @@ def _run(args: argparse.Namespace) -> int:
                             time_scale=args.time_scale, faults=args.faults, **params)
     if args.out:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
-    if args.overwrite and not args.store:
-        raise ScenarioError("--overwrite applies with --store only")
+    if (args.overwrite or args.snapshot_every is not None) and not args.store:
+        raise ScenarioError("--overwrite and --snapshot-every apply with --store only")
     if (args.port != 8765 or args.paused or args.allow_host) and not args.view:
         raise ScenarioError("--port, --paused and --allow-host go with --view")
     if args.view:
@@ -387,7 +402,9 @@ def _run(args: argparse.Namespace) -> int:
     viewer = _viewer(args) if args.view else None
     if args.view and viewer is None:
         return 2
-    store = open_store(request, args.store, args.overwrite) if args.store else None
+    store = open_store(request, args.store, args.overwrite,
+                       snapshot_every=args.snapshot_every or SNAPSHOT_EVERY) \
+        if args.store else None
     bar = _progress_bar() if sys.stderr.isatty() and not args.json else None
     try:
         result = run_request(request, progress=bar[0] if bar else None,
@@ -431,7 +448,8 @@ def _resume(args: argparse.Namespace) -> int:
     if args.out:
         check_out_dir(args.out)
     with _script_warnings():
-        result, request = resume_request(args.store, script=args.script)
+        result, request = resume_request(args.store, script=args.script,
+                                         snapshot_every=args.snapshot_every or SNAPSHOT_EVERY)
     code = _report(result, request.module, args)
     if not args.json and result.live_after is not None:
         print(f"  resumed from {result.resumed_records:,} stored records: live after "
@@ -684,7 +702,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _sweep_plot(table: Any, x: str, y: str, hue: str | None, out: str,
                 scenario: str) -> str | None:
-    from sim.plots import sweep_figure
+    from barnraise.plots import sweep_figure
 
     if y not in table.columns:
         print(f"barnraise: note: no column {y!r} to plot; columns: "

@@ -54,7 +54,7 @@ from sim.dispatch import Faults, FaultsError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
 from sim.record import RunRecord, delegations_frame, fold_delegations, record_repr
 from sim.restore import Image, image_of
-from sim.store import Divergence, RunInfo, Store, StoreError, check_store
+from sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
 from sim.stored import StoredRun
 from sim.trace import Trace, TraceRecord
 from sim.views import WorldView
@@ -222,7 +222,7 @@ class RunResult:
         timeseries.png, gantt.png, dag.png, sequence.png (the first 60 letters),
         build.gif (with canvas frames). Returns the paths written.
         """
-        from sim import plots
+        from barnraise import plots
 
         out = pathlib.Path(directory)
         out.mkdir(parents=True, exist_ok=True)
@@ -481,6 +481,7 @@ def run(
     check_metrics: bool = False,
     store: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
+    snapshot_every: int = SNAPSHOT_EVERY,
     **params: Any,
 ) -> RunResult:
     """Run ``scenario`` (a shipped name or a file path) and summarise it.
@@ -492,7 +493,7 @@ def run(
     ``record`` (default True) samples the run's metrics (``RunResult.timeseries()``)
     every ``interval`` simulated seconds and at every domain event; ``frame_size``
     > 0 also keeps a canvas frame (at most that many cells a side) per interval,
-    for :func:`sim.plots.canvas_animation`. Recording does not change the trace.
+    for :func:`barnraise.plots.canvas_animation`. Recording does not change the trace.
     ``check_metrics`` also reads every task at every interval sample and compares
     the counts the events moved with them (``RunResult.metrics.drift``; slower).
 
@@ -501,13 +502,16 @@ def run(
     seed, recorded in the trace, and reported in the summary's ``faults``.
 
     ``store``: keep the run durable in a SQLite file there (see docs/store.md);
-    an existing store is refused (StoreError) unless ``overwrite``.
+    an existing store is refused (StoreError) unless ``overwrite``. ``snapshot_every``:
+    records between two snapshots of the world in it (more often: a stored run's
+    world at a time is folded from a nearer snapshot; the store grows).
     """
     request = check_request(scenario, seed, mode, time_scale=time_scale, faults=faults,
                             **params)
     if record:
         _check_recording(interval, frame_size)
-    opened = open_store(request, store, overwrite) if store is not None else None
+    opened = open_store(request, store, overwrite, snapshot_every=snapshot_every) \
+        if store is not None else None
     return run_request(request, progress=progress, record=record, interval=interval,
                        frame_size=frame_size, check_metrics=check_metrics, store=opened)
 
@@ -526,15 +530,17 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def open_store(request: Request, path: str | os.PathLike[str], overwrite: bool = False) -> Store:
-    """A new store for ``request``'s run (StoreError for a path that cannot be one)."""
+def open_store(request: Request, path: str | os.PathLike[str], overwrite: bool = False, *,
+               snapshot_every: int = SNAPSHOT_EVERY) -> Store:
+    """A new store for ``request``'s run (StoreError for a path that cannot be one), with a
+    snapshot every ``snapshot_every`` records."""
     options = dict(request.simulation)
     if isinstance(options.get("faults"), Faults):  # kept as JSON; resume and replay parse it
         options["faults"] = options["faults"].to_dict()
     return Store.create(path, seed=request.seed, mode=request.mode, scenario=request.scenario,
                         params=request.params, options=options,
                         version=package_version(), overwrite=overwrite,
-                        script_sha256=request.script_sha256)
+                        script_sha256=request.script_sha256, snapshot_every=snapshot_every)
 
 
 def open_run(path: str | os.PathLike[str]) -> StoredRun:
@@ -589,8 +595,8 @@ def stored_request(info: RunInfo, path: str, script: str | os.PathLike[str] | No
 
 
 def resume(path: str | os.PathLike[str], *, script: str | os.PathLike[str] | None = None,
-           record: bool = True, progress: Callable[[float], None] | None = None
-           ) -> RunResult:
+           record: bool = True, progress: Callable[[float], None] | None = None,
+           snapshot_every: int = SNAPSHOT_EVERY) -> RunResult:
     """Continue the interrupted deterministic run stored at ``path`` to its end.
 
     The run is re-executed from its seed and parameters; each record is checked
@@ -598,14 +604,16 @@ def resume(path: str | os.PathLike[str], *, script: str | os.PathLike[str] | Non
     the records past the stored end are appended to the same store, which is
     marked finished at the end. StoreError for a path that is not a resumable store.
     ``script``: the scenario file of a run made from one (see :func:`stored_request`).
+    ``snapshot_every``: as for :func:`run`, for the records the resumed run appends.
     """
-    return resume_request(path, script=script, record=record, progress=progress)[0]
+    return resume_request(path, script=script, record=record, progress=progress,
+                          snapshot_every=snapshot_every)[0]
 
 
 def resume_request(path: str | os.PathLike[str], *,
                    script: str | os.PathLike[str] | None = None, record: bool = True,
-                   progress: Callable[[float], None] | None = None
-                   ) -> tuple[RunResult, Request]:
+                   progress: Callable[[float], None] | None = None,
+                   snapshot_every: int = SNAPSHOT_EVERY) -> tuple[RunResult, Request]:
     """:func:`resume`, and the request it ran (its scenario module, for the text summary)."""
     started = time.perf_counter()
     name = os.fspath(path)
@@ -629,7 +637,7 @@ def resume_request(path: str | os.PathLike[str], *,
         problem = image.unsupported()
         if problem is not None:
             raise StoreError(f"store {name!r} cannot be resumed from its log: {problem}")
-    store, info = Store.resume(name, info)
+    store, info = Store.resume(name, info, snapshot_every=snapshot_every)
     if image is not None:
         store.continue_after()
     result = run_request(request, progress=progress, record=record, store=store,

@@ -6,6 +6,9 @@ schema follows the A2A design notes: ``message_id, timestamp, from_agent,
 to_agent, message_type, priority, content, metadata{region, capabilities,
 correlation_id}, signature, expires_at``.
 
+Topics: :func:`topic_name` is what a topic a caller names is called, and
+:func:`session_topic` which of its own session's topics a member's name means.
+
 Everything that can go wrong with a message's shape raises :class:`MessageError`
 (a ``ValueError``) whose ``field`` names the offending field and whose text says
 what is wrong. Nothing else is raised for bad input.
@@ -38,6 +41,7 @@ __all__ = [
     "decode",
     "encode",
     "encode_content",
+    "session_topic",
     "sign",
     "topic_name",
     "verify",
@@ -65,6 +69,31 @@ def topic_name(raw: str) -> str:
     if not name or name.startswith((TOPIC_PREFIX, TYPE_PREFIX)):
         raise ValueError(f"{raw!r} is not a topic name (a name, optionally after one "
                          f"'{TOPIC_PREFIX}')")
+    return name
+
+
+
+def session_topic(session_id: str, topic: str | None = None,
+                  event_type: str | None = None) -> str:
+    """The topic ``a2a_subscribe(topic=..., event_type=...)`` means for a member of
+    ``session_id``: every topic a member can reach is one of its own session's.
+
+    No ``topic`` is the session's events (``session:<id>:events``); a topic of
+    the session (``session:<id>`` or below it) is itself; any other session's
+    topic is a PermissionError; any other name is the session's own topic of
+    that name (``errors`` is ``session:<id>:errors``, where the session's
+    agents' behaviour errors are published), so no name leads out of the
+    session. ``event_type`` narrows to ``<topic>:<event_type>``. A name that is
+    not a topic (:func:`sim.messages.topic_name`) is a ValueError.
+    """
+    own = f"session:{session_id}"
+    name = f"{own}:events" if topic is None else topic_name(topic)
+    if name != own and not name.startswith(own + ":"):
+        if name.startswith("session:"):
+            raise PermissionError(f"topic {name!r} belongs to another session")
+        name = f"{own}:{name}"
+    if event_type:
+        name = f"{name}:{event_type}"
     return name
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from actors.world import Simulation
-from sim.tools import MAX_WAIT, TOOLS, ToolError, WorldLimits, validate
+from sim.tools import MAX_WAIT, TOOLS, ToolError, WorldLimits
+from sim.validation import validate
 from tests.helpers import box, session_crew
 
 
@@ -150,7 +151,7 @@ def test_every_tools_fast_validator_can_be_used() -> None:
     checker (for a blueprint, a Python pass over every cell)."""
     import msgspec
 
-    from sim.tools import _struct
+    from sim.validation import _struct
 
     for name, tool in TOOLS.items():
         struct = _struct("Args", tool.input_schema)

@@ -1,4 +1,4 @@
-"""sim/plots.py: the canvas picture, with each claim outlined in its agent's colour."""
+"""barnraise.plots: the canvas picture, with each claim outlined in its agent's colour."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from sim.plots import TILE_COLOURS, canvas_figure, save_canvas_png
+from barnraise.plots import TILE_COLOURS, canvas_figure, save_canvas_png
 
 MAGENTA = (255, 0, 255)  # a claim colour no tile type uses
 
@@ -69,9 +69,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import barnraise  # noqa: E402
-from barnraise.runner import RunResult  # noqa: E402
-from sim.metrics import messages_frame  # noqa: E402
-from sim.plots import (  # noqa: E402
+from barnraise.plots import (  # noqa: E402
     TILE_NAMES,
     canvas_animation,
     dag_figure,
@@ -82,6 +80,8 @@ from sim.plots import (  # noqa: E402
     t_critical,
     timeseries_figure,
 )
+from barnraise.runner import RunResult  # noqa: E402
+from sim.metrics import messages_frame  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +201,7 @@ def test_no_plot_switches_the_users_backend() -> None:
 import matplotlib
 matplotlib.use("svg")
 import sys, barnraise
-from sim import plots
+from barnraise import plots
 r = barnraise.run("hitl_approval", frame_size=16, interval=2.0)
 plots.canvas_figure(r.canvas, r.claims); plots.gantt_figure(r.task_intervals())
 plots.dag_figure(r.tasks); plots.sequence_figure(r.messages())

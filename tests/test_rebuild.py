@@ -13,6 +13,7 @@ import pytest
 from barnraise import open_run
 from barnraise.runner import check_request, list_scenarios, open_store, run_request
 from sim.rebuild import pair_writes, world_at
+from sim.store import SNAPSHOT_EVERY
 from sim.stored import StoredRun
 from tests.helpers import HandSession, canvas_from_log
 
@@ -36,9 +37,11 @@ class _FromNothing:
         return self.run.last()
 
 
-def _store(path: Path, scenario: str, **options: Any) -> StoredRun:
+def _store(path: Path, scenario: str, snapshot_every: int = SNAPSHOT_EVERY,
+           **options: Any) -> StoredRun:
     request = check_request(scenario, **options)
-    result = run_request(request, store=open_store(request, path), record=False)
+    result = run_request(request, store=open_store(request, path, snapshot_every=snapshot_every),
+                         record=False)
     assert result.success, result.summary
     return open_run(path)
 
@@ -76,12 +79,11 @@ def test_a_realtime_run_folds_to_its_final_snapshot(tmp_path: Path, scenario: st
 
 
 def test_folding_from_a_snapshot_agrees_with_folding_from_the_start_and_a_re_execution(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     from barnraise.view.stored import ReplaySource
 
-    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", "200")
     bigger = {"grid_size": 120, "block": 20, "builders": 4, "testers": 2}
-    run = _store(tmp_path / "run.db", "kernel_build", seed=7, **bigger)
+    run = _store(tmp_path / "run.db", "kernel_build", snapshot_every=200, seed=7, **bigger)
     snapshots = run.snapshots()
     assert len(snapshots) >= 3  # snapshots come with commits: a few ms of wall time apart
     pairing = pair_writes(run.records())

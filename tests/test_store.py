@@ -1,9 +1,10 @@
-"""The durable store (sim/store.py): writing, reading back, replay, resume after SIGKILL,
+"""The durable store (sim/store/): writing, reading back, replay, resume after SIGKILL,
 and bad paths that are refused with the file left as it was."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import os
@@ -22,11 +23,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import barnraise
-import sim.store as store_module
+import sim.store.divergence as divergence_module
 from actors.world import Simulation
 from barnraise.cli import main
 from barnraise.runner import list_scenarios, open_run, replay, resume, run
-from sim.store import SCHEMA_VERSION, Store, StoreError, check_store, read_snapshot
+from sim.store import (
+    SCHEMA_VERSION,
+    SNAPSHOT_EVERY,
+    Store,
+    StoreError,
+    check_store,
+    read_snapshot,
+)
 from sim.trace import Trace, TraceRecord
 from tests import crashing
 
@@ -158,7 +166,7 @@ def test_a_resumed_store_checks_by_digests_and_writes_what_goes_past_the_log_at_
     def no_rows(*args: Any) -> None:
         raise AssertionError("the check read rows back")
 
-    monkeypatch.setattr(store_module, "_first_difference", no_rows)
+    monkeypatch.setattr(divergence_module, "first_difference", no_rows)
     again = Trace()
     resumed.attach(again)
     for record in _records(80):
@@ -258,6 +266,83 @@ def test_a_finished_store_is_not_reopened_for_writing(
     assert open_run(path).info.seed == 4  # type: ignore[union-attr]
 
 
+# -- snapshots: how often is a parameter -------------------------------------------------------
+
+
+def _commit_ends(path: pathlib.Path) -> list[int]:
+    """Where each commit of a deterministic run's store ended (its ``digests`` rows)."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return [row[0] for row in db.execute("SELECT seq FROM digests ORDER BY seq")]
+
+
+def test_snapshot_every_is_a_parameter_of_the_store_and_of_a_run(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store takes a snapshot at the first commit after every ``snapshot_every``
+    records it is given; the environment has no say in it."""
+    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", "7")  # (it once had)
+    path = tmp_path / "every-50.db"
+    store = Store.create(path, seed=0, mode="deterministic", snapshot_every=50)
+    store.snapshotter = lambda: {"world": 1}
+    trace = Trace()
+    store.attach(trace)
+    for end in (30, 60, 90, 120, 140):
+        for record in _records(end, len(trace)):
+            trace.add_record(record)
+        store.commit()
+    store.close()
+    assert [seq for seq, _ in open_run(path).snapshots()] == [60, 120]
+    # Through run(): every commit past one record snapshots, so one at every commit's end;
+    # by default a run this short keeps only its last.
+    for every in (1, SNAPSHOT_EVERY):
+        path = tmp_path / f"run-{every}.db"
+        assert run("kernel_build", seed=2, record=False, store=path, snapshot_every=every,
+                   **SMALL_KERNEL).success
+        taken = [seq for seq, _ in open_run(path).snapshots()]
+        ends = _commit_ends(path)
+        assert taken == (ends if every == 1 else ends[-1:]), every
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True, "100", None])
+def test_a_bad_snapshot_interval_is_refused_before_any_store_is_made(
+        tmp_path: pathlib.Path, bad: Any) -> None:
+    path = tmp_path / "run.db"
+    with pytest.raises(ValueError, match="snapshot_every must be a positive int"):
+        Store.create(path, seed=0, mode="deterministic", snapshot_every=bad)
+    assert not path.exists()
+    with pytest.raises(ValueError, match="snapshot_every must be a positive int"):
+        run("kernel_build", record=False, store=path, snapshot_every=bad, **SMALL_KERNEL)
+    assert not path.exists()
+
+
+def test_the_cli_takes_snapshot_every_with_a_store_only(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.db"
+    assert main(["run", "kernel_build", "--snapshot-every", "50"]) == 2
+    assert "--snapshot-every apply with --store only" in capsys.readouterr().err
+    for bad in ("0", "-3", "x"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["run", "kernel_build", "--store", str(path), "--snapshot-every", bad])
+        assert exit_.value.code == 2
+        assert "--snapshot-every" in capsys.readouterr().err
+    assert not path.exists()
+    assert main(["run", "kernel_build", "--param", "grid_size=40", "--param", "block=20",
+                 "--store", str(path), "--snapshot-every", "1"]) == 0
+    assert [seq for seq, _ in open_run(path).snapshots()] == _commit_ends(path)
+
+
+def test_no_module_of_the_engine_actors_or_scenarios_reads_the_environment() -> None:
+    """Switches for tests (a crash, a snapshot interval) are parameters or live in the
+    tests (tests/crashing.py), never in an environment variable the library reads."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    readers = []
+    for layer in ("sim", "actors", "scenarios"):
+        for path in sorted((root / layer).rglob("*.py")):
+            text = path.read_text()
+            if "environ" in text or "getenv" in text:
+                readers.append(path.relative_to(root).as_posix())
+    assert readers == []
+
+
 # -- replay --------------------------------------------------------------------------------
 
 
@@ -328,9 +413,10 @@ def test_replay_names_the_first_record_that_differs(
 
 
 def _run_killed(path: pathlib.Path, crash: str, *command: str) -> int:
-    env = dict(os.environ, BARNRAISE_STORE_SNAPSHOT_EVERY="500")
-    done = subprocess.run(crashing.command(crash, *command), env=env, cwd=crashing.ROOT,
-                          capture_output=True, timeout=120, check=False)
+    """``barnraise COMMAND...`` (run or resume) killed at ``crash``, with a snapshot every
+    500 records."""
+    done = subprocess.run(crashing.command(crash, *command, "--snapshot-every", "500"),
+                          cwd=crashing.ROOT, capture_output=True, timeout=120, check=False)
     return done.returncode
 
 

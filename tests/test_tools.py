@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.tools import BINDING_TOOLS, TOOLS, ToolError, bound_session_after, prepare_call, validate
+from sim.binding import BINDING_TOOLS, bound_session_after, prepare_call
+from sim.tools import TOOLS, ToolError
+from sim.validation import validate
 
 PHASE_G = {"session_create", "session_join", "session_leave", "session_get_state",
            "region_claim", "region_release", "region_query", "task_delegate", "task_accept",

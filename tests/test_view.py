@@ -3,7 +3,7 @@
 One deterministic kernel_build is watched from its first step: the page holds
 still while the run is paused, stepping advances it, the canvas changes while
 tiles are placed, and at the end the page's tile layer is the run's final
-canvas in sim/plots.py's colours, at 100%. Screenshots go to
+canvas in barnraise/plots.py's colours, at 100%. Screenshots go to
 ``<basetemp>/view-screenshots``. Every server and browser a test starts, it stops.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from barnraise.plots import TILE_COLOURS
 from barnraise.runner import RunResult, check_request, run_request
 from barnraise.view import headless
-from sim.plots import TILE_COLOURS
 from tests.helpers import canvas_from_log
 
 WHY = headless.missing()
@@ -285,14 +285,13 @@ def test_a_refused_claim_flashes_red_over_its_region(
 
 
 @pytest.fixture
-def stored_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def stored_run(tmp_path: Path) -> Path:
     """A finished kernel_build kept in a store, with a snapshot every 400 records."""
     from barnraise.runner import open_store
 
-    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", "400")
     path = tmp_path / "run.db"
     request = check_request("kernel_build", seed=5, **PARAMS)
-    result = run_request(request, store=open_store(request, path))
+    result = run_request(request, store=open_store(request, path, snapshot_every=400))
     assert result.success
     return path
 

@@ -3,7 +3,7 @@
 The page is plain JavaScript modules and must work in current Firefox as in
 Chromium (issue 12). A deterministic kernel_build is watched from its first step:
 once started from the page, the canvas's pixels change while tiles are placed,
-and at the end the page's tile layer is the run's final canvas in sim/plots.py's
+and at the end the page's tile layer is the run's final canvas in barnraise/plots.py's
 colours, at 100%, with no JavaScript error logged and no message shown as bad.
 Screenshots go to ``<basetemp>/view-screenshots``. The run, its server and the
 browser are stopped whatever happens.
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from barnraise.plots import TILE_COLOURS
 from barnraise.runner import RunResult, check_request, run_request
-from sim.plots import TILE_COLOURS
 from tests import firefox
 
 WHY = firefox.missing()

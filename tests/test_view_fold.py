@@ -19,6 +19,7 @@ from barnraise.view.stored import ReplaySource, StoredSource
 from barnraise.view.watch import _board
 from sim.rebuild import pair_writes, world_at
 from sim.rebuild_more import LogIndex, board
+from sim.store import SNAPSHOT_EVERY
 from sim.stored import StoredRun
 
 #: The figures of a chart's point (everything but its time).
@@ -26,9 +27,11 @@ FIGURES = ("completion", "tiles_placed", "conflicts", "lost_work", "claims", "ta
            "tasks_failed", "messages_delivered", "messages_dropped")
 
 
-def _store(path: Path, scenario: str, **options: Any) -> StoredRun:
+def _store(path: Path, scenario: str, snapshot_every: int = SNAPSHOT_EVERY,
+           **options: Any) -> StoredRun:
     request = check_request(scenario, **options)
-    result = run_request(request, store=open_store(request, path), record=False)
+    result = run_request(request, store=open_store(request, path, snapshot_every=snapshot_every),
+                         record=False)
     assert result.success, result.summary
     return open_run(path)
 
@@ -39,13 +42,12 @@ def _store(path: Path, scenario: str, **options: Any) -> StoredRun:
     ("plan_run", {}, True),
 ])
 def test_the_folded_frontier_and_chart_are_the_live_watchers_at_several_times(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str,
-        params: dict[str, Any], moves: bool) -> None:
+        tmp_path: Path, scenario: str, params: dict[str, Any], moves: bool) -> None:
     """A deterministic store folded (StoredSource, as a realtime store is) and re-executed
     under a live Watcher (ReplaySource) at the same times: the same board, frontier and
     all, and the same figures in the chart's last point."""
-    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", "300")  # folds from snapshots too
-    run = _store(tmp_path / "run.db", scenario, seed=4, **params)
+    # a snapshot every 300 records: folds from snapshots too
+    run = _store(tmp_path / "run.db", scenario, snapshot_every=300, seed=4, **params)
     folded = StoredSource(run)
     assert folded.index.notes == []
     times = sorted({r.t for r in run.records()})
@@ -292,7 +294,7 @@ def test_concurrent_delegations_in_realtime_pair_with_their_tasks(tmp_path: Path
 
 
 def test_a_resumed_runs_answers_are_not_paired_with_the_stopped_runs_calls() -> None:
-    """A realtime resume (sim/store.py: a ``run_resumed`` event, then the new run's records)
+    """A realtime resume (sim.store: a ``run_resumed`` event, then the new run's records)
     leaves the stopped run's unanswered calls so: the answers after it pair with the calls
     after it (sim.log.paired)."""
     import msgspec

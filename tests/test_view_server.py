@@ -23,11 +23,11 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from actors.world import Simulation
+from barnraise.plots import TILE_COLOURS
 from barnraise.runner import check_request, run_request
 from barnraise.view import Watcher, changed_rectangles
 from barnraise.view.live import LiveView
 from barnraise.view.server import QUEUE, _Connection
-from sim.plots import TILE_COLOURS
 from tests.helpers import canvas_from_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -533,12 +533,11 @@ def test_allow_host_goes_with_run_view_and_view(tmp_path: Path) -> None:
                 process.communicate(timeout=10)
 
 
-def _stored(path: Path, every: int, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _stored(path: Path, every: int) -> Path:
     from barnraise.runner import open_store
 
-    monkeypatch.setenv("BARNRAISE_STORE_SNAPSHOT_EVERY", str(every))
     request = check_request("kernel_build", seed=7, **SMALL)
-    assert run_request(request, store=open_store(request, path)).success
+    assert run_request(request, store=open_store(request, path, snapshot_every=every)).success
     return path
 
 
@@ -552,12 +551,11 @@ def _canvas(frame: dict[str, Any]) -> np.ndarray[Any, Any]:
     return canvas
 
 
-def test_the_scrubber_re_executes_a_stored_run_to_any_time(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_scrubber_re_executes_a_stored_run_to_any_time(tmp_path: Path) -> None:
     from barnraise import open_run
     from barnraise.view.stored import ReplaySource, open_source
 
-    run = open_run(_stored(tmp_path / "a.db", 500, monkeypatch))
+    run = open_run(_stored(tmp_path / "a.db", 500))
     answers = [r.content_obj() for r in run.records()
                if r.sender == "regions" and r.type == "coordination_response"]
     assert answers and all(a["success"] for a in answers)  # so the log says what was written
@@ -602,13 +600,13 @@ def test_the_scrubber_re_executes_a_stored_run_to_any_time(
 
 
 def test_the_scrubber_shows_snapshots_when_the_log_is_not_what_the_run_makes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     import sqlite3
 
     from barnraise import open_run
     from barnraise.view.stored import open_source
 
-    path = _stored(tmp_path / "a.db", 300, monkeypatch)
+    path = _stored(tmp_path / "a.db", 300)
     with sqlite3.connect(path) as db:  # a record the re-execution will not make
         db.execute("UPDATE events SET content = ? WHERE seq = 40", (b'{"forged": true}',))
     db.close()

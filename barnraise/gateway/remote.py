@@ -51,9 +51,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from sim.messages import Message, MessageError, Priority, decode, encode
+from sim.binding import prepare_call
+from sim.messages import Message, MessageError, Priority, decode, encode, session_topic
 from sim.tool_methods import ToolMethods
-from sim.tools import fail, prepare_call, session_topic
+from sim.tools import fail
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection

@@ -49,7 +49,8 @@ from barnraise.gateway import jsonrpc
 from barnraise.gateway.hub import AgentSlot, Hub, Refused
 from barnraise.gateway.jsonrpc import RpcError
 from sim.messages import Message
-from sim.tools import TOOLS, ToolError, validate
+from sim.tools import TOOLS, ToolError
+from sim.validation import validate
 
 __all__ = ["WebSocketSession", "bearer_token"]
 

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from barnraise.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.dispatch import GateAborted
-from sim.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.rebuild import pair_writes, world_at
 from sim.rebuild_more import LogIndex
 from sim.rebuild_more import board as task_board

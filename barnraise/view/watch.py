@@ -45,9 +45,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from actors.world import Simulation
+from barnraise.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE, check_time_scale
 from sim.dispatch import DeterministicDispatcher, Gate, GateClosed, RealtimeDispatcher
-from sim.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.views import WorldView
 
 __all__ = ["Watcher", "changed_rectangles"]
