@@ -139,7 +139,7 @@ def test_the_lazy_import_check_catches_one_and_lets_an_extra_be(tmp_path: pathli
         (tmp_path / layer).mkdir()
     (tmp_path / "sim" / "store.py").write_text(
         "import json\n\nclass Run:\n    def world(self):\n"
-        "        from sim.rebuild import world_at\n        return world_at(self)\n")
+        "        from actors.stored.rebuild import world_at\n        return world_at(self)\n")
     (tmp_path / "sim" / "plots.py").write_text(
         "def figure():\n    import matplotlib.figure\n    return matplotlib.figure\n")
     (tmp_path / "actors" / "agent.py").write_text(
@@ -147,7 +147,7 @@ def test_the_lazy_import_check_catches_one_and_lets_an_extra_be(tmp_path: pathli
     (tmp_path / "barnraise" / "cli.py").write_text("def main():\n    import sim.store\n")
     assert lazy_imports(tmp_path) == [
         "actors/agent.py:2 imports actors.world inside a function",
-        "sim/store.py:5 imports sim.rebuild inside a function"]
+        "sim/store.py:5 imports actors.stored.rebuild inside a function"]
 
 
 def test_static_tools_see_the_real_types_of_the_public_names(tmp_path: pathlib.Path) -> None:

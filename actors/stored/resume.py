@@ -35,8 +35,9 @@ What the log gives, and where from:
   expired) and each barrier's releases. Waits for a lock or at a barrier are not
   kept: the agents waiting were the stopped run's, and are gone.
 
-The services' operations named above (``_session``, ``_checkpoint``, ...) are the ones
-:mod:`sim.ops` declares as part of the log's schema; the fold reads them by those names.
+The services' operations named above (``_session``, ``_checkpoint``, ...) are declared by
+the services that serve them (:mod:`actors.service`, :mod:`actors.regions`) as part of the
+log's schema; the fold reads them by those names.
 
 Every answer the fold uses is checked against the call it was paired with (same
 region, same task); one that does not fit makes the image unsupported. What the fold
@@ -58,20 +59,19 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.canvas import TileCanvas, parse_tile
-from sim.events import status_after
-from sim.geometry import Rect
-from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
-from sim.ops import (
-    BLUEPRINT,
+from actors.regions import BLUEPRINT, CLAIM_FOR
+from actors.service import (
     CHECKPOINT,
-    CLAIM_FOR,
     MEMBER_JOINED,
     MEMBER_LEFT,
     ROLLBACK,
     SESSION,
     SESSION_CLOSED,
 )
+from sim.canvas import TileCanvas, parse_tile
+from sim.events import status_after
+from sim.geometry import Rect
+from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
 from sim.store import StoredLog
 from sim.taskgraph import parse_priority
 from sim.tools import SERVICES

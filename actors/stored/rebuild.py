@@ -40,10 +40,10 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
+from actors.service import CHECKPOINT, ROLLBACK, SESSION, SESSION_CLOSED
 from sim.canvas import parse_tile
 from sim.events import TASK_EVENTS, status_after
 from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
-from sim.ops import CHECKPOINT, ROLLBACK, SESSION, SESSION_CLOSED
 from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord

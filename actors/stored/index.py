@@ -1,4 +1,5 @@
-"""What :func:`sim.rebuild.world_at` does not fold: the task graph's edges and the run's figures.
+"""What :func:`~actors.stored.rebuild.world_at` does not fold: the task graph's edges and
+the run's figures.
 
 A store's snapshots keep each task's status and assignee, not its type or what it
 depends on, and no figure of the run (tiles placed, conflicts, messages); the live
@@ -18,7 +19,7 @@ answered from:
   replays these few operations up to a record.
 * **the figures** the live view's chart plots (``Watcher``'s series point):
   ``tiles_placed`` and ``lost_work`` from the answers ``regions`` gave each tile
-  write (:attr:`sim.rebuild.Pairing.placed`, the log's one pairing of calls and answers;
+  write (:attr:`actors.stored.rebuild.Pairing.placed`, the log's one pairing of calls and answers;
   a ``_rollback`` of the tiles restores ``tiles_placed`` as the service does),
   ``conflicts`` (``conflict_detected`` events), ``messages_delivered`` and
   ``messages_dropped`` (``deliver`` and ``drop`` records: the dispatcher counts
@@ -26,7 +27,7 @@ answered from:
   ``regions``, by its ``_blueprint`` operation or the ``blueprint_set`` tool, as
   the service computes it), and the claims and task counts of the
   folded world. :meth:`LogIndex.point` makes one point from a folded world; given
-  times, the pass also folds the world forward as :func:`~sim.rebuild.world_at`
+  times, the pass also folds the world forward as :func:`~actors.stored.rebuild.world_at`
   does and keeps a point at each (:attr:`LogIndex.series`).
 
 **Mailbox depths are not here**: a letter is logged when it is handled (or
@@ -45,10 +46,11 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
+from actors.regions import BLUEPRINT
+from actors.service import CHECKPOINT, OP_PREFIX, ROLLBACK, SESSION
+from actors.stored.rebuild import Pairing, World, WorldFold
 from sim.canvas import parse_tile
 from sim.log import CALL, RESUMED, decode
-from sim.ops import BLUEPRINT, CHECKPOINT, PREFIX, ROLLBACK, SESSION
-from sim.rebuild import Pairing, World, WorldFold
 from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, DROP, EVENT, TraceRecord
@@ -58,8 +60,8 @@ __all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
 #: Ready tasks listed on the board (as the live Watcher lists them).
 FRONTIER_SIZE: Final = 40
 _DONE: Final = frozenset({"completed", "failed", "cancelled"})
-#: In the canonical JSON of a request that names an operation (:mod:`sim.ops`).
-_ANY_OP: Final = b'"op":"' + PREFIX.encode()
+#: In the canonical JSON of a request that names an operation (:data:`actors.service.OP_PREFIX`).
+_ANY_OP: Final = b'"op":"' + OP_PREFIX.encode()
 
 
 @dataclass(frozen=True)
@@ -136,10 +138,10 @@ def _completion(canvas: NDArray[np.uint8] | None, blueprint: NDArray[np.uint8] |
 
 class LogIndex:
     """One pass over ``run``'s log: the task graph's operations and the figures' timelines
-    (see the module doc). ``pairing`` is :func:`sim.rebuild.pair_writes` of the same log.
+    (see the module doc). ``pairing`` is :func:`actors.stored.rebuild.pair_writes` of the same log.
 
     With ``samples`` (simulated times), the same pass folds the world forward as
-    :func:`~sim.rebuild.world_at` does (it drives that module's fold) and keeps the
+    :func:`~actors.stored.rebuild.world_at` does (it drives that module's fold) and keeps the
     chart's point of ``session`` (None: the first session the log opens) at each of
     those times in :attr:`series`.
     """
