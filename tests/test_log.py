@@ -118,8 +118,8 @@ def test_the_resume_fold_the_worlds_fold_and_paired_pair_a_real_log_alike(
             if is_answer(r.kind, r.type, r.sender, r.recipient)]
     assert len(want) > 100 and all(call is not None for _, call in want)
 
-    fold = _Fold()
-    fold.calls = watched = _Watched()
+    watched = _Watched()
+    fold = _Fold(watched)
     rows = run.rows()
     try:
         fold.fold_rows(rows, None)

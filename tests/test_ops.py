@@ -109,7 +109,7 @@ def test_the_engine_has_no_module_of_the_services_operations() -> None:
 def test_an_operations_name_is_its_handlers_after_the_prefix() -> None:
     assert service.op_name("checkpoint") == service.CHECKPOINT == "_checkpoint"
     assert service.SESSION == "_session" and service.SESSION_CLOSED == "_session_closed"
-    assert regions.CLAIM_FOR == service.op_name("claim_for")
+    assert service.op_name("claim_for") == regions.CLAIM_FOR
     for bad in ("", "_checkpoint"):
         with pytest.raises(ValueError, match="an operation's name after '_'"):
             service.op_name(bad)

@@ -1,6 +1,6 @@
 """The world of a stored run at any time, folded from its snapshots and log
-(actors/stored/rebuild.py), checked against what the run itself kept: its final snapshot, its mid-run snapshots, and a
-re-execution held at the same time."""
+(actors/stored/rebuild.py), checked against what the run itself kept: its final snapshot,
+its mid-run snapshots, and a re-execution held at the same time."""
 
 from __future__ import annotations
 

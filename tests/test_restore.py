@@ -20,8 +20,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from actors.regions_log import codes as _codes
+from actors.regions_log import rows as _rows
 from actors.stored.rebuild import pair_writes
-from actors.stored.resume import Image, _codes, _matches, _rows, fold, image_of
+from actors.stored.resume import Image, _matches, fold, image_of
 from actors.world import Simulation
 from barnraise import open_run
 from barnraise.runner import (
