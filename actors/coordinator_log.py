@@ -29,10 +29,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors.service import MEMBER_JOINED, MEMBER_LEFT, SESSION, SESSION_CLOSED
-from actors.stored.image import SessionImage
+from actors.stored.image import SessionImage, WorldSession
 from sim.trace import TraceRecord
+from sim.views import member_colour
 
-__all__ = ["ANSWERS", "EVENTS", "OPS", "CoordinatorFold", "matches"]
+__all__ = ["ANSWERS", "EVENTS", "OPS", "WORLD_EVENTS", "CoordinatorFold", "matches", "world_event",
+           "world_op"]
 
 #: The coordinator's operations to every service its fold reads (regions' copy of each).
 OPS: Final = frozenset({SESSION, SESSION_CLOSED, MEMBER_JOINED, MEMBER_LEFT})
@@ -68,16 +70,15 @@ class CoordinatorFold:
             return s
         if op == SESSION_CLOSED:
             self.sessions.pop(str(content.get("session_id")), None)
-        elif op == MEMBER_JOINED:
-            s = self.session(content.get("session_id"))
-            if s is not None and isinstance(content.get("member"), dict):
+            return None
+        part = self.session(content.get("session_id"))
+        if op == MEMBER_JOINED:
+            if part is not None and isinstance(content.get("member"), dict):
                 member = dict(content["member"])
-                s.members[str(member["agent_id"])] = member
-                s.joined += 1
-        elif op == MEMBER_LEFT:
-            s = self.session(content.get("session_id"))
-            if s is not None:
-                s.members.pop(str(content.get("agent_id")), None)
+                part.members[str(member["agent_id"])] = member
+                part.joined += 1
+        elif op == MEMBER_LEFT and part is not None:
+            part.members.pop(str(content.get("agent_id")), None)
         return None
 
     def answered(self, r: TraceRecord, tool: str, args: dict[str, Any],
@@ -132,3 +133,31 @@ def matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
         return answer.get("checkpoint_name") in (args.get("checkpoint_name") or
                                                  answer.get("checkpoint_id"),)
     return True
+
+
+# -- the world at a time -------------------------------------------------------------------
+
+#: The event types the coordinator's part of the world reads (expired: left without asking).
+WORLD_EVENTS: Final = frozenset({"agent_joined", "agent_left", "agent_expired"})
+
+
+def world_op(sessions: dict[str, WorldSession], op: Any, content: dict[str, Any]
+             ) -> WorldSession | None:
+    """One of :data:`OPS` (regions' copy): the session it made, if it made one (a session
+    a snapshot gave is kept)."""
+    if op == SESSION and isinstance(content.get("session"), dict):
+        return sessions.setdefault(content["session"]["session_id"], WorldSession())
+    if op == SESSION_CLOSED:
+        sessions.pop(content.get("session_id"), None)  # type: ignore[arg-type]
+    return None
+
+
+def world_event(s: WorldSession, kind: str, body: dict[str, Any]) -> None:
+    """An event of :data:`WORLD_EVENTS` in session ``s``: the members, the n-th join
+    coloured with the n-th colour."""
+    if kind == "agent_joined":
+        s.members[str(body["agent_id"])] = (str(body.get("name")), str(body.get("role")),
+                                            member_colour(s.joined))
+        s.joined += 1
+    else:
+        s.members.pop(str(body.get("agent_id")), None)

@@ -25,10 +25,13 @@ resume (:class:`RegionsImage`, the part ``RegionManager.restore_session`` takes)
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
@@ -36,13 +39,16 @@ from actors.regions import BLUEPRINT, CLAIM_FOR
 from actors.service import CHECKPOINT, OP_PREFIX, ROLLBACK
 from sim.canvas import TileCanvas, parse_tile
 from sim.geometry import Rect
+from sim.tools import SERVICES
 from sim.trace import TraceRecord
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
+    from actors.stored.image import SessionImage, WorldSession
 
-__all__ = ["ANSWERS", "EVENTS", "WRITES", "RegionsFold", "RegionsImage", "codes", "matches",
-           "rows", "serial_of"]
+__all__ = ["ANSWERS", "EVENTS", "WORLD_EVENTS", "WRITES", "Figures", "Placed", "RegionsFold",
+           "RegionsImage", "Timeline", "blueprint_of", "codes", "completion", "figures_letter",
+           "is_write", "matches", "may_concern_figures", "placed_of", "rows", "serial_of",
+           "world_event", "world_letter", "world_session"]
 
 #: The tools that write tiles.
 WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
@@ -346,3 +352,223 @@ def rows(tiles: Any) -> NDArray[np.uint8]:
         return np.array(tiles, dtype=np.uint8)
     except (ValueError, TypeError, OverflowError):
         return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
+
+
+# -- the world at a time -------------------------------------------------------------------
+
+#: The event types regions' part of the world reads.
+WORLD_EVENTS: Final = frozenset({"region_claimed", "region_released"})
+
+
+def world_session(s: WorldSession, info: dict[str, Any]) -> None:
+    """A session made (the coordinator's :data:`~actors.service.SESSION`): its empty canvas
+    (unless a snapshot gave one)."""
+    grid = int(info.get("grid_size", 0))
+    if s.canvas is None:
+        s.canvas = np.zeros((grid, grid), dtype=np.uint8)
+
+
+def world_letter(sessions: dict[str, WorldSession], r: TraceRecord, content: dict[str, Any],
+                 placed: Container[int], notes: list[str]) -> None:
+    """A letter regions took (its decoded ``content``): a checkpoint of the tiles or a
+    rollback to one, or a tile write (applied when ``placed``, the seqs of the writes that
+    succeeded, holds it)."""
+    op, tool = content.get("op"), content.get("tool")
+    if op == CHECKPOINT:
+        s = _world(sessions, content.get("session_id"))
+        if s is not None and s.canvas is not None:
+            tiles = "tiles" in (content.get("include") or ())
+            s.checkpoints[str(content.get("checkpoint_id"))] = \
+                s.canvas.copy() if tiles else None
+    elif op == ROLLBACK:
+        s = _world(sessions, content.get("session_id"))
+        cid = str(content.get("checkpoint_id"))
+        if s is not None and cid in s.unknown:
+            notes.append(f"a rollback to {cid} at t={r.t:g}: the checkpoint was "
+                         "taken before the snapshot this fold started from; the "
+                         "canvas is shown as it was before the rollback")
+        elif s is not None and s.checkpoints.get(cid) is not None:
+            s.canvas = s.checkpoints[cid].copy()  # type: ignore[union-attr]
+    elif tool in WRITES and r.seq in placed:
+        args = content.get("args") or {}
+        s = _world(sessions, args.get("session_id"))
+        if s is None or s.canvas is None:
+            return
+        if tool == "builder_place_tile":
+            s.canvas[args["y"], args["x"]] = int(parse_tile(args["tile_type"]))
+        else:
+            box = args["region"]
+            y, x, h, w = box["y"], box["x"], box["height"], box["width"]
+            tiles = args["tiles"]
+            if isinstance(tiles, (int, str)):
+                s.canvas[y:y + h, x:x + w] = int(parse_tile(tiles))
+            else:
+                s.canvas[y:y + h, x:x + w] = _world_rows(tiles)
+
+
+def world_event(s: WorldSession, kind: str, body: dict[str, Any]) -> None:
+    """An event of :data:`WORLD_EVENTS` in session ``s``: the claims."""
+    if kind == "region_claimed":
+        s.claims[str(body["claim_id"])] = (str(body["agent_id"]), dict(body["region"]),
+                                           body.get("expires_at"))
+    elif kind == "region_released":
+        s.claims.pop(str(body.get("claim_id")), None)
+
+
+def _world(sessions: dict[str, WorldSession], sid: Any) -> WorldSession | None:
+    return sessions.get(sid) if isinstance(sid, str) else None
+
+
+def _world_rows(tiles: list[list[Any]]) -> NDArray[np.uint8]:
+    """Tile rows as codes (the service checked them: numbers, or names to look up)."""
+    if all(type(v) is int for row in tiles for v in row):
+        return np.array(tiles, dtype=np.uint8)
+    return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
+
+
+class _Tool(msgspec.Struct):
+    """What a write's pairing reads of a call: its tool (the arguments are skipped)."""
+
+    tool: Any = None
+
+
+class Placed(msgspec.Struct):
+    """What a write's pairing reads of regions' answer."""
+
+    success: Any = False
+    tiles_placed: int = 0
+    lost_work: int = 0
+
+
+_tool: Final = msgspec.json.Decoder(_Tool).decode
+_placed: Final = msgspec.json.Decoder(Placed).decode
+
+
+def is_write(call: bytes) -> bool:
+    """Is ``call`` (a call's content as stored) a tile write (:data:`WRITES`)?"""
+    try:
+        return _tool(call).tool in WRITES
+    except msgspec.DecodeError:  # not an object: no tool call the service took
+        return False
+
+
+def placed_of(content: bytes) -> Placed | None:
+    """What an answer of regions (its content as stored) says a write did; None for one
+    that is not an object, or whose counts are not numbers."""
+    try:
+        return _placed(content)
+    except msgspec.DecodeError:
+        return None
+
+
+# -- the chart's figures -------------------------------------------------------------------
+
+
+@dataclass
+class Timeline:
+    """A figure's value after each record that changed it: (seq, value) in order."""
+
+    seqs: list[int] = field(default_factory=list)
+    values: list[int] = field(default_factory=list)
+
+    def set(self, seq: int, value: int) -> None:
+        self.seqs.append(seq)
+        self.values.append(value)
+
+    def at(self, upto: int) -> int:
+        """The value after records ``0 .. upto - 1`` (0 before any change)."""
+        i = bisect.bisect_left(self.seqs, upto)
+        return self.values[i - 1] if i else 0
+
+
+@dataclass
+class Figures:
+    """One session's figures of regions as a pass over the log goes, and their timelines:
+    ``tiles_placed`` and ``lost_work`` from the answers regions gave each tile write (a
+    rollback of the tiles restores ``tiles_placed`` as the service does), ``conflicts``
+    (``conflict_detected`` events), and every blueprint set on regions, by its
+    :data:`~actors.regions.BLUEPRINT` operation or the ``blueprint_set`` tool."""
+
+    tiles_placed: int = 0
+    lost_work: int = 0
+    conflicts: int = 0
+    checkpoints: dict[str, int] = field(default_factory=dict)  # id -> tiles_placed then
+    placed: Timeline = field(default_factory=Timeline)
+    lost: Timeline = field(default_factory=Timeline)
+    conflict: Timeline = field(default_factory=Timeline)
+    #: (seq, blueprint) of every blueprint set on regions, in order.
+    blueprints: list[tuple[int, NDArray[np.uint8]]] = field(default_factory=list)
+
+    def write(self, seq: int, placed: int, lost: int) -> None:
+        """A tile write at record ``seq`` whose answer counted ``placed`` and ``lost``."""
+        self.tiles_placed += placed
+        self.lost_work += lost
+        self.placed.set(seq, self.tiles_placed)
+        self.lost.set(seq, self.lost_work)
+
+    def conflicted(self, seq: int) -> None:
+        """A ``conflict_detected`` event at record ``seq``."""
+        self.conflicts += 1
+        self.conflict.set(seq, self.conflicts)
+
+
+def may_concern_figures(content: bytes) -> bool:
+    """Might a letter to regions that is not a write (its content as stored) be one
+    :func:`figures_letter` reads? (Most are not: they are passed over undecoded.)"""
+    return _ANY_OP in content or b"blueprint" in content
+
+
+def figures_letter(figures: dict[str, Figures], r: TraceRecord, content: dict[str, Any]
+                   ) -> None:
+    """A letter regions took (its decoded ``content``), not a write: a blueprint set, or a
+    service's checkpoint of the tiles or rollback to one."""
+    op, tool = content.get("op"), content.get("tool")
+    if op == BLUEPRINT or tool == "blueprint_set":
+        where = content if op == BLUEPRINT else (content.get("args") or {})
+        sid, plan = where.get("session_id"), blueprint_of(where.get("blueprint"))
+        if isinstance(sid, str) and plan is not None:
+            figures.setdefault(sid, Figures()).blueprints.append((r.seq, plan))
+    elif op in (CHECKPOINT, ROLLBACK) and r.sender in SERVICES:
+        sid = content.get("session_id")
+        if not isinstance(sid, str):
+            return
+        f = figures.setdefault(sid, Figures())
+        cid = str(content.get("checkpoint_id"))
+        if op == CHECKPOINT:
+            # Only a checkpoint of the tiles keeps (and a rollback to it puts back) the
+            # count, as regions does; one of the session state alone leaves it be.
+            if "tiles" in (content.get("include") or ()):
+                f.checkpoints[cid] = f.tiles_placed
+        elif cid in f.checkpoints:
+            f.tiles_placed = f.checkpoints[cid]
+            f.placed.set(r.seq, f.tiles_placed)
+
+
+def blueprint_of(value: Any) -> NDArray[np.uint8] | None:
+    """Rows of tile types as codes; None for anything the service would refuse."""
+    if not isinstance(value, list) or not value or not all(
+            isinstance(row, list) and len(row) == len(value) for row in value):
+        return None
+    try:
+        if all(type(v) is int for row in value for v in row):
+            arr = np.array(value, dtype=np.int64)
+            if int(arr.min()) < 0 or int(arr.max()) > 255:
+                return None
+            return arr.astype(np.uint8)
+        return np.array([[int(parse_tile(v)) for v in row] for row in value], dtype=np.uint8)
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def completion(canvas: NDArray[np.uint8] | None, blueprint: NDArray[np.uint8] | None
+               ) -> float:
+    """Percent of the blueprint done, two decimals, as the regions service computes it."""
+    if canvas is None or blueprint is None or blueprint.shape != canvas.shape:
+        return 0.0
+    wanted = blueprint != 0
+    total = int(np.count_nonzero(wanted))
+    if total:
+        share = int(np.count_nonzero((canvas == blueprint) & wanted)) / total
+    else:
+        share = 1.0 if bool((canvas == blueprint).all()) else 0.0
+    return round(100 * share, 2)

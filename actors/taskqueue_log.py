@@ -24,18 +24,24 @@ resume (``TaskQueue.restore_session`` takes what it makes), :func:`world_letter`
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from actors.service import CHECKPOINT, ROLLBACK
-from sim.events import status_after
-from sim.log import Calls
+from sim.events import TASK_EVENTS, status_after
+from sim.log import CALL, Calls, decode
 from sim.taskgraph import parse_priority
+from sim.tools import SERVICES
 from sim.trace import TraceRecord
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
+    from actors.stored.image import SessionImage, WorldSession
 
-__all__ = ["ANSWERS", "EVENTS", "LETTERS", "TasksFold", "matches"]
+__all__ = ["ANSWERS", "EVENTS", "LETTERS", "WORLD_EVENTS", "GraphOps", "TaskShape", "TasksFold",
+           "graph", "graph_event", "graph_letter", "matches", "world_event", "world_letter"]
 
 #: The tools whose answers the task queue's fold reads.
 ANSWERS: Final = frozenset({"task_report", "task_delegate"})
@@ -256,3 +262,141 @@ def _described(task: dict[str, Any], args: dict[str, Any]) -> None:
                 dependencies=list(dict.fromkeys(args.get("dependencies") or ())),
                 deadline=args.get("deadline"), max_retries=int(args.get("max_retries", 0) or 0),
                 payload=dict(args.get("payload") or {}), _described=True)
+
+
+# -- the world at a time -------------------------------------------------------------------
+
+#: The event types the task queue's part of the world reads.
+WORLD_EVENTS: Final = TASK_EVENTS
+
+
+def world_letter(sessions: dict[str, WorldSession], r: TraceRecord, content: Any,
+                 notes: list[str]) -> None:
+    """A letter another service sent the queue (its decoded ``content``): the session
+    state's checkpoints and rollbacks, which keep and put back every record at once, with
+    no event per task."""
+    if not isinstance(content, dict) or content.get("op") not in (CHECKPOINT, ROLLBACK):
+        return
+    sid = content.get("session_id")
+    s = sessions.get(sid) if isinstance(sid, str) else None
+    cid = str(content.get("checkpoint_id"))
+    if s is None:
+        return
+    if content["op"] == CHECKPOINT:
+        s.task_checkpoints[cid] = {tid: list(t) for tid, t in s.tasks.items()}
+    elif cid in s.task_checkpoints:
+        s.tasks = {tid: list(t) for tid, t in s.task_checkpoints[cid].items()}
+    elif cid in s.unknown:
+        notes.append(f"a rollback of the tasks to {cid} at t={r.t:g}: the "
+                     "checkpoint was taken before the snapshot this fold started "
+                     "from; the tasks are shown as they were before the rollback")
+
+
+def world_event(s: WorldSession, kind: str, body: dict[str, Any]) -> None:
+    """An event of :data:`WORLD_EVENTS` in session ``s``: each task's status, assignee and
+    whether it awaits an approval."""
+    if kind == "task_created":
+        s.tasks[str(body["task_id"])] = [str(body.get("status", "pending")),
+                                         body.get("assigned_to"), False]
+        return
+    task = s.tasks.get(str(body.get("task_id")))
+    if task is None:
+        return
+    if kind == "approval_requested":  # shown as awaiting_approval while the flag is up
+        task[2] = True
+    elif kind == "approval_resolved":
+        task[2] = False
+    else:
+        task[0] = status_after(body, task[0])
+        if kind == "task_accepted" and task[1] == "any":
+            task[1] = body.get("agent_id")
+        elif kind == "task_requeued" and body.get("reason") == "agent_left":
+            task[1] = "any"  # its member left: anyone may take it
+
+
+# -- the task graph ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskShape:
+    """What the log says of a task besides its status: its type, its dependencies and
+    its place in the order the tasks were made."""
+
+    type: str | None
+    dependencies: tuple[str, ...]
+    order: int
+
+
+#: By session: the graph's operations, (seq, op, data), in log order.
+GraphOps = dict[str, list[tuple[int, str, Any]]]
+
+
+def graph_letter(ops: GraphOps, r: TraceRecord) -> tuple[str, tuple[str, ...]] | None:
+    """A letter the queue took: a ``task_delegate`` call (its session and dependencies,
+    returned: the next ``task_created`` the queue records is its task), or a checkpoint
+    or rollback of the session state (kept in ``ops``)."""
+    if r.type != CALL:
+        return None
+    try:
+        content = decode(r.content)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(content, dict):
+        return None
+    if content.get("tool") == "task_delegate":
+        args = content.get("args") or {}
+        deps = args.get("dependencies") or []
+        if isinstance(args.get("session_id"), str) and isinstance(deps, list):
+            return (args["session_id"], tuple(dict.fromkeys(str(d) for d in deps)))
+    elif content.get("op") in (CHECKPOINT, ROLLBACK) and r.sender in SERVICES:
+        sid = content.get("session_id")
+        if isinstance(sid, str):
+            ops.setdefault(sid, []).append(
+                (r.seq, str(content["op"]), str(content.get("checkpoint_id"))))
+    return None
+
+
+def graph_event(ops: GraphOps, notes: list[str], r: TraceRecord, sid: str,
+                body: dict[str, Any], delegate: tuple[str, tuple[str, ...]] | None,
+                orders: dict[str, int]) -> None:
+    """An event in session ``sid``: a task the queue made (with the dependencies of
+    ``delegate``, the call it took just before), or dependencies added."""
+    if r.type == "task_created" and r.sender == "tasks":
+        tid = str(body.get("task_id"))
+        order = orders[sid] = orders.get(sid, 0) + 1
+        if delegate is None or delegate[0] != sid:
+            notes.append(f"task {tid} (t={r.t:g}): no task_delegate call found "
+                         "before it; its dependencies are not known")
+            deps = None
+        else:
+            deps = delegate[1]
+        ops.setdefault(sid, []).append(
+            (r.seq, "create", (tid, body.get("type"), deps, order)))
+    elif r.type == "task_dependencies_added" and isinstance(body.get("added"), list):
+        ops.setdefault(sid, []).append(
+            (r.seq, "add", (str(body.get("task_id")), [str(d) for d in body["added"]])))
+
+
+def graph(ops: Iterable[tuple[int, str, Any]], upto: int) -> dict[str, TaskShape | None]:
+    """Every task after records ``0 .. upto - 1``, replaying one session's ``ops``: its
+    shape, or None when the log does not say what it depends on."""
+    tasks: dict[str, TaskShape | None] = {}
+    kept: dict[str, dict[str, TaskShape | None]] = {}
+    for seq, op, data in ops:
+        if seq >= upto:
+            break
+        if op == "create":
+            tid, kind, deps, order = data
+            tasks[tid] = None if deps is None else TaskShape(
+                None if kind is None else str(kind), deps, order)
+        elif op == "add":
+            tid, added = data
+            shape = tasks.get(tid)
+            if shape is not None:
+                more = tuple(d for d in added if d not in shape.dependencies)
+                tasks[tid] = TaskShape(shape.type, shape.dependencies + more, shape.order)
+        elif op == CHECKPOINT:
+            kept[data] = dict(tasks)
+        elif op == ROLLBACK and data in kept:
+            tasks = dict(kept[data])
+    return tasks

@@ -33,12 +33,12 @@ def served_operations(root: pathlib.Path) -> dict[str, list[str]]:
     return found
 
 
-def spelt_operations(root: pathlib.Path, operations: set[str]) -> list[str]:
-    """Every string (or bytes) literal under ``root/sim`` that is, or quotes as an ``op``,
-    the name of one of ``operations`` (no module of the engine is exempt)."""
+def spelt_operations(root: pathlib.Path, operations: set[str], under: str = "sim") -> list[str]:
+    """Every string (or bytes) literal under ``root/under`` (the engine, by default) that
+    is, or quotes as an ``op``, the name of one of ``operations`` (no module is exempt)."""
     found = []
     quoted = {f'"op":"{name}"' for name in operations}
-    for path in sorted((root / "sim").rglob("*.py")):
+    for path in sorted((root / under).rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Constant) or not isinstance(node.value, (str, bytes)):

@@ -1,8 +1,11 @@
-"""What the services held when a stored realtime run stopped: the image a resume restores.
+"""The shapes the services' folds of a stored log fill, each service its share.
 
-Each service's fold of the log (``actors/*_log.py``) fills its share of each session's
-:class:`SessionImage`; :func:`actors.stored.resume.image_of` drives them, and
-``Simulation.restore`` hands every service the image (their ``restore_session``).
+* :class:`Image` and :class:`SessionImage`: what the services held when a stored realtime
+  run stopped, the image a resume restores (:func:`actors.stored.resume.image_of` drives
+  the folds; ``Simulation.restore`` hands every service the image, their
+  ``restore_session``);
+* :class:`WorldSession`: one session of the world at a time, as a snapshot keeps it
+  (:func:`actors.stored.rebuild.world_at` drives the folds).
 """
 
 from __future__ import annotations
@@ -10,9 +13,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from actors.regions_log import RegionsImage
 
-__all__ = ["Image", "SessionImage"]
+__all__ = ["Image", "SessionImage", "WorldSession"]
+
+
+@dataclass
+class WorldSession:
+    """One session of the world at a time: regions' canvas, claims and checkpoints of the
+    tiles, the coordinator's members, the task queue's statuses and its checkpoints."""
+
+    canvas: NDArray[np.uint8] | None = None
+    members: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # name, role, colour
+    joined: int = 0
+    claims: dict[str, tuple[str, dict[str, int], float | None]] = field(default_factory=dict)
+    tasks: dict[str, list[Any]] = field(default_factory=dict)  # [status, assigned, awaiting]
+    #: By checkpoint id: the tiles it kept (None: it kept no tiles).
+    checkpoints: dict[str, NDArray[np.uint8] | None] = field(default_factory=dict)
+    #: Checkpoints taken before the snapshot the fold started from: what they kept is
+    #: not known.
+    unknown: set[str] = field(default_factory=set)
+    #: The tasks as each checkpoint of the session state kept them.
+    task_checkpoints: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
 @dataclass

@@ -89,13 +89,16 @@ class _Fold:
         #: The folds that read each event type, in order.
         self.events: dict[str, list[Callable[[SessionImage, TraceRecord, dict[str, Any]],
                                              None]]] = {}
-        for module, service in ((coordinator_log, self.coordinator),
-                                (regions_log, self.regions), (taskqueue_log, self.tasks),
-                                (coordination_log, self.coordination)):
-            for tool in getattr(module, "ANSWERS", ()):
-                self.answers[tool] = service.answered  # type: ignore[attr-defined]
-            for kind in module.EVENTS:
-                self.events.setdefault(kind, []).append(service.event)
+        for tools, answered in ((coordinator_log.ANSWERS, self.coordinator.answered),
+                                (regions_log.ANSWERS, self.regions.answered),
+                                (taskqueue_log.ANSWERS, self.tasks.answered)):
+            self.answers.update(dict.fromkeys(tools, answered))
+        for kinds, event in ((coordinator_log.EVENTS, self.coordinator.event),
+                             (regions_log.EVENTS, self.regions.event),
+                             (taskqueue_log.EVENTS, self.tasks.event),
+                             (coordination_log.EVENTS, self.coordination.event)):
+            for kind in kinds:
+                self.events.setdefault(kind, []).append(event)
 
     @property
     def completions(self) -> dict[str, int]:
