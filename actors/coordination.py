@@ -74,7 +74,7 @@ from sim.tools import ToolError, fail, ok
 from sim.views import BarrierView, CoordinationPart, LockView
 
 if TYPE_CHECKING:
-    from actors.stored.resume import SessionImage
+    from actors.stored.image import SessionImage
 
 __all__ = ["BARRIER_LIST_LIMIT", "CoordinationService"]
 

@@ -61,7 +61,7 @@ from sim.views import (
 )
 
 if TYPE_CHECKING:
-    from actors.stored.resume import SessionImage
+    from actors.stored.image import SessionImage
 
 __all__ = ["JOIN_STATE_LIMIT", "RECENT_EVENTS", "Coordinator"]
 

@@ -68,7 +68,7 @@ from sim.views import (
 )
 
 if TYPE_CHECKING:
-    from actors.stored.resume import SessionImage
+    from actors.stored.image import SessionImage
 
 __all__ = ["BLUEPRINT", "CLAIM_FOR", "SEQUENTIAL_IDLE", "ClaimIndex", "RegionManager"]
 

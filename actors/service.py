@@ -46,7 +46,7 @@ from sim.policy import Policy
 from sim.tools import READ_ONLY_TOOLS, SERVICES, TOOLS, Tool, ToolError, fail, validator
 
 if TYPE_CHECKING:
-    from actors.stored.resume import SessionImage
+    from actors.stored.image import SessionImage
 
 __all__ = ["CHECKPOINT", "DEFERRED", "MEMBER_JOINED", "MEMBER_LEFT", "OP_PREFIX", "REPLY_MARGIN",
            "ROLLBACK", "SESSION", "SESSION_CLOSED", "Call", "Deferred", "Member", "SessionInfo",

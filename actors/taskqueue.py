@@ -83,7 +83,7 @@ from sim.tools import ToolError, ok
 from sim.views import TasksPart, TaskView, json_copy
 
 if TYPE_CHECKING:
-    from actors.stored.resume import SessionImage
+    from actors.stored.image import SessionImage
 
 __all__ = ["TaskQueue", "TaskRecord"]
 

@@ -42,7 +42,7 @@ from actors.coordination import CoordinationService
 from actors.coordinator import Coordinator
 from actors.regions import RegionManager
 from actors.registry import Registry
-from actors.stored.resume import Image
+from actors.stored.image import Image
 from actors.supervisor import ROOT, Supervisor
 from actors.taskqueue import TaskQueue
 from sim.dispatch import (
