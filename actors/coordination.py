@@ -74,7 +74,7 @@ from sim.tools import ToolError, fail, ok
 from sim.views import BarrierView, CoordinationPart, LockView
 
 if TYPE_CHECKING:
-    from sim.restore import SessionImage
+    from actors.stored.image import SessionImage
 
 __all__ = ["BARRIER_LIST_LIMIT", "CoordinationService"]
 

@@ -25,7 +25,20 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from actors.service import REPLY_MARGIN, Call, Member, SessionInfo, SessionService
+from actors.regions import BLUEPRINT
+from actors.service import (
+    CHECKPOINT,
+    MEMBER_JOINED,
+    MEMBER_LEFT,
+    REPLY_MARGIN,
+    ROLLBACK,
+    SESSION,
+    SESSION_CLOSED,
+    Call,
+    Member,
+    SessionInfo,
+    SessionService,
+)
 from actors.supervisor import ROOT, Supervisor
 from sim.dispatch.core import SYSTEM
 from sim.events import (
@@ -37,15 +50,6 @@ from sim.events import (
     Rollback,
 )
 from sim.messages import MESSAGE_TYPES, Message, session_topic
-from sim.ops import (
-    BLUEPRINT,
-    CHECKPOINT,
-    MEMBER_JOINED,
-    MEMBER_LEFT,
-    ROLLBACK,
-    SESSION,
-    SESSION_CLOSED,
-)
 from sim.tools import SERVICES, STATE_PAGE_DEFAULT, ToolError, WorldLimits, ok
 from sim.views import (
     CheckpointView,
@@ -57,7 +61,7 @@ from sim.views import (
 )
 
 if TYPE_CHECKING:
-    from sim.restore import SessionImage
+    from actors.stored.image import SessionImage
 
 __all__ = ["JOIN_STATE_LIMIT", "RECENT_EVENTS", "Coordinator"]
 

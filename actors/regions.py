@@ -57,7 +57,6 @@ from sim.canvas import MatchResult, Tile, TileCanvas, parse_tile
 from sim.dispatch import Timer
 from sim.events import ConflictDetected, RegionClaimed, RegionReleased
 from sim.geometry import Rect, find_free_placement, free_rectangles
-from sim.ops import CLAIM_FOR
 from sim.tools import TOOLS, ToolError, ok
 from sim.views import (
     ArtifactView,
@@ -69,9 +68,17 @@ from sim.views import (
 )
 
 if TYPE_CHECKING:
-    from sim.restore import SessionImage
+    from actors.stored.image import SessionImage
 
-__all__ = ["SEQUENTIAL_IDLE", "ClaimIndex", "RegionManager"]
+__all__ = ["BLUEPRINT", "CLAIM_FOR", "SEQUENTIAL_IDLE", "ClaimIndex", "RegionManager"]
+
+# Regions' operations a stored log is read by (actors/regions_log.py folds them; the
+# session services' own are actors.service's): the log keeps them by these names.
+#: From the coordinator: ``session_id``, ``blueprint`` (rows of tile codes).
+BLUEPRINT: Final = "_blueprint"
+#: From the task queue: ``session_id``, ``agent_id``, ``region``, ``purpose`` (``"task <id>"``
+#: for a task's region).
+CLAIM_FOR: Final = "_claim_for"
 
 #: Simulated seconds without a write after which a sequential-mode write token is free.
 SEQUENTIAL_IDLE: Final = 30.0

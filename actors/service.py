@@ -47,10 +47,11 @@ from sim.tools import READ_ONLY_TOOLS, SERVICES, TOOLS, Tool, ToolError, fail
 from sim.validation import validator
 
 if TYPE_CHECKING:
-    from sim.restore import SessionImage
+    from actors.stored.image import SessionImage
 
-__all__ = ["DEFERRED", "REPLY_MARGIN", "Call", "Deferred", "Member", "SessionInfo",
-           "SessionService", "fit_prefix", "shrink_to_fit"]
+__all__ = ["CHECKPOINT", "DEFERRED", "MEMBER_JOINED", "MEMBER_LEFT", "OP_PREFIX", "REPLY_MARGIN",
+           "ROLLBACK", "SESSION", "SESSION_CLOSED", "Call", "Deferred", "Member", "SessionInfo",
+           "SessionService", "fit_prefix", "op_name", "shrink_to_fit"]
 
 _copy: Final = msgspec.to_builtins
 _encode: Final = msgspec.json.encode
@@ -68,6 +69,35 @@ SERVICE_CAPACITY: Final = 1_000_000
 _HIGH: Final = Priority.HIGH
 #: The services' names, to tell a service's call from an outsider's.
 _SERVICE_NAMES: Final = frozenset(SERVICES)
+
+#: What every operation's name starts with, and no tool's.
+OP_PREFIX: Final = "_"
+
+
+def op_name(name: str) -> str:
+    """The operation served by a service's method ``op_<name>``, as the log spells it."""
+    if not name or name.startswith(OP_PREFIX):
+        raise ValueError(f"an operation's name after {OP_PREFIX!r}, not {name!r}")
+    return OP_PREFIX + name
+
+
+# The operations the coordinator sends the session services, and the names a stored log
+# keeps them by (the services' folds of a log, ``actors/*_log.py``, read them so): changing
+# one makes the stores already written unreadable, like any change to the log's schema.
+#: To every service: ``session``, a new session's info (:meth:`SessionService.op_session`).
+SESSION: Final = "_session"
+#: To every service: ``session_id``, a session closed.
+SESSION_CLOSED: Final = "_session_closed"
+#: To every service: ``session_id``, ``member`` (a :class:`Member`'s fields).
+MEMBER_JOINED: Final = "_member_joined"
+#: To every service: ``session_id``, ``agent_id``.
+MEMBER_LEFT: Final = "_member_left"
+#: To regions, and to the task queue when the checkpoint keeps the session state:
+#: ``session_id``, ``checkpoint_id``, and to regions ``include`` (any of ``tiles``,
+#: ``shaders``, ``cartridges``): each keeps its part.
+CHECKPOINT: Final = "_checkpoint"
+#: To regions, and to the task queue as for its checkpoint: ``session_id``, ``checkpoint_id``.
+ROLLBACK: Final = "_rollback"
 
 
 def fit_prefix(items: list[Any], budget: int, used: int = 0) -> int:
@@ -405,7 +435,7 @@ class SessionService(A2AActor):
 
     def restore(self, image: SessionImage, serials: Mapping[str, int]) -> None:
         """Take ``image``'s session as this service held it when a stored realtime run
-        stopped (:mod:`sim.restore`): its info and members, then :meth:`restore_session`
+        stopped (:mod:`actors.stored.resume`): its info and members, then :meth:`restore_session`
         for this service's share. Run in this actor's context, before any agent is in."""
         info = SessionInfo(**image.info)
         self.sessions[info.session_id] = info
@@ -417,7 +447,7 @@ class SessionService(A2AActor):
         """Subclasses put back their share of ``image``."""
 
     def resume_ids(self, serials: Mapping[str, int]) -> None:
-        """A resumed run draws no id the stopped one drew (:mod:`sim.restore`'s
+        """A resumed run draws no id the stopped one drew (:mod:`actors.stored.resume`'s
         ``Image.serials``: the largest serial each service had drawn, and the log's
         length). Called once per service, before any session is restored, and whether
         or not the image holds any: a session the fold left out (its creation never

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from actors.base import DeliveryError, WaitTimeout
+from actors.regions import CLAIM_FOR
 from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
 from sim.dispatch import Timer
 from sim.events import (
@@ -69,7 +70,6 @@ from sim.events import (
 )
 from sim.geometry import Rect
 from sim.messages import Priority
-from sim.ops import CLAIM_FOR
 from sim.taskgraph import (
     DependencyCycle,
     InvalidTransition,
@@ -83,7 +83,7 @@ from sim.tools import ToolError, ok
 from sim.views import TasksPart, TaskView, json_copy
 
 if TYPE_CHECKING:
-    from sim.restore import SessionImage
+    from actors.stored.image import SessionImage
 
 __all__ = ["TaskQueue", "TaskRecord"]
 
@@ -195,7 +195,7 @@ class _Session:
 
 
 def _snapshot_of(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Folded task records (:class:`sim.restore.SessionImage`'s, with ``held``) in the form
+    """Folded task records (:class:`actors.stored.resume.SessionImage`'s, with ``held``) in the form
     a checkpoint of the session state keeps: graph, records, next_seq."""
     records = [{k: v for k, v in t.items() if k != "held"} for t in tasks.values()]
     graph = {"version": 1, "next_seq": len(records), "tasks": [

@@ -42,6 +42,7 @@ from actors.coordination import CoordinationService
 from actors.coordinator import Coordinator
 from actors.regions import RegionManager
 from actors.registry import Registry
+from actors.stored.image import Image
 from actors.supervisor import ROOT, Supervisor
 from actors.taskqueue import TaskQueue
 from sim.binding import bound_session_after, prepare_call
@@ -56,7 +57,6 @@ from sim.dispatch.core import SYSTEM
 from sim.log import RESUMED
 from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
 from sim.policy import DEFAULT_MATRIX, Policy
-from sim.restore import Image
 from sim.store import Store
 from sim.tokens import random_id
 from sim.tool_methods import ToolMethods
@@ -500,7 +500,7 @@ class Simulation:
         return out
 
     def restore(self, image: Image, *, crash_crew: bool = True) -> None:
-        """Continue the stopped realtime run whose world ``image`` is (:mod:`sim.restore`).
+        """Continue the stopped realtime run whose world ``image`` is (:mod:`actors.stored.resume`).
 
         The clock goes on from the image's time; every service takes its share of
         every session (on its own thread, the run held meanwhile); every agent the
@@ -513,7 +513,7 @@ class Simulation:
         agent starts. In deterministic mode it does the same (the tests use it
         to restore many images cheaply), though ``barnraise resume`` re-executes a
         deterministic run instead. ValueError: a Simulation that has sessions already,
-        or an image whose :meth:`~sim.restore.Image.unsupported` says why it cannot be
+        or an image whose :meth:`~actors.stored.resume.Image.unsupported` says why it cannot be
         resumed.
         """
         d = self.dispatcher

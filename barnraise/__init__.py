@@ -13,7 +13,7 @@ Everything else lives in the module that owns it: ``barnraise.runner`` (``resume
 ``replay``, ``list_scenarios``, ``RunSummary``), ``sim.tools`` (``TOOLS``),
 ``sim.tool_methods`` (the typed tool methods and their argument and result types),
 ``sim.dispatch`` (``Dispatcher``, ``RunReport``), ``sim.policy`` (``Policy``),
-``sim.metrics`` (``Metrics``), ``sim.stored`` (``StoredRun``), ``sim.views``
+``sim.metrics`` (``Metrics``), ``actors.stored.run`` (``StoredRun``), ``sim.views``
 (``WorldView``), ``sim.messages`` (``Region``), ``actors.recording`` (``Recorder``),
 ``actors.registry`` (``Registry``), ``actors.base`` (``A2AActor``),
 ``barnraise.gateway`` (``RemoteClient``). Those layers stay importable; names not

@@ -47,15 +47,15 @@ import numpy as np
 
 import scenarios
 from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
+from actors.stored.resume import Image, image_of
+from actors.stored.run import StoredRun
 from actors.world import Simulation
 from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
 from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from sim.dispatch import Faults, FaultsError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
 from sim.record import RunRecord, delegations_frame, fold_delegations, record_repr
-from sim.restore import Image, image_of
 from sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
-from sim.stored import StoredRun
 from sim.trace import Trace, TraceRecord
 from sim.views import WorldView
 
@@ -627,7 +627,7 @@ def resume_request(path: str | os.PathLike[str], *,
     image = None
     if info.mode == "realtime":
         # No re-execution: the world is folded from the log, and the scenario's crew
-        # resumes from it (sim/restore.py; docs/store.md).
+        # resumes from it (actors/stored/resume.py; docs/store.md).
         if not getattr(request.module, "RESUMABLE", False):
             raise StoreError(f"store {name!r} holds a realtime run of {info.scenario}, which "
                              "does not declare how it resumes (RESUMABLE); only a "

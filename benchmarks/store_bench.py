@@ -140,8 +140,8 @@ def bench_resume_killed(records: int = 100_000, grid_size: int = 900, block: int
     target's measure); ``resume_s`` goes on to the run's end. ``grid_size`` is chosen
     so that the run goes well past the kill. The whole run in memory, interleaved,
     is ``memory_s``; medians."""
+    from actors.stored.run import StoredRun
     from sim.store import GROUP_RECORDS
-    from sim.stored import StoredRun
 
     params = {"grid_size": grid_size, "block": block}
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
@@ -195,15 +195,15 @@ def bench_resume_realtime(records: int = 100_000, grid_size: int = 840, builders
                           repeats: int = 3) -> dict[str, Any]:
     """A realtime kernel_build killed (SIGKILL, in a subprocess) at log record ``records``,
     then brought back to live state as ``barnraise resume`` does: the store checked, the
-    world folded from the whole log (sim/restore.py), the store opened for appending, a
+    world folded from the whole log (actors/stored/resume.py), the store opened for appending, a
     realtime Simulation made and every service restored. The crew then starts; the time
     up to there is what the target (< 2 s for 100,000 records) measures. The rest of the
     resumed run is the build's remaining work, not resume cost. Each round restores a
     fresh copy of the killed store; medians."""
+    from actors.stored.resume import image_of
+    from actors.stored.run import StoredRun
     from actors.world import Simulation
-    from sim.restore import image_of
     from sim.store import Store, check_store
-    from sim.stored import StoredRun
 
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
         path = pathlib.Path(folder) / "killed.db"

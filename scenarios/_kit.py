@@ -40,13 +40,13 @@ import numpy as np
 from actors.agents import Participant, architect, builder, observer, tester
 from actors.agents.builder import rows_built
 from actors.agents.participant import Behaviour
+from actors.stored.run import StoredRun
 from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.dispatch import seed_for
 from sim.geometry import Rect
 from sim.log import RESUMED, decode, is_call, paired
 from sim.messages import Message
-from sim.stored import StoredRun
 from sim.trace import TraceRecord
 
 __all__ = [

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from actors.agents.participant import Participant
+from actors.stored.run import StoredRun
 from actors.world import Simulation
 from scenarios import COUNT, GRID, Bound, ParamError
 from scenarios._kit import PATIENCE, box, host_session, mark, seeded_tiles, spawn
-from sim.stored import StoredRun
 
 NAME = "checkpoint_rollback"
 PARAMS: dict[str, Any] = {"builders": 2, "band": 24, "before": 12, "after": 8, "overlap": 4}

@@ -1,7 +1,7 @@
 """The one reader of a stored run's log: its decoder, and the pairing of calls with answers.
 
-Every reader of a stored log (:func:`sim.rebuild.world_at` and the view's
-:class:`sim.rebuild_more.LogIndex`, :func:`sim.restore.image_of` for a realtime resume,
+Every reader of a stored log (:func:`actors.stored.rebuild.world_at` and the view's
+:class:`actors.stored.index.LogIndex`, :func:`actors.stored.resume.image_of` for a realtime resume,
 the store's delegations table, ``scenarios._kit.calls_before``) decodes a record's
 content with :data:`decode` and pairs an agent's tool call with its answer here.
 
@@ -22,8 +22,8 @@ What a reader may rely on:
   unanswered is never answered (its services are gone), so the pairing starts afresh
   there (:meth:`Calls.clear`).
 
-:func:`paired` is that pass over records. A reader on a hot path (``sim.restore``'s fold
-over raw rows, ``sim.rebuild.pair_writes`` over regions' calls alone) drives a
+:func:`paired` is that pass over records. A reader on a hot path (``actors.stored.resume``'s fold
+over raw rows, ``actors.stored.rebuild.pair_writes`` over regions' calls alone) drives a
 :class:`Calls` itself by the same two rules; ``tests/test_log.py`` checks that they pair
 a real log as :func:`paired` does.
 """

@@ -1,5 +1,5 @@
 """The record of a run, the same live and stored: :class:`RunRecord` names what
-``barnraise.run`` (``RunResult``) and ``barnraise.open_run`` (``sim.stored.StoredRun``)
+``barnraise.run`` (``RunResult``) and ``barnraise.open_run`` (``actors.stored.run.StoredRun``)
 both answer, and the frames both build theirs with.
 
 * ``.summary``: the run's summary (a stored run's is None until it finished);

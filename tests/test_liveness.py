@@ -242,8 +242,8 @@ def test_a_builder_its_supervisor_restarts_is_not_expired(simu: Simulation) -> N
 
 
 def test_a_stored_run_folds_an_expiry_as_the_world_had_it(tmp_path: Path) -> None:
+    from actors.stored.rebuild import world_at
     from barnraise import open_run
-    from sim.rebuild import world_at
     from tests.test_rebuild import _plain, _same
 
     with Simulation(seed=3, store=tmp_path / "expired.db") as simu:

@@ -9,11 +9,11 @@ from typing import Any
 
 import msgspec
 
+from actors.stored.rebuild import pair_writes
+from actors.stored.resume import _Fold
 from barnraise import open_run
 from barnraise.runner import check_request, open_store, run_request
 from sim.log import RESUMED, Calls, decode, is_answer, is_call, paired
-from sim.rebuild import pair_writes
-from sim.restore import _Fold
 from sim.trace import TraceRecord
 
 
@@ -105,7 +105,7 @@ class _Watched(Calls[tuple[int, Any]]):
 
 def test_the_resume_fold_the_worlds_fold_and_paired_pair_a_real_log_alike(
         tmp_path: Path) -> None:
-    """sim.restore goes through raw rows for speed and drives the pairing itself: on a
+    """actors.stored.resume goes through raw rows for speed and drives the pairing itself: on a
     realtime run's log it pairs every answer with the call paired() does, and the
     writes pair_writes finds succeeded are those whose paired answer says so."""
     request = check_request("kernel_build", 0, "realtime", grid_size=60, block=30,
@@ -118,8 +118,8 @@ def test_the_resume_fold_the_worlds_fold_and_paired_pair_a_real_log_alike(
             if is_answer(r.kind, r.type, r.sender, r.recipient)]
     assert len(want) > 100 and all(call is not None for _, call in want)
 
-    fold = _Fold()
-    fold.calls = watched = _Watched()
+    watched = _Watched()
+    fold = _Fold(watched)
     rows = run.rows()
     try:
         fold.fold_rows(rows, None)

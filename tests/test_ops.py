@@ -1,5 +1,7 @@
-"""The services' operations the log is read by (sim/ops.py): declared once, served by the
-services, and never spelt out by the engine's own code."""
+"""The services' operations among themselves: declared by the services that serve them
+(actors/service.py, actors/regions.py), read from a stored log by the services' own folds
+(actors/*_log.py), and never spelt out by the engine (sim/), which knows no service's
+private protocol."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import pathlib
 
 import pytest
 
-from sim import ops
+import actors.regions as regions
+import actors.service as service
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -30,34 +33,40 @@ def served_operations(root: pathlib.Path) -> dict[str, list[str]]:
     return found
 
 
-def spelt_operations(root: pathlib.Path, operations: set[str]) -> list[str]:
-    """Every string (or bytes) literal under ``root/sim`` that is, or quotes as an ``op``,
-    the name of one of ``operations``; in ``sim/ops.py``, which declares the ones the log
-    is read by (they are the log's schema, no longer a service's own), of the others."""
+def spelt_operations(root: pathlib.Path, operations: set[str], under: str = "sim") -> list[str]:
+    """Every string (or bytes) literal under ``root/under`` (the engine, by default) that
+    is, or quotes as an ``op``, the name of one of ``operations`` (no module is exempt)."""
     found = []
-    for path in sorted((root / "sim").rglob("*.py")):
-        private = operations - ops.FOLDED if path.name == "ops.py" else operations
-        quoted = {f'"op":"{name}"' for name in private}
+    quoted = {f'"op":"{name}"' for name in operations}
+    for path in sorted((root / under).rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Constant) or not isinstance(node.value, (str, bytes)):
                 continue
             text = node.value if isinstance(node.value, str) \
                 else node.value.decode("utf-8", "replace")
-            if text in private or any(q in text for q in quoted):
+            if text in operations or any(q in text for q in quoted):
                 found.append(f"{path.relative_to(root)}:{node.lineno} spells {text!r}")
     return found
+
+
+#: The operations a stored log is read by, as the services that serve them declare them.
+DECLARED = {service.SESSION, service.SESSION_CLOSED, service.MEMBER_JOINED, service.MEMBER_LEFT,
+            service.CHECKPOINT, service.ROLLBACK, regions.BLUEPRINT, regions.CLAIM_FOR}
 
 
 def test_the_services_serve_the_operations_the_log_is_read_by() -> None:
     served = served_operations(ROOT)
     # The scan finds the services' handlers (regions alone serves more than eight).
     assert len(served) >= 12, sorted(served)
-    assert all(name.startswith(ops.PREFIX) for name in served)
-    assert set(served) >= ops.FOLDED, sorted(ops.FOLDED - set(served))
-    assert {ops.CHECKPOINT, ops.ROLLBACK, ops.CLAIM_FOR} <= set(served)
-    assert "actors/regions.py" in " ".join(served[ops.CHECKPOINT])
-    assert "actors/taskqueue.py" in " ".join(served[ops.ROLLBACK])
+    assert all(name.startswith(service.OP_PREFIX) for name in served)
+    assert len(DECLARED) == 8
+    assert set(served) >= DECLARED, sorted(DECLARED - set(served))
+    assert "actors/regions.py" in " ".join(served[service.CHECKPOINT])
+    assert "actors/taskqueue.py" in " ".join(served[service.ROLLBACK])
+    assert "actors/service.py" in " ".join(served[service.SESSION])
+    assert "actors/regions.py" in " ".join(served[regions.BLUEPRINT])
+    assert "actors/regions.py" in " ".join(served[regions.CLAIM_FOR])
 
 
 def test_no_module_of_the_engine_spells_out_a_services_operation() -> None:
@@ -84,20 +93,23 @@ def test_the_check_catches_an_operation_spelt_out(tmp_path: pathlib.Path) -> Non
     assert sorted(served) == ["_sweep", "_tidy"]
     assert spelt_operations(tmp_path, set(served)) == [
         "sim/reader.py:2 spells '_tidy'", "sim/reader.py:3 spells '{\"op\":\"_sweep\"}'"]
-    # sim/ops.py may declare the operations the log is read by, and no other.
+    # No module of the engine may spell one, not even one that would declare them.
     (tmp_path / "actors" / "svc.py").write_text(
-        "class Svc:\n    def op_checkpoint(self, content): ...\n"
-        "    def op_tidy(self, content): ...\n")
-    (tmp_path / "sim" / "reader.py").write_text("A = '_checkpoint'\n")
-    (tmp_path / "sim" / "ops.py").write_text("CHECKPOINT = '_checkpoint'\nTIDY = '_tidy'\n")
+        "class Svc:\n    def op_checkpoint(self, content): ...\n")
+    (tmp_path / "sim" / "reader.py").write_text("A = 'checkpoint'\n")
+    (tmp_path / "sim" / "ops.py").write_text("CHECKPOINT = '_checkpoint'\n")
     assert spelt_operations(tmp_path, set(served_operations(tmp_path))) == [
-        "sim/ops.py:2 spells '_tidy'", "sim/reader.py:1 spells '_checkpoint'"]
+        "sim/ops.py:1 spells '_checkpoint'"]
+
+
+def test_the_engine_has_no_module_of_the_services_operations() -> None:
+    assert not (ROOT / "sim" / "ops.py").exists()
 
 
 def test_an_operations_name_is_its_handlers_after_the_prefix() -> None:
-    assert ops.op_name("checkpoint") == ops.CHECKPOINT == "_checkpoint"
-    assert ops.SESSION == "_session" and ops.SESSION_CLOSED == "_session_closed"
-    assert len(ops.FOLDED) == 8
+    assert service.op_name("checkpoint") == service.CHECKPOINT == "_checkpoint"
+    assert service.SESSION == "_session" and service.SESSION_CLOSED == "_session_closed"
+    assert service.op_name("claim_for") == regions.CLAIM_FOR
     for bad in ("", "_checkpoint"):
         with pytest.raises(ValueError, match="an operation's name after '_'"):
-            ops.op_name(bad)
+            service.op_name(bad)

@@ -1,6 +1,6 @@
-"""The world of a stored run at any time, folded from its snapshots and log (sim/rebuild.py),
-checked against what the run itself kept: its final snapshot, its mid-run snapshots, and a
-re-execution held at the same time."""
+"""The world of a stored run at any time, folded from its snapshots and log
+(actors/stored/rebuild.py), checked against what the run itself kept: its final snapshot,
+its mid-run snapshots, and a re-execution held at the same time."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from actors.stored.rebuild import pair_writes, world_at
+from actors.stored.run import StoredRun
 from barnraise import open_run
 from barnraise.runner import check_request, list_scenarios, open_store, run_request
-from sim.rebuild import pair_writes, world_at
 from sim.store import SNAPSHOT_EVERY
-from sim.stored import StoredRun
 from tests.helpers import HandSession, canvas_from_log
 
 SMALL = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}

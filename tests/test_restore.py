@@ -1,4 +1,4 @@
-"""A realtime resume's world: the services' state folded from a stored log (sim/restore.py)
+"""A realtime resume's world: the services' state folded from a stored log (actors/stored/resume.py)
 and put back into fresh services (``Simulation.restore``), checked against the services of
 the run that wrote the log, at its end and after every call of random sessions."""
 
@@ -20,6 +20,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from actors.regions_log import codes as _codes
+from actors.regions_log import rows as _rows
+from actors.stored.rebuild import pair_writes
+from actors.stored.resume import Image, _matches, fold, image_of
 from actors.world import Simulation
 from barnraise import open_run
 from barnraise.runner import (
@@ -32,8 +36,6 @@ from barnraise.runner import (
 )
 from sim.canvas import TileCanvas, parse_tile
 from sim.geometry import Rect
-from sim.rebuild import pair_writes
-from sim.restore import Image, _codes, _matches, _rows, fold, image_of
 from sim.store import Store, StoreError
 from tests import crashing
 from tests.helpers import HandSession
@@ -803,7 +805,7 @@ def test_tile_rows_taken_as_bytes_write_what_numpy_wrote(tiles: Any) -> None:
 
 
 def test_a_row_whose_answer_does_not_fit_its_call_is_refused_as_any_answer_is() -> None:
-    """The fold's own path for a builder's row (sim/restore.py, ``placed``) applies an
+    """The fold's own path for a builder's row (actors/stored/resume.py, ``placed``) applies an
     answer only when it names the call's region; one that names another is refused with
     the message every unpaired answer gets, and the rows before it are folded as before."""
     result = run_request(check_request("kernel_build", **SMALL["kernel_build"]), record=False)

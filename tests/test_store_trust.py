@@ -330,7 +330,7 @@ def test_reading_a_store_leaves_no_wal_or_shm_beside_it(
 def test_an_id_in_a_log_ending_in_other_digits_folds_without_a_traceback() -> None:
     """str.isdigit() takes a superscript two, int() does not: a crafted claim id in a
     realtime log made the fold (and so resume) a ValueError traceback."""
-    from sim.restore import _serial
+    from actors.regions_log import serial_of as _serial
 
     assert _serial("claim_000012") == 12
     assert _serial("claim_\u00b2") == 0 and _serial("claim_\uff11") == 0

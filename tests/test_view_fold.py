@@ -1,4 +1,4 @@
-"""The task board's frontier and the chart of a folded store (sim/rebuild_more.py), checked
+"""The task board's frontier and the chart of a folded store (actors/stored/index.py), checked
 against the world in memory: the live Watcher of a re-execution held at the same time,
 and the world of a hand-driven session after every call. The page of a realtime store
 is checked in the browser in tests/test_view.py."""
@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from actors.stored.index import LogIndex, board
+from actors.stored.rebuild import pair_writes, world_at
+from actors.stored.run import StoredRun
 from barnraise import open_run
 from barnraise.runner import check_request, open_store, run_request
 from barnraise.view.stored import ReplaySource, StoredSource
 from barnraise.view.watch import _board
-from sim.rebuild import pair_writes, world_at
-from sim.rebuild_more import LogIndex, board
 from sim.store import SNAPSHOT_EVERY
-from sim.stored import StoredRun
 
 #: The figures of a chart's point (everything but its time).
 FIGURES = ("completion", "tiles_placed", "conflicts", "lost_work", "claims", "tasks_completed",

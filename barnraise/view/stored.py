@@ -15,9 +15,9 @@ Two sources answer the page as a :class:`~barnraise.view.watch.Watcher` does
   shown on the page, and the scrubber falls back to the snapshots.
 * :class:`StoredSource`, for the rest (a realtime run, a run driven by hand): the
   world at T folded from the last snapshot before it and the log
-  (:func:`sim.rebuild.world_at`: canvas, claims, members, task statuses), the
+  (:func:`actors.stored.rebuild.world_at`: canvas, claims, members, task statuses), the
   domain events logged up to T, and what a second pass over the log gives
-  (:class:`sim.rebuild_more.LogIndex`): the task board's frontier, the chart's
+  (:class:`actors.stored.index.LogIndex`): the task board's frontier, the chart's
   series and the completion. Mailbox depths are sent as unknown (None): the log
   records a letter when it is handled, never when it is sent.
 """
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from actors.stored.index import LogIndex
+from actors.stored.index import board as task_board
+from actors.stored.rebuild import pair_writes, world_at
+from actors.stored.run import StoredRun
 from barnraise.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.dispatch import GateAborted
-from sim.rebuild import pair_writes, world_at
-from sim.rebuild_more import LogIndex
-from sim.rebuild_more import board as task_board
 from sim.store import StoreError
-from sim.stored import StoredRun
 from sim.trace import EVENT
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class _Scrubber:
 
 class StoredSource(_Scrubber):
     """What the view's page shows of a stored run at a chosen simulated time, folded
-    from its snapshots and log (:func:`sim.rebuild.world_at`)."""
+    from its snapshots and log (:func:`actors.stored.rebuild.world_at`)."""
 
     def __init__(self, run: StoredRun) -> None:
         self.run = run
@@ -100,7 +100,7 @@ class StoredSource(_Scrubber):
         self.end = max([t for _, t in self.snapshots]
                        + [last.t if last is not None else 0.0])
         self.at = self.end
-        # a second pass: the task graph's edges and the chart's figures (sim/rebuild_more.py),
+        # a second pass: the task graph's edges and the chart's figures (actors/stored/index.py),
         # with the chart's points over the whole run
         summary = run.summary or {}
         sid = summary.get("session_id")

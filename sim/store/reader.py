@@ -2,7 +2,7 @@
 
 Every read goes through a read-only connection that leaves the folder as it found it
 (:func:`sim.store.files.reading`), so a reader may read a store a live run is writing.
-:class:`sim.stored.StoredRun` (what ``barnraise.open_run`` returns) adds what folds of
+:class:`actors.stored.run.StoredRun` (what ``barnraise.open_run`` returns) adds what folds of
 the log show.
 """
 
@@ -70,7 +70,7 @@ def _filters(start: int | None, upto: int | None, types: Iterable[str] | None
 
 class StoredLog:
     """A read-only view of a store: its run row, log, snapshots and delegations as stored.
-    :class:`sim.stored.StoredRun` (what ``barnraise.open_run`` returns) adds what folds
+    :class:`actors.stored.run.StoredRun` (what ``barnraise.open_run`` returns) adds what folds
     of the log show."""
 
     def __init__(self, path: str | os.PathLike[str], info: RunInfo | None = None) -> None:
@@ -119,7 +119,7 @@ class StoredLog:
         content, packed), a content ``packed`` being zlib-compressed. With ``types``,
         only the records of those types; with ``upto``, only those before that seq
         (both filtered in SQL). For a reader that goes through a whole log and makes
-        no record object of most rows (``sim.restore.image_of``)."""
+        no record object of most rows (``actors.stored.resume.image_of``)."""
         where, args = _filters(None, upto, types)
         return self._select(where, args)
 

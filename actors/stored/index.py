@@ -1,10 +1,14 @@
-"""What :func:`sim.rebuild.world_at` does not fold: the task graph's edges and the run's figures.
+"""What :func:`~actors.stored.rebuild.world_at` does not fold: the task graph's edges and
+the run's figures.
 
 A store's snapshots keep each task's status and assignee, not its type or what it
 depends on, and no figure of the run (tiles placed, conflicts, messages); the live
 view's task board (the DAG's frontier) and chart need both. :class:`LogIndex` is
 one pass over a stored run's whole log that keeps them in a form any time can be
 answered from:
+
+Each service folds its own part (the task queue's graph, :func:`actors.taskqueue_log.graph`;
+regions' figures, :class:`actors.regions_log.Figures`); this pass drives them:
 
 * **the task graph**: a task's dependencies are in the ``task_delegate`` call the
   ``tasks`` service took (its ``args.dependencies``), and its id and type in the
@@ -13,20 +17,20 @@ answered from:
   comes before anything the handler records, so the first ``task_created`` from
   ``tasks`` after a ``task_delegate`` delivery (and before its next delivery) is
   that call's task. ``task_dependencies_added`` events add edges; the session
-  state's checkpoints and rollbacks (``_checkpoint``/``_rollback`` from a service
-  to ``tasks``) keep and put back the graph as the service does. :meth:`LogIndex.graph`
-  replays these few operations up to a record.
+  state's checkpoints and rollbacks (:data:`~actors.service.CHECKPOINT` and
+  :data:`~actors.service.ROLLBACK` from a service to ``tasks``) keep and put back the
+  graph as the service does. :meth:`LogIndex.graph` replays these few operations up to a record.
 * **the figures** the live view's chart plots (``Watcher``'s series point):
   ``tiles_placed`` and ``lost_work`` from the answers ``regions`` gave each tile
-  write (:attr:`sim.rebuild.Pairing.placed`, the log's one pairing of calls and answers;
-  a ``_rollback`` of the tiles restores ``tiles_placed`` as the service does),
+  write (:attr:`actors.stored.rebuild.Pairing.placed`, the log's one pairing of calls and
+  answers; a rollback of the tiles restores ``tiles_placed`` as the service does),
   ``conflicts`` (``conflict_detected`` events), ``messages_delivered`` and
   ``messages_dropped`` (``deliver`` and ``drop`` records: the dispatcher counts
   one for each), ``completion`` (the canvas against the last blueprint set on
-  ``regions``, by its ``_blueprint`` operation or the ``blueprint_set`` tool, as
+  ``regions``, by its :data:`~actors.regions.BLUEPRINT` operation or the ``blueprint_set`` tool, as
   the service computes it), and the claims and task counts of the
   folded world. :meth:`LogIndex.point` makes one point from a folded world; given
-  times, the pass also folds the world forward as :func:`~sim.rebuild.world_at`
+  times, the pass also folds the world forward as :func:`~actors.stored.rebuild.world_at`
   does and keeps a point at each (:attr:`LogIndex.series`).
 
 **Mailbox depths are not here**: a letter is logged when it is handled (or
@@ -38,19 +42,15 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
-import msgspec
-import numpy as np
-from numpy.typing import NDArray
-
-from sim.canvas import parse_tile
+from actors import regions_log, taskqueue_log
+from actors.regions_log import Figures, completion
+from actors.service import SESSION
+from actors.stored.rebuild import Pairing, World, WorldFold
+from actors.taskqueue_log import GraphOps, TaskShape
 from sim.log import CALL, RESUMED, decode
-from sim.ops import BLUEPRINT, CHECKPOINT, PREFIX, ROLLBACK, SESSION
-from sim.rebuild import Pairing, World, WorldFold
 from sim.store import StoredLog
-from sim.tools import SERVICES
 from sim.trace import DELIVER, DROP, EVENT, TraceRecord
 
 __all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
@@ -58,89 +58,16 @@ __all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
 #: Ready tasks listed on the board (as the live Watcher lists them).
 FRONTIER_SIZE: Final = 40
 _DONE: Final = frozenset({"completed", "failed", "cancelled"})
-#: In the canonical JSON of a request that names an operation (:mod:`sim.ops`).
-_ANY_OP: Final = b'"op":"' + PREFIX.encode()
-
-
-@dataclass(frozen=True)
-class TaskShape:
-    """What the log says of a task besides its status: its type, its dependencies and
-    its place in the order the tasks were made."""
-
-    type: str | None
-    dependencies: tuple[str, ...]
-    order: int
-
-
-@dataclass
-class _Timeline:
-    """A figure's value after each record that changed it: (seq, value) in order."""
-
-    seqs: list[int] = field(default_factory=list)
-    values: list[int] = field(default_factory=list)
-
-    def set(self, seq: int, value: int) -> None:
-        self.seqs.append(seq)
-        self.values.append(value)
-
-    def at(self, upto: int) -> int:
-        """The value after records ``0 .. upto - 1`` (0 before any change)."""
-        i = bisect.bisect_left(self.seqs, upto)
-        return self.values[i - 1] if i else 0
-
-
-@dataclass
-class _Figures:
-    """One session's figures as the pass goes, and their timelines."""
-
-    tiles_placed: int = 0
-    lost_work: int = 0
-    conflicts: int = 0
-    checkpoints: dict[str, int] = field(default_factory=dict)  # id -> tiles_placed then
-    placed: _Timeline = field(default_factory=_Timeline)
-    lost: _Timeline = field(default_factory=_Timeline)
-    conflict: _Timeline = field(default_factory=_Timeline)
-    #: (seq, blueprint) of every blueprint set on regions, in order.
-    blueprints: list[tuple[int, NDArray[np.uint8]]] = field(default_factory=list)
-
-
-def _blueprint(value: Any) -> NDArray[np.uint8] | None:
-    """Rows of tile types as codes; None for anything the service would refuse."""
-    if not isinstance(value, list) or not value or not all(
-            isinstance(row, list) and len(row) == len(value) for row in value):
-        return None
-    try:
-        if all(type(v) is int for row in value for v in row):
-            arr = np.array(value, dtype=np.int64)
-            if int(arr.min()) < 0 or int(arr.max()) > 255:
-                return None
-            return arr.astype(np.uint8)
-        return np.array([[int(parse_tile(v)) for v in row] for row in value], dtype=np.uint8)
-    except (ValueError, TypeError, KeyError):
-        return None
-
-
-def _completion(canvas: NDArray[np.uint8] | None, blueprint: NDArray[np.uint8] | None
-                ) -> float:
-    """Percent of the blueprint done, two decimals, as the regions service computes it."""
-    if canvas is None or blueprint is None or blueprint.shape != canvas.shape:
-        return 0.0
-    wanted = blueprint != 0
-    total = int(np.count_nonzero(wanted))
-    if total:
-        share = int(np.count_nonzero((canvas == blueprint) & wanted)) / total
-    else:
-        share = 1.0 if bool((canvas == blueprint).all()) else 0.0
-    return round(100 * share, 2)
 
 
 class LogIndex:
     """One pass over ``run``'s log: the task graph's operations and the figures' timelines
-    (see the module doc). ``pairing`` is :func:`sim.rebuild.pair_writes` of the same log.
+    (see the module doc). ``pairing`` is :func:`actors.stored.rebuild.pair_writes` of the
+    same log.
 
     With ``samples`` (simulated times), the same pass folds the world forward as
-    :func:`~sim.rebuild.world_at` does (it drives that module's fold) and keeps the
-    chart's point of ``session`` (None: the first session the log opens) at each of
+    :func:`~actors.stored.rebuild.world_at` does (it drives that module's fold) and keeps
+    the chart's point of ``session`` (None: the first session the log opens) at each of
     those times in :attr:`series`.
     """
 
@@ -150,8 +77,9 @@ class LogIndex:
         self.pairing = pairing
         answers = pairing.placed
         #: By session: the graph's operations, (seq, op, data), in log order.
-        self.graph_ops: dict[str, list[tuple[int, str, Any]]] = {}
-        self.figures: dict[str, _Figures] = {}
+        self.graph_ops: GraphOps = {}
+        #: By session: regions' figures.
+        self.figures: dict[str, Figures] = {}
         #: What the index could not pair (a task_created with no task_delegate before it).
         self.notes: list[str] = []
         #: Every session the log opens on regions, in order.
@@ -175,7 +103,7 @@ class LogIndex:
                 if r.kind == DELIVER:
                     self._delivered.append(r.seq)
                     if r.recipient == "tasks":
-                        delegate = self._to_tasks(r)
+                        delegate = taskqueue_log.graph_letter(self.graph_ops, r)
                     elif r.recipient == "regions" and r.type == CALL:
                         self._to_regions(r, answers)
                 elif r.kind == DROP:
@@ -199,70 +127,26 @@ class LogIndex:
 
     # -- the pass ------------------------------------------------------------------------------
 
-    def _to_tasks(self, r: TraceRecord) -> tuple[str, tuple[str, ...]] | None:
-        """A letter the tasks service takes: a task_delegate call (its session and
-        dependencies), or a checkpoint or rollback of the session state."""
-        if r.type != CALL:
-            return None
-        try:
-            content = decode(r.content)
-        except msgspec.DecodeError:
-            return None
-        if not isinstance(content, dict):
-            return None
-        if content.get("tool") == "task_delegate":
-            args = content.get("args") or {}
-            deps = args.get("dependencies") or []
-            if isinstance(args.get("session_id"), str) and isinstance(deps, list):
-                return (args["session_id"], tuple(dict.fromkeys(str(d) for d in deps)))
-        elif content.get("op") in (CHECKPOINT, ROLLBACK) and r.sender in SERVICES:
-            sid = content.get("session_id")
-            if isinstance(sid, str):
-                self.graph_ops.setdefault(sid, []).append(
-                    (r.seq, str(content["op"]), str(content.get("checkpoint_id"))))
-        return None
-
     def _to_regions(self, r: TraceRecord, answers: dict[int, tuple[int, int]]) -> None:
+        """A call to regions: a write that succeeded (regions' figures), the coordinator's
+        session made (regions' copy), or another letter regions' figures read."""
         if r.seq in answers:
             content = decode(r.content)
             sid = (content.get("args") or {}).get("session_id")
             if isinstance(sid, str):
-                f = self.figures.setdefault(sid, _Figures())
-                placed, lost = answers[r.seq]
-                f.tiles_placed += placed
-                f.lost_work += lost
-                f.placed.set(r.seq, f.tiles_placed)
-                f.lost.set(r.seq, f.lost_work)
+                self.figures.setdefault(sid, Figures()).write(r.seq, *answers[r.seq])
             return
-        if _ANY_OP not in r.content and b"blueprint" not in r.content:
+        if not regions_log.may_concern_figures(r.content):
             return
         content = decode(r.content)
         if not isinstance(content, dict):
             return
-        op, tool = content.get("op"), content.get("tool")
-        if op == SESSION and isinstance(content.get("session"), dict):
+        if content.get("op") == SESSION and isinstance(content.get("session"), dict):
             sid = content["session"].get("session_id")
             if isinstance(sid, str) and sid not in self.sessions:
                 self.sessions.append(sid)
-        elif op == BLUEPRINT or tool == "blueprint_set":
-            where = content if op == BLUEPRINT else (content.get("args") or {})
-            sid, plan = where.get("session_id"), _blueprint(where.get("blueprint"))
-            if isinstance(sid, str) and plan is not None:
-                self.figures.setdefault(sid, _Figures()).blueprints.append((r.seq, plan))
-        elif op in (CHECKPOINT, ROLLBACK) and r.sender in SERVICES:
-            sid = content.get("session_id")
-            if not isinstance(sid, str):
-                return
-            f = self.figures.setdefault(sid, _Figures())
-            cid = str(content.get("checkpoint_id"))
-            if op == CHECKPOINT:
-                # Only a checkpoint of the tiles keeps (and a rollback to it puts back) the
-                # count, as regions does; one of the session state alone leaves it be.
-                if "tiles" in (content.get("include") or ()):
-                    f.checkpoints[cid] = f.tiles_placed
-            elif cid in f.checkpoints:
-                f.tiles_placed = f.checkpoints[cid]
-                f.placed.set(r.seq, f.tiles_placed)
+        else:
+            regions_log.figures_letter(self.figures, r, content)
 
     def _event(self, r: TraceRecord, delegate: tuple[str, tuple[str, ...]] | None,
                orders: dict[str, int]) -> None:
@@ -271,49 +155,17 @@ class LogIndex:
             return
         sid = body["session_id"]
         if r.type == "conflict_detected":
-            f = self.figures.setdefault(sid, _Figures())
-            f.conflicts += 1
-            f.conflict.set(r.seq, f.conflicts)
-        elif r.type == "task_created" and r.sender == "tasks":
-            tid = str(body.get("task_id"))
-            order = orders[sid] = orders.get(sid, 0) + 1
-            if delegate is None or delegate[0] != sid:
-                self.notes.append(f"task {tid} (t={r.t:g}): no task_delegate call found "
-                                  "before it; its dependencies are not known")
-                deps = None
-            else:
-                deps = delegate[1]
-            self.graph_ops.setdefault(sid, []).append(
-                (r.seq, "create", (tid, body.get("type"), deps, order)))
-        elif r.type == "task_dependencies_added" and isinstance(body.get("added"), list):
-            self.graph_ops.setdefault(sid, []).append(
-                (r.seq, "add", (str(body.get("task_id")), [str(d) for d in body["added"]])))
+            self.figures.setdefault(sid, Figures()).conflicted(r.seq)
+        else:
+            taskqueue_log.graph_event(self.graph_ops, self.notes, r, sid, body, delegate,
+                                      orders)
 
     # -- answers at a time ---------------------------------------------------------------------
 
     def graph(self, session_id: str, upto: int) -> dict[str, TaskShape | None]:
         """Every task of ``session_id`` after records ``0 .. upto - 1``: its shape, or None
         when the log does not say what it depends on."""
-        tasks: dict[str, TaskShape | None] = {}
-        kept: dict[str, dict[str, TaskShape | None]] = {}
-        for seq, op, data in self.graph_ops.get(session_id, ()):
-            if seq >= upto:
-                break
-            if op == "create":
-                tid, kind, deps, order = data
-                tasks[tid] = None if deps is None else TaskShape(
-                    None if kind is None else str(kind), deps, order)
-            elif op == "add":
-                tid, added = data
-                shape = tasks.get(tid)
-                if shape is not None:
-                    more = tuple(d for d in added if d not in shape.dependencies)
-                    tasks[tid] = TaskShape(shape.type, shape.dependencies + more, shape.order)
-            elif op == CHECKPOINT:
-                kept[data] = dict(tasks)
-            elif op == ROLLBACK and data in kept:
-                tasks = dict(kept[data])
-        return tasks
+        return taskqueue_log.graph(self.graph_ops.get(session_id, ()), upto)
 
     def counts(self, upto: int) -> tuple[int, int]:
         """(messages delivered, dead letters) after records ``0 .. upto - 1``."""
@@ -325,7 +177,7 @@ class LogIndex:
         series point, from the log)."""
         upto = world.seq
         part = world.sessions.get(session_id)
-        f = self.figures.get(session_id, _Figures())
+        f = self.figures.get(session_id, Figures())
         plans = [plan for seq, plan in f.blueprints if seq < upto]
         canvas = None if part is None else part.canvas
         statuses: dict[str, int] = {}
@@ -334,7 +186,7 @@ class LogIndex:
             statuses[status] = statuses.get(status, 0) + 1
         delivered, dropped = self.counts(upto)
         return {"t": round(world.at, 6),
-                "completion": _completion(canvas, plans[-1] if plans else None),
+                "completion": completion(canvas, plans[-1] if plans else None),
                 "tiles_placed": f.placed.at(upto), "conflicts": f.conflict.at(upto),
                 "lost_work": f.lost.at(upto), "claims": 0 if part is None else len(part.claims),
                 "tasks_completed": statuses.get("completed", 0),

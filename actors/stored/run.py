@@ -2,7 +2,7 @@
 the log show: the world at any time, the canvas, the chart's figures.
 
 The readers depend on the store's schema, not the other way round: :mod:`sim.store`
-writes and reads the file, :mod:`sim.rebuild` and :mod:`sim.rebuild_more` fold what it
+writes and reads the file, :mod:`actors.stored.rebuild` and :mod:`actors.stored.index` fold what it
 reads, and this module, above both, is what ``barnraise.open_run`` hands out.
 """
 
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from actors.stored.index import LogIndex
+from actors.stored.rebuild import pair_writes, world_at
 from sim.metrics import events_frame
-from sim.rebuild import pair_writes, world_at
-from sim.rebuild_more import LogIndex
 from sim.record import delegations_frame, record_repr
 from sim.store import StoredLog
 from sim.trace import EVENT
@@ -52,7 +52,7 @@ class StoredRun(StoredLog):
     def world(self, at: float | None = None) -> dict[str, Any]:
         """Every session's world after each record at or before simulated time ``at``
         (default: the end), folded from the last snapshot before it and the log
-        (:func:`sim.rebuild.world_at`): canvas bytes and shape, members, claims, task
+        (:func:`actors.stored.rebuild.world_at`): canvas bytes and shape, members, claims, task
         statuses, checkpoints and the members' colours, by session id."""
         return world_at(self, at).state()
 
@@ -81,7 +81,7 @@ class StoredRun(StoredLog):
         folded from the log, as a pandas DataFrame: ``t``, ``completion``,
         ``tiles_placed``, ``conflicts``, ``lost_work``, ``claims``, ``tasks_completed``,
         ``tasks_failed``, ``messages_delivered``, ``messages_dropped`` (the live view's
-        chart; :class:`sim.rebuild_more.LogIndex` says where each comes from). One
+        chart; :class:`actors.stored.index.LogIndex` says where each comes from). One
         session's: ``session_id``, or the first the run opened. Mailbox depths are not
         in a log and not here. ValueError for an interval that is not a number > 0."""
         import pandas as pd  # an optional extra's weight, loaded when a frame is asked for

@@ -9,16 +9,24 @@ folds the records after it, in order, up to that time:
   (``builder_place_tile``, ``builder_place_tiles``) that succeeded, applied when
   the service handled it; a write succeeded when its answer says so, the answer
   paired with its call by :func:`sim.log.paired` in a first pass over the log
-  (:func:`pair_writes`). A checkpoint of the tiles (the
-  coordinator's ``_checkpoint`` to ``regions``) keeps a copy; a rollback to it
-  (``_rollback``) puts it back;
+  (:func:`pair_writes`). A checkpoint of the tiles (the coordinator's
+  :data:`~actors.service.CHECKPOINT` to ``regions``) keeps a copy; a rollback to it
+  (:data:`~actors.service.ROLLBACK`) puts it back;
 * **members, claims, tasks**: from the domain events (``agent_joined`` and
   ``agent_left``; ``region_claimed`` and ``region_released``; the task events and
   approvals: a task requeued because its member left is anyone's again), with each
   member's colour given as the coordinator gives it (by the order of joining); a
-  checkpoint of the session state (the coordinator's ``_checkpoint`` to ``tasks``)
+  checkpoint of the session state (the coordinator's checkpoint to ``tasks``)
   keeps the tasks, and its rollback puts every one of them back (the task service
   does so with no event per task).
+
+Each service folds its own part, beside it: the coordinator's sessions and members
+(:func:`actors.coordinator_log.world_op`, :func:`~actors.coordinator_log.world_event`),
+regions' canvas, checkpoints of the tiles and claims
+(:func:`actors.regions_log.world_letter`, :func:`~actors.regions_log.world_event`, and
+which writes succeeded, :func:`~actors.regions_log.placed_of`), the task queue's
+statuses and checkpoints (:func:`actors.taskqueue_log.world_letter`,
+:func:`~actors.taskqueue_log.world_event`); :class:`WorldFold` routes each record to them.
 
 The result has the shape of ``Simulation.world_state()`` (what a snapshot keeps),
 plus the members' colours. What the fold cannot know is said in
@@ -32,43 +40,28 @@ the world in memory after every call of random sessions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import msgspec
 import numpy as np
-from numpy.typing import NDArray
 
-from sim.canvas import parse_tile
-from sim.events import TASK_EVENTS, status_after
+from actors import coordinator_log, regions_log, taskqueue_log
+from actors.regions_log import is_write, placed_of
+from actors.stored.image import WorldSession
 from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
-from sim.ops import CHECKPOINT, ROLLBACK, SESSION, SESSION_CLOSED
 from sim.store import StoredLog
 from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
 from sim.views import member_colour
 
-__all__ = ["Pairing", "World", "WorldFold", "pair_writes", "world_at"]
+__all__ = ["Pairing", "World", "WorldFold", "WorldSession", "pair_writes", "world_at"]
 
-_WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
 _AWAITING: Final = "awaiting_approval"
-
-
-@dataclass
-class _Session:
-    canvas: NDArray[np.uint8] | None = None
-    members: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # name, role, colour
-    joined: int = 0
-    claims: dict[str, tuple[str, dict[str, int], float | None]] = field(default_factory=dict)
-    tasks: dict[str, list[Any]] = field(default_factory=dict)  # [status, assigned, awaiting]
-    #: By checkpoint id: the tiles it kept (None: it kept no tiles).
-    checkpoints: dict[str, NDArray[np.uint8] | None] = field(default_factory=dict)
-    #: Checkpoints taken before the snapshot the fold started from: what they kept is
-    #: not known.
-    unknown: set[str] = field(default_factory=set)
-    #: The tasks as each checkpoint of the session state kept them.
-    task_checkpoints: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+#: Each service's part of the world, by the event types it reads.
+_EVENTS: Final[dict[str, Callable[[WorldSession, str, dict[str, Any]], None]]] = {
+    kind: module.world_event for module in (coordinator_log, regions_log, taskqueue_log)
+    for kind in module.WORLD_EVENTS}
 
 
 @dataclass
@@ -80,7 +73,7 @@ class World:
     seq: int
     #: (seq, time) of the snapshot the fold started from, or None (from nothing).
     start: tuple[int, float] | None
-    sessions: dict[str, _Session]
+    sessions: dict[str, WorldSession]
     notes: list[str] = field(default_factory=list)
 
     def state(self) -> dict[str, Any]:
@@ -121,24 +114,6 @@ class Pairing:
         return self.placed.keys()
 
 
-class _Tool(msgspec.Struct):
-    """What a write's pairing reads of a call: its tool (the arguments are skipped)."""
-
-    tool: Any = None
-
-
-class _Placed(msgspec.Struct):
-    """What a write's pairing reads of its answer."""
-
-    success: Any = False
-    tiles_placed: int = 0
-    lost_work: int = 0
-
-
-_tool: Final = msgspec.json.Decoder(_Tool).decode
-_placed: Final = msgspec.json.Decoder(_Placed).decode
-
-
 def pair_writes(records: Iterable[TraceRecord]) -> Pairing:
     """Pair each agent's calls to ``regions`` with the answers it got, by the log's one
     pairing (:mod:`sim.log`: its rules and :class:`~sim.log.Calls`; each service's calls
@@ -158,9 +133,9 @@ def pair_writes(records: Iterable[TraceRecord]) -> Pairing:
                     and is_answer(kind, rtype, "regions", r.recipient):
                 call = calls.answer("regions", r.recipient)
                 if call is not None:
-                    answer = _answer(r.content)
+                    answer = placed_of(r.content)
                     if answer is not None and answer.success is True \
-                            and _is_write(call.content):
+                            and is_write(call.content):
                         placed[call.seq] = (answer.tiles_placed, answer.lost_work)
         elif kind == EVENT:
             if r.type == RESUMED:
@@ -173,24 +148,10 @@ def pair_writes(records: Iterable[TraceRecord]) -> Pairing:
     return Pairing(placed, calls.unanswered(), joins)
 
 
-def _is_write(call: bytes) -> bool:
-    try:
-        return _tool(call).tool in _WRITES
-    except msgspec.DecodeError:  # not an object: no tool call the service took
-        return False
-
-
-def _answer(content: bytes) -> _Placed | None:
-    try:
-        return _placed(content)
-    except msgspec.DecodeError:  # not an object, or counts that are not numbers
-        return None
-
-
-def _from_snapshot(world: dict[str, Any], seq: int, pairing: Pairing) -> dict[str, _Session]:
-    sessions: dict[str, _Session] = {}
+def _from_snapshot(world: dict[str, Any], seq: int, pairing: Pairing) -> dict[str, WorldSession]:
+    sessions: dict[str, WorldSession] = {}
     for sid, part in world.items():
-        s = sessions[sid] = _Session()
+        s = sessions[sid] = WorldSession()
         if part.get("canvas") is not None:
             s.canvas = np.frombuffer(part["canvas"], dtype=np.uint8).reshape(
                 part["shape"]).copy()
@@ -214,12 +175,12 @@ class WorldFold:
     """The fold of the world record by record (:meth:`apply`), from ``sessions`` (from a
     snapshot, or none) with the writes ``pairing`` says succeeded."""
 
-    def __init__(self, sessions: dict[str, _Session], pairing: Pairing) -> None:
+    def __init__(self, sessions: dict[str, WorldSession], pairing: Pairing) -> None:
         self.sessions = sessions
         self.pairing = pairing
         self.notes: list[str] = []
 
-    def session(self, sid: Any) -> _Session | None:
+    def session(self, sid: Any) -> WorldSession | None:
         return self.sessions.get(sid) if isinstance(sid, str) else None
 
     def apply(self, r: TraceRecord) -> None:
@@ -232,111 +193,35 @@ class WorldFold:
                 self.to_tasks(r)
 
     def to_tasks(self, r: TraceRecord) -> None:
-        """The session state's checkpoints and rollbacks: the task service keeps and puts
-        back every record at once, with no event per task."""
-        content = decode(r.content)
-        if not isinstance(content, dict) or content.get("op") not in (CHECKPOINT, ROLLBACK):
-            return
-        s = self.session(content.get("session_id"))
-        cid = str(content.get("checkpoint_id"))
-        if s is None:
-            return
-        if content["op"] == CHECKPOINT:
-            s.task_checkpoints[cid] = {tid: list(t) for tid, t in s.tasks.items()}
-        elif cid in s.task_checkpoints:
-            s.tasks = {tid: list(t) for tid, t in s.task_checkpoints[cid].items()}
-        elif cid in s.unknown:
-            self.notes.append(f"a rollback of the tasks to {cid} at t={r.t:g}: the "
-                              "checkpoint was taken before the snapshot this fold started "
-                              "from; the tasks are shown as they were before the rollback")
+        """A letter from a service to the task queue: its part of the world."""
+        taskqueue_log.world_letter(self.sessions, r, decode(r.content), self.notes)
 
     def to_regions(self, r: TraceRecord) -> None:
+        """A letter to regions: the coordinator's operations (regions' copy) to the
+        coordinator's part of the world, the rest to regions' part."""
         content = decode(r.content)
         if not isinstance(content, dict):
             return
-        op, tool = content.get("op"), content.get("tool")
-        if op == SESSION and isinstance(content.get("session"), dict):
-            info = content["session"]
-            grid = int(info.get("grid_size", 0))
-            made = self.sessions.setdefault(info["session_id"], _Session())
-            if made.canvas is None:
-                made.canvas = np.zeros((grid, grid), dtype=np.uint8)
-        elif op == SESSION_CLOSED:
-            self.sessions.pop(content.get("session_id"), None)  # type: ignore[arg-type]
-        elif op == CHECKPOINT:
-            s = self.session(content.get("session_id"))
-            if s is not None and s.canvas is not None:
-                tiles = "tiles" in (content.get("include") or ())
-                s.checkpoints[str(content.get("checkpoint_id"))] = \
-                    s.canvas.copy() if tiles else None
-        elif op == ROLLBACK:
-            s = self.session(content.get("session_id"))
-            cid = str(content.get("checkpoint_id"))
-            if s is not None and cid in s.unknown:
-                self.notes.append(f"a rollback to {cid} at t={r.t:g}: the checkpoint was "
-                                  "taken before the snapshot this fold started from; the "
-                                  "canvas is shown as it was before the rollback")
-            elif s is not None and s.checkpoints.get(cid) is not None:
-                s.canvas = s.checkpoints[cid].copy()  # type: ignore[union-attr]
-        elif tool in _WRITES and r.seq in self.pairing.placed:
-            args = content.get("args") or {}
-            s = self.session(args.get("session_id"))
-            if s is None or s.canvas is None:
-                return
-            if tool == "builder_place_tile":
-                s.canvas[args["y"], args["x"]] = int(parse_tile(args["tile_type"]))
-            else:
-                box = args["region"]
-                y, x, h, w = box["y"], box["x"], box["height"], box["width"]
-                tiles = args["tiles"]
-                if isinstance(tiles, (int, str)):
-                    s.canvas[y:y + h, x:x + w] = int(parse_tile(tiles))
-                else:
-                    s.canvas[y:y + h, x:x + w] = _rows(tiles)
+        op = content.get("op")
+        if op in coordinator_log.OPS:
+            made = coordinator_log.world_op(self.sessions, op, content)
+            if made is not None:
+                regions_log.world_session(made, content["session"])
+        else:
+            regions_log.world_letter(self.sessions, r, content, self.pairing.placed,
+                                     self.notes)
 
     def event(self, r: TraceRecord) -> None:
+        part = _EVENTS.get(r.type)
+        if part is None:
+            return
         body = decode(r.content)
         if not isinstance(body, dict):
             return
         s = self.session(body.get("session_id"))
         if s is None:
             return
-        kind = r.type
-        if kind == "agent_joined":
-            s.members[str(body["agent_id"])] = (str(body.get("name")), str(body.get("role")),
-                                                member_colour(s.joined))
-            s.joined += 1
-        elif kind in ("agent_left", "agent_expired"):  # expired: left without asking
-            s.members.pop(str(body.get("agent_id")), None)
-        elif kind == "region_claimed":
-            s.claims[str(body["claim_id"])] = (str(body["agent_id"]), dict(body["region"]),
-                                               body.get("expires_at"))
-        elif kind == "region_released":
-            s.claims.pop(str(body.get("claim_id")), None)
-        elif kind == "task_created":
-            s.tasks[str(body["task_id"])] = [str(body.get("status", "pending")),
-                                             body.get("assigned_to"), False]
-        elif kind in TASK_EVENTS:
-            task = s.tasks.get(str(body.get("task_id")))
-            if task is None:
-                return
-            if kind == "approval_requested":  # shown as awaiting_approval while the flag is up
-                task[2] = True
-            elif kind == "approval_resolved":
-                task[2] = False
-            else:
-                task[0] = status_after(body, task[0])
-                if kind == "task_accepted" and task[1] == "any":
-                    task[1] = body.get("agent_id")
-                elif kind == "task_requeued" and body.get("reason") == "agent_left":
-                    task[1] = "any"  # its member left: anyone may take it
-
-
-def _rows(tiles: list[list[Any]]) -> NDArray[np.uint8]:
-    """Tile rows as codes (the service checked them: numbers, or names to look up)."""
-    if all(type(v) is int for row in tiles for v in row):
-        return np.array(tiles, dtype=np.uint8)
-    return np.array([[int(parse_tile(v)) for v in row] for row in tiles], dtype=np.uint8)
+        part(s, r.type, body)
 
 
 def world_at(run: StoredLog, at: float | None = None, *, upto: int | None = None,
@@ -349,7 +234,7 @@ def world_at(run: StoredLog, at: float | None = None, *, upto: int | None = None
     if pairing is None:
         pairing = pair_writes(run.records())
     start = None
-    sessions: dict[str, _Session] = {}
+    sessions: dict[str, WorldSession] = {}
     for seq, t in reversed(run.snapshots()):
         if (at is None or t <= at) and (upto is None or seq <= upto):
             world = run.snapshot(seq=seq)

@@ -1,0 +1,17 @@
+"""A stored run, read: the readers that combine the services' folds of its log.
+
+Each service owns the fold of its own state from a stored log, beside it in ``actors/``
+(``regions_log``, ``taskqueue_log``, ``coordinator_log``, ``coordination_log``); the log's
+one decoder and call/answer pairing are :mod:`sim.log`'s. The readers here drive those
+folds over a log and put their parts together:
+
+* :mod:`actors.stored.resume`: what every service held when a realtime run stopped
+  (:func:`~actors.stored.resume.image_of`), for ``Simulation.restore``;
+* :mod:`actors.stored.rebuild`: the world at any simulated time
+  (:func:`~actors.stored.rebuild.world_at`), from the snapshots and the log;
+* :mod:`actors.stored.index`: one pass for what snapshots do not keep, the task graph's
+  edges and the chart's figures (:class:`~actors.stored.index.LogIndex`, the task
+  :func:`~actors.stored.index.board`);
+* :mod:`actors.stored.run`: :class:`~actors.stored.run.StoredRun`, what
+  ``barnraise.open_run`` hands out.
+"""
