@@ -49,7 +49,7 @@ import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 import numpy as np
@@ -58,7 +58,6 @@ from numpy.typing import NDArray
 from sim.events import status_after
 from sim.trace import EVENT as EVENT_RECORD
 from sim.trace import Trace, TraceRecord
-from sim.views import WorldView
 
 if TYPE_CHECKING:
     import os
@@ -67,13 +66,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_DTYPES",
+    "DEFAULT_INTERVAL",
     "TASK_STATUSES",
+    "TICK_PRIORITY",
     "TIMESERIES_DTYPES",
     "AgentSample",
     "Frame",
     "Metrics",
     "MetricsCollector",
     "Sample",
+    "SampledWorld",
     "agent_frame",
     "events_frame",
     "messages_frame",
@@ -90,6 +92,74 @@ TASK_STATUSES: Final = ("pending", "in_progress", "awaiting_approval", "complete
 INTERVAL: Final = "interval"
 EVENT: Final = "event"
 FINAL: Final = "final"
+
+#: Simulated seconds between interval samples unless told otherwise.
+DEFAULT_INTERVAL: Final = 1.0
+#: The deterministic recorder's timer priority: below any letter's (1..10) and any other
+#: timer's, so its sample at ``t`` comes after everything else due at ``t``. A stored
+#: log's fold (``StoredRun.timeseries()``) samples at the same place: after every record
+#: at or before ``t``.
+TICK_PRIORITY: Final = 0
+
+
+class _Member(Protocol):
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+
+
+class _Claim(Protocol):
+    @property
+    def claim_id(self) -> str: ...
+    @property
+    def agent_id(self) -> str: ...
+
+
+class _Task(Protocol):
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def assigned_to(self) -> str: ...
+
+
+class _Progress(Protocol):
+    @property
+    def tiles_placed(self) -> int: ...
+    @property
+    def conflicts(self) -> int: ...
+    @property
+    def lost_work(self) -> int: ...
+    @property
+    def completion_percent(self) -> float | None: ...
+    @property
+    def tiles_by_agent(self) -> dict[str, int]: ...
+
+
+class SampledWorld(Protocol):
+    """What an interval sample reads of a session: a :class:`~sim.views.WorldView` (live),
+    or the world folded from a stored log (``StoredRun.timeseries()``)."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def members(self) -> Sequence[_Member]: ...
+    @property
+    def claims(self) -> Sequence[_Claim]: ...
+    @property
+    def tasks(self) -> Sequence[_Task]: ...
+    @property
+    def canvas(self) -> NDArray[np.uint8] | None: ...
+    @property
+    def has_blueprint(self) -> bool: ...
+    @property
+    def progress(self) -> _Progress: ...
+
+    def task_counts(self) -> Mapping[str, int]: ...
 
 
 class Sample(msgspec.Struct, frozen=True):
@@ -493,7 +563,7 @@ class MetricsCollector:
             state = self._sessions.get(session_id)
             return state is None or state.stale
 
-    def sample(self, t: float, views: Iterable[WorldView], *, delivered: int | None = None,
+    def sample(self, t: float, views: Iterable[SampledWorld], *, delivered: int | None = None,
                dropped: int | None = None, mailbox: tuple[int, str | None] | None = None,
                final: bool = False, frame_size: int = 0,
                tasks_read: bool | Sequence[bool] = True) -> None:
@@ -518,7 +588,7 @@ class MetricsCollector:
                 self._sample_one(number, t, trigger, view, delivered, dropped, mailbox,
                                  frame_size, read)
 
-    def _sample_one(self, number: int, t: float, trigger: str, view: WorldView,
+    def _sample_one(self, number: int, t: float, trigger: str, view: SampledWorld,
                     delivered: int | None, dropped: int | None,
                     mailbox: tuple[int, str | None] | None, frame_size: int,
                     tasks_read: bool) -> None:
@@ -561,7 +631,7 @@ class MetricsCollector:
             small.flags.writeable = False
             self._metrics.frames.append(Frame(t, sid, step, small))
 
-    def _take_world(self, state: _Session, view: WorldView, tasks_read: bool) -> None:
+    def _take_world(self, state: _Session, view: SampledWorld, tasks_read: bool) -> None:
         state.claims = {c.claim_id: c.agent_id for c in view.claims}
         for agent in state.agents.values():
             agent.claims = 0

@@ -37,7 +37,7 @@ time cannot be known from the log.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -96,7 +96,10 @@ class _Figures:
     tiles_placed: int = 0
     lost_work: int = 0
     conflicts: int = 0
-    checkpoints: dict[str, int] = field(default_factory=dict)  # id -> tiles_placed then
+    #: Tiles each writer placed (summing to tiles_placed), as regions counts them.
+    by_agent: dict[str, int] = field(default_factory=dict)
+    #: id -> (tiles_placed, by_agent) when a checkpoint of the tiles was taken.
+    checkpoints: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
     placed: _Timeline = field(default_factory=_Timeline)
     lost: _Timeline = field(default_factory=_Timeline)
     conflict: _Timeline = field(default_factory=_Timeline)
@@ -141,11 +144,15 @@ class LogIndex:
     With ``samples`` (simulated times), the same pass folds the world forward as
     :func:`~sim.rebuild.world_at` does (it drives that module's fold) and keeps the
     chart's point of ``session`` (None: the first session the log opens) at each of
-    those times in :attr:`series`.
+    those times in :attr:`series`. With ``visit``, it is called with the index and each
+    record before the pass takes the record in (and with None at the end), while
+    :attr:`fold` and :meth:`figures_now` hold the world and figures after the records
+    before it: ``StoredRun.timeseries()`` samples the run there.
     """
 
     def __init__(self, run: StoredLog, pairing: Pairing, *, samples: Iterable[float] = (),
-                 session: str | None = None) -> None:
+                 session: str | None = None,
+                 visit: Callable[[LogIndex, TraceRecord | None], None] | None = None) -> None:
         self.run = run
         self.pairing = pairing
         answers = pairing.placed
@@ -161,7 +168,9 @@ class LogIndex:
         self._delivered: list[int] = []  # seqs of the deliver and drop records, rising
         self._dropped: list[int] = []
         wanted = sorted(samples)
-        fold = WorldFold({}, pairing) if wanted else None
+        fold = WorldFold({}, pairing) if wanted or visit is not None else None
+        #: The world as the pass has folded it so far (with ``samples`` or ``visit``).
+        self.fold = fold
         i = 0
         seq = 0
         delegate: tuple[str, tuple[str, ...]] | None = None  # (session, dependencies)
@@ -172,6 +181,8 @@ class LogIndex:
                 while i < len(wanted) and r.t > wanted[i]:
                     self._sample(fold, wanted[i], seq, session)
                     i += 1
+                if visit is not None:
+                    visit(self, r)
                 if r.kind == DELIVER:
                     self._delivered.append(r.seq)
                     if r.recipient == "tasks":
@@ -184,13 +195,15 @@ class LogIndex:
                     self._event(r, delegate, orders)
                     if r.type in ("task_created", RESUMED):  # (a stopped run's call
                         delegate = None  # may have made no task before the stop)
-                if fold is not None and i < len(wanted):
+                if fold is not None and (i < len(wanted) or visit is not None):
                     fold.apply(r)
                 seq = r.seq + 1
         finally:
             records.close()
         for t in wanted[i:]:
             self._sample(fold, t, seq, session)
+        if visit is not None:
+            visit(self, None)
 
     def _sample(self, fold: WorldFold | None, t: float, seq: int, session: str | None) -> None:
         sid = session if session is not None else next(iter(self.sessions), None)
@@ -231,6 +244,8 @@ class LogIndex:
                 placed, lost = answers[r.seq]
                 f.tiles_placed += placed
                 f.lost_work += lost
+                if placed:
+                    f.by_agent[r.sender] = f.by_agent.get(r.sender, 0) + placed
                 f.placed.set(r.seq, f.tiles_placed)
                 f.lost.set(r.seq, f.lost_work)
             return
@@ -259,9 +274,10 @@ class LogIndex:
                 # Only a checkpoint of the tiles keeps (and a rollback to it puts back) the
                 # count, as regions does; one of the session state alone leaves it be.
                 if "tiles" in (content.get("include") or ()):
-                    f.checkpoints[cid] = f.tiles_placed
+                    f.checkpoints[cid] = (f.tiles_placed, dict(f.by_agent))
             elif cid in f.checkpoints:
-                f.tiles_placed = f.checkpoints[cid]
+                f.tiles_placed, kept = f.checkpoints[cid]
+                f.by_agent = dict(kept)
                 f.placed.set(r.seq, f.tiles_placed)
 
     def _event(self, r: TraceRecord, delegate: tuple[str, tuple[str, ...]] | None,
@@ -340,6 +356,10 @@ class LogIndex:
                 "tasks_completed": statuses.get("completed", 0),
                 "tasks_failed": statuses.get("failed", 0),
                 "messages_delivered": delivered, "messages_dropped": dropped}
+
+    def figures_now(self, session_id: str) -> _Figures:
+        """``session_id``'s figures as far as the pass has gone (for ``visit``)."""
+        return self.figures.get(session_id) or _Figures()
 
     def has_blueprint(self, session_id: str, upto: int) -> bool:
         f = self.figures.get(session_id)

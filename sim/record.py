@@ -7,6 +7,11 @@ both answer, and the frames both build theirs with.
   columns), one row per event, the same rows for the same run;
 * ``.records()``: the raw trace records (:class:`sim.trace.TraceRecord`), in order;
 * ``.delegations()``: one row per task the run delegated (:func:`delegations_frame`);
+* ``.timeseries(session_id=None)`` and ``.agent_timeseries(session_id=None)``: the
+  recorder's samples (:class:`sim.metrics.Sample`, :class:`sim.metrics.AgentSample`;
+  :data:`sim.metrics.TIMESERIES_DTYPES`, :data:`sim.metrics.AGENT_DTYPES`), live as the
+  recorder took them, stored fed from the log through the same collector
+  (``StoredRun.samples``): the same rows for the same deterministic run;
 * a repr naming the scenario, seed, mode, success, virtual time and records (and the
   path, stored).
 
@@ -66,6 +71,10 @@ class RunRecord(Protocol):
     def records(self) -> Iterator[TraceRecord]: ...
 
     def delegations(self) -> pd.DataFrame: ...
+
+    def timeseries(self, session_id: str | None = None) -> pd.DataFrame: ...
+
+    def agent_timeseries(self, session_id: str | None = None) -> pd.DataFrame: ...
 
 
 def fold_delegations(records: Iterable[TraceRecord]) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """The record of a run, the same live and stored (sim/record.py): for one run,
-``RunResult`` and ``open_run`` give equal ``events()`` and ``delegations()`` frames."""
+``RunResult`` and ``open_run`` give equal ``events()``, ``delegations()``,
+``timeseries()`` and ``agent_timeseries()`` frames."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 import barnraise
 from barnraise.runner import list_scenarios
+from sim.metrics import AGENT_DTYPES, TIMESERIES_DTYPES
 from sim.record import DELEGATION_COLUMNS, RunRecord, delegations_frame, fold_delegations
 from sim.trace import DELIVER, EVENT, TraceRecord
 
@@ -18,10 +20,9 @@ SCENARIOS = sorted(name for name, _ in list_scenarios())
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_a_run_and_its_store_give_equal_events_and_delegations(
-        name: str, tmp_path: pathlib.Path) -> None:
+def test_a_run_and_its_store_give_equal_frames(name: str, tmp_path: pathlib.Path) -> None:
     path = tmp_path / "run.db"
-    live = barnraise.run(name, seed=0, record=False, store=path)
+    live = barnraise.run(name, seed=0, store=path)
     stored = barnraise.open_run(path)
     assert isinstance(live, RunRecord) and isinstance(stored, RunRecord)
     assert stored.summary == live.summary
@@ -37,6 +38,14 @@ def test_a_run_and_its_store_give_equal_events_and_delegations(
     assert list(delegations["status"]) == [r["status"] for r in rows]
     # the raw records are the same on both sides too
     assert list(stored.records()) == list(live.records())
+    # the samples: the recorder's live, the log's through the same collector stored
+    series = live.timeseries()
+    assert list(series.columns) == list(TIMESERIES_DTYPES) and len(series) > 0
+    assert set(series["trigger"]) >= {"event", "final"}
+    pd.testing.assert_frame_equal(stored.timeseries(), series)
+    agents = live.agent_timeseries()
+    assert list(agents.columns) == list(AGENT_DTYPES)
+    pd.testing.assert_frame_equal(stored.agent_timeseries(), agents)
 
 
 def test_the_delegations_of_a_delegating_run_are_its_tasks(tmp_path: pathlib.Path) -> None:
@@ -106,3 +115,29 @@ def test_a_stored_logs_records_filter_by_kind_and_refuse_a_bad_kind(
     assert events == [r for r in live.trace.records() if r.kind == EVENT]
     with pytest.raises(ValueError, match="kind must be a record kind"):
         list(stored.records(kind=3))  # type: ignore[arg-type]
+
+
+def test_a_run_with_latency_gives_its_mailbox_depths_live_and_stored(
+        tmp_path: pathlib.Path) -> None:
+    """With a latency, letters wait between instants: the stored samples count them from
+    the deliveries after each sample, as the recorder read them from the runtime."""
+    script = tmp_path / "slow_kernel.py"
+    script.write_text('"""kernel_build with every letter 0.05 s on its way."""\n'
+                      "from scenarios.kernel_build import PARAMS, check, run  # noqa: F401\n"
+                      "SIMULATION = {'latency': 0.05}\n")
+    path = tmp_path / "run.db"
+    live = barnraise.run(str(script), seed=0, store=path, grid_size=60, block=30)
+    series = live.timeseries()
+    assert series["mailbox_max"].max() > 0
+    stored = barnraise.open_run(path)
+    pd.testing.assert_frame_equal(stored.timeseries(), series)
+    pd.testing.assert_frame_equal(stored.agent_timeseries(), live.agent_timeseries())
+
+
+def test_without_latency_no_letter_waits_at_a_sample(tmp_path: pathlib.Path) -> None:
+    """The deterministic recorder samples after everything due at its instant: with no
+    latency every letter sent by then has been handled."""
+    live = barnraise.run("grid_build", seed=0)
+    ticks = live.timeseries().query("trigger != 'event'")
+    assert len(ticks) > 10
+    assert (ticks["mailbox_max"] == 0).all() and ticks["mailbox_max_agent"].isna().all()
