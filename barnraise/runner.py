@@ -52,7 +52,8 @@ from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
 from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from sim.dispatch import Faults, FaultsError
 from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
-from sim.record import RunRecord, delegations_frame, fold_delegations, record_repr
+from sim.rebuild import fold_records
+from sim.record import RunRecord, canvas_of, delegations_frame, fold_delegations, record_repr
 from sim.restore import Image, image_of
 from sim.store import Divergence, RunInfo, Store, StoreError, check_store
 from sim.stored import StoredRun
@@ -136,8 +137,9 @@ class RunSummary(TypedDict):
 class RunResult:
     """What a scenario run produced. It pickles, so it comes back from worker processes.
 
-    ``trace`` is the run's trace (its digest is ``trace_digest``); ``canvas`` and
-    ``claims`` the summary session's tiles and claims at the end (claims as dicts:
+    ``trace`` is the run's trace (its digest is ``trace_digest``); ``final_canvas``
+    and ``claims`` the summary session's tiles and claims at the end (the canvas at
+    any time: :meth:`canvas`; claims as dicts:
     ``bounds``, ``color``, ``agent_id``, ``agent_name``); ``tasks`` its tasks at
     the end (plain dicts: task_id, type, description, status, assigned_to,
     dependencies, region, ...); ``metrics`` what the recorder sampled (None when
@@ -146,7 +148,7 @@ class RunResult:
 
     summary: RunSummary
     trace: Trace
-    canvas: np.ndarray[Any, Any] | None = None
+    final_canvas: np.ndarray[Any, Any] | None = None
     claims: list[dict[str, Any]] = field(default_factory=list)
     tasks: list[dict[str, Any]] = field(default_factory=list)
     metrics: Metrics | None = None
@@ -188,6 +190,20 @@ class RunResult:
     def agent_timeseries(self, session_id: str | None = None) -> pd.DataFrame:
         """Agent-level samples, one row per agent per sample (:data:`sim.metrics.AGENT_DTYPES`)."""
         return self._recorded().agent_timeseries(session_id)
+
+    def canvas(self, at: float | None = None, session_id: str | None = None
+               ) -> np.ndarray[Any, Any] | None:
+        """The canvas (``[y, x]`` tile codes, read-only) of ``session_id`` (default: the
+        summary's session, else the first) after every record at or before simulated
+        time ``at``: at the end (``at`` None) of the summary's session, the canvas the
+        run kept (:attr:`final_canvas`); else folded from the trace
+        (:func:`sim.rebuild.fold_records`), as ``open_run(store).canvas(at)`` folds the
+        stored log. None when that session has no canvas then."""
+        if at is None and (session_id is None or session_id == self.session_id) \
+                and self.final_canvas is not None:
+            return self.final_canvas
+        return canvas_of(fold_records(self.trace.records(), at).state(), session_id,
+                         self.summary)
 
     def events(self) -> pd.DataFrame:
         """The run's domain events, one row each (see :func:`sim.metrics.events_frame`)."""
@@ -253,8 +269,9 @@ class RunResult:
             frames = [f for f in self.metrics.frames if sid is None or f.session_id == sid]
             if len(frames) > 1:
                 plots.save_gif(plots.canvas_animation(frames, title=title), path("build.gif"))
-        if self.canvas is not None:
-            plots.save_canvas_png(path("canvas.png"), self.canvas, self.claims, title=title)
+        if self.final_canvas is not None:
+            plots.save_canvas_png(path("canvas.png"), self.final_canvas, self.claims,
+                                  title=title)
         spans = task_intervals(events, self.tasks)
         if len(spans):
             plots.gantt_figure(spans, title=title).savefig(path("gantt.png"))

@@ -19,7 +19,7 @@ from sim.log import decode
 from sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector, events_frame
 from sim.rebuild import pair_writes, world_at
 from sim.rebuild_more import LogIndex, _completion
-from sim.record import delegations_frame, record_repr
+from sim.record import canvas_of, delegations_frame, record_repr
 from sim.store import StoredLog
 from sim.trace import DELIVER, DROP, EVENT, TraceRecord
 
@@ -65,20 +65,8 @@ class StoredRun(StoredLog):
         """The canvas (``[y, x]`` tile codes) of ``session_id`` (default: the summary's
         session, else the first) after every record at or before simulated time ``at``
         (default: the end), folded from the snapshots and the log. None when that
-        session has no canvas then."""
-        world = self.world(at)
-        if not world:
-            return None
-        sid = session_id
-        if sid is None:
-            summary = self.summary
-            sid = summary.get("session_id") if summary else None
-            if sid not in world:
-                sid = next(iter(world))
-        part = world.get(sid)
-        if part is None or part.get("canvas") is None:
-            return None
-        return np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
+        session has no canvas then (:func:`sim.record.canvas_of`)."""
+        return canvas_of(self.world(at), session_id, self.summary)
 
     def timeseries(self, session_id: str | None = None, *,
                    interval: float = DEFAULT_INTERVAL) -> pd.DataFrame:

@@ -190,7 +190,7 @@ def test_barnraise_run_from_python() -> None:
     from sim.dispatch import seed_for
 
     blueprint = kernel_blueprint(60, np.random.default_rng(seed_for(9, "scenario:blueprint")))
-    assert result.canvas is not None and np.array_equal(result.canvas, blueprint)
+    assert result.canvas() is not None and np.array_equal(result.canvas(), blueprint)
     with pytest.raises(barnraise.ParamError, match="strategy"):
         barnraise.run("kernel_build", strategy="zigzag")
 

@@ -133,7 +133,7 @@ def test_a_run_result_comes_back_from_a_worker_process() -> None:
     assert there.summary == {**here.summary, "wall_seconds": there.summary["wall_seconds"]}
     pd.testing.assert_frame_equal(there.timeseries(), here.timeseries())
     pd.testing.assert_frame_equal(there.events(), here.events())
-    assert (there.canvas == here.canvas).all()
+    assert (there.canvas() == here.canvas()).all()
     again = pickle.loads(pickle.dumps(there))
     assert again.trace.digest == here.trace_digest and len(again.trace) == len(here.trace)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import pathlib
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -46,6 +47,15 @@ def test_a_run_and_its_store_give_equal_frames(name: str, tmp_path: pathlib.Path
     agents = live.agent_timeseries()
     assert list(agents.columns) == list(AGENT_DTYPES)
     pd.testing.assert_frame_equal(stored.agent_timeseries(), agents)
+    # the canvas, at the end (kept live, folded stored) and halfway (folded on both sides)
+    end, half = live.canvas(), live.canvas(at=live.summary["virtual_time"] / 2)
+    for here, there in ((end, stored.canvas()), (half, stored.canvas(at=live.summary[
+            "virtual_time"] / 2))):
+        assert (here is None) == (there is None)
+        if here is not None:
+            assert there is not None and np.array_equal(here, there)
+    if end is not None:  # the trace's fold at the end is the canvas the run kept
+        assert np.array_equal(live.canvas(at=live.summary["virtual_time"] + 1.0), end)
 
 
 def test_the_delegations_of_a_delegating_run_are_its_tasks(tmp_path: pathlib.Path) -> None:
@@ -141,3 +151,28 @@ def test_without_latency_no_letter_waits_at_a_sample(tmp_path: pathlib.Path) -> 
     ticks = live.timeseries().query("trigger != 'event'")
     assert len(ticks) > 10
     assert (ticks["mailbox_max"] == 0).all() and ticks["mailbox_max_agent"].isna().all()
+
+
+def test_a_live_runs_canvas_at_a_time_is_folded_from_its_trace(
+        tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "run.db"
+    live = barnraise.run("kernel_build", seed=0, record=False, store=path, grid_size=60,
+                         block=30)
+    stored = barnraise.open_run(path)
+    end = live.canvas()
+    assert end is live.final_canvas and end is not None and end.any()
+    t = live.summary["virtual_time"] / 2
+    half = live.canvas(at=t)
+    assert half is not None and 0 < np.count_nonzero(half) < np.count_nonzero(end)
+    start, there = live.canvas(at=0.0), stored.canvas(at=0.0)
+    assert start is not None and there is not None and np.array_equal(start, there)
+    assert np.count_nonzero(start) < np.count_nonzero(half)
+    assert live.canvas(at=-1.0) is None  # before the first record: no session yet
+    there = stored.canvas(at=t)
+    assert there is not None and np.array_equal(half, there)
+    sid = live.session_id
+    assert sid is not None
+    by_name = live.canvas(at=t, session_id=sid)
+    assert by_name is not None and np.array_equal(by_name, half)
+    assert live.canvas(session_id="no-such-session") is None
+    assert stored.canvas(session_id="no-such-session") is None

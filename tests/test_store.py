@@ -58,8 +58,8 @@ def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) 
                                  if r.kind == "event" and r.type == "task_completed")
     assert all(e["type"] == "task_completed" for e in completed)
     canvas = view.canvas()
-    assert canvas is not None and memory.canvas is not None
-    assert np.array_equal(canvas, memory.canvas)
+    assert canvas is not None and memory.canvas() is not None
+    assert np.array_equal(canvas, memory.canvas())
     delegations = view.delegation_rows()
     assert sorted(d["task_id"] for d in delegations) == sorted(t["task_id"]
                                                                for t in memory.tasks)

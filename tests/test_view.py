@@ -214,7 +214,7 @@ def test_the_page_follows_a_run_paused_stepped_and_to_its_end(
     final = _status(page)
     assert final["state"] == "finished" and final["bad"] == 0
     pixels = np.array(page.evaluate("__view.pixels()"), dtype=np.uint8)
-    canvas = w.result.canvas
+    canvas = w.result.canvas()
     assert canvas is not None
     expected = _expected_pixels(canvas)
     assert pixels.shape == (expected.size,)
