@@ -236,7 +236,9 @@ class RunResult:
         summary.json, trace.jsonl, events.csv; with metrics timeseries.csv and
         agents.csv; with a canvas canvas.png; and the plots that have data:
         timeseries.png, gantt.png, dag.png, sequence.png (the first 60 letters),
-        build.gif (with canvas frames). Returns the paths written.
+        build.gif (with canvas frames). The CSV files hold every session's rows, each
+        with its ``session_id``; the plots are of the summary's session (the canvas,
+        tasks and claims the run kept are its). Returns the paths written.
         """
         from sim import plots
 
@@ -257,13 +259,13 @@ class RunResult:
         events.to_csv(path("events.csv"), index=False)
         title = str(self.summary["scenario"])
         if self.metrics is not None:
-            # The summary's session (the one its figures are of); every session when
-            # that one was never sampled (it closed before the first sample).
+            self.timeseries().to_csv(path("timeseries.csv"), index=False)
+            self.agent_timeseries().to_csv(path("agents.csv"), index=False)
+            # The chart is of the summary's session (the one its figures are of); of
+            # every session when that one was never sampled (it closed before).
             sampled = {s.session_id for s in self.metrics.samples}
             sid = self.session_id if self.session_id in sampled else None
             series = self.timeseries(sid)
-            series.to_csv(path("timeseries.csv"), index=False)
-            self.agent_timeseries(sid).to_csv(path("agents.csv"), index=False)
             if len(series):
                 plots.timeseries_figure(series, title=title).savefig(path("timeseries.png"))
             frames = [f for f in self.metrics.frames if sid is None or f.session_id == sid]

@@ -743,8 +743,10 @@ def messages_frame(trace: Trace, start: float = 0.0, end: float = math.inf) -> p
     """Deliveries and drops between ``start`` and ``end`` (simulation seconds), in order.
 
     Columns: ``seq``, ``t``, ``kind`` (``deliver`` or ``drop``), ``sender``,
-    ``recipient``, ``type`` (the message type), ``reason`` (a drop's; else None),
-    ``bytes`` (the content's size as traced).
+    ``recipient``, ``type`` (the message type), ``session_id`` (the session a delivered
+    letter names: its ``session_id``, or its tool call's ``args.session_id``; else None,
+    and None for a drop, whose record keeps the reason and message id only),
+    ``reason`` (a drop's; else None), ``bytes`` (the content's size as traced).
     """
     import pandas as pd
 
@@ -753,15 +755,31 @@ def messages_frame(trace: Trace, start: float = 0.0, end: float = math.inf) -> p
         if record.kind not in ("deliver", "drop") or not start <= record.t <= end:
             continue
         reason = None
-        if record.kind == "drop":
+        session = None
+        if record.kind == "drop" or b'"session_id"' in record.content:
             body = record.content_obj()
-            reason = body.get("reason") if isinstance(body, dict) else None
+            if record.kind == "drop":  # a drop's record names the reason, not the letter
+                reason = body.get("reason") if isinstance(body, dict) else None
+            else:
+                session = _session_of(body)
         rows.append((record.seq, record.t, record.kind, record.sender, record.recipient,
-                     record.type, reason, len(record.content)))
-    columns = ["seq", "t", "kind", "sender", "recipient", "type", "reason", "bytes"]
+                     record.type, session, reason, len(record.content)))
+    columns = ["seq", "t", "kind", "sender", "recipient", "type", "session_id", "reason",
+               "bytes"]
     return pd.DataFrame(rows, columns=columns).astype(
         {"seq": "int64", "t": "float64", "kind": "string", "sender": "string",
-         "recipient": "string", "type": "string", "reason": "string", "bytes": "int64"})
+         "recipient": "string", "type": "string", "session_id": "string",
+         "reason": "string", "bytes": "int64"})
+
+
+def _session_of(body: Any) -> str | None:
+    """The session a letter's content names (its own ``session_id`` or its call's)."""
+    if not isinstance(body, dict):
+        return None
+    sid = body.get("session_id")
+    if sid is None and isinstance(body.get("args"), dict):
+        sid = body["args"].get("session_id")
+    return sid if isinstance(sid, str) else None
 
 
 def task_intervals(events: pd.DataFrame, tasks: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
@@ -775,29 +793,32 @@ def task_intervals(events: pd.DataFrame, tasks: Sequence[Mapping[str, Any]] = ()
     for a verdict inside the attempt (NaN when there was none). ``repair``: a
     build task over a region that a completed build task already covered (needs
     ``tasks``, the final task list with ``task_id``, ``type``, ``region``; else
-    False). Columns: task_id, type, agent_id, start, end, outcome, repair,
-    approval_start, approval_end.
+    False). Columns: task_id, session_id (its ``task_created`` event's), type, agent_id,
+    start, end, outcome, repair, approval_start, approval_end.
     """
     import pandas as pd
 
     info = {str(t["task_id"]): t for t in tasks}
     types: dict[str, str] = {}
+    sessions: dict[str, str | None] = {}
     open_: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     last_t = float(events["t"].max()) if len(events) else 0.0
     enders = {"task_completed": "completed", "task_failed": "failed",
               "task_cancelled": "cancelled", "task_requeued": "requeued",
               "task_blocked": "blocked"}
-    for event, t, task_id, agent_id, payload in zip(
+    for event, t, task_id, agent_id, payload, session in zip(
             events["event"], events["t"], events["task_id"], events["agent_id"],
-            events["payload"], strict=True):
+            events["payload"], events["session_id"], strict=True):
         if task_id is None or pd.isna(task_id):
             continue
         task_id = str(task_id)
         if event == "task_created":
             types[task_id] = str(json.loads(payload).get("type", ""))
+            sessions[task_id] = None if pd.isna(session) else str(session)
         elif event == "task_accepted":
-            open_[task_id] = {"task_id": task_id, "type": types.get(task_id, ""),
+            open_[task_id] = {"task_id": task_id, "session_id": sessions.get(task_id),
+                              "type": types.get(task_id, ""),
                               "agent_id": str(agent_id), "start": float(t), "end": math.nan,
                               "outcome": "unfinished", "approval_start": math.nan,
                               "approval_end": math.nan}
@@ -825,10 +846,11 @@ def task_intervals(events: pd.DataFrame, tasks: Sequence[Mapping[str, Any]] = ()
             row["repair"] = any(_covers(b, box) for b in built)
             if row["outcome"] == "completed":
                 built.append(box)
-    columns = ["task_id", "type", "agent_id", "start", "end", "outcome", "repair",
-               "approval_start", "approval_end"]
+    columns = ["task_id", "session_id", "type", "agent_id", "start", "end", "outcome",
+               "repair", "approval_start", "approval_end"]
     return pd.DataFrame(rows, columns=columns).astype(
-        {"task_id": "string", "type": "string", "agent_id": "string", "start": "float64",
+        {"task_id": "string", "session_id": "string", "type": "string",
+         "agent_id": "string", "start": "float64",
          "end": "float64", "outcome": "string", "repair": "bool",
          "approval_start": "float64", "approval_end": "float64"})
 

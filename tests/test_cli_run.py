@@ -8,10 +8,13 @@ import textwrap
 import types
 
 import numpy as np
+import pandas as pd
 import pytest
 
+import barnraise
 from barnraise.cli import main
 from barnraise.runner import ScenarioError, coerce_params
+from sim.metrics import read_agent_timeseries, read_timeseries
 
 REQUIRED = {"scenario", "seed", "mode", "success", "trace_digest", "virtual_time",
             "wall_seconds", "messages_delivered", "messages_dropped", "agents",
@@ -337,3 +340,28 @@ def test_out_writes_the_metrics_files(tmp_path: pathlib.Path,
     events = (out / "events.csv").read_text().splitlines()
     assert events[0].startswith("seq,t,source,topic,event")
     assert summary["success"] is True
+
+
+def test_out_of_a_multi_session_run_keeps_every_session_apart(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """mode_comparison runs a session per coordination mode: --out's CSV files hold every
+    session's rows, each with its session_id, and every frame of the result has one."""
+    out = tmp_path / "run"
+    assert main(["run", "mode_comparison", "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    result = barnraise.run("mode_comparison")
+    sessions = set(result.timeseries()["session_id"])
+    assert len(sessions) == 3
+    series = read_timeseries(out / "timeseries.csv")
+    pd.testing.assert_frame_equal(series, result.timeseries())
+    agents = read_agent_timeseries(out / "agents.csv")
+    assert set(agents["session_id"]) == sessions
+    events = pd.read_csv(out / "events.csv")
+    assert set(events["session_id"].dropna()) == sessions
+    frames = {"timeseries": result.timeseries(), "agents": result.agent_timeseries(),
+              "events": result.events(), "delegations": result.delegations(),
+              "messages": result.messages(), "task_intervals": result.task_intervals()}
+    for name, frame in frames.items():
+        assert "session_id" in frame.columns, name
+    assert set(frames["messages"]["session_id"].dropna()) == sessions
+    assert set(frames["task_intervals"]["session_id"]) <= sessions

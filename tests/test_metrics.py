@@ -101,9 +101,9 @@ def test_events_frame_and_csv_round_trip(kernel: RunResult, tmp_path: pathlib.Pa
     assert {"timeseries.csv", "agents.csv", "events.csv", "timeseries.png", "gantt.png",
             "dag.png", "sequence.png", "build.gif", "canvas.png"} <= written
     pd.testing.assert_frame_equal(read_timeseries(tmp_path / "timeseries.csv"),
-                                  kernel.timeseries(kernel.session_id))
+                                  kernel.timeseries())
     pd.testing.assert_frame_equal(read_agent_timeseries(tmp_path / "agents.csv"),
-                                  kernel.agent_timeseries(kernel.session_id))
+                                  kernel.agent_timeseries())
     assert len(pd.read_csv(tmp_path / "events.csv")) == len(events)
 
 
