@@ -45,7 +45,7 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.canvas import parse_tile
+from sim.canvas import completion_percent, parse_tile
 from sim.log import CALL, RESUMED, decode
 from sim.ops import BLUEPRINT, CHECKPOINT, PREFIX, ROLLBACK, SESSION
 from sim.rebuild import Pairing, World, WorldFold
@@ -121,20 +121,6 @@ def _blueprint(value: Any) -> NDArray[np.uint8] | None:
         return np.array([[int(parse_tile(v)) for v in row] for row in value], dtype=np.uint8)
     except (ValueError, TypeError, KeyError):
         return None
-
-
-def _completion(canvas: NDArray[np.uint8] | None, blueprint: NDArray[np.uint8] | None
-                ) -> float:
-    """Percent of the blueprint done, two decimals, as the regions service computes it."""
-    if canvas is None or blueprint is None or blueprint.shape != canvas.shape:
-        return 0.0
-    wanted = blueprint != 0
-    total = int(np.count_nonzero(wanted))
-    if total:
-        share = int(np.count_nonzero((canvas == blueprint) & wanted)) / total
-    else:
-        share = 1.0 if bool((canvas == blueprint).all()) else 0.0
-    return round(100 * share, 2)
 
 
 class LogIndex:
@@ -350,7 +336,7 @@ class LogIndex:
             statuses[status] = statuses.get(status, 0) + 1
         delivered, dropped = self.counts(upto)
         return {"t": round(world.at, 6),
-                "completion": _completion(canvas, plans[-1] if plans else None),
+                "completion": completion_percent(canvas, plans[-1] if plans else None),
                 "tiles_placed": f.placed.at(upto), "conflicts": f.conflict.at(upto),
                 "lost_work": f.lost.at(upto), "claims": 0 if part is None else len(part.claims),
                 "tasks_completed": statuses.get("completed", 0),

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from sim.canvas import completion_percent
 from sim.log import decode
 from sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector, events_frame
 from sim.rebuild import pair_writes, world_at
-from sim.rebuild_more import LogIndex, _completion
+from sim.rebuild_more import LogIndex
 from sim.record import canvas_of, delegations_frame, record_repr
 from sim.store import StoredLog
 from sim.trace import DELIVER, DROP, EVENT, TraceRecord
@@ -233,7 +234,7 @@ class _Sampler:
                             str(task[1])) for tid, task in part.tasks.items()),
                 part.canvas, plan is not None,
                 _Progress(f.tiles_placed, f.conflicts, f.lost_work,
-                          _completion(part.canvas, plan) if plan is not None else None,
+                          completion_percent(part.canvas, plan) if plan is not None else None,
                           dict(f.by_agent))))
             read.append(final or collector.needs_tasks(sid))
         collector.sample(t, views, delivered=self.delivered, dropped=self.dropped,
