@@ -25,9 +25,10 @@ answered from:
   one for each), ``completion`` (the canvas against the last blueprint set on
   ``regions``, by its ``_blueprint`` operation or the ``blueprint_set`` tool, as
   the service computes it), and the claims and task counts of the
-  folded world. :meth:`LogIndex.point` makes one point from a folded world; given
-  times, the pass also folds the world forward as :func:`~sim.rebuild.world_at`
-  does and keeps a point at each (:attr:`LogIndex.series`).
+  folded world. :meth:`LogIndex.point` makes one point from a folded world; given a
+  visitor, the pass also folds the world forward as :func:`~sim.rebuild.world_at`
+  does, and the visitor reads it between records (``StoredRun.samples()`` feeds the
+  metrics collector so: the run's series, which the view's chart draws).
 
 **Mailbox depths are not here**: a letter is logged when it is handled (or
 dropped), never when it is sent, so how many letters wait in a mailbox at a given
@@ -37,7 +38,7 @@ time cannot be known from the log.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -127,17 +128,14 @@ class LogIndex:
     """One pass over ``run``'s log: the task graph's operations and the figures' timelines
     (see the module doc). ``pairing`` is :func:`sim.rebuild.pair_writes` of the same log.
 
-    With ``samples`` (simulated times), the same pass folds the world forward as
-    :func:`~sim.rebuild.world_at` does (it drives that module's fold) and keeps the
-    chart's point of ``session`` (None: the first session the log opens) at each of
-    those times in :attr:`series`. With ``visit``, it is called with the index and each
+    With ``visit``, the same pass folds the world forward as :func:`~sim.rebuild.world_at`
+    does (it drives that module's fold), and ``visit`` is called with the index and each
     record before the pass takes the record in (and with None at the end), while
     :attr:`fold` and :meth:`figures_now` hold the world and figures after the records
-    before it: ``StoredRun.timeseries()`` samples the run there.
+    before it: ``StoredRun.samples()`` samples the run there.
     """
 
-    def __init__(self, run: StoredLog, pairing: Pairing, *, samples: Iterable[float] = (),
-                 session: str | None = None,
+    def __init__(self, run: StoredLog, pairing: Pairing, *,
                  visit: Callable[[LogIndex, TraceRecord | None], None] | None = None) -> None:
         self.run = run
         self.pairing = pairing
@@ -149,24 +147,16 @@ class LogIndex:
         self.notes: list[str] = []
         #: Every session the log opens on regions, in order.
         self.sessions: list[str] = []
-        #: The chart's points at the ``samples`` times (those when its session was open).
-        self.series: list[dict[str, Any]] = []
         self._delivered: list[int] = []  # seqs of the deliver and drop records, rising
         self._dropped: list[int] = []
-        wanted = sorted(samples)
-        fold = WorldFold({}, pairing) if wanted or visit is not None else None
-        #: The world as the pass has folded it so far (with ``samples`` or ``visit``).
+        fold = WorldFold({}, pairing) if visit is not None else None
+        #: The world as the pass has folded it so far (with ``visit``; else None).
         self.fold = fold
-        i = 0
-        seq = 0
         delegate: tuple[str, tuple[str, ...]] | None = None  # (session, dependencies)
         orders: dict[str, int] = {}
         records = run.records()
         try:
             for r in records:
-                while i < len(wanted) and r.t > wanted[i]:
-                    self._sample(fold, wanted[i], seq, session)
-                    i += 1
                 if visit is not None:
                     visit(self, r)
                 if r.kind == DELIVER:
@@ -181,20 +171,12 @@ class LogIndex:
                     self._event(r, delegate, orders)
                     if r.type in ("task_created", RESUMED):  # (a stopped run's call
                         delegate = None  # may have made no task before the stop)
-                if fold is not None and (i < len(wanted) or visit is not None):
+                if fold is not None:
                     fold.apply(r)
-                seq = r.seq + 1
         finally:
             records.close()
-        for t in wanted[i:]:
-            self._sample(fold, t, seq, session)
         if visit is not None:
             visit(self, None)
-
-    def _sample(self, fold: WorldFold | None, t: float, seq: int, session: str | None) -> None:
-        sid = session if session is not None else next(iter(self.sessions), None)
-        if fold is not None and sid is not None and sid in fold.sessions:
-            self.series.append(self.point(World(t, seq, None, fold.sessions, []), sid))
 
     # -- the pass ------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import numpy as np
 from sim.canvas import completion_percent
 from sim.log import decode
 from sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector, events_frame
-from sim.rebuild import pair_writes, world_at
+from sim.rebuild import Pairing, pair_writes, world_at
 from sim.rebuild_more import LogIndex
 from sim.record import canvas_of, delegations_frame, record_repr
 from sim.store import StoredLog
@@ -98,15 +98,23 @@ class StoredRun(StoredLog):
         0 when it has none, where no letter waits between instants). For a deterministic
         run these are the rows the live run recorded (``tests/test_record.py``); a
         realtime run's recorder sampled by the wall clock, so its rows differ."""
+        return self.fold_samples(interval)[0]
+
+    def fold_samples(self, interval: float = DEFAULT_INTERVAL, *,
+                     pairing: Pairing | None = None) -> tuple[Metrics, LogIndex]:
+        """:meth:`samples`, and the :class:`LogIndex` of the same pass over the log (the
+        view's scrubber needs both). ``pairing``: :func:`sim.rebuild.pair_writes` of
+        this log, when the caller has it."""
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
                 or not math.isfinite(interval) or interval <= 0:
             raise ValueError(f"interval must be a finite number of seconds > 0, "
                              f"got {interval!r}")
-        records = self.records()
-        try:
-            pairing = pair_writes(records)
-        finally:
-            records.close()
+        if pairing is None:
+            records = self.records()
+            try:
+                pairing = pair_writes(records)
+            finally:
+                records.close()
         latency = float((self.info.options.get("latency") if self.info else None) or 0.0)
         deliveries: tuple[list[float], list[str]] = ([], [])
         seen: dict[str, int] = {}  # every name, by its first record (sender or recipient)
@@ -118,11 +126,11 @@ class StoredRun(StoredLog):
                     deliveries[0].append(r.t)
                     deliveries[1].append(r.recipient)
         sampler = _Sampler(float(interval), latency, deliveries, seen)
-        LogIndex(self, pairing, visit=sampler.visit)
+        index = LogIndex(self, pairing, visit=sampler.visit)
         summary = self.summary
         if self.status == "finished" and summary is not None:
             sampler.finish(summary.get("virtual_time"))
-        return sampler.collector.result()
+        return sampler.collector.result(), index
 
 
 class _Member(NamedTuple):
