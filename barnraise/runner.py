@@ -49,9 +49,10 @@ import scenarios
 from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
 from actors.world import Simulation
 from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
+from sim.analyses import events_frame, messages_frame, task_intervals
 from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from sim.dispatch import Faults, FaultsError
-from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
+from sim.metrics import Metrics
 from sim.rebuild import fold_records
 from sim.record import RunRecord, canvas_of, delegations_frame, fold_delegations, record_repr
 from sim.restore import Image, image_of
@@ -206,7 +207,7 @@ class RunResult:
                          self.summary)
 
     def events(self) -> pd.DataFrame:
-        """The run's domain events, one row each (see :func:`sim.metrics.events_frame`)."""
+        """The run's domain events, one row each (see :func:`sim.analyses.events_frame`)."""
         return events_frame(self.trace)
 
     def records(self) -> Iterator[TraceRecord]:
@@ -223,11 +224,11 @@ class RunResult:
         return record_repr("RunResult", self.summary, len(self.trace))
 
     def messages(self, start: float = 0.0, end: float = math.inf) -> pd.DataFrame:
-        """Deliveries and drops in a time window (see :func:`sim.metrics.messages_frame`)."""
+        """Deliveries and drops in a time window (see :func:`sim.analyses.messages_frame`)."""
         return messages_frame(self.trace, start, end)
 
     def task_intervals(self) -> pd.DataFrame:
-        """One row per attempt at a task (see :func:`sim.metrics.task_intervals`)."""
+        """One row per attempt at a task (see :func:`sim.analyses.task_intervals`)."""
         return task_intervals(self.events(), self.tasks)
 
     def write(self, directory: str | pathlib.Path) -> list[pathlib.Path]:

@@ -3,7 +3,7 @@
 both answer, and the frames both build theirs with.
 
 * ``.summary``: the run's summary (a stored run's is None until it finished);
-* ``.events()``: the domain events as a DataFrame (:func:`sim.metrics.events_frame`'s
+* ``.events()``: the domain events as a DataFrame (:func:`sim.analyses.events_frame`'s
   columns), one row per event, the same rows for the same run;
 * ``.records()``: the raw trace records (:class:`sim.trace.TraceRecord`), in order;
 * ``.delegations()``: one row per task the run delegated (:func:`delegations_frame`);

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from sim.analyses import events_frame
 from sim.canvas import completion_percent
 from sim.log import decode
-from sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector, events_frame
+from sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector
 from sim.rebuild import Pairing, pair_writes, world_at
 from sim.rebuild_more import LogIndex
 from sim.record import canvas_of, delegations_frame, record_repr
@@ -42,7 +43,7 @@ class StoredRun(StoredLog):
                         path=self.path, status=self.status)
 
     def events(self) -> pd.DataFrame:
-        """The run's domain events, one row each (:func:`sim.metrics.events_frame`'s
+        """The run's domain events, one row each (:func:`sim.analyses.events_frame`'s
         columns; the raw log is :meth:`records`)."""
         return events_frame(self.records(kind=EVENT))
 

@@ -70,7 +70,7 @@ from PIL import Image  # noqa: E402
 
 import barnraise  # noqa: E402
 from barnraise.runner import RunResult  # noqa: E402
-from sim.metrics import messages_frame  # noqa: E402
+from sim.analyses import messages_frame  # noqa: E402
 from sim.plots import (  # noqa: E402
     TILE_NAMES,
     canvas_animation,
