@@ -98,7 +98,9 @@ class StoredRun(StoredLog):
         handled after the sample that were sent by then (the store's ``latency`` option;
         0 when it has none, where no letter waits between instants). For a deterministic
         run these are the rows the live run recorded (``tests/test_record.py``); a
-        realtime run's recorder sampled by the wall clock, so its rows differ."""
+        realtime run's recorder sampled by the wall clock, so its rows differ; under a
+        fault plan that drops letters a tile write can pair with another call's answer
+        (:func:`sim.rebuild.world_at`'s note), and the tile figures may differ."""
         return self.fold_samples(interval)[0]
 
     def fold_samples(self, interval: float = DEFAULT_INTERVAL, *,
@@ -216,13 +218,16 @@ class _Sampler:
 
     def finish(self, virtual_time: Any) -> None:
         """The final sample, at the run's end: its last record's time, or the summary's
-        ``virtual_time`` when the clock stood past it (a run driven to a deadline). The
-        log does not say whether the recorder ticked between the last record and such an
-        end (``run(until=)`` runs daemon timers, ``run_until`` stops once done), so it
-        is taken not to: every shipped scenario's run agrees."""
+        ``virtual_time`` when the clock went on past it (timers that left no record: a
+        fault plan's retries, a run driven to a deadline). The clock got there by taking
+        entries, so the recorder ticked at every interval before it (not at the end
+        itself, where the run stopped): those samples come first."""
         end = self.last_t if self.last_t is not None else 0.0
         if isinstance(virtual_time, (int, float)) and round(end, 6) != virtual_time:
             end = float(virtual_time)
+            while self.tick < end:
+                self._sample(self.tick)
+                self.tick = self.tick + self.interval
         self._sample(end, final=True)
 
     def _sample(self, t: float, final: bool = False) -> None:

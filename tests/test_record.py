@@ -176,3 +176,19 @@ def test_a_live_runs_canvas_at_a_time_is_folded_from_its_trace(
     assert by_name is not None and np.array_equal(by_name, half)
     assert live.canvas(session_id="no-such-session") is None
     assert stored.canvas(session_id="no-such-session") is None
+
+
+def test_a_run_whose_clock_went_past_its_last_record_samples_up_to_its_end(
+        tmp_path: pathlib.Path) -> None:
+    """Under a delay plan the clock goes on past the last record (timers that leave none):
+    the recorder ticked on until the end, and so does the log's fold."""
+    path = tmp_path / "run.db"
+    live = barnraise.run("kernel_build", seed=0, faults="delay=0.3", store=path,
+                         grid_size=60, block=30)
+    stored = barnraise.open_run(path)
+    last = stored.last()
+    assert last is not None and live.summary["virtual_time"] > round(last.t, 6) + 1.0
+    series = live.timeseries()
+    assert (series[series["trigger"] == "interval"]["t"] > last.t).any()
+    pd.testing.assert_frame_equal(stored.timeseries(), series)
+    pd.testing.assert_frame_equal(stored.agent_timeseries(), live.agent_timeseries())
