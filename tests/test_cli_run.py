@@ -13,7 +13,8 @@ import pytest
 
 import barnraise
 from barnraise.cli import main
-from barnraise.runner import ScenarioError, coerce_params
+from barnraise.loading import coerce_params
+from barnraise.runner import ScenarioError
 from sim.metrics import read_agent_timeseries, read_timeseries
 
 REQUIRED = {"scenario", "seed", "mode", "success", "trace_digest", "virtual_time",
@@ -107,7 +108,7 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
 
 
 def test_every_scenarios_defaults_are_within_its_bounds() -> None:
-    from barnraise.runner import list_scenarios, load
+    from barnraise.loading import list_scenarios, load
 
     for name, _ in list_scenarios():
         module = load(name)

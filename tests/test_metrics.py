@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 import barnraise
-import barnraise.runner
+import barnraise.loading
 from actors.recording import Recorder
-from barnraise.runner import RunResult
+from barnraise.outputs import RunResult
 from sim.metrics import (
     AGENT_DTYPES,
     TIMESERIES_DTYPES,
@@ -25,7 +25,7 @@ from sim.metrics import (
 )
 from sim.trace import Trace
 
-SCENARIOS = [name for name, _ in barnraise.runner.list_scenarios()]
+SCENARIOS = [name for name, _ in barnraise.loading.list_scenarios()]
 MOVING = ("region_claimed", "region_released", "conflict_detected", "task_created",
           "task_accepted", "task_completed", "task_failed", "task_cancelled", "task_blocked",
           "task_unblocked", "task_requeued", "approval_requested", "agent_joined",

@@ -23,7 +23,7 @@ from actors.agents.plans import (
     plan_runner,
 )
 from actors.world import Simulation
-from barnraise.runner import RunResult
+from barnraise.outputs import RunResult
 from barnraise.runner import run as run_scenario
 from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
 from sim.dispatch import seed_for

@@ -69,7 +69,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import barnraise  # noqa: E402
-from barnraise.runner import RunResult  # noqa: E402
+from barnraise.outputs import RunResult  # noqa: E402
 from sim.analyses import messages_frame  # noqa: E402
 from sim.plots import (  # noqa: E402
     TILE_NAMES,

@@ -168,7 +168,7 @@ def test_static_tools_see_the_real_types_of_the_public_names(tmp_path: pathlib.P
     )
     out = done.stdout
     assert "-> actors.world.Simulation" in out, out
-    assert "barnraise.runner.RunResult" in out, out
+    assert "barnraise.outputs.RunResult" in out, out
     assert 'Revealed type is "Any"' not in out, out
     # and so a typo in a keyword or a wrong type is caught before anything runs
     assert 'Unexpected keyword argument "bogus_option"' in out, out

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from barnraise import open_run
-from barnraise.runner import check_request, list_scenarios, open_store, run_request
+from barnraise.loading import list_scenarios
+from barnraise.runner import check_request, open_store, run_request
 from sim.rebuild import pair_writes, world_at
 from sim.stored import StoredRun
 from tests.helpers import HandSession, canvas_from_log

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import barnraise
-from barnraise.runner import list_scenarios
+from barnraise.loading import list_scenarios
 from sim.metrics import AGENT_DTYPES, TIMESERIES_DTYPES
 from sim.record import DELEGATION_COLUMNS, RunRecord, delegations_frame, fold_delegations
 from sim.trace import DELIVER, EVENT, TraceRecord

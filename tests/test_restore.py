@@ -22,14 +22,8 @@ from hypothesis import strategies as st
 
 from actors.world import Simulation
 from barnraise import open_run
-from barnraise.runner import (
-    check_request,
-    list_scenarios,
-    load,
-    open_store,
-    resume,
-    run_request,
-)
+from barnraise.loading import list_scenarios, load
+from barnraise.runner import check_request, open_store, resume, run_request
 from sim.canvas import TileCanvas, parse_tile
 from sim.geometry import Rect
 from sim.rebuild import pair_writes

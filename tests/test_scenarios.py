@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from barnraise.runner import list_scenarios, run
+from barnraise.loading import list_scenarios
+from barnraise.runner import run
 from tests.conftest import MODES
 
 SCENARIOS = [name for name, _ in list_scenarios()]

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from barnraise.runner import RunResult, run
+from barnraise.outputs import RunResult
+from barnraise.runner import run
 from benchmarks import scenarios_bench
 from scenarios import conflict_storm, mode_comparison, parallel_speedup
 from scenarios._kit import overlapping_pairs

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from actors.world import Simulation
-from barnraise.runner import RunResult, run
+from barnraise.outputs import RunResult
+from barnraise.runner import run
 from scenarios import permissions
 from scenarios._kit import overlapping_pairs
 

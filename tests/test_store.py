@@ -26,7 +26,8 @@ import barnraise
 import sim.store as store_module
 from actors.world import Simulation
 from barnraise.cli import main
-from barnraise.runner import list_scenarios, open_run, replay, resume, run
+from barnraise.loading import list_scenarios
+from barnraise.runner import open_run, replay, resume, run
 from sim.store import SCHEMA_VERSION, Store, StoreError, check_store, read_snapshot
 from sim.trace import Trace, TraceRecord
 from tests import crashing

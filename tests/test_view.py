@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from barnraise.runner import RunResult, check_request, run_request
+from barnraise.outputs import RunResult
+from barnraise.runner import check_request, run_request
 from barnraise.view import headless
 from sim.plots import TILE_COLOURS
 from tests.helpers import canvas_from_log

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from barnraise.runner import RunResult, check_request, run_request
+from barnraise.outputs import RunResult
+from barnraise.runner import check_request, run_request
 from sim.plots import TILE_COLOURS
 from tests import firefox
 
