@@ -63,7 +63,11 @@ def test_a_stored_runs_chart_is_its_time_series(tmp_path: Path) -> None:
     assert frame["series"][-1]["tiles_placed"] == end["tiles_placed"]
     assert frame["series"][-1]["completion"] == end["completion_percent"] == 100.0
     folded = StoredSource(run).frame()  # the fold's chart is the same series
-    assert folded["series"] == frame["series"]
+    assert folded["series"][:-1] == frame["series"][:-1]
+    # and the same point at the end, but for the dead letters of a re-execution's shutdown
+    # (its stopped agents' untaken letters; the stored log, closed by then, has none)
+    assert {k: v for k, v in folded["series"][-1].items() if k != "messages_dropped"} == \
+        {k: v for k, v in frame["series"][-1].items() if k != "messages_dropped"}
 
 
 def _store(path: Path, scenario: str, **options: Any) -> StoredRun:
