@@ -10,9 +10,12 @@
   session through the read API (``Simulation.view``, with the completion
   percentage; with the canvas only when keeping frames) and the dispatcher's
   counters (messages delivered and dropped, the deepest mailbox). In
-  deterministic mode a daemon timer on the dispatcher does it, between two
-  handlers; it re-arms only while other work is queued, so it never keeps a run
-  alive. In realtime mode a thread does it every ``interval / time_scale`` wall
+  deterministic mode a daemon timer on the dispatcher does it, after everything
+  else due at that instant (its priority, :data:`TICK_PRIORITY`, is below any
+  letter's or timer's), so a sample at ``t`` shows the world after every record
+  at or before ``t``: the fold of a stored log (``StoredRun.timeseries()``) takes
+  its samples at the same place. It re-arms only while other work is queued, so
+  it never keeps a run alive. In realtime mode a thread does it every ``interval / time_scale`` wall
   seconds, and the read API asks each owner on its own thread.
 
 What a caller may rely on: the recorder sends no message and receives none, and
@@ -30,15 +33,13 @@ import threading
 from typing import TYPE_CHECKING, Any, Final
 
 from sim.dispatch import DeterministicDispatcher, Statistics, Timer
-from sim.metrics import Metrics, MetricsCollector
+from sim.metrics import DEFAULT_INTERVAL, TICK_PRIORITY, Metrics, MetricsCollector
 
 if TYPE_CHECKING:
     from actors.world import Simulation
 
 __all__ = ["DEFAULT_INTERVAL", "Recorder"]
 
-#: Simulated seconds between interval samples unless told otherwise.
-DEFAULT_INTERVAL: Final = 1.0
 #: Largest frame side (cells) one may ask for.
 MAX_FRAME_SIZE: Final = 4096
 
@@ -90,7 +91,7 @@ class Recorder:
         self._stop = threading.Event()
         if self._deterministic:
             self._timer = dispatcher.call_later(self.interval, _Tick(), self._tick,  # type: ignore[arg-type]
-                                                daemon=True)
+                                                daemon=True, priority=TICK_PRIORITY)
         else:
             self._thread = threading.Thread(target=self._loop, name="barnraise-recorder",
                                             daemon=True)
@@ -108,7 +109,7 @@ class Recorder:
         # so an otherwise empty queue stays empty (the run's verdict is unchanged).
         if not self._stop.is_set() and (stats.queued > 0 or stats.pending_timers > 0):
             self._timer = dispatcher.call_later(self.interval, _Tick(), self._tick,  # type: ignore[arg-type]
-                                                daemon=True)
+                                                daemon=True, priority=TICK_PRIORITY)
 
     def _loop(self) -> None:
         dispatcher = self.simu.dispatcher

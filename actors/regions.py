@@ -53,7 +53,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from actors.service import REPLY_MARGIN, Call, SessionInfo, SessionService, fit_prefix
-from sim.canvas import MatchResult, Tile, TileCanvas, parse_tile
+from sim.canvas import MatchResult, Tile, TileCanvas, completion_percent, parse_tile
 from sim.dispatch import Timer
 from sim.events import ConflictDetected, RegionClaimed, RegionReleased
 from sim.geometry import Rect, find_free_placement, free_rectangles
@@ -370,10 +370,9 @@ def _share(m: MatchResult) -> float:
 
 
 def _completion(s: _World) -> float:
-    """Percent of the blueprint done (two decimals; 0.0 without one): a pass over the canvas."""
-    if s.blueprint is None:
-        return 0.0
-    return round(100 * _share(s.canvas.match(s.blueprint, limit=0)), 2)
+    """Percent of the blueprint done (two decimals; 0.0 without one): a pass over the canvas
+    (:func:`sim.canvas.completion_percent`, the rule a stored log's fold uses too)."""
+    return completion_percent(s.canvas.tiles, s.blueprint)
 
 
 def _artifact(record: Mapping[str, Any], id_key: str) -> ArtifactView:

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from actors.stored.image import SessionImage, WorldSession
 
 __all__ = ["ANSWERS", "EVENTS", "WORLD_EVENTS", "WRITES", "Figures", "Placed", "RegionsFold",
-           "RegionsImage", "Timeline", "blueprint_of", "codes", "completion", "figures_letter",
+           "RegionsImage", "Timeline", "blueprint_of", "codes", "figures_letter",
            "is_write", "matches", "may_concern_figures", "placed_of", "rows", "serial_of",
            "world_event", "world_letter", "world_session"]
 
@@ -492,17 +492,23 @@ class Figures:
     tiles_placed: int = 0
     lost_work: int = 0
     conflicts: int = 0
-    checkpoints: dict[str, int] = field(default_factory=dict)  # id -> tiles_placed then
+    #: Tiles each writer placed (summing to tiles_placed), as regions counts them.
+    by_agent: dict[str, int] = field(default_factory=dict)
+    #: id -> (tiles_placed, by_agent) when a checkpoint of the tiles was taken.
+    checkpoints: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
     placed: Timeline = field(default_factory=Timeline)
     lost: Timeline = field(default_factory=Timeline)
     conflict: Timeline = field(default_factory=Timeline)
     #: (seq, blueprint) of every blueprint set on regions, in order.
     blueprints: list[tuple[int, NDArray[np.uint8]]] = field(default_factory=list)
 
-    def write(self, seq: int, placed: int, lost: int) -> None:
-        """A tile write at record ``seq`` whose answer counted ``placed`` and ``lost``."""
+    def write(self, seq: int, placed: int, lost: int, writer: str) -> None:
+        """A tile write by ``writer`` at record ``seq`` whose answer counted ``placed`` and
+        ``lost``."""
         self.tiles_placed += placed
         self.lost_work += lost
+        if placed:
+            self.by_agent[writer] = self.by_agent.get(writer, 0) + placed
         self.placed.set(seq, self.tiles_placed)
         self.lost.set(seq, self.lost_work)
 
@@ -538,9 +544,10 @@ def figures_letter(figures: dict[str, Figures], r: TraceRecord, content: dict[st
             # Only a checkpoint of the tiles keeps (and a rollback to it puts back) the
             # count, as regions does; one of the session state alone leaves it be.
             if "tiles" in (content.get("include") or ()):
-                f.checkpoints[cid] = f.tiles_placed
+                f.checkpoints[cid] = (f.tiles_placed, dict(f.by_agent))
         elif cid in f.checkpoints:
-            f.tiles_placed = f.checkpoints[cid]
+            f.tiles_placed, kept = f.checkpoints[cid]
+            f.by_agent = dict(kept)
             f.placed.set(r.seq, f.tiles_placed)
 
 
@@ -559,16 +566,3 @@ def blueprint_of(value: Any) -> NDArray[np.uint8] | None:
     except (ValueError, TypeError, KeyError):
         return None
 
-
-def completion(canvas: NDArray[np.uint8] | None, blueprint: NDArray[np.uint8] | None
-               ) -> float:
-    """Percent of the blueprint done, two decimals, as the regions service computes it."""
-    if canvas is None or blueprint is None or blueprint.shape != canvas.shape:
-        return 0.0
-    wanted = blueprint != 0
-    total = int(np.count_nonzero(wanted))
-    if total:
-        share = int(np.count_nonzero((canvas == blueprint) & wanted)) / total
-    else:
-        share = 1.0 if bool((canvas == blueprint).all()) else 0.0
-    return round(100 * share, 2)

@@ -10,7 +10,8 @@ errors a caller catches, and the submodules :mod:`barnraise.kit` (the scenario-a
 helpers), :mod:`barnraise.plots` (figures) and :mod:`barnraise.gateway` (the network).
 
 Everything else lives in the module that owns it: ``barnraise.runner`` (``resume``,
-``replay``, ``list_scenarios``, ``RunSummary``), ``sim.tools`` (``TOOLS``),
+``replay``), ``barnraise.loading`` (``list_scenarios``), ``barnraise.outputs``
+(``RunSummary``), ``sim.tools`` (``TOOLS``),
 ``sim.tool_methods`` (the typed tool methods and their argument and result types),
 ``sim.dispatch`` (``Dispatcher``, ``RunReport``), ``sim.policy`` (``Policy``),
 ``sim.metrics`` (``Metrics``), ``actors.stored.run`` (``StoredRun``), ``sim.views``
@@ -45,7 +46,8 @@ from actors.base import Agent, DeliveryError, RequestError, WaitTimeout
 from actors.world import Client, Simulation
 from barnraise import gateway, kit, plots
 from barnraise.gateway.remote import RemoteError, connect
-from barnraise.runner import RunResult, open_run, run
+from barnraise.outputs import RunResult
+from barnraise.runner import open_run, run
 from barnraise.sweeps import SweepError, sweep
 from scenarios import ParamError, ScenarioError
 from sim.dispatch import make_dispatcher

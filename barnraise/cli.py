@@ -25,17 +25,13 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from barnraise.loading import UnverifiedScript, describe, list_scenarios, load
+from barnraise.outputs import RunResult, check_out_dir
 from barnraise.runner import (
     ResumeDivergence,
-    RunResult,
     ScenarioError,
     StoreError,
-    UnverifiedScript,
-    check_out_dir,
     check_request,
-    describe,
-    list_scenarios,
-    load,
     open_run,
     open_store,
     replay,

@@ -160,7 +160,7 @@ def save_canvas_png(path: str | pathlib.Path, tiles: np.ndarray[Any, Any],
 
 
 def gantt_figure(spans: pd.DataFrame, *, title: str = "") -> Figure:
-    """Tasks per agent over time: :func:`sim.metrics.task_intervals`'s table as bars.
+    """Tasks per agent over time: :func:`sim.analyses.task_intervals`'s table as bars.
 
     One row per agent (in order of first work), one bar per attempt coloured by
     its outcome; repairs are hatched; a wait for an approval is a yellow bar
@@ -299,7 +299,7 @@ def dag_figure(tasks: Sequence[Mapping[str, Any]], *, title: str = "") -> Figure
 
 def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = None,
                     title: str = "", max_messages: int = 60) -> Figure:
-    """A message sequence diagram of :func:`sim.metrics.messages_frame`'s table.
+    """A message sequence diagram of :func:`sim.analyses.messages_frame`'s table.
 
     A lifeline per agent (``agents``, or everyone who appears, in order of first
     appearance), an arrow per delivery from sender to recipient, a cross at the

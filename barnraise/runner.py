@@ -1,35 +1,18 @@
-"""Running scenarios: find one, check its parameters, run it, summarise it.
+"""Running scenarios: check a request, run it (on a store, resumed, replayed), summarise it.
 
-A scenario is a Python module (in ``scenarios/``, or any file given by path) with:
-
-* a docstring: its first line is the one-line description ``barnraise scenarios``
-  shows; the rest says what it shows, its parameters and its success check;
-* ``PARAMS``: a dict of parameter defaults, whose types are the parameters' types;
-* ``run(simu, **params) -> dict``: drives a :class:`~actors.world.Simulation`
-  and returns the scenario's own figures (its ``metrics``); a ``session_id`` key
-  names the session whose world figures go into the summary (else the first);
-* ``check(summary) -> bool``: the success check, over the whole summary;
-* optionally ``SIMULATION``: keyword arguments for the Simulation (a bigger
-  message limit for large blueprints, say);
-* optionally ``describe(summary) -> list[str]``: the scenario's own lines for the
-  text summary (what its counts mean, a comparison table).
-
-:func:`run` returns a :class:`RunResult`; its ``summary`` is what ``barnraise run
---json`` prints; by default it also holds the run's per-step metrics
+:func:`run` returns a :class:`~barnraise.outputs.RunResult`; its ``summary`` is what
+``barnraise run --json`` prints; by default it also holds the run's per-step metrics
 (``RunResult.timeseries()``). Problems with the request itself (unknown scenario,
 unknown or ill-typed parameter, missing file, a bad seed, mode, time scale or
-recording option) raise :class:`ScenarioError` before anything runs.
+recording option) raise :class:`ScenarioError` before anything runs. Finding and
+loading a scenario (what a scenario module holds) is :mod:`barnraise.loading`'s; what
+a run gives back and writes, :mod:`barnraise.outputs`'.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
-import importlib
-import importlib.util
-import inspect
-import json
 import math
 import os
 import pathlib
@@ -38,44 +21,34 @@ import time
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
 
 import scenarios
 from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
 from actors.stored.resume import Image, image_of
 from actors.stored.run import StoredRun
 from actors.world import Simulation
-from scenarios import ANY_NUMBER, Bound, ParamError, ScenarioError
+from barnraise.loading import UnverifiedScript, _load, coerce_params, is_script
+from barnraise.outputs import RunResult, RunSummary
+from scenarios import ParamError, ScenarioError
 from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from sim.dispatch import Faults, FaultsError
-from sim.metrics import Metrics, events_frame, messages_frame, task_intervals
-from sim.record import RunRecord, delegations_frame, fold_delegations, record_repr
 from sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
-from sim.trace import Trace, TraceRecord
 from sim.views import WorldView
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 __all__ = [
     "ParamError",
     "Request",
-    "RunResult",
-    "RunSummary",
     "ScenarioError",
     "StoreError",
-    "UnverifiedScript",
-    "check_out_dir",
     "check_request",
-    "coerce_params",
-    "describe",
-    "list_scenarios",
-    "load",
     "open_run",
     "replay",
     "resume",
@@ -88,316 +61,6 @@ __all__ = [
 
 class ResumeDivergence(Exception):
     """A resumed or replayed run did not reproduce its stored log (names the record)."""
-
-
-class RunSummary(TypedDict):
-    """A run's summary (``RunResult.summary``, ``summary.json``): what ``barnraise run``
-    prints. The world figures are of the summary's session (``session_id``; None, 0
-    and empty when the run made none)."""
-
-    scenario: str
-    seed: int
-    mode: str
-    params: dict[str, Any]
-    #: Realtime runs: wall seconds per simulated second (None in deterministic mode).
-    time_scale: float | None
-    trace_digest: str
-    virtual_time: float
-    wall_seconds: float
-    messages_delivered: int
-    messages_dropped: int
-    #: Dead letters by reason.
-    dead_letters: dict[str, int]
-    session_id: str | None
-    agents: int
-    tiles_placed: int
-    has_blueprint: bool
-    #: Of the blueprint built, 0-100 (None without a blueprint).
-    completion_percent: float | None
-    conflicts: int
-    lost_work: int
-    tasks_completed: int
-    tasks_failed: int
-    #: Tasks by status.
-    tasks: dict[str, int]
-    behaviour_errors: int
-    #: How the run ended (a :class:`sim.dispatch.RunReport` reason) and who still waited.
-    run_end: str
-    waiting: list[str]
-    #: What the scenario's own ``run`` returned.
-    metrics: dict[str, Any]
-    #: Counts of the injected faults (None: the run had no fault plan).
-    faults: dict[str, Any] | None
-    #: The scenario's success check, over the rest of the summary.
-    success: bool
-
-
-@dataclass
-class RunResult:
-    """What a scenario run produced. It pickles, so it comes back from worker processes.
-
-    ``trace`` is the run's trace (its digest is ``trace_digest``); ``canvas`` and
-    ``claims`` the summary session's tiles and claims at the end (claims as dicts:
-    ``bounds``, ``color``, ``agent_id``, ``agent_name``); ``tasks`` its tasks at
-    the end (plain dicts: task_id, type, description, status, assigned_to,
-    dependencies, region, ...); ``metrics`` what the recorder sampled (None when
-    the run was not recorded).
-    """
-
-    summary: RunSummary
-    trace: Trace
-    canvas: np.ndarray[Any, Any] | None = None
-    claims: list[dict[str, Any]] = field(default_factory=list)
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    metrics: Metrics | None = None
-    #: What the store of a resumed run said about it (None for other runs).
-    stored: RunInfo | None = None
-    #: A resumed run: how many records the store held when it was resumed, and the
-    #: seconds from the start of :func:`resume` to live state (a deterministic run's
-    #: stored records all reproduced; a realtime run's world restored from them, its
-    #: crew about to start). None for other runs.
-    resumed_records: int | None = None
-    live_after: float | None = None
-
-    @property
-    def success(self) -> bool:
-        return bool(self.summary["success"])
-
-    @property
-    def trace_digest(self) -> str:
-        return str(self.summary["trace_digest"])
-
-    @property
-    def session_id(self) -> str | None:
-        """The session the summary's world figures are of (None: there was none)."""
-        sid = self.summary.get("session_id")
-        return None if sid is None else str(sid)
-
-    def _recorded(self) -> Metrics:
-        if self.metrics is None:
-            raise ValueError("this run was not recorded (run it with record=True)")
-        return self.metrics
-
-    def timeseries(self, session_id: str | None = None) -> pd.DataFrame:
-        """Model-level samples, one row each (:data:`sim.metrics.TIMESERIES_DTYPES`).
-
-        Every session's by default; ``session_id`` keeps one.
-        """
-        return self._recorded().timeseries(session_id)
-
-    def agent_timeseries(self, session_id: str | None = None) -> pd.DataFrame:
-        """Agent-level samples, one row per agent per sample (:data:`sim.metrics.AGENT_DTYPES`)."""
-        return self._recorded().agent_timeseries(session_id)
-
-    def events(self) -> pd.DataFrame:
-        """The run's domain events, one row each (see :func:`sim.metrics.events_frame`)."""
-        return events_frame(self.trace)
-
-    def records(self) -> Iterator[TraceRecord]:
-        """The run's raw trace records, in order (as shown: secrets redacted)."""
-        return self.trace.records()
-
-    def delegations(self) -> pd.DataFrame:
-        """One row per task the run delegated (:data:`sim.record.DELEGATION_COLUMNS`),
-        folded from the trace (:func:`sim.record.fold_delegations`): the frame
-        ``open_run(store).delegations()`` gives for the same run."""
-        return delegations_frame(fold_delegations(self.trace.records()))
-
-    def __repr__(self) -> str:
-        return record_repr("RunResult", self.summary, len(self.trace))
-
-    def messages(self, start: float = 0.0, end: float = math.inf) -> pd.DataFrame:
-        """Deliveries and drops in a time window (see :func:`sim.metrics.messages_frame`)."""
-        return messages_frame(self.trace, start, end)
-
-    def task_intervals(self) -> pd.DataFrame:
-        """One row per attempt at a task (see :func:`sim.metrics.task_intervals`)."""
-        return task_intervals(self.events(), self.tasks)
-
-    def write(self, directory: str | pathlib.Path) -> list[pathlib.Path]:
-        """Write the run's files and plots into ``directory`` (made if missing).
-
-        summary.json, trace.jsonl, events.csv; with metrics timeseries.csv and
-        agents.csv; with a canvas canvas.png; and the plots that have data:
-        timeseries.png, gantt.png, dag.png, sequence.png (the first 60 letters),
-        build.gif (with canvas frames). Returns the paths written.
-        """
-        from barnraise import plots
-
-        out = pathlib.Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        written: list[pathlib.Path] = []
-
-        def path(name: str) -> pathlib.Path:
-            written.append(out / name)
-            return out / name
-
-        path("summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True)
-                                        + "\n")
-        with path("trace.jsonl").open("wb") as handle:
-            for line in self.trace.to_jsonl():
-                handle.write(line)
-        events = self.events()
-        events.to_csv(path("events.csv"), index=False)
-        title = str(self.summary["scenario"])
-        if self.metrics is not None:
-            # The summary's session (the one its figures are of); every session when
-            # that one was never sampled (it closed before the first sample).
-            sampled = {s.session_id for s in self.metrics.samples}
-            sid = self.session_id if self.session_id in sampled else None
-            series = self.timeseries(sid)
-            series.to_csv(path("timeseries.csv"), index=False)
-            self.agent_timeseries(sid).to_csv(path("agents.csv"), index=False)
-            if len(series):
-                plots.timeseries_figure(series, title=title).savefig(path("timeseries.png"))
-            frames = [f for f in self.metrics.frames if sid is None or f.session_id == sid]
-            if len(frames) > 1:
-                plots.save_gif(plots.canvas_animation(frames, title=title), path("build.gif"))
-        if self.canvas is not None:
-            plots.save_canvas_png(path("canvas.png"), self.canvas, self.claims, title=title)
-        spans = task_intervals(events, self.tasks)
-        if len(spans):
-            plots.gantt_figure(spans, title=title).savefig(path("gantt.png"))
-        if self.tasks:
-            plots.dag_figure(self.tasks, title=title).savefig(path("dag.png"))
-        window = self.messages()
-        if len(window):
-            plots.sequence_figure(window, title=f"{title}: the first letters"
-                                  ).savefig(path("sequence.png"))
-        return written
-
-
-if TYPE_CHECKING:
-    def _one_record(live: RunResult, stored: StoredRun) -> tuple[RunRecord, RunRecord]:
-        """Never called: mypy holds both sides of a run's record to one protocol."""
-        return live, stored
-
-
-def list_scenarios() -> list[tuple[str, str]]:
-    """(name, one-line description) of every scenario shipped in ``scenarios/``."""
-    found = []
-    for info in sorted(pkgutil.iter_modules(scenarios.__path__), key=lambda i: i.name):
-        if info.name.startswith("_") or info.ispkg:
-            continue
-        module = importlib.import_module(f"scenarios.{info.name}")
-        if hasattr(module, "run") and hasattr(module, "PARAMS"):
-            found.append((info.name, _first_line(module)))
-    return found
-
-
-def _first_line(module: ModuleType) -> str:
-    doc = (module.__doc__ or "").strip()
-    return doc.splitlines()[0] if doc else ""
-
-
-class UnverifiedScript(UserWarning):
-    """A scenario file named to run a store again whose store keeps no SHA-256 of the file
-    it was made from (a store from before schema 4): it runs, unverified."""
-
-
-def is_script(name: str) -> bool:
-    """Does ``name`` name a scenario file (a ``.py`` path) rather than a shipped scenario?"""
-    return name.endswith(".py") or pathlib.Path(name).parent != pathlib.Path(".")
-
-
-def load(name_or_path: str) -> ModuleType:
-    """The scenario module for a shipped name or a path to a ``.py`` file."""
-    return _load(name_or_path)[0]
-
-
-def load_with_sha256(name_or_path: str) -> tuple[ModuleType, str | None]:
-    """:func:`load`, and the SHA-256 of the bytes run for a scenario file (None for a
-    shipped name): what a store made from it keeps, so only that file runs it again."""
-    return _load(name_or_path)
-
-
-def _load(name_or_path: str, expect_sha256: str | None = None, *, file: bool | None = None
-          ) -> tuple[ModuleType, str | None]:
-    """:func:`load`, and the SHA-256 of the file's bytes for a scenario file (None for a
-    shipped name). The bytes hashed are the bytes run: read once, hashed, then compiled.
-    ``expect_sha256``: refuse (StoreError), before running anything, a file whose hash
-    differs. ``file``: take ``name_or_path`` as a file's path (default: when it looks like
-    one, :func:`is_script`)."""
-    path = pathlib.Path(name_or_path)
-    sha: str | None = None
-    if is_script(name_or_path) if file is None else file:
-        if not path.is_file():
-            raise ScenarioError(f"no scenario file {name_or_path!r}")
-        try:
-            source = path.read_bytes()
-        except OSError as exc:
-            raise ScenarioError(f"scenario file {name_or_path!r}: cannot read it "
-                                f"({exc.strerror or exc})") from None
-        sha = hashlib.sha256(source).hexdigest()
-        if expect_sha256 is not None and sha != expect_sha256:
-            raise StoreError(f"scenario file {name_or_path!r} is not the file the store was "
-                             f"made from (its sha256 is {sha[:16]}..., the store keeps "
-                             f"{expect_sha256[:16]}...): nothing run")
-        spec = importlib.util.spec_from_file_location(f"user_scenario_{path.stem}", path)
-        if spec is None:
-            raise ScenarioError(f"cannot load {name_or_path!r} as a Python module")
-        module = importlib.util.module_from_spec(spec)
-        try:
-            exec(compile(source, str(path), "exec"), module.__dict__)
-        except Exception as exc:
-            raise ScenarioError(f"{name_or_path}: failed to import: {exc}") from None
-    else:
-        known = dict(list_scenarios())
-        if name_or_path not in known:
-            raise ScenarioError(f"unknown scenario {name_or_path!r}; known: "
-                                f"{', '.join(sorted(known))}")
-        module = importlib.import_module(f"scenarios.{name_or_path}")
-    for needed in ("PARAMS", "run", "check"):
-        if not hasattr(module, needed):
-            raise ScenarioError(f"{name_or_path}: a scenario needs {needed} "
-                                "(see barnraise/runner.py)")
-    return module, sha
-
-
-def coerce_params(module: ModuleType, given: Mapping[str, Any]) -> dict[str, Any]:
-    """Defaults overlaid with ``given``, each converted to its default's type.
-
-    A string for a parameter of another type (as the CLI gives every value) is
-    read leniently: ``"4"`` for an int, ``"0.5"`` for a float, ``true`` /
-    ``false`` / ``1`` / ``0`` for a bool, JSON for a list or a dict. Any other
-    value must already have the type (an int passes for a float; a bool does
-    not pass for an int). A parameter whose default is None takes any value.
-    ScenarioError names the parameter for an unknown one, a value that does
-    not convert, or one outside the scenario's ``BOUNDS`` (any number must be
-    finite and within +-1e9).
-    """
-    defaults: dict[str, Any] = dict(module.PARAMS)
-    bounds: Mapping[str, Bound] = getattr(module, "BOUNDS", {})
-    params = dict(defaults)
-    for key, value in given.items():
-        if key not in defaults:
-            raise ScenarioError(f"unknown parameter {key!r}; parameters: "
-                                f"{', '.join(sorted(defaults)) or 'none'}")
-        params[key] = converted = _convert(key, value, defaults[key])
-        # A number with no bound of its own must still be finite and not absurd:
-        # NaN, infinity or 1e300 once reached a scenario and hung it or raised.
-        bounds.get(key, ANY_NUMBER).check(key, converted)
-    return params
-
-
-def _convert(key: str, value: Any, default: Any) -> Any:
-    if default is None:
-        return value
-    kind = type(default)
-    try:
-        if isinstance(value, str) and kind is not str:
-            if kind in (list, dict):
-                return msgspec.json.decode(value, type=kind)
-            return msgspec.convert(value, kind, strict=False)
-        return msgspec.convert(value, kind)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        # msgspec's own words add something for JSON text (where it broke, what
-        # it found) and for an item deep inside; for a lone scalar they repeat
-        # what the first half says.
-        detail = str(exc)
-        useful = (isinstance(value, str) and kind in (list, dict)) or "at `$" in detail
-        raise ScenarioError(f"parameter {key}: expected {kind.__name__}, got {value!r}"
-                            + (f" ({detail})" if useful else "")) from None
 
 
 @dataclass(frozen=True)
@@ -458,9 +121,6 @@ def _checked(scenario: str, seed: int, mode: str, time_scale: float | None,
         options["faults"] = plan
     return Request(scenario, module, seed, mode, values, options, sha)
 
-
-#: The slowest and fastest realtime clocks a run takes: one bound for every clock, kept
-#: in :mod:`sim.clock` (MIN_TIME_SCALE, MAX_TIME_SCALE, imported above).
 
 #: The largest seed a run takes (numpy's SeedSequence takes more; a bound keeps
 #: requests sane and file names short).
@@ -832,37 +492,3 @@ def _world(simu: Simulation, session_id: str | None,
         "claims": claims,
         "tasks": tasks,
     }
-
-
-def check_out_dir(path: str | os.PathLike[str]) -> pathlib.Path:
-    """Make ``path`` a directory this process can write files in, or say why it cannot.
-
-    Creates it (and its parents) when missing, and writes and removes a probe
-    file. ScenarioError names the path and the problem: an existing file where
-    the directory should be, or a place that cannot be created or written
-    (``/proc/x``, a read-only mount, no permission).
-    """
-    target = pathlib.Path(path)
-    if target.exists() and not target.is_dir():
-        raise ScenarioError(f"out directory {os.fspath(path)!r}: a file is there, not a "
-                            "directory")
-    probe = target / f".barnraise-probe-{os.getpid()}"
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ScenarioError(f"out directory {os.fspath(path)!r}: cannot write there "
-                            f"({exc.strerror or exc})") from None
-    return target
-
-
-def describe(module: ModuleType) -> dict[str, Any]:
-    """A scenario's name, docstring and parameters (name -> default, type name and,
-    where the scenario declares one, its bound in words)."""
-    bounds: Mapping[str, Bound] = getattr(module, "BOUNDS", {})
-    params = {name: {"default": value, "type": "any" if value is None else type(value).__name__,
-                     **({"bound": bounds[name].describe()} if name in bounds else {})}
-              for name, value in module.PARAMS.items()}
-    return {"name": getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1]),
-            "doc": inspect.cleandoc(module.__doc__ or ""), "params": params}

@@ -56,7 +56,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from barnraise.runner import MAX_SEED, ScenarioError, check_out_dir, coerce_params, load, run
+from barnraise.loading import coerce_params, load
+from barnraise.outputs import check_out_dir
+from barnraise.runner import MAX_SEED, ScenarioError, run
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -64,7 +64,8 @@ def grid_build_rate(grid: int, builders: int, seed: int, step: float = 1.0) -> f
     elapsed = time.perf_counter() - start
     summary = result.summary
     assert result.success, {k: summary[k] for k in ("metrics", "completion_percent", "run_end")}
-    assert result.canvas is not None and np.array_equal(result.canvas, _plan(grid, seed))
+    canvas = result.final_canvas
+    assert canvas is not None and np.array_equal(canvas, _plan(grid, seed))
     return int(summary["tiles_placed"]) / elapsed
 
 

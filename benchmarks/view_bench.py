@@ -44,7 +44,8 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.world import Simulation
-from barnraise.runner import RunResult, check_request, run_request
+from barnraise.outputs import RunResult
+from barnraise.runner import check_request, run_request
 from sim.dispatch import DeterministicDispatcher, Gate
 
 #: The project's root: the page's process runs ``-m benchmarks.view_page`` from there.

@@ -2,7 +2,8 @@
 
 A scenario is a module with a docstring, ``PARAMS`` (defaults), ``run(simu, **params)``
 and ``check(summary)``, and optionally ``BOUNDS`` (a :class:`Bound` per parameter);
-``barnraise.runner`` finds, checks, runs and summarises them. The two errors here are
+``barnraise.loading`` finds and checks them, ``barnraise.runner`` runs them and
+``barnraise.outputs`` holds what a run gives back. The two errors here are
 how a scenario (or the runner, for it) refuses a request before anything runs.
 """
 

@@ -14,7 +14,8 @@ row per step), for a world that has no steps: :class:`MetricsCollector` samples
   tiles per agent) and the expensive one (completion compares the whole canvas
   with the blueprint) are read only here.
 
-This module only turns what it is given into rows; ``actors/recording.py``
+This module only turns what it is given into rows (a trace's events, letters and task
+attempts as frames are :mod:`sim.analyses`'); ``actors/recording.py``
 (:class:`~actors.recording.Recorder`) feeds it from a running Simulation (an event
 listener on the trace and a daemon timer, or a thread in realtime mode).
 
@@ -44,21 +45,16 @@ What a caller may rely on:
 
 from __future__ import annotations
 
-import json
-import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
 from sim.events import status_after
-from sim.trace import EVENT as EVENT_RECORD
-from sim.trace import Trace, TraceRecord
-from sim.views import WorldView
 
 if TYPE_CHECKING:
     import os
@@ -67,19 +63,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_DTYPES",
+    "DEFAULT_INTERVAL",
     "TASK_STATUSES",
+    "TICK_PRIORITY",
     "TIMESERIES_DTYPES",
     "AgentSample",
     "Frame",
     "Metrics",
     "MetricsCollector",
     "Sample",
+    "SampledWorld",
     "agent_frame",
-    "events_frame",
-    "messages_frame",
     "read_agent_timeseries",
     "read_timeseries",
-    "task_intervals",
     "timeseries_frame",
 ]
 
@@ -90,6 +86,74 @@ TASK_STATUSES: Final = ("pending", "in_progress", "awaiting_approval", "complete
 INTERVAL: Final = "interval"
 EVENT: Final = "event"
 FINAL: Final = "final"
+
+#: Simulated seconds between interval samples unless told otherwise.
+DEFAULT_INTERVAL: Final = 1.0
+#: The deterministic recorder's timer priority: below any letter's (1..10) and any other
+#: timer's, so its sample at ``t`` comes after everything else due at ``t``. A stored
+#: log's fold (``StoredRun.timeseries()``) samples at the same place: after every record
+#: at or before ``t``.
+TICK_PRIORITY: Final = 0
+
+
+class _Member(Protocol):
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+
+
+class _Claim(Protocol):
+    @property
+    def claim_id(self) -> str: ...
+    @property
+    def agent_id(self) -> str: ...
+
+
+class _Task(Protocol):
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def assigned_to(self) -> str: ...
+
+
+class _Progress(Protocol):
+    @property
+    def tiles_placed(self) -> int: ...
+    @property
+    def conflicts(self) -> int: ...
+    @property
+    def lost_work(self) -> int: ...
+    @property
+    def completion_percent(self) -> float | None: ...
+    @property
+    def tiles_by_agent(self) -> dict[str, int]: ...
+
+
+class SampledWorld(Protocol):
+    """What an interval sample reads of a session: a :class:`~sim.views.WorldView` (live),
+    or the world folded from a stored log (``StoredRun.timeseries()``)."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def members(self) -> Sequence[_Member]: ...
+    @property
+    def claims(self) -> Sequence[_Claim]: ...
+    @property
+    def tasks(self) -> Sequence[_Task]: ...
+    @property
+    def canvas(self) -> NDArray[np.uint8] | None: ...
+    @property
+    def has_blueprint(self) -> bool: ...
+    @property
+    def progress(self) -> _Progress: ...
+
+    def task_counts(self) -> Mapping[str, int]: ...
 
 
 class Sample(msgspec.Struct, frozen=True):
@@ -493,7 +557,7 @@ class MetricsCollector:
             state = self._sessions.get(session_id)
             return state is None or state.stale
 
-    def sample(self, t: float, views: Iterable[WorldView], *, delivered: int | None = None,
+    def sample(self, t: float, views: Iterable[SampledWorld], *, delivered: int | None = None,
                dropped: int | None = None, mailbox: tuple[int, str | None] | None = None,
                final: bool = False, frame_size: int = 0,
                tasks_read: bool | Sequence[bool] = True) -> None:
@@ -518,7 +582,7 @@ class MetricsCollector:
                 self._sample_one(number, t, trigger, view, delivered, dropped, mailbox,
                                  frame_size, read)
 
-    def _sample_one(self, number: int, t: float, trigger: str, view: WorldView,
+    def _sample_one(self, number: int, t: float, trigger: str, view: SampledWorld,
                     delivered: int | None, dropped: int | None,
                     mailbox: tuple[int, str | None] | None, frame_size: int,
                     tasks_read: bool) -> None:
@@ -561,7 +625,7 @@ class MetricsCollector:
             small.flags.writeable = False
             self._metrics.frames.append(Frame(t, sid, step, small))
 
-    def _take_world(self, state: _Session, view: WorldView, tasks_read: bool) -> None:
+    def _take_world(self, state: _Session, view: SampledWorld, tasks_read: bool) -> None:
         state.claims = {c.claim_id: c.agent_id for c in view.claims}
         for agent in state.agents.values():
             agent.claims = 0
@@ -628,142 +692,3 @@ class MetricsCollector:
             m = self._metrics
             return Metrics(m.interval, list(m.samples), list(m.agents), list(m.frames),
                            list(m.drift), list(m.errors))
-
-
-# -- frames from a trace ---------------------------------------------------------------------
-
-
-def events_frame(trace: Trace | Iterable[TraceRecord]) -> pd.DataFrame:
-    """The domain events of a trace (or of its records, as a store gives them back: the
-    records of other kinds are left out), one row each, in trace order.
-
-    Columns: ``seq`` and ``t``; ``source`` (who emitted it), ``topic``, ``event``;
-    ``session_id``, ``agent_id`` (the agent it is about: ``agent_id``, else
-    ``assigned_to``, else ``by``, when the payload has one), ``task_id``; and
-    ``payload``, the whole body as JSON text.
-    """
-    import pandas as pd
-
-    records = trace.records("event") if isinstance(trace, Trace) else trace
-    rows = []
-    for record in records:
-        if record.kind != EVENT_RECORD:
-            continue
-        body = record.content_obj()
-        if not isinstance(body, dict):
-            body = {"value": body}
-        agent = body.get("agent_id") or body.get("assigned_to") or body.get("by")
-        rows.append((record.seq, record.t, record.sender, record.recipient, record.type,
-                     _text(body.get("session_id")),
-                     None if agent in (None, "any") else _text(agent),
-                     _text(body.get("task_id")), record.content.decode()))
-    columns = ["seq", "t", "source", "topic", "event", "session_id", "agent_id", "task_id",
-               "payload"]
-    return pd.DataFrame(rows, columns=columns).astype(
-        {"seq": "int64", "t": "float64", "source": "string", "topic": "string",
-         "event": "string", "session_id": "string", "agent_id": "string",
-         "task_id": "string", "payload": "string"})
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def messages_frame(trace: Trace, start: float = 0.0, end: float = math.inf) -> pd.DataFrame:
-    """Deliveries and drops between ``start`` and ``end`` (simulation seconds), in order.
-
-    Columns: ``seq``, ``t``, ``kind`` (``deliver`` or ``drop``), ``sender``,
-    ``recipient``, ``type`` (the message type), ``reason`` (a drop's; else None),
-    ``bytes`` (the content's size as traced).
-    """
-    import pandas as pd
-
-    rows = []
-    for record in trace.records():
-        if record.kind not in ("deliver", "drop") or not start <= record.t <= end:
-            continue
-        reason = None
-        if record.kind == "drop":
-            body = record.content_obj()
-            reason = body.get("reason") if isinstance(body, dict) else None
-        rows.append((record.seq, record.t, record.kind, record.sender, record.recipient,
-                     record.type, reason, len(record.content)))
-    columns = ["seq", "t", "kind", "sender", "recipient", "type", "reason", "bytes"]
-    return pd.DataFrame(rows, columns=columns).astype(
-        {"seq": "int64", "t": "float64", "kind": "string", "sender": "string",
-         "recipient": "string", "type": "string", "reason": "string", "bytes": "int64"})
-
-
-def task_intervals(events: pd.DataFrame, tasks: Sequence[Mapping[str, Any]] = ()) -> pd.DataFrame:
-    """One row per attempt at a task: who worked on it, from when to when, and how it ended.
-
-    ``events`` is :func:`events_frame`'s table. An attempt starts at
-    ``task_accepted`` and ends at the task's next ``task_completed``,
-    ``task_failed``, ``task_cancelled``, ``task_requeued`` or ``task_blocked``
-    (``outcome`` names it; ``unfinished`` when the run ended first, ``end`` then
-    being the last event's time). ``approval_start`` / ``approval_end``: the wait
-    for a verdict inside the attempt (NaN when there was none). ``repair``: a
-    build task over a region that a completed build task already covered (needs
-    ``tasks``, the final task list with ``task_id``, ``type``, ``region``; else
-    False). Columns: task_id, type, agent_id, start, end, outcome, repair,
-    approval_start, approval_end.
-    """
-    import pandas as pd
-
-    info = {str(t["task_id"]): t for t in tasks}
-    types: dict[str, str] = {}
-    open_: dict[str, dict[str, Any]] = {}
-    rows: list[dict[str, Any]] = []
-    last_t = float(events["t"].max()) if len(events) else 0.0
-    enders = {"task_completed": "completed", "task_failed": "failed",
-              "task_cancelled": "cancelled", "task_requeued": "requeued",
-              "task_blocked": "blocked"}
-    for event, t, task_id, agent_id, payload in zip(
-            events["event"], events["t"], events["task_id"], events["agent_id"],
-            events["payload"], strict=True):
-        if task_id is None or pd.isna(task_id):
-            continue
-        task_id = str(task_id)
-        if event == "task_created":
-            types[task_id] = str(json.loads(payload).get("type", ""))
-        elif event == "task_accepted":
-            open_[task_id] = {"task_id": task_id, "type": types.get(task_id, ""),
-                              "agent_id": str(agent_id), "start": float(t), "end": math.nan,
-                              "outcome": "unfinished", "approval_start": math.nan,
-                              "approval_end": math.nan}
-        elif event == "approval_requested" and task_id in open_:
-            open_[task_id]["approval_start"] = float(t)
-        elif event == "approval_resolved" and task_id in open_:
-            open_[task_id]["approval_end"] = float(t)
-        elif event in enders and task_id in open_:
-            attempt = open_.pop(task_id)
-            attempt["end"] = float(t)
-            attempt["outcome"] = enders[event]
-            rows.append(attempt)
-    for attempt in open_.values():
-        attempt["end"] = last_t
-        rows.append(attempt)
-    rows.sort(key=lambda r: (r["start"], r["task_id"]))
-    built: list[tuple[int, int, int, int]] = []
-    for row in rows:
-        task = info.get(row["task_id"], {})
-        region = task.get("region")
-        row["repair"] = False
-        if row["type"] == "build" and isinstance(region, Mapping):
-            box = (int(region["x"]), int(region["y"]), int(region["width"]),
-                   int(region["height"]))
-            row["repair"] = any(_covers(b, box) for b in built)
-            if row["outcome"] == "completed":
-                built.append(box)
-    columns = ["task_id", "type", "agent_id", "start", "end", "outcome", "repair",
-               "approval_start", "approval_end"]
-    return pd.DataFrame(rows, columns=columns).astype(
-        {"task_id": "string", "type": "string", "agent_id": "string", "start": "float64",
-         "end": "float64", "outcome": "string", "repair": "bool",
-         "approval_start": "float64", "approval_end": "float64"})
-
-
-def _covers(outer: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
-    x, y, w, h = outer
-    a, b, c, d = inner
-    return x <= a and y <= b and a + c <= x + w and b + d <= y + h

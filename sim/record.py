@@ -3,10 +3,20 @@
 both answer, and the frames both build theirs with.
 
 * ``.summary``: the run's summary (a stored run's is None until it finished);
-* ``.events()``: the domain events as a DataFrame (:func:`sim.metrics.events_frame`'s
+* ``.events()``: the domain events as a DataFrame (:func:`sim.analyses.events_frame`'s
   columns), one row per event, the same rows for the same run;
 * ``.records()``: the raw trace records (:class:`sim.trace.TraceRecord`), in order;
 * ``.delegations()``: one row per task the run delegated (:func:`delegations_frame`);
+* ``.timeseries(session_id=None)`` and ``.agent_timeseries(session_id=None)``: the
+  recorder's samples (:class:`sim.metrics.Sample`, :class:`sim.metrics.AgentSample`;
+  :data:`sim.metrics.TIMESERIES_DTYPES`, :data:`sim.metrics.AGENT_DTYPES`), live as the
+  recorder took them, stored fed from the log through the same collector
+  (``StoredRun.samples``): the same rows for the same deterministic run;
+* ``.canvas(at=None, session_id=None)``: a session's canvas after every record at or
+  before simulated time ``at`` (None: the end), folded from the log (a live run's from
+  its trace, :func:`actors.stored.rebuild.fold_records`; a stored one's from its snapshots and
+  log); a live run answers the end from the canvas it kept (:func:`canvas_of` picks
+  the session alike);
 * a repr naming the scenario, seed, mode, success, virtual time and records (and the
   path, stored).
 
@@ -21,6 +31,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+import numpy as np
 
 from sim.events import (
     TaskAccepted,
@@ -37,8 +49,8 @@ from sim.trace import DELIVER, EVENT, TraceRecord
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DELEGATION_COLUMNS", "DELEGATION_EVENTS", "RunRecord", "delegations_frame",
-           "fold_delegations", "record_repr"]
+__all__ = ["DELEGATION_COLUMNS", "DELEGATION_EVENTS", "RunRecord", "canvas_of",
+           "delegations_frame", "fold_delegations", "record_repr"]
 
 #: The columns of ``.delegations()``: ``result`` is the last task event's body as JSON
 #: text (keys sorted), ``delivered_at`` when the result reached its delegator (NaN: not).
@@ -66,6 +78,31 @@ class RunRecord(Protocol):
     def records(self) -> Iterator[TraceRecord]: ...
 
     def delegations(self) -> pd.DataFrame: ...
+
+    def timeseries(self, session_id: str | None = None) -> pd.DataFrame: ...
+
+    def canvas(self, at: float | None = None, session_id: str | None = None
+               ) -> np.ndarray[Any, Any] | None: ...
+
+    def agent_timeseries(self, session_id: str | None = None) -> pd.DataFrame: ...
+
+
+def canvas_of(world: Mapping[str, Mapping[str, Any]], session_id: str | None,
+              summary: Mapping[str, Any] | None) -> np.ndarray[Any, Any] | None:
+    """The canvas (``[y, x]`` tile codes, read-only) of ``session_id`` in a folded world
+    (:meth:`actors.stored.rebuild.World.state`'s shape, by session id); by default of the summary's
+    session, else of the first. None when that session has no canvas (or is not open)."""
+    if not world:
+        return None
+    sid = session_id
+    if sid is None:
+        sid = summary.get("session_id") if summary else None
+        if sid not in world:
+            sid = next(iter(world))
+    part = world.get(str(sid))
+    if part is None or part.get("canvas") is None:
+        return None
+    return np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
 
 
 def fold_delegations(records: Iterable[TraceRecord]) -> list[dict[str, Any]]:

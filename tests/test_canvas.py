@@ -15,6 +15,7 @@ from sim.canvas import (
     Tile,
     TileCanvas,
     WriteResult,
+    completion_percent,
     parse_tile,
 )
 from sim.geometry import Rect
@@ -488,3 +489,22 @@ def test_a_canvas_pickles_and_its_copy_writes_alone() -> None:
         Rect(0, 1, 3, 1), 3, 3, 3, 3)
     assert copy.tiles[1, :3].tolist() == [7, 7, 7] and canvas.tiles[1, :3].tolist() == [1, 2, 3]
     assert canvas.writer[1, :3].tolist() == [4, 4, 4]
+
+
+@pytest.mark.parametrize("size", [3, 40, 300])  # the small-block path and the array one
+def test_completion_percent_is_the_share_match_counts(size: int) -> None:
+    rng = np.random.default_rng(size)
+    for fill in (0.0, 0.3, 1.0):
+        plan = np.where(rng.random((size, size)) < fill,
+                        rng.integers(1, 8, (size, size)), 0).astype(np.uint8)
+        canvas = TileCanvas(size)
+        tiles = np.where(rng.random((size, size)) < 0.6, plan,
+                         rng.integers(0, 8, (size, size))).astype(np.uint8)
+        canvas.place(Rect(0, 0, size, size), tiles.tobytes(), 1)
+        m = canvas.match(plan, limit=0)
+        share = m.matching / m.total if m.total else (1.0 if m.complete else 0.0)
+        assert completion_percent(canvas.tiles, plan) == round(100 * share, 2)
+    blank = np.zeros((size, size), dtype=np.uint8)
+    assert completion_percent(blank, blank) == 100.0  # an empty target, met exactly
+    assert completion_percent(None, blank) == completion_percent(blank, None) == 0.0
+    assert completion_percent(blank, np.zeros((size + 1, size + 1), dtype=np.uint8)) == 0.0

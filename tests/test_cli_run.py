@@ -8,10 +8,14 @@ import textwrap
 import types
 
 import numpy as np
+import pandas as pd
 import pytest
 
+import barnraise
 from barnraise.cli import main
-from barnraise.runner import ScenarioError, coerce_params
+from barnraise.loading import coerce_params
+from barnraise.runner import ScenarioError
+from sim.metrics import read_agent_timeseries, read_timeseries
 
 REQUIRED = {"scenario", "seed", "mode", "success", "trace_digest", "virtual_time",
             "wall_seconds", "messages_delivered", "messages_dropped", "agents",
@@ -104,7 +108,7 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
 
 
 def test_every_scenarios_defaults_are_within_its_bounds() -> None:
-    from barnraise.runner import list_scenarios, load
+    from barnraise.loading import list_scenarios, load
 
     for name, _ in list_scenarios():
         module = load(name)
@@ -190,7 +194,7 @@ def test_barnraise_run_from_python() -> None:
     from sim.dispatch import seed_for
 
     blueprint = kernel_blueprint(60, np.random.default_rng(seed_for(9, "scenario:blueprint")))
-    assert result.canvas is not None and np.array_equal(result.canvas, blueprint)
+    assert result.canvas() is not None and np.array_equal(result.canvas(), blueprint)
     with pytest.raises(barnraise.ParamError, match="strategy"):
         barnraise.run("kernel_build", strategy="zigzag")
 
@@ -337,3 +341,28 @@ def test_out_writes_the_metrics_files(tmp_path: pathlib.Path,
     events = (out / "events.csv").read_text().splitlines()
     assert events[0].startswith("seq,t,source,topic,event")
     assert summary["success"] is True
+
+
+def test_out_of_a_multi_session_run_keeps_every_session_apart(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """mode_comparison runs a session per coordination mode: --out's CSV files hold every
+    session's rows, each with its session_id, and every frame of the result has one."""
+    out = tmp_path / "run"
+    assert main(["run", "mode_comparison", "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    result = barnraise.run("mode_comparison")
+    sessions = set(result.timeseries()["session_id"])
+    assert len(sessions) == 3
+    series = read_timeseries(out / "timeseries.csv")
+    pd.testing.assert_frame_equal(series, result.timeseries())
+    agents = read_agent_timeseries(out / "agents.csv")
+    assert set(agents["session_id"]) == sessions
+    events = pd.read_csv(out / "events.csv")
+    assert set(events["session_id"].dropna()) == sessions
+    frames = {"timeseries": result.timeseries(), "agents": result.agent_timeseries(),
+              "events": result.events(), "delegations": result.delegations(),
+              "messages": result.messages(), "task_intervals": result.task_intervals()}
+    for name, frame in frames.items():
+        assert "session_id" in frame.columns, name
+    assert set(frames["messages"]["session_id"].dropna()) == sessions
+    assert set(frames["task_intervals"]["session_id"]) <= sessions

@@ -41,7 +41,7 @@ DIGESTS_SEED_0 = {
 
 
 def test_every_shipped_scenario_is_pinned() -> None:
-    from barnraise.runner import list_scenarios
+    from barnraise.loading import list_scenarios
 
     assert set(DIGESTS_SEED_0) == {name for name, _ in list_scenarios()}
 

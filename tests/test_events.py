@@ -14,7 +14,7 @@ import pytest
 
 import barnraise
 from actors.world import Simulation
-from barnraise.runner import list_scenarios
+from barnraise.loading import list_scenarios
 from sim import events as ev
 from sim.dispatch import make_dispatcher
 from sim.events import (

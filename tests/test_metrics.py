@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 import barnraise
-import barnraise.runner
+import barnraise.loading
 from actors.recording import Recorder
-from barnraise.runner import RunResult
+from barnraise.outputs import RunResult
 from sim.metrics import (
     AGENT_DTYPES,
     TIMESERIES_DTYPES,
@@ -25,7 +25,7 @@ from sim.metrics import (
 )
 from sim.trace import Trace
 
-SCENARIOS = [name for name, _ in barnraise.runner.list_scenarios()]
+SCENARIOS = [name for name, _ in barnraise.loading.list_scenarios()]
 MOVING = ("region_claimed", "region_released", "conflict_detected", "task_created",
           "task_accepted", "task_completed", "task_failed", "task_cancelled", "task_blocked",
           "task_unblocked", "task_requeued", "approval_requested", "agent_joined",
@@ -101,9 +101,9 @@ def test_events_frame_and_csv_round_trip(kernel: RunResult, tmp_path: pathlib.Pa
     assert {"timeseries.csv", "agents.csv", "events.csv", "timeseries.png", "gantt.png",
             "dag.png", "sequence.png", "build.gif", "canvas.png"} <= written
     pd.testing.assert_frame_equal(read_timeseries(tmp_path / "timeseries.csv"),
-                                  kernel.timeseries(kernel.session_id))
+                                  kernel.timeseries())
     pd.testing.assert_frame_equal(read_agent_timeseries(tmp_path / "agents.csv"),
-                                  kernel.agent_timeseries(kernel.session_id))
+                                  kernel.agent_timeseries())
     assert len(pd.read_csv(tmp_path / "events.csv")) == len(events)
 
 
@@ -133,7 +133,7 @@ def test_a_run_result_comes_back_from_a_worker_process() -> None:
     assert there.summary == {**here.summary, "wall_seconds": there.summary["wall_seconds"]}
     pd.testing.assert_frame_equal(there.timeseries(), here.timeseries())
     pd.testing.assert_frame_equal(there.events(), here.events())
-    assert (there.canvas == here.canvas).all()
+    assert (there.canvas() == here.canvas()).all()
     again = pickle.loads(pickle.dumps(there))
     assert again.trace.digest == here.trace_digest and len(again.trace) == len(here.trace)
 

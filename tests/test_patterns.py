@@ -23,7 +23,7 @@ from actors.agents.plans import (
     plan_runner,
 )
 from actors.world import Simulation
-from barnraise.runner import RunResult
+from barnraise.outputs import RunResult
 from barnraise.runner import run as run_scenario
 from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
 from sim.dispatch import seed_for
@@ -475,11 +475,11 @@ def test_writer_critic_records_iterations_and_commits_each_final_layout_once() -
     assert len(placed) == m["regions"]
     # what was committed is what the critic scored last
     blueprint = _blueprint(5, 24)
-    assert result.canvas is not None
+    assert result.canvas() is not None
     for region in m["per_region"]:
         r = region["region"]
         x, y, w, h = r["x"], r["y"], r["width"], r["height"]
-        final = score_layout(result.canvas[y:y + h, x:x + w], blueprint[y:y + h, x:x + w])
+        final = score_layout(result.canvas()[y:y + h, x:x + w], blueprint[y:y + h, x:x + w])
         assert final["score"] == region["scores"][-1]
 
 
@@ -499,8 +499,8 @@ def test_best_of_n_commits_the_best_scored_proposal() -> None:
     assert m["ranking"] == sorted(m["scores"], key=lambda b: -m["scores"][b])
     r = m["region"]
     x, y, w, h = r["x"], r["y"], r["width"], r["height"]
-    assert result.canvas is not None
-    on_canvas = score_layout(result.canvas[y:y + h, x:x + w], _blueprint(5, 24)[y:y + h, x:x + w])
+    assert result.canvas() is not None
+    on_canvas = score_layout(result.canvas()[y:y + h, x:x + w], _blueprint(5, 24)[y:y + h, x:x + w])
     assert on_canvas["score"] == m["winner_score"]
     placed = [r for r in result.trace.records("deliver") if r.recipient == "regions"
               and r.content_obj().get("tool") in ("builder_place_tiles", "builder_place_tile")]

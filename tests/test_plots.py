@@ -69,6 +69,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import barnraise  # noqa: E402
+from barnraise.outputs import RunResult  # noqa: E402
 from barnraise.plots import (  # noqa: E402
     TILE_NAMES,
     canvas_animation,
@@ -80,8 +81,7 @@ from barnraise.plots import (  # noqa: E402
     t_critical,
     timeseries_figure,
 )
-from barnraise.runner import RunResult  # noqa: E402
-from sim.metrics import messages_frame  # noqa: E402
+from sim.analyses import messages_frame  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +95,11 @@ def _with_gid(figure: Any, gid: str) -> list[Any]:
 
 def test_the_canvas_legend_names_the_tile_kinds_and_each_claims_agent() -> None:
     result = barnraise.run("conflict_storm", seed=1)
-    figure = canvas_figure(result.canvas, result.claims)
+    figure = canvas_figure(result.canvas(), result.claims)
     labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
     names = {c["agent_name"] for c in result.claims}
     assert len(names) == 8 and {f"claim: {n}" for n in names} <= set(labels)
-    kinds = {int(v) for v in np.unique(result.canvas) if v}
+    kinds = {int(v) for v in np.unique(result.canvas()) if v}
     assert [TILE_NAMES[k] for k in sorted(kinds)] == labels[:len(kinds)]
 
 
@@ -191,7 +191,7 @@ def test_the_animation_has_one_gif_frame_per_recorded_frame(kernel: RunResult,
     with Image.open(path) as gif:
         assert gif.n_frames == len(frames)
     # the last frame is the finished canvas, downsampled
-    assert (frames[-1].tiles == kernel.canvas[::frames[-1].step, ::frames[-1].step]).all()
+    assert (frames[-1].tiles == kernel.final_canvas[::frames[-1].step, ::frames[-1].step]).all()
     with pytest.raises(ValueError, match="no canvas frames"):
         canvas_animation([])
 
@@ -203,7 +203,7 @@ matplotlib.use("svg")
 import sys, barnraise
 from barnraise import plots
 r = barnraise.run("hitl_approval", frame_size=16, interval=2.0)
-plots.canvas_figure(r.canvas, r.claims); plots.gantt_figure(r.task_intervals())
+plots.canvas_figure(r.canvas(), r.claims); plots.gantt_figure(r.task_intervals())
 plots.dag_figure(r.tasks); plots.sequence_figure(r.messages())
 plots.timeseries_figure(r.timeseries())
 import tempfile, os

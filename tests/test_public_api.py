@@ -137,7 +137,8 @@ def _imports_of(tree: ast.AST) -> list[tuple[int, str]]:
 def test_no_module_of_the_engine_actors_or_scenarios_imports_its_own_code_lazily() -> None:
     scanned = {path.relative_to(ROOT).as_posix() for path in eager_modules(ROOT)}
     # the stored log's readers and the services' folds of it are among those checked
-    assert {"sim/store/writer.py", "sim/store/reader.py", "sim/log.py", "actors/stored/run.py", "actors/stored/resume.py",
+    assert {"sim/store/writer.py", "sim/store/reader.py", "sim/log.py", "actors/stored/run.py",
+            "actors/stored/resume.py",
             "actors/stored/rebuild.py", "actors/stored/index.py", "actors/stored/image.py",
             "actors/regions_log.py", "actors/taskqueue_log.py", "actors/coordinator_log.py",
             "actors/coordination_log.py"} <= scanned
@@ -178,7 +179,7 @@ def test_static_tools_see_the_real_types_of_the_public_names(tmp_path: pathlib.P
     )
     out = done.stdout
     assert "-> actors.world.Simulation" in out, out
-    assert "barnraise.runner.RunResult" in out, out
+    assert "barnraise.outputs.RunResult" in out, out
     assert 'Revealed type is "Any"' not in out, out
     # and so a typo in a keyword or a wrong type is caught before anything runs
     assert 'Unexpected keyword argument "bogus_option"' in out, out

@@ -32,7 +32,7 @@ def test_the_python_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_every_scenario_is_in_the_readme_table() -> None:
-    from barnraise.runner import list_scenarios
+    from barnraise.loading import list_scenarios
 
     text = README.read_text()
     names = [name for name, _ in list_scenarios()]

@@ -13,7 +13,8 @@ import pytest
 from actors.stored.rebuild import pair_writes, world_at
 from actors.stored.run import StoredRun
 from barnraise import open_run
-from barnraise.runner import check_request, list_scenarios, open_store, run_request
+from barnraise.loading import list_scenarios
+from barnraise.runner import check_request, open_store, run_request
 from sim.store import SNAPSHOT_EVERY
 from tests.helpers import HandSession, canvas_from_log
 

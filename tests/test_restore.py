@@ -26,14 +26,8 @@ from actors.stored.rebuild import pair_writes
 from actors.stored.resume import Image, _matches, fold, image_of
 from actors.world import Simulation
 from barnraise import open_run
-from barnraise.runner import (
-    check_request,
-    list_scenarios,
-    load,
-    open_store,
-    resume,
-    run_request,
-)
+from barnraise.loading import list_scenarios, load
+from barnraise.runner import check_request, open_store, resume, run_request
 from sim.canvas import TileCanvas, parse_tile
 from sim.geometry import Rect
 from sim.store import Store, StoreError
@@ -309,14 +303,14 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     # Every tile acknowledged before the kill is on the final canvas, unless a write of
     # the resumed run put another there.
     sid = result.summary["session_id"]
-    grid = result.canvas.shape[0]
+    grid = result.canvas().shape[0]
     if sid not in before.sessions:  # killed before the session was made: nothing to keep
         assert not _written_cells(prefix, grid).any()
         return
     acknowledged = before.sessions[sid].regions
     assert acknowledged is not None
     later = _written_cells(after[len(prefix):], grid)
-    assert np.array_equal(result.canvas[~later], acknowledged.canvas.tiles[~later])
+    assert np.array_equal(result.canvas()[~later], acknowledged.canvas.tiles[~later])
 
 
 def test_a_realtime_run_killed_at_seeded_moments_resumes_to_success(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from barnraise.runner import list_scenarios, run
+from barnraise.loading import list_scenarios
+from barnraise.runner import run
 from tests.conftest import MODES
 
 SCENARIOS = [name for name, _ in list_scenarios()]
@@ -37,7 +38,7 @@ def test_kernel_build_reaches_100_percent_with_repairs() -> None:
     metrics = result.summary["metrics"]
     assert result.summary["completion_percent"] == 100.0
     assert metrics["repairs"] > 0 and metrics["wrong_tiles"] == metrics["defects_found"]
-    assert result.canvas is not None and result.canvas.any()
+    assert result.canvas() is not None and result.canvas().any()
 
 
 def test_kernel_build_without_errors_needs_no_repairs() -> None:

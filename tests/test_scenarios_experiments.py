@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from barnraise.runner import RunResult, run
+from barnraise.outputs import RunResult
+from barnraise.runner import run
 from benchmarks import scenarios_bench
 from scenarios import conflict_storm, mode_comparison, parallel_speedup
 from scenarios._kit import overlapping_pairs
@@ -44,10 +45,10 @@ def test_conflict_storm_figures_agree_with_the_regions_actor() -> None:
     assert overlapping_pairs([c["bounds"] for c in result.claims]) == []
     assert m["writes_ok"] == m["granted"] and m["writes_refused"] == 0
     # every granted claim was filled: the canvas shows each kept claim's tile
-    assert result.canvas is not None
+    assert result.canvas() is not None
     for claim in result.claims:
         b = claim["bounds"]
-        block = result.canvas[b["y"]:b["y"] + b["height"], b["x"]:b["x"] + b["width"]]
+        block = result.canvas()[b["y"]:b["y"] + b["height"], b["x"]:b["x"] + b["width"]]
         assert block.all() and len(np.unique(block)) == 1
 
 
@@ -210,8 +211,8 @@ def test_grid_build_places_the_plan_exactly() -> None:
     assert m["tiles_placed"] == s["tiles_placed"] == builders * m["block"] ** 2 == grid * grid
     assert m["calls"] == builders * m["steps"] and m["steps"] == m["block"]
     assert s["virtual_time"] == pytest.approx(m["steps"] * s["params"]["step"])
-    assert result.canvas is not None
-    assert np.array_equal(result.canvas, scenarios_bench._plan(grid, 4))
+    assert result.canvas() is not None
+    assert np.array_equal(result.canvas(), scenarios_bench._plan(grid, 4))
     # each builder claimed exactly its block: the claims tile the canvas
     covered = np.zeros((grid, grid), dtype=int)
     for claim in result.claims:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from actors.world import Simulation
-from barnraise.runner import RunResult, run
+from barnraise.outputs import RunResult
+from barnraise.runner import run
 from scenarios import permissions
 from scenarios._kit import overlapping_pairs
 
@@ -45,8 +46,9 @@ def test_parallel_build_claims_builds_releases_then_meets() -> None:
     # each builder released after it claimed; the canvas holds exactly their work
     claim_seq = {e["agent_id"]: e["seq"] for e in claimed}
     assert all(claim_seq[e["agent_id"]] < e["seq"] for e in released)
-    assert result.canvas is not None and np.count_nonzero(result.canvas[:40, :300]) == m["tiles"]
-    assert not result.canvas[40:].any()
+    canvas = result.canvas()
+    assert canvas is not None and np.count_nonzero(canvas[:40, :300]) == m["tiles"]
+    assert not canvas[40:].any()
 
 
 def test_parallel_build_scales_to_more_narrower_regions() -> None:
@@ -155,9 +157,9 @@ def test_checkpoint_rollback_restores_the_checkpoint_exactly() -> None:
         notes = [c for c in delivered(result, builder, "status_update")
                  if c.get("event") == "rollback"]
         assert [n["checkpoint_id"] for n in notes] == [m["checkpoint_id"]]
-    assert result.canvas is not None
-    assert np.count_nonzero(result.canvas) == m["tiles_before"]
-    assert not result.canvas[12:].any()  # the rows built after the checkpoint are gone
+    assert result.canvas() is not None
+    assert np.count_nonzero(result.canvas()) == m["tiles_before"]
+    assert not result.canvas()[12:].any()  # the rows built after the checkpoint are gone
 
 
 def test_checkpoint_rollback_without_overlap_loses_only_the_new_rows() -> None:

@@ -18,6 +18,7 @@ import zlib
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,7 +27,8 @@ import barnraise
 import sim.store.divergence as divergence_module
 from actors.world import Simulation
 from barnraise.cli import main
-from barnraise.runner import list_scenarios, open_run, replay, resume, run
+from barnraise.loading import list_scenarios
+from barnraise.runner import open_run, replay, resume, run
 from sim.store import (
     SCHEMA_VERSION,
     SNAPSHOT_EVERY,
@@ -65,8 +67,8 @@ def test_a_stored_run_has_the_same_trace_and_reads_back(tmp_path: pathlib.Path) 
                                  if r.kind == "event" and r.type == "task_completed")
     assert all(e["type"] == "task_completed" for e in completed)
     canvas = view.canvas()
-    assert canvas is not None and memory.canvas is not None
-    assert np.array_equal(canvas, memory.canvas)
+    assert canvas is not None and memory.canvas() is not None
+    assert np.array_equal(canvas, memory.canvas())
     delegations = view.delegation_rows()
     assert sorted(d["task_id"] for d in delegations) == sorted(t["task_id"]
                                                                for t in memory.tasks)
@@ -826,19 +828,26 @@ def test_a_simulation_that_raised_leaves_its_store_interrupted(tmp_path: pathlib
 
 def test_a_stored_run_gives_its_time_series_from_the_log(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "run.db"
-    result = run("kernel_build", record=False, store=path, grid_size=60, block=30,
+    result = run("kernel_build", interval=2.0, store=path, grid_size=60, block=30,
                  builders=2, testers=1)
-    frame = open_run(path).timeseries(interval=2.0)
-    assert list(frame["t"]) == sorted(frame["t"]) and frame["t"].iloc[0] == 0.0
-    assert frame["t"].iloc[-1] == pytest.approx(open_run(path).last().t)  # type: ignore[union-attr]
+    stored = open_run(path)
+    frame = stored.timeseries(interval=2.0)
+    pd.testing.assert_frame_equal(frame, result.timeseries())
+    pd.testing.assert_frame_equal(stored.agent_timeseries(interval=2.0),
+                                  result.agent_timeseries())
+    ticks = frame[frame["trigger"] == "interval"]
+    assert list(ticks["t"]) == [2.0 * (i + 1) for i in range(len(ticks))] and len(ticks) > 1
     end = frame.iloc[-1]
+    assert end["trigger"] == "final" and end["t"] == pytest.approx(stored.last().t)  # type: ignore[union-attr]
     assert end["tiles_placed"] == result.summary["tiles_placed"]
-    assert end["completion"] == result.summary["completion_percent"] == 100.0
+    assert end["completion_percent"] == result.summary["completion_percent"] == 100.0
     assert end["tasks_completed"] == result.summary["tasks_completed"]
-    assert frame["tiles_placed"].is_monotonic_increasing and frame["tiles_placed"].iloc[1] < \
-        end["tiles_placed"]
+    assert ticks["tiles_placed"].is_monotonic_increasing and \
+        ticks["tiles_placed"].iloc[0] < end["tiles_placed"]
+    # another interval samples the log at other times
+    assert len(stored.timeseries(interval=1.0)) > len(frame)
     with pytest.raises(ValueError, match="interval must be"):
-        open_run(path).timeseries(interval=0)
+        stored.timeseries(interval=0)
 
 
 def test_a_new_store_does_not_take_in_a_stale_wal_of_a_deleted_one(

@@ -18,7 +18,8 @@ import textwrap
 import pytest
 
 from barnraise.cli import main
-from barnraise.runner import UnverifiedScript, open_run, replay, resume, run, stored_request
+from barnraise.loading import UnverifiedScript
+from barnraise.runner import open_run, replay, resume, run, stored_request
 from barnraise.view.stored import ReplaySource, open_source
 from sim.store import SCHEMA_VERSION, StoreError, check_store
 

@@ -16,7 +16,7 @@ import barnraise
 from actors.service import SessionService
 from actors.world import Client, Simulation
 from barnraise.gateway.remote import RemoteClient
-from barnraise.runner import RunSummary
+from barnraise.outputs import RunSummary
 from sim import tool_codegen, tool_methods
 from sim.dispatch import (
     DeterministicDispatcher,

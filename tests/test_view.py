@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from barnraise.outputs import RunResult
 from barnraise.plots import TILE_COLOURS
-from barnraise.runner import RunResult, check_request, run_request
+from barnraise.runner import check_request, run_request
 from barnraise.view import headless
 from tests.helpers import canvas_from_log
 
@@ -214,7 +215,7 @@ def test_the_page_follows_a_run_paused_stepped_and_to_its_end(
     final = _status(page)
     assert final["state"] == "finished" and final["bad"] == 0
     pixels = np.array(page.evaluate("__view.pixels()"), dtype=np.uint8)
-    canvas = w.result.canvas
+    canvas = w.result.canvas()
     assert canvas is not None
     expected = _expected_pixels(canvas)
     assert pixels.shape == (expected.size,)

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from barnraise.outputs import RunResult
 from barnraise.plots import TILE_COLOURS
-from barnraise.runner import RunResult, check_request, run_request
+from barnraise.runner import check_request, run_request
 from tests import firefox
 
 WHY = firefox.missing()
@@ -109,10 +110,10 @@ def test_the_page_draws_a_running_kernel_build_to_its_end_in_firefox(
         assert not thread.is_alive(), "the run did not end"
         assert "error" not in outcome, outcome.get("error")
         result: RunResult = outcome["result"]
-        assert result.success and result.canvas is not None
+        assert result.success and result.canvas() is not None
         browser.wait_for("window.__view.progress === 100", WAIT)
         pixels = np.array(browser.evaluate("__view.pixels()"), dtype=np.uint8)
-        assert np.array_equal(pixels, _pixels(result.canvas))
+        assert np.array_equal(pixels, _pixels(result.canvas()))
         assert browser.evaluate("document.getElementById('progress').value") == 100
         assert browser.evaluate("__view.bad") == 0
         # The panels are drawn in turn, one a frame: wait for the agents' to show the end.

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,49 @@ from sim.store import SNAPSHOT_EVERY
 #: The figures of a chart's point (everything but its time).
 FIGURES = ("completion", "tiles_placed", "conflicts", "lost_work", "claims", "tasks_completed",
            "tasks_failed", "messages_delivered", "messages_dropped")
+
+
+def _chart_of(run: StoredRun, session_id: str, before: float) -> list[dict[str, Any]]:
+    """The chart's points the run's ``timeseries()`` makes: its interval and final rows of
+    ``session_id`` before ``before``, with the chart's names (claims_active is claims)."""
+    frame = run.timeseries(session_id)
+    rows = frame[frame["trigger"].isin(["interval", "final"])
+                 & (frame["t"].round(6) < round(before, 6))]
+    names = {"completion": "completion_percent", "claims": "claims_active"}
+
+    def plain(value: Any) -> Any:
+        return None if pd.isna(value) else value.item() if hasattr(value, "item") else value
+
+    return [{"t": round(float(row["t"]), 6),
+             **{k: plain(row[names.get(k, k)]) for k in FIGURES}}
+            for _, row in rows.iterrows()]
+
+
+def test_a_stored_runs_chart_is_its_time_series(tmp_path: Path) -> None:
+    """barnraise view STORE of a deterministic run draws the run's series: the frame at
+    the end holds every interval sample of ``timeseries()``, then the point at the end."""
+    run = _store(tmp_path / "run.db", "grid_build", seed=1)
+    replay = ReplaySource(run)
+    try:
+        frame = replay.frame()
+        assert replay.problem is None, replay.problem
+    finally:
+        replay.close()
+    sid = frame["session_id"]
+    series = run.timeseries(sid)
+    ticks = series[series["trigger"] == "interval"]
+    assert len(ticks) >= 30 and len(frame["series"]) == len(ticks) + 1
+    assert frame["series"][:-1] == _chart_of(run, sid, replay.end)
+    assert [p["tiles_placed"] for p in frame["series"][:-1]] == list(ticks["tiles_placed"])
+    end = series.iloc[-1]
+    assert frame["series"][-1]["tiles_placed"] == end["tiles_placed"]
+    assert frame["series"][-1]["completion"] == end["completion_percent"] == 100.0
+    folded = StoredSource(run).frame()  # the fold's chart is the same series
+    assert folded["series"][:-1] == frame["series"][:-1]
+    # and the same point at the end, but for the dead letters of a re-execution's shutdown
+    # (its stopped agents' untaken letters; the stored log, closed by then, has none)
+    assert {k: v for k, v in folded["series"][-1].items() if k != "messages_dropped"} == \
+        {k: v for k, v in frame["series"][-1].items() if k != "messages_dropped"}
 
 
 def _store(path: Path, scenario: str, snapshot_every: int = SNAPSHOT_EVERY,
@@ -71,7 +115,9 @@ def test_the_folded_frontier_and_chart_are_the_live_watchers_at_several_times(
             assert got["progress"] == want["progress"]
             series_t = [p["t"] for p in got["series"]]
             assert series_t == sorted(series_t) and series_t[-1] == round(t, 6)
-            assert len(series_t) > 1
+            # before the point at t: the run's series, on both sources
+            assert got["series"][:-1] == want["series"][:-1] == _chart_of(
+                run, got["session_id"], t)
             assert all(a["mailbox"] is None for a in got["agents"])  # not known: see the doc
     finally:
         replay.close()

@@ -29,9 +29,10 @@ regions' figures, :class:`actors.regions_log.Figures`); this pass drives them:
   one for each), ``completion`` (the canvas against the last blueprint set on
   ``regions``, by its :data:`~actors.regions.BLUEPRINT` operation or the ``blueprint_set`` tool, as
   the service computes it), and the claims and task counts of the
-  folded world. :meth:`LogIndex.point` makes one point from a folded world; given
-  times, the pass also folds the world forward as :func:`~actors.stored.rebuild.world_at`
-  does and keeps a point at each (:attr:`LogIndex.series`).
+  folded world. :meth:`LogIndex.point` makes one point from a folded world; given a
+  visitor, the pass also folds the world forward as :func:`~actors.stored.rebuild.world_at`
+  does, and the visitor reads it between records (``StoredRun.samples()`` feeds the
+  metrics collector so: the run's series, which the view's chart draws).
 
 **Mailbox depths are not here**: a letter is logged when it is handled (or
 dropped), never when it is sent, so how many letters wait in a mailbox at a given
@@ -41,14 +42,15 @@ time cannot be known from the log.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any, Final
 
 from actors import regions_log, taskqueue_log
-from actors.regions_log import Figures, completion
+from actors.regions_log import Figures
 from actors.service import SESSION
 from actors.stored.rebuild import Pairing, World, WorldFold
 from actors.taskqueue_log import GraphOps, TaskShape
+from sim.canvas import completion_percent
 from sim.log import CALL, RESUMED, decode
 from sim.store import StoredLog
 from sim.trace import DELIVER, DROP, EVENT, TraceRecord
@@ -65,14 +67,15 @@ class LogIndex:
     (see the module doc). ``pairing`` is :func:`actors.stored.rebuild.pair_writes` of the
     same log.
 
-    With ``samples`` (simulated times), the same pass folds the world forward as
-    :func:`~actors.stored.rebuild.world_at` does (it drives that module's fold) and keeps
-    the chart's point of ``session`` (None: the first session the log opens) at each of
-    those times in :attr:`series`.
+    With ``visit``, the same pass folds the world forward as :func:`~actors.stored.rebuild.world_at`
+    does (it drives that module's fold), and ``visit`` is called with the index and each
+    record before the pass takes the record in (and with None at the end), while
+    :attr:`fold` and :meth:`figures_now` hold the world and figures after the records
+    before it: ``StoredRun.samples()`` samples the run there.
     """
 
-    def __init__(self, run: StoredLog, pairing: Pairing, *, samples: Iterable[float] = (),
-                 session: str | None = None) -> None:
+    def __init__(self, run: StoredLog, pairing: Pairing, *,
+                 visit: Callable[[LogIndex, TraceRecord | None], None] | None = None) -> None:
         self.run = run
         self.pairing = pairing
         answers = pairing.placed
@@ -84,22 +87,18 @@ class LogIndex:
         self.notes: list[str] = []
         #: Every session the log opens on regions, in order.
         self.sessions: list[str] = []
-        #: The chart's points at the ``samples`` times (those when its session was open).
-        self.series: list[dict[str, Any]] = []
         self._delivered: list[int] = []  # seqs of the deliver and drop records, rising
         self._dropped: list[int] = []
-        wanted = sorted(samples)
-        fold = WorldFold({}, pairing) if wanted else None
-        i = 0
-        seq = 0
+        fold = WorldFold({}, pairing) if visit is not None else None
+        #: The world as the pass has folded it so far (with ``visit``; else None).
+        self.fold = fold
         delegate: tuple[str, tuple[str, ...]] | None = None  # (session, dependencies)
         orders: dict[str, int] = {}
         records = run.records()
         try:
             for r in records:
-                while i < len(wanted) and r.t > wanted[i]:
-                    self._sample(fold, wanted[i], seq, session)
-                    i += 1
+                if visit is not None:
+                    visit(self, r)
                 if r.kind == DELIVER:
                     self._delivered.append(r.seq)
                     if r.recipient == "tasks":
@@ -112,18 +111,12 @@ class LogIndex:
                     self._event(r, delegate, orders)
                     if r.type in ("task_created", RESUMED):  # (a stopped run's call
                         delegate = None  # may have made no task before the stop)
-                if fold is not None and i < len(wanted):
+                if fold is not None:
                     fold.apply(r)
-                seq = r.seq + 1
         finally:
             records.close()
-        for t in wanted[i:]:
-            self._sample(fold, t, seq, session)
-
-    def _sample(self, fold: WorldFold | None, t: float, seq: int, session: str | None) -> None:
-        sid = session if session is not None else next(iter(self.sessions), None)
-        if fold is not None and sid is not None and sid in fold.sessions:
-            self.series.append(self.point(World(t, seq, None, fold.sessions, []), sid))
+        if visit is not None:
+            visit(self, None)
 
     # -- the pass ------------------------------------------------------------------------------
 
@@ -134,7 +127,7 @@ class LogIndex:
             content = decode(r.content)
             sid = (content.get("args") or {}).get("session_id")
             if isinstance(sid, str):
-                self.figures.setdefault(sid, Figures()).write(r.seq, *answers[r.seq])
+                self.figures.setdefault(sid, Figures()).write(r.seq, *answers[r.seq], r.sender)
             return
         if not regions_log.may_concern_figures(r.content):
             return
@@ -186,12 +179,16 @@ class LogIndex:
             statuses[status] = statuses.get(status, 0) + 1
         delivered, dropped = self.counts(upto)
         return {"t": round(world.at, 6),
-                "completion": completion(canvas, plans[-1] if plans else None),
+                "completion": completion_percent(canvas, plans[-1] if plans else None),
                 "tiles_placed": f.placed.at(upto), "conflicts": f.conflict.at(upto),
                 "lost_work": f.lost.at(upto), "claims": 0 if part is None else len(part.claims),
                 "tasks_completed": statuses.get("completed", 0),
                 "tasks_failed": statuses.get("failed", 0),
                 "messages_delivered": delivered, "messages_dropped": dropped}
+
+    def figures_now(self, session_id: str) -> Figures:
+        """``session_id``'s figures as far as the pass has gone (for ``visit``)."""
+        return self.figures.get(session_id) or Figures()
 
     def has_blueprint(self, session_id: str, upto: int) -> bool:
         f = self.figures.get(session_id)

@@ -55,7 +55,8 @@ from sim.tools import SERVICES
 from sim.trace import DELIVER, EVENT, TraceRecord
 from sim.views import member_colour
 
-__all__ = ["Pairing", "World", "WorldFold", "WorldSession", "pair_writes", "world_at"]
+__all__ = ["Pairing", "World", "WorldFold", "WorldSession", "fold_records", "pair_writes",
+           "world_at"]
 
 _AWAITING: Final = "awaiting_approval"
 #: Each service's part of the world, by the event types it reads.
@@ -258,6 +259,22 @@ def world_at(run: StoredLog, at: float | None = None, *, upto: int | None = None
         records.close()  # its connection to the file
     return World(at if at is not None else _last_time(run), seq, start, fold.sessions,
                  fold.notes)
+
+
+def fold_records(records: Iterable[TraceRecord], at: float | None = None) -> World:
+    """The world after every record at or before simulated time ``at`` (None: the end)
+    of a log held in memory (a live run's trace, ``RunResult.canvas(at=)``), folded from
+    nothing by the fold :func:`world_at` drives over a store's log."""
+    log = list(records)
+    fold = WorldFold({}, pair_writes(log))
+    seq = 0
+    for r in log:
+        if at is not None and r.t > at:
+            break
+        fold.apply(r)
+        seq = r.seq + 1
+    end = at if at is not None else (log[-1].t if log else 0.0)
+    return World(end, seq, None, fold.sessions, fold.notes)
 
 
 def _last_time(run: StoredLog) -> float:

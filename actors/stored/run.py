@@ -1,5 +1,6 @@
 """A stored run, read: its log as stored (:class:`sim.store.StoredLog`) and what folds of
-the log show: the world at any time, the canvas, the chart's figures.
+the log show: the world at any time, the canvas, and the run's samples (the live
+recorder's :class:`sim.metrics.MetricsCollector` fed from the log, :meth:`StoredRun.samples`).
 
 The readers depend on the store's schema, not the other way round: :mod:`sim.store`
 writes and reads the file, :mod:`actors.stored.rebuild` and :mod:`actors.stored.index` fold what it
@@ -8,17 +9,21 @@ reads, and this module, above both, is what ``barnraise.open_run`` hands out.
 
 from __future__ import annotations
 
+import bisect
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from actors.stored.index import LogIndex
-from actors.stored.rebuild import pair_writes, world_at
-from sim.metrics import events_frame
-from sim.record import delegations_frame, record_repr
+from actors.stored.rebuild import Pairing, pair_writes, world_at
+from sim.analyses import events_frame
+from sim.canvas import completion_percent
+from sim.log import decode
+from sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector
+from sim.record import canvas_of, delegations_frame, record_repr
 from sim.store import StoredLog
-from sim.trace import EVENT
+from sim.trace import DELIVER, DROP, EVENT, TraceRecord
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,8 +33,9 @@ __all__ = ["StoredRun"]
 
 class StoredRun(StoredLog):
     """A read-only view of a store (see ``barnraise.open_run``): :class:`StoredLog`, and
-    the folds of its log. A :class:`sim.record.RunRecord`: ``.events()`` and
-    ``.delegations()`` are the frames ``RunResult`` gives for the same run."""
+    the folds of its log. A :class:`sim.record.RunRecord`: ``.events()``,
+    ``.delegations()``, ``.timeseries()`` and ``.agent_timeseries()`` are the frames
+    ``RunResult`` gives for the same run."""
 
     def __repr__(self) -> str:
         last = self.last()
@@ -37,7 +43,7 @@ class StoredRun(StoredLog):
                         path=self.path, status=self.status)
 
     def events(self) -> pd.DataFrame:
-        """The run's domain events, one row each (:func:`sim.metrics.events_frame`'s
+        """The run's domain events, one row each (:func:`sim.analyses.events_frame`'s
         columns; the raw log is :meth:`records`)."""
         return events_frame(self.records(kind=EVENT))
 
@@ -61,46 +67,208 @@ class StoredRun(StoredLog):
         """The canvas (``[y, x]`` tile codes) of ``session_id`` (default: the summary's
         session, else the first) after every record at or before simulated time ``at``
         (default: the end), folded from the snapshots and the log. None when that
-        session has no canvas then."""
-        world = self.world(at)
-        if not world:
-            return None
-        sid = session_id
-        if sid is None:
-            summary = self.summary
-            sid = summary.get("session_id") if summary else None
-            if sid not in world:
-                sid = next(iter(world))
-        part = world.get(sid)
-        if part is None or part.get("canvas") is None:
-            return None
-        return np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
+        session has no canvas then (:func:`sim.record.canvas_of`)."""
+        return canvas_of(self.world(at), session_id, self.summary)
 
-    def timeseries(self, interval: float = 1.0, session_id: str | None = None) -> Any:
-        """The run's figures every ``interval`` simulated seconds (and at its last record),
-        folded from the log, as a pandas DataFrame: ``t``, ``completion``,
-        ``tiles_placed``, ``conflicts``, ``lost_work``, ``claims``, ``tasks_completed``,
-        ``tasks_failed``, ``messages_delivered``, ``messages_dropped`` (the live view's
-        chart; :class:`actors.stored.index.LogIndex` says where each comes from). One
-        session's: ``session_id``, or the first the run opened. Mailbox depths are not
-        in a log and not here. ValueError for an interval that is not a number > 0."""
-        import pandas as pd  # an optional extra's weight, loaded when a frame is asked for
+    def timeseries(self, session_id: str | None = None, *,
+                   interval: float = DEFAULT_INTERVAL) -> pd.DataFrame:
+        """The run's model-level samples, one row each, as ``RunResult.timeseries()`` gives
+        them for the same run (:data:`sim.metrics.TIMESERIES_DTYPES`; every session's by
+        default, ``session_id`` keeps one): the log's records fed through the collector the
+        live recorder feeds (:meth:`samples`). ``interval``: the simulated seconds between
+        interval samples the run was recorded with. ValueError for an interval that is not
+        a number > 0; LookupError for a session never sampled."""
+        return self.samples(interval).timeseries(session_id)
 
+    def agent_timeseries(self, session_id: str | None = None, *,
+                         interval: float = DEFAULT_INTERVAL) -> pd.DataFrame:
+        """The run's agent-level samples (:data:`sim.metrics.AGENT_DTYPES`), as
+        ``RunResult.agent_timeseries()`` gives them for the same run (see :meth:`timeseries`)."""
+        return self.samples(interval).agent_timeseries(session_id)
+
+    def samples(self, interval: float = DEFAULT_INTERVAL) -> Metrics:
+        """The run's samples folded from its log by the live recorder's collector
+        (:class:`sim.metrics.MetricsCollector`): each domain event goes to
+        :meth:`~sim.metrics.MetricsCollector.on_event` as the trace's listener gives it
+        to the recorder, and every ``interval`` simulated seconds the sessions open then,
+        as the log folds them (:class:`actors.stored.index.LogIndex`), go to
+        :meth:`~sim.metrics.MetricsCollector.sample`, after every record at or before
+        that time (where the deterministic recorder's tick runs), while the log goes on
+        past it; a finished run's final sample comes at its end. Mailbox depths: letters
+        handled after the sample that were sent by then (the store's ``latency`` option;
+        0 when it has none, where no letter waits between instants). For a deterministic
+        run these are the rows the live run recorded (``tests/test_record.py``); a
+        realtime run's recorder sampled by the wall clock, so its rows differ; under a
+        fault plan that drops letters a tile write can pair with another call's answer
+        (:func:`actors.stored.rebuild.world_at`'s note), and the tile figures may differ."""
+        return self.fold_samples(interval)[0]
+
+    def fold_samples(self, interval: float = DEFAULT_INTERVAL, *,
+                     pairing: Pairing | None = None) -> tuple[Metrics, LogIndex]:
+        """:meth:`samples`, and the :class:`LogIndex` of the same pass over the log (the
+        view's scrubber needs both). ``pairing``: :func:`actors.stored.rebuild.pair_writes` of
+        this log, when the caller has it."""
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
                 or not math.isfinite(interval) or interval <= 0:
             raise ValueError(f"interval must be a finite number of seconds > 0, "
                              f"got {interval!r}")
-        last = self.last()
-        end = 0.0 if last is None else last.t
-        times = [i * interval for i in range(int(end // interval) + 1)]
-        if not times or times[-1] < end:
-            times.append(end)
-        records = self.records()
-        try:
-            pairing = pair_writes(records)
-        finally:
-            records.close()
-        index = LogIndex(self, pairing, samples=times, session=session_id)
-        columns = ["t", "completion", "tiles_placed", "conflicts", "lost_work", "claims",
-                   "tasks_completed", "tasks_failed", "messages_delivered", "messages_dropped"]
-        return pd.DataFrame(index.series, columns=columns)
+        if pairing is None:
+            records = self.records()
+            try:
+                pairing = pair_writes(records)
+            finally:
+                records.close()
+        latency = float((self.info.options.get("latency") if self.info else None) or 0.0)
+        deliveries: tuple[list[float], list[str]] = ([], [])
+        seen: dict[str, int] = {}  # every name, by its first record (sender or recipient)
+        if latency > 0:
+            for r in self.records():
+                seen.setdefault(r.sender, len(seen))
+                seen.setdefault(r.recipient, len(seen))
+                if r.kind == DELIVER:
+                    deliveries[0].append(r.t)
+                    deliveries[1].append(r.recipient)
+        sampler = _Sampler(float(interval), latency, deliveries, seen)
+        index = LogIndex(self, pairing, visit=sampler.visit)
+        summary = self.summary
+        if self.status == "finished" and summary is not None:
+            sampler.finish(summary.get("virtual_time"))
+        return sampler.collector.result(), index
+
+
+class _Member(NamedTuple):
+    agent_id: str
+    name: str
+    role: str
+
+
+class _Claim(NamedTuple):
+    claim_id: str
+    agent_id: str
+
+
+class _Task(NamedTuple):
+    task_id: str
+    status: str
+    assigned_to: str
+
+
+class _Progress(NamedTuple):
+    tiles_placed: int
+    conflicts: int
+    lost_work: int
+    completion_percent: float | None
+    tiles_by_agent: dict[str, int]
+
+
+class _Folded(NamedTuple):
+    """One session of the folded world, as an interval sample reads it
+    (:class:`sim.metrics.SampledWorld`)."""
+
+    session_id: str
+    members: tuple[_Member, ...]
+    claims: tuple[_Claim, ...]
+    tasks: tuple[_Task, ...]
+    canvas: np.ndarray[Any, Any] | None
+    has_blueprint: bool
+    progress: _Progress
+
+    def task_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for task in self.tasks:
+            counts[task.status] = counts.get(task.status, 0) + 1
+        return counts
+
+
+class _Sampler:
+    """Drives a :class:`MetricsCollector` from one pass over a log (:meth:`visit`, the
+    :class:`LogIndex` pass's visitor), as the deterministic recorder drives it live."""
+
+    def __init__(self, interval: float, latency: float,
+                 deliveries: tuple[list[float], list[str]], order: dict[str, int]) -> None:
+        self.interval = interval
+        self.latency = latency
+        #: The times and recipients of the log's deliveries, in order (latency > 0 only).
+        self.deliveries = deliveries
+        #: The order the recorder's runtime lists actors in, as near as the log says
+        #: (the first record naming each): the deepest mailbox's tie-break.
+        self.order = order
+        # resync: a folded world is exact, as a deterministic run's views are.
+        self.collector = MetricsCollector(interval, resync=True, check=False)
+        self.tick = 0.0 + interval  # the recorder arms its timer at 0, re-arms from each tick
+        self.index: LogIndex | None = None
+        self.delivered = 0
+        self.dropped = 0
+        self.last_t: float | None = None
+
+    def visit(self, index: LogIndex, r: TraceRecord | None) -> None:
+        self.index = index
+        if r is None:
+            return
+        while self.tick < r.t:
+            self._sample(self.tick)
+            self.tick = self.tick + self.interval
+        if r.kind == DELIVER:
+            self.delivered += 1
+        elif r.kind == DROP:
+            self.dropped += 1
+        elif r.kind == EVENT:
+            self.collector.on_event(r.t, r.sender, r.recipient, r.type, decode(r.content))
+        self.last_t = r.t
+
+    def finish(self, virtual_time: Any) -> None:
+        """The final sample, at the run's end: its last record's time, or the summary's
+        ``virtual_time`` when the clock went on past it (timers that left no record: a
+        fault plan's retries, a run driven to a deadline). The clock got there by taking
+        entries, so the recorder ticked at every interval before it (not at the end
+        itself, where the run stopped): those samples come first."""
+        end = self.last_t if self.last_t is not None else 0.0
+        if isinstance(virtual_time, (int, float)) and round(end, 6) != virtual_time:
+            end = float(virtual_time)
+            while self.tick < end:
+                self._sample(self.tick)
+                self.tick = self.tick + self.interval
+        self._sample(end, final=True)
+
+    def _sample(self, t: float, final: bool = False) -> None:
+        index = self.index
+        if index is None or index.fold is None:
+            return
+        collector = self.collector
+        views = []
+        read = []
+        for sid, part in index.fold.sessions.items():
+            f = index.figures_now(sid)
+            plan = f.blueprints[-1][1] if f.blueprints else None
+            views.append(_Folded(
+                sid,
+                tuple(_Member(aid, m[0], m[1]) for aid, m in part.members.items()),
+                tuple(_Claim(cid, c[0]) for cid, c in part.claims.items()),
+                tuple(_Task(tid, "awaiting_approval" if task[2] else str(task[0]),
+                            str(task[1])) for tid, task in part.tasks.items()),
+                part.canvas, plan is not None,
+                _Progress(f.tiles_placed, f.conflicts, f.lost_work,
+                          completion_percent(part.canvas, plan) if plan is not None else None,
+                          dict(f.by_agent))))
+            read.append(final or collector.needs_tasks(sid))
+        collector.sample(t, views, delivered=self.delivered, dropped=self.dropped,
+                         mailbox=(0, None) if final else self._deepest(t),
+                         final=final, tasks_read=read)
+
+    def _deepest(self, t: float) -> tuple[int, str | None]:
+        """The most letters waiting in one mailbox after everything at ``t``, and whose."""
+        if self.latency <= 0:
+            return 0, None  # a letter is handled at the instant it is sent
+        # A letter is handled ``latency`` after it is sent: those handled in
+        # (t, t + latency] were sent by t and wait now.
+        times = self.deliveries[0]
+        waiting: dict[str, int] = {}
+        for i in range(bisect.bisect_right(times, t),
+                       bisect.bisect_right(times, t + self.latency)):
+            who = self.deliveries[1][i]
+            waiting[who] = waiting.get(who, 0) + 1
+        depth, deepest = 0, None
+        for who in sorted(waiting, key=lambda name: self.order.get(name, len(self.order))):
+            if waiting[who] > depth:
+                depth, deepest = waiting[who], who
+        return depth, deepest

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.world import Simulation
-from barnraise.runner import coerce_params, load_with_sha256, package_version
+from barnraise.loading import coerce_params, load_with_sha256
+from barnraise.runner import package_version
 from sim.clock import check_time_scale
 from sim.store import Store
 from sim.tools import WorldLimits

@@ -18,8 +18,13 @@ Two sources answer the page as a :class:`~barnraise.view.watch.Watcher` does
   (:func:`actors.stored.rebuild.world_at`: canvas, claims, members, task statuses), the
   domain events logged up to T, and what a second pass over the log gives
   (:class:`actors.stored.index.LogIndex`): the task board's frontier, the chart's
-  series and the completion. Mailbox depths are sent as unknown (None): the log
+  point at T and the completion. Mailbox depths are sent as unknown (None): the log
   records a letter when it is handled, never when it is sent.
+
+Both draw the chart from the run's series: the interval and final samples of
+``StoredRun.samples()`` (the frame ``open_run(path).timeseries()`` holds, for a
+deterministic run the one ``RunResult.timeseries()`` held) before T, then the point
+at T. Both frames are made by :func:`barnraise.view.watch.picture`, as a live one is.
 """
 
 from __future__ import annotations
@@ -33,11 +38,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from actors.stored.index import LogIndex
 from actors.stored.index import board as task_board
 from actors.stored.rebuild import pair_writes, world_at
 from actors.stored.run import StoredRun
-from barnraise.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
+from barnraise.view.watch import chart_series, picture
 from sim.dispatch import GateAborted
 from sim.store import StoreError
 from sim.trace import EVENT
@@ -54,9 +58,6 @@ SEEK_TIMEOUT: Final = 300.0
 
 #: Events sent with a frame (the last ones up to the chosen time).
 LOG_SIZE = 2000
-#: Points of a folded store's chart over the whole run (a frame sends those before its
-#: time, and one at it).
-SERIES_POINTS: Final = 300
 #: Why a folded store's agents show no mailbox depth.
 MAILBOXES_UNKNOWN: Final = ("mailbox depths unknown: the log records a letter when it is "
                             "handled, not when it is sent")
@@ -101,15 +102,9 @@ class StoredSource(_Scrubber):
                        + [last.t if last is not None else 0.0])
         self.at = self.end
         # a second pass: the task graph's edges and the chart's figures (actors/stored/index.py),
-        # with the chart's points over the whole run
-        summary = run.summary or {}
-        sid = summary.get("session_id")
-        self.index = LogIndex(
-            run, self.pairing, session=sid if isinstance(sid, str) else None,
-            samples=[self.end * i / SERIES_POINTS for i in range(SERIES_POINTS + 1)])
-        self.series_session = sid if isinstance(sid, str) else next(
-            iter(self.index.sessions), None)
-        self.series = self.index.series
+        # and the run's samples (the chart's points) from the same pass
+        metrics, self.index = run.fold_samples(pairing=self.pairing)
+        self.samples = metrics.samples
         self._seq = itertools.count(1)
         self._at_lock = threading.Lock()
 
@@ -124,8 +119,7 @@ class StoredSource(_Scrubber):
         if sid not in world:
             sid = next(iter(world), None)
         part = world.get(sid) if sid is not None else None
-        canvas_parts: list[dict[str, Any]] = []
-        grid = None
+        tiles = None
         claims: list[dict[str, Any]] = []
         agents: list[dict[str, Any]] = []
         board = None
@@ -153,33 +147,24 @@ class StoredSource(_Scrubber):
                              "the log does not say what they depend on")
             if part.get("canvas") is not None:
                 tiles = np.frombuffer(part["canvas"], dtype=np.uint8).reshape(part["shape"])
-                grid = [int(tiles.shape[0]), int(tiles.shape[1])]
-                from barnraise.view.watch import _rect_payload
-
-                canvas_parts = [_rect_payload(tiles, (0, 0, grid[1], grid[0]))]
             point = self.index.point(folded, str(sid))
             if self.index.has_blueprint(str(sid), folded.seq):
                 progress = point["completion"]
-            series = [p for p in self.series if p["t"] < point["t"]] \
-                if sid == self.series_session else []
-            series.append(point)
+            series = [*chart_series(self.samples, str(sid), at), point]
         events = [{"n": i + 1, "t": float(e["time"]), "type": e["type"], "from": e["sender"],
                    "body": e["content"]} for i, e in enumerate(self.events)
                   if float(e["time"]) <= at][-LOG_SIZE:]
-        return {
-            "seq": next(self._seq), "t": at, "session_id": sid, "grid": grid,
-            "canvas": canvas_parts, "claims": claims, "agents": agents, "board": board,
-            "progress": progress, "events": events, "series": series,
-            "palette": list(TILE_COLOURS), "tile_names": list(TILE_NAMES),
-            "status_colours": STATUS_COLOURS, "rate": 0, "state": "stored",
-            "mode": "stored", "speed": None, "controls": False, "steps": False,
-            "events_seen": len(self.events),
-            "scrub": {"start": 0.0, "end": self.end, "at": at, "shown": at,
-                      "folded": "from the start" if folded.start is None
-                      else f"from the snapshot at {folded.start[1]:.2f} s",
-                      "notes": notes, "mailboxes": MAILBOXES_UNKNOWN,
-                      "snapshots": [t for _, t in self.snapshots]},
-        }
+        status = {"state": "stored", "mode": "stored", "speed": None, "controls": False,
+                  "steps": False, "events_seen": len(self.events)}
+        frame = picture(seq=next(self._seq), t=at, session_id=sid, canvas=tiles,
+                        claims=claims, agents=agents, board=board, progress=progress,
+                        events=events, series=series, status=status, rate=0)
+        frame["scrub"] = {"start": 0.0, "end": self.end, "at": at, "shown": at,
+                          "folded": "from the start" if folded.start is None
+                          else f"from the snapshot at {folded.start[1]:.2f} s",
+                          "notes": notes, "mailboxes": MAILBOXES_UNKNOWN,
+                          "snapshots": [t for _, t in self.snapshots]}
+        return frame
 
 
 def _refuse_seek(action: str, value: Any) -> dict[str, Any] | None:
@@ -288,6 +273,8 @@ class ReplaySource(_Scrubber):
         self._at_lock = threading.Lock()
         self._lock = threading.Lock()  # one re-execution or fold at a time
         self._replay: _Replay | None = None
+        #: The run's samples, folded from the log (the chart's points before a seek's time).
+        self.samples = run.samples().samples
         self._checked = 0
         self._seq = itertools.count(1)  # frame numbers, rising across re-executions
         #: Why the re-execution is not shown (it differs from the log, it failed), or None.
@@ -309,10 +296,10 @@ class ReplaySource(_Scrubber):
         if self._stored is None:
             self._stored = StoredSource(self.run)
         self._stored.at = at
-        picture = self._stored.frame()
-        picture["seq"] = next(self._seq)
-        picture["scrub"]["problem"] = self.problem
-        return picture
+        frame = self._stored.frame()
+        frame["seq"] = next(self._seq)
+        frame["scrub"]["problem"] = self.problem
+        return frame
 
     def _replayed(self, at: float) -> dict[str, Any] | None:
         replay = self._replay
@@ -333,13 +320,16 @@ class ReplaySource(_Scrubber):
         if self.problem is not None:
             return None
         watcher.read_now()
-        picture = watcher.frame()
-        picture.update({
+        frame = watcher.frame()
+        # The chart: the run's samples before now, then the point of this read.
+        frame["series"] = [*chart_series(self.samples, frame["session_id"], at),
+                           *frame["series"][-1:]]
+        frame.update({
             "seq": next(self._seq), "t": at, "state": "stored", "mode": "stored",
             "speed": None, "controls": False, "steps": False,
             "scrub": {"start": 0.0, "end": self.end, "at": at, "shown": at,
                       "exact": True, "snapshots": [t for _, t in self.snapshots]}})
-        return picture
+        return frame
 
     def _check(self, simu: Simulation) -> None:
         """Compare the records the re-execution made since the last check with the log."""

@@ -48,9 +48,11 @@ from actors.world import Simulation
 from barnraise.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
 from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE, check_time_scale
 from sim.dispatch import DeterministicDispatcher, Gate, GateClosed, RealtimeDispatcher
+from sim.metrics import FINAL, INTERVAL, Sample
 from sim.views import WorldView
 
-__all__ = ["Watcher", "changed_rectangles"]
+__all__ = ["CHART_FIGURES", "Watcher", "changed_rectangles", "chart_point", "chart_series",
+           "picture", "rect_payload"]
 
 log = logging.getLogger("barnraise.view")
 
@@ -119,11 +121,63 @@ def changed_rectangles(old: NDArray[np.uint8] | None, new: NDArray[np.uint8], *,
     return out
 
 
-def _rect_payload(canvas: NDArray[np.uint8], rect: tuple[int, int, int, int]) -> dict[str, Any]:
+def rect_payload(canvas: NDArray[np.uint8], rect: tuple[int, int, int, int]) -> dict[str, Any]:
+    """A rectangle ``(x, y, w, h)`` of ``canvas`` as the page takes it (base64 tile codes)."""
     x, y, w, h = rect
     block = np.ascontiguousarray(canvas[y:y + h, x:x + w], dtype=np.uint8)
     return {"x": x, "y": y, "w": w, "h": h,
             "data": base64.b64encode(block.tobytes()).decode("ascii")}
+
+
+def picture(*, seq: int, t: float, session_id: str | None, canvas: NDArray[np.uint8] | None,
+            claims: list[dict[str, Any]], agents: list[dict[str, Any]],
+            board: dict[str, Any] | None, progress: float | None,
+            events: list[dict[str, Any]], series: list[dict[str, Any]],
+            status: dict[str, Any], rate: float) -> dict[str, Any]:
+    """The whole picture a page draws (a frame): the one function a live run's frame
+    (:meth:`Watcher.frame`) and a stored run's (``barnraise.view.stored``) are made by.
+    ``status``: the page's state, mode, speed, controls, steps and events seen."""
+    grid = None if canvas is None else [int(canvas.shape[0]), int(canvas.shape[1])]
+    return {
+        "seq": seq, "t": t, "session_id": session_id, "grid": grid,
+        "canvas": [] if grid is None or canvas is None
+        else [rect_payload(canvas, (0, 0, grid[1], grid[0]))],
+        "claims": claims, "agents": agents, "board": board, "progress": progress,
+        "events": events, "series": series, "palette": list(TILE_COLOURS),
+        "tile_names": list(TILE_NAMES), "status_colours": STATUS_COLOURS, "rate": rate,
+        **status}
+
+
+#: The figures of a chart point, besides its time ``t`` (``static/chart.js`` draws some).
+CHART_FIGURES: Final = ("completion", "tiles_placed", "conflicts", "lost_work", "claims",
+                        "tasks_completed", "tasks_failed", "messages_delivered",
+                        "messages_dropped")
+
+
+def chart_point(t: float, completion: float | None, tiles_placed: int | None,
+                conflicts: int, lost_work: int | None, claims: int,
+                tasks_completed: int | None, tasks_failed: int | None,
+                messages_delivered: int | None, messages_dropped: int | None
+                ) -> dict[str, Any]:
+    """One point of the page's chart (:data:`CHART_FIGURES` and ``t``)."""
+    return {"t": round(t, 6), "completion": completion, "tiles_placed": tiles_placed,
+            "conflicts": conflicts, "lost_work": lost_work, "claims": claims,
+            "tasks_completed": tasks_completed, "tasks_failed": tasks_failed,
+            "messages_delivered": messages_delivered, "messages_dropped": messages_dropped}
+
+
+def chart_series(samples: list[Sample], session_id: str | None, before: float
+                 ) -> list[dict[str, Any]]:
+    """The chart's points of a recorded run: its interval and final samples
+    (:class:`sim.metrics.Sample`, what ``timeseries()`` holds) of ``session_id``, those
+    before simulated time ``before``, in order. A stored run's page draws these
+    (``StoredRun.samples()``), and the point of the time it shows after them."""
+    return [chart_point(s.t, s.completion_percent, s.tiles_placed, s.conflicts, s.lost_work,
+                        s.claims_active, s.tasks_completed, s.tasks_failed,
+                        s.messages_delivered, s.messages_dropped)
+            for s in samples
+            if s.session_id == session_id and s.trigger in (INTERVAL, FINAL)
+            and round(s.t, 6) < round(before, 6)]
 
 
 class _Snapshot:
@@ -389,13 +443,10 @@ class Watcher:
                                   "mailbox": _mailbox(actors.get(m.agent_id), self.mode)}
         counts = (self._board or {}).get("counts", {})
         progress = view.progress
-        point = {"t": round(view.at, 6), "completion": progress.completion_percent,
-                 "tiles_placed": progress.tiles_placed, "conflicts": progress.conflicts,
-                 "lost_work": progress.lost_work, "claims": len(claims),
-                 "tasks_completed": counts.get("completed", 0),
-                 "tasks_failed": counts.get("failed", 0),
-                 "messages_delivered": message_counts[0],
-                 "messages_dropped": message_counts[1]}
+        point = chart_point(view.at, progress.completion_percent, progress.tiles_placed,
+                            progress.conflicts, progress.lost_work, len(claims),
+                            counts.get("completed", 0), counts.get("failed", 0),
+                            message_counts[0], message_counts[1])
         canvas = None if view.canvas is None else np.asarray(view.canvas, dtype=np.uint8)
         completion = progress.completion_percent if view.has_blueprint else None
         return _Snapshot(next(self._seq), view.at, view.session_id, canvas, claims, agents,
@@ -420,7 +471,7 @@ class Watcher:
         canvas_parts: list[dict[str, Any]] = []
         if now.canvas is not None:
             old = None if before is None else before.canvas
-            canvas_parts = [_rect_payload(now.canvas, r)
+            canvas_parts = [rect_payload(now.canvas, r)
                             for r in changed_rectangles(old, now.canvas)]
         old_claims = {} if before is None else before.claims
         old_agents = {} if before is None else before.agents
@@ -454,21 +505,14 @@ class Watcher:
             now = self._current
             log_entries = _entries(list(self._log))
             series = list(self._series)
-        base: dict[str, Any] = {
-            "palette": list(TILE_COLOURS), "tile_names": list(TILE_NAMES),
-            "status_colours": STATUS_COLOURS, "rate": self.rate, **self._status(),
-            "events": log_entries, "series": series}
         if now is None:
-            return {"seq": 0, "t": self.simu.now, "session_id": None, "grid": None,
-                    "canvas": [], "claims": [], "agents": [], "board": None,
-                    "progress": None, **base}
-        return {
-            "seq": now.seq, "t": now.t, "session_id": now.session_id,
-            "grid": None if now.canvas is None else list(now.canvas.shape),
-            "canvas": [] if now.canvas is None else [_rect_payload(
-                now.canvas, (0, 0, int(now.canvas.shape[1]), int(now.canvas.shape[0])))],
-            "claims": list(now.claims.values()), "agents": list(now.agents.values()),
-            "board": now.board, "progress": now.completion, **base}
+            return picture(seq=0, t=self.simu.now, session_id=None, canvas=None, claims=[],
+                           agents=[], board=None, progress=None, events=log_entries,
+                           series=series, status=self._status(), rate=self.rate)
+        return picture(seq=now.seq, t=now.t, session_id=now.session_id, canvas=now.canvas,
+                       claims=list(now.claims.values()), agents=list(now.agents.values()),
+                       board=now.board, progress=now.completion, events=log_entries,
+                       series=series, status=self._status(), rate=self.rate)
 
     def wait_reads(self, count: int, timeout: float) -> bool:
         """Wait until :attr:`reads` reaches ``count`` (False if ``timeout`` wall seconds pass)."""
