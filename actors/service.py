@@ -211,6 +211,24 @@ class SessionService(A2AActor):
         # a table of every call of a long run would only grow.
         self._answers: OrderedDict[tuple[str, str], dict[str, Any] | None] | None = None
 
+    #: The objects besides the actor that serve some of its ``tool_<name>`` and ``op_<name>``
+    #: handlers: its rooms, one per concern, each the one owner of its own state (the task
+    #: queue's approval gates, say). Set by a subclass in its ``__init__``.
+    rooms: tuple[object, ...] = ()
+
+    def handler(self, name: str) -> Callable[..., Any]:
+        """The method serving ``name`` (``tool_<tool>`` or ``op_<op>``): the actor's own,
+        else its room's (:attr:`rooms`); AttributeError if none serves it."""
+        found = getattr(self, name, None)
+        if found is None:
+            for room in self.rooms:
+                found = getattr(room, name, None)
+                if found is not None:
+                    break
+            else:
+                raise AttributeError(f"{type(self).__name__} serves no {name}")
+        return found  # type: ignore[no-any-return]
+
     def a2a_bind(self, dispatcher: Any, name: str) -> None:
         super().a2a_bind(dispatcher, name)
         if dispatcher.faults is not None:
@@ -240,7 +258,7 @@ class SessionService(A2AActor):
             call = self._admit(message)
             served = self._tool_handlers.get(call.tool)
             if served is None:
-                handler: Callable[[Call], Any] = getattr(self, f"tool_{call.tool}")
+                handler: Callable[[Call], Any] = self.handler(f"tool_{call.tool}")
                 served = self._tool_handlers[call.tool] = (
                     handler, inspect.iscoroutinefunction(handler),
                     call.tool in self.fresh_results)
@@ -372,8 +390,9 @@ class SessionService(A2AActor):
         if message.from_agent not in SERVICES and message.from_agent != SUPERVISOR:
             self._answer(message, fail("permission_denied", f"{op} is internal to the services"))
             return
-        handler = getattr(self, f"op{op}", None)
-        if handler is None:
+        try:
+            handler = self.handler(f"op{op}")
+        except AttributeError:
             self._answer(message, fail("unknown_tool", f"no internal operation {op!r}"))
             return
         fresh = op in self.fresh_results

@@ -57,7 +57,7 @@ def test_the_services_serve_the_operations_the_log_is_read_by() -> None:
     assert set(served) >= ops.FOLDED, sorted(ops.FOLDED - set(served))
     assert {ops.CHECKPOINT, ops.ROLLBACK, ops.CLAIM_FOR} <= set(served)
     assert "actors/regions.py" in " ".join(served[ops.CHECKPOINT])
-    assert "actors/taskqueue.py" in " ".join(served[ops.ROLLBACK])
+    assert "actors/task_checkpoints.py" in " ".join(served[ops.ROLLBACK])
 
 
 def test_no_module_of_the_engine_spells_out_a_services_operation() -> None:

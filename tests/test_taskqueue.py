@@ -612,9 +612,9 @@ def test_checkpoint_and_rollback_restore_the_tasks(simu: Simulation, crew: Crew)
     assert finish(crew.builder, a)["unblocked_tasks"] == [b]
     tq = tasks_actor(simu)
     with pytest.raises(ToolError) as missing:
-        tq.op_rollback({"session_id": crew.sid, "checkpoint_id": "ckpt_nope"})
+        tq.handler("op_rollback")({"session_id": crew.sid, "checkpoint_id": "ckpt_nope"})
     assert missing.value.code == "checkpoint_not_found"
-    saved = tq.op_checkpoint({"session_id": crew.sid, "checkpoint_id": "manual"})
+    saved = tq.handler("op_checkpoint")({"session_id": crew.sid, "checkpoint_id": "manual"})
     assert saved["success"] and saved["tasks"] == 2 and saved["size_bytes"] > 0
 
 
@@ -727,7 +727,7 @@ def check_consistent(tq: TaskQueue, sid: str) -> None:
             assert record.assigned_to != "any"
     counts = graph.counts()
     assert sum(counts.values()) == len(records)
-    pending_by = tq._state[sid].pending_by_priority
+    pending_by = tq.by_session[sid].pending_by_priority
     assert sum(pending_by.values()) == counts["pending"]
 
 
