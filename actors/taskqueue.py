@@ -20,6 +20,13 @@ Internal operations, for the other services (``_agent_crashed`` for the top
 supervisor): ``_state``, ``_requeue_agent``, ``_agent_crashed``,
 ``_checkpoint``, ``_rollback``, ``_session_closed`` (see each ``op_`` method).
 
+The queue keeps the graph, the records and their counts; its rooms (each the one owner
+of its own state, serving some of the tools and operations) are the deadlines and the
+approval gates (:mod:`actors.task_gates`: ``approval_respond``), the checkpoints
+(:mod:`actors.task_checkpoints`: ``_checkpoint``, ``_rollback``, a resume) and
+recovery (:mod:`actors.task_recovery`: ``_requeue_agent``, ``_agent_crashed``,
+redelivery under faults).
+
 What callers can rely on:
 
 * Task ids are ``task_<hex>``, unique within the simulation run and drawn from

@@ -56,7 +56,7 @@ def test_the_services_serve_the_operations_the_log_is_read_by() -> None:
     assert all(name.startswith(ops.PREFIX) for name in served)
     assert set(served) >= ops.FOLDED, sorted(ops.FOLDED - set(served))
     assert {ops.CHECKPOINT, ops.ROLLBACK, ops.CLAIM_FOR} <= set(served)
-    assert "actors/regions.py" in " ".join(served[ops.CHECKPOINT])
+    assert "actors/region_checkpoints.py" in " ".join(served[ops.CHECKPOINT])
     assert "actors/task_checkpoints.py" in " ".join(served[ops.ROLLBACK])
 
 
