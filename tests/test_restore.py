@@ -48,7 +48,7 @@ def service_state(simu: Simulation, sid: str) -> dict[str, Any]:
         s = c._state[sid]
         return {"owner": s.owner, "granted_roles": sorted(s.granted_roles),
                 "joined": s.joined, "members": _members(c, sid),
-                "checkpoints": {cid: dict(e) for cid, e in s.checkpoints.items()}}
+                "checkpoints": {cid: dict(e) for cid, e in c.checkpoints.index(sid).items()}}
 
     def regions() -> dict[str, Any]:
         r = simu._regions
