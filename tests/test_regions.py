@@ -542,6 +542,24 @@ def test_a_closed_session_is_dropped_with_its_leases(simu: Simulation) -> None:
     failed(c.a.region_query(region=box(0, 0, 5)), "session_not_found")
 
 
+def test_a_closed_session_leaves_nothing_in_the_manager_s_rooms(simu: Simulation) -> None:
+    c = crew(simu)
+    c.a.region_claim(region=box(0, 0, 10))
+    assert c.a.builder_load_shader(region=box(0, 0, 5), shader_name="glow")["success"]
+    assert c.arch.build_checkpoint(include=["tiles", "shaders"])["success"]
+    manager = regions(simu)
+    assert len(manager.checkpoints.kept(c.sid)) == 1
+    assert len(manager.artifacts.of(c.sid).shaders) == 1
+    assert manager.handler("tool_builder_load_shader").__self__ is manager.artifacts
+    assert manager.handler("op_checkpoint").__self__ is manager.checkpoints
+    manager.handler("op_session_closed")({"session_id": c.sid})
+    assert manager.checkpoints.kept(c.sid) == {}
+    with pytest.raises(KeyError):
+        manager.artifacts.of(c.sid)
+    failed(c.a.builder_load_shader(region=box(0, 0, 5), shader_name="glow"),
+           "session_not_found")
+
+
 def test_an_answer_too_large_to_send_becomes_a_failure(simu: Simulation) -> None:
     c = crew(simu, grid=200)
     for i in range(400):

@@ -563,6 +563,47 @@ def test_a_deadline_timer_does_not_keep_a_run_alive(simu: Simulation, crew: Crew
     assert simu.now < 1000 and statuses(crew.arch) == {task: "pending"}
 
 
+def test_the_gates_hold_a_timer_only_while_it_can_fire(simu: Simulation, gated: Crew) -> None:
+    tq = tasks_actor(simu)
+    build, _ = awaiting(gated)
+    timed = delegate(gated.arch, task_type="test", deadline=100)
+    assert tq.approvals.armed(gated.sid) == {build}
+    assert tq.deadlines.armed(gated.sid) == {timed}
+    assert gated.arch.approval_respond(task_id=build, decision="approve")["success"]
+    finish(gated.tester, timed)
+    assert tq.approvals.armed(gated.sid) == frozenset()
+    assert tq.deadlines.armed(gated.sid) == frozenset()
+
+
+def test_a_closed_session_leaves_nothing_in_the_queue_s_rooms(
+        simu: Simulation, gated: Crew) -> None:
+    tq = tasks_actor(simu)
+    build, _ = awaiting(gated)
+    delegate(gated.arch, task_type="test", deadline=100)
+    assert gated.arch.build_checkpoint(checkpoint_name="kept")["success"]
+    assert len(tq.checkpoints.kept(gated.sid)) == 1
+    assert tq.approvals.armed(gated.sid) == {build} and tq.deadlines.armed(gated.sid)
+    tq.handler("op_session_closed")({"session_id": gated.sid})
+    assert gated.sid not in tq.by_session
+    assert tq.approvals.armed(gated.sid) == tq.deadlines.armed(gated.sid) == frozenset()
+    assert tq.checkpoints.kept(gated.sid) == {}
+    # The approval's timeout was cancelled: it no longer keeps the run going (it would
+    # run on to its due time, 30 s on; test_an_unanswered_approval_times_out).
+    before = simu.now
+    simu.run()
+    assert simu.now == before
+
+
+def test_the_queue_s_rooms_serve_their_tools_and_operations(simu: Simulation) -> None:
+    tq = tasks_actor(simu)
+    assert tq.handler("tool_approval_respond").__self__ is tq.approvals
+    assert tq.handler("op_rollback").__self__ is tq.checkpoints
+    assert tq.handler("op_agent_crashed").__self__ is tq.recovery
+    assert tq.handler("tool_task_report").__self__ is tq
+    with pytest.raises(AttributeError, match="TaskQueue serves no op_nope"):
+        tq.handler("op_nope")
+
+
 # -- membership, state, checkpoints --------------------------------------------------------
 
 
