@@ -21,7 +21,10 @@ returns :data:`DEFERRED` after keeping ``call.message`` to answer it later with
 
 Services talk to each other with internal operations: a ``coordination_request``
 whose content has ``op`` (always starting with ``_``), served by ``op_<name>``
-methods and accepted only from another service. The coordinator keeps every
+methods and accepted only from another service. A ``tool_<NAME>`` or ``op_<name>``
+method is the service's own or one of its rooms' (:attr:`SessionService.rooms`: an
+object per concern, the one owner of its own state, such as the task queue's approval
+gates), found by name. The coordinator keeps every
 service's copy of the session list and membership current with ``_session``,
 ``_member_joined`` and ``_member_left``, sent before it answers the caller, so a
 member's next call always finds itself known.
@@ -188,6 +191,10 @@ class SessionService(A2AActor):
     #: it is, without the copy every other answer gets (``_answer``); a failure is
     #: always copied. Under a fault plan, whose table keeps every answer, all are copied.
     fresh_results: ClassVar[frozenset[str]] = frozenset()
+    #: The objects besides the actor that serve some of its ``tool_<name>`` and ``op_<name>``
+    #: handlers: its rooms, one per concern, each the one owner of its own state (the task
+    #: queue's approval gates, say). Set by a subclass in its ``__init__``.
+    rooms: tuple[object, ...] = ()
 
     def __init__(self, *, policy: Policy | None = None) -> None:
         super().__init__(mailbox_capacity=SERVICE_CAPACITY)
@@ -210,11 +217,6 @@ class SessionService(A2AActor):
         # The last ANSWERS_KEPT calls are remembered: a retry comes within seconds, and
         # a table of every call of a long run would only grow.
         self._answers: OrderedDict[tuple[str, str], dict[str, Any] | None] | None = None
-
-    #: The objects besides the actor that serve some of its ``tool_<name>`` and ``op_<name>``
-    #: handlers: its rooms, one per concern, each the one owner of its own state (the task
-    #: queue's approval gates, say). Set by a subclass in its ``__init__``.
-    rooms: tuple[object, ...] = ()
 
     def handler(self, name: str) -> Callable[..., Any]:
         """The method serving ``name`` (``tool_<tool>`` or ``op_<op>``): the actor's own,
