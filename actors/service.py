@@ -204,6 +204,8 @@ class SessionService(A2AActor):
         # tool name -> (bound handler, is it a coroutine function, is its result
         # fresh): looked up once
         self._tool_handlers: dict[str, tuple[Callable[[Call], Any], bool, bool]] = {}
+        # op name -> its bound handler (the service's or a room's): looked up once
+        self._op_handlers: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
         # tool name -> (the tool, its arguments' check, does it take a session id), for
         # the tools of the table this service serves: what _admit asks, asked once.
         self._served: dict[str, tuple[Tool, Callable[[Mapping[str, Any]], dict[str, Any]],
@@ -392,11 +394,13 @@ class SessionService(A2AActor):
         if message.from_agent not in SERVICES and message.from_agent != SUPERVISOR:
             self._answer(message, fail("permission_denied", f"{op} is internal to the services"))
             return
-        try:
-            handler = self.handler(f"op{op}")
-        except AttributeError:
-            self._answer(message, fail("unknown_tool", f"no internal operation {op!r}"))
-            return
+        handler = self._op_handlers.get(op)
+        if handler is None:
+            try:
+                handler = self._op_handlers[op] = self.handler(f"op{op}")
+            except AttributeError:
+                self._answer(message, fail("unknown_tool", f"no internal operation {op!r}"))
+                return
         fresh = op in self.fresh_results
         try:
             result = handler(message.content)
