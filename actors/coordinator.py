@@ -11,6 +11,12 @@ the service that owns it, with internal operations (``actors.service``):
 A checkpoint is kept where its data lives: each service stores its own part
 under the checkpoint id, and the coordinator keeps the index (name, time,
 contents, size). Times are simulation seconds.
+
+Two rooms of the coordinator serve some of its tools, each the one owner of its own
+state: :mod:`actors.session_checkpoints` (``build_checkpoint``, ``build_rollback``,
+the index and autosave) and :mod:`actors.session_messaging` (the A2A tools and the
+subscriptions they gave). The coordinator itself keeps the sessions' lifecycle:
+creation, joins and grants, leaves and expiry, and the session's state.
 """
 
 from __future__ import annotations
@@ -25,13 +31,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from actors.paging import cursor_offset, fit_lists
 from actors.regions import BLUEPRINT
 from actors.service import (
-    CHECKPOINT,
     MEMBER_JOINED,
     MEMBER_LEFT,
     REPLY_MARGIN,
-    ROLLBACK,
     SESSION,
     SESSION_CLOSED,
     Call,
@@ -39,6 +44,8 @@ from actors.service import (
     SessionInfo,
     SessionService,
 )
+from actors.session_checkpoints import SessionCheckpoints
+from actors.session_messaging import SessionMessaging
 from actors.supervisor import ROOT, Supervisor
 from sim.dispatch.core import SYSTEM
 from sim.events import (
@@ -46,13 +53,10 @@ from sim.events import (
     AgentJoined,
     AgentLeft,
     AgentOffline,
-    CheckpointCreated,
-    Rollback,
 )
-from sim.messages import MESSAGE_TYPES, Message, session_topic
-from sim.tools import SERVICES, STATE_PAGE_DEFAULT, ToolError, WorldLimits, ok
+from sim.messages import Message
+from sim.tools import SERVICES, ToolError, WorldLimits, ok
 from sim.views import (
-    CheckpointView,
     MemberView,
     SessionPart,
     SessionView,
@@ -72,50 +76,6 @@ RECENT_EVENTS: Final = 100
 #: The longest list in a join's ``session_state`` (``truncated: true`` when cut): a
 #: join's answer costs the same in a session of ten members or ten thousand.
 JOIN_STATE_LIMIT: Final = 100
-
-
-def _cursor_offset(cursor: str | None) -> int:
-    """The position a ``session_get_state`` cursor names (a previous ``next_cursor``)."""
-    if cursor is None:
-        return 0
-    if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 9):
-        raise ToolError("invalid_argument", "cursor: not a cursor this session gave "
-                        f"(a previous answer's next_cursor), got {cursor[:40]!r}",
-                        field="cursor")
-    return int(cursor)
-
-
-def _fit_lists(result: dict[str, Any], lists: list[list[Any]], budget: int) -> int:
-    """Cut every list of ``lists`` (parts of ``result``) to the longest common length
-    ``n`` at which ``result`` fits ``budget`` bytes of JSON; ``n``. Most answers fit as
-    they are, found with one encoding; only a longer one is measured item by item."""
-    longest = max((len(x) for x in lists), default=0)
-    if len(_encode(result)) <= budget:
-        return longest
-    kept = [x[:] for x in lists]
-    for x in lists:
-        x.clear()
-    used = len(_encode(result))
-    n = 0
-    while n < longest:
-        step = sum(len(_encode(x[n])) + 1 for x in kept if n < len(x))
-        if used + step > budget:
-            break
-        used += step
-        n += 1
-    for x, whole in zip(lists, kept, strict=True):
-        x.extend(whole[:n])
-    return n
-
-_canonical_encoder: Final = msgspec.json.Encoder(order="sorted")
-
-
-def _canonical(value: Any) -> bytes:
-    """``value`` (a subscription filter, from JSON) in one spelling for every key order."""
-    try:
-        return _canonical_encoder.encode(value)
-    except (TypeError, ValueError, msgspec.EncodeError):
-        return repr(value).encode()
 
 
 def _same_secret(given: object, secret: str) -> bool:
@@ -145,8 +105,6 @@ class _Session:
     grants: dict[str, str] = field(default_factory=dict)  # agent id -> granted role
     role_tokens: dict[str, str] = field(default_factory=dict)  # token -> role
     joined: int = 0  # members ever joined: the next colour
-    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
-    stop_autosave: Any = None
 
 
 class Coordinator(SessionService):
@@ -159,16 +117,15 @@ class Coordinator(SessionService):
         self.limits = limits or WorldLimits()
         self._recent: dict[str, deque[tuple[float, str, Any]]] = {}
         self._stop_listening: Callable[[], None] = lambda: None
-        #: agent -> (topic, its filter in canonical JSON) -> the subscription id it
-        #: was given; entries the dispatcher no longer holds are pruned as met.
-        self._subscribed: dict[str, dict[tuple[str, bytes], str]] = {}
         # session id -> its members' display names: a join checks its name in O(1)
         # (a pass over the members made joining a crew of n cost n * n)
         self._names: dict[str, set[str]] = {}
         self._leaving: set[tuple[str, str]] = set()  # (session, agent) being removed
-        #: (session, agent) -> the subscriptions a2a_subscribe gave it (all of them to the
-        #: session's own topics): what its leave ends, without a look at anyone else's.
-        self._subscriptions: dict[tuple[str, str], list[str]] = {}
+        # The rooms, each the one owner of its state and serving its tools: the
+        # checkpoint index and autosave, and the A2A tools with the subscriptions.
+        self.checkpoints = SessionCheckpoints(self)
+        self.messaging = SessionMessaging(self)
+        self.rooms = (self.checkpoints, self.messaging)
 
     def on_start(self) -> None:
         # The registry notices lost heartbeats; sessions hear of it from here.
@@ -234,12 +191,10 @@ class Coordinator(SessionService):
             members=tuple(MemberView(m.agent_id, m.name, m.role, m.color,
                                      tuple(m.capabilities), m.joined_at)
                           for m in members.values()),
-            checkpoints=tuple(CheckpointView(
-                e["checkpoint_id"], e["checkpoint_name"], e["description"], e["created_at"],
-                tuple(e["include"]), json_copy(e["contents"]), e["size_kb"])
-                for e in session.checkpoints.values()))
+            checkpoints=self.checkpoints.views(session_id))
 
-    def _new_id(self, prefix: str) -> str:
+    def new_id(self, prefix: str) -> str:
+        """A new id: ``prefix``, a seeded random part and the coordinator's serial."""
         self._serial += 1
         return f"{prefix}_{int(self.rng.integers(0, 2**32)):08x}{self._serial:x}"
 
@@ -248,7 +203,7 @@ class Coordinator(SessionService):
         # once (two joins back to back must both see it); the others get it at
         # HIGH priority before the caller hears back, so by the time the caller's
         # next request reaches a service, the update is ahead of it.
-        getattr(self, f"op{op}")(content)
+        self.handler(f"op{op}")(content)
         for service in SERVICES:
             if service != self.name:
                 self.send(service, "coordination_request", {"op": op, **content}, priority=8)
@@ -279,7 +234,7 @@ class Coordinator(SessionService):
         args = call.args
         self._check_limits(args)
         config = args["config"]
-        session_id = self._new_id("session")
+        session_id = self.new_id("session")
         info = SessionInfo(
             session_id=session_id, session_name=args["session_name"],
             grid_size=args["grid_size"], coordination_mode=args["coordination_mode"],
@@ -301,9 +256,7 @@ class Coordinator(SessionService):
                 self._drop_session(session_id)
                 raise ToolError("invalid_argument", f"blueprint: {result.get('message')}",
                                 field="blueprint")
-        if config["checkpoint_interval"] > 0:
-            self._state[session_id].stop_autosave = self.dispatcher.call_every(
-                config["checkpoint_interval"], self, lambda: self._start_autosave(session_id))
+        self.checkpoints.open(session_id, config["checkpoint_interval"])
         return ok(session_id=session_id, session_name=info.session_name,
                   created_at=info.created_at, invite_token=token,
                   coordination_mode=info.coordination_mode, grid_size=info.grid_size,
@@ -323,16 +276,12 @@ class Coordinator(SessionService):
         self.dispatcher.trace.redact(token, stand_in)
         self._state[info.session_id] = _Session(
             info, token, info.config["private"], owner=image.owner,
-            granted_roles=frozenset(image.granted_roles), joined=image.joined,
-            checkpoints={cid: dict(entry) for cid, entry in image.checkpoints.items()})
+            granted_roles=frozenset(image.granted_roles), joined=image.joined)
         for member in self.members[info.session_id].values():
             self.dispatcher.set_session(member.agent_id, info.session_id)
         self._names[info.session_id] = {m.name for m in self.members[info.session_id].values()}
-        if info.config["checkpoint_interval"] > 0:
-            session_id = info.session_id
-            self._state[session_id].stop_autosave = self.dispatcher.call_every(
-                info.config["checkpoint_interval"], self,
-                lambda: self._start_autosave(session_id))
+        self.checkpoints.open(info.session_id, info.config["checkpoint_interval"],
+                              image.checkpoints)
 
     def _drop_session(self, session_id: str) -> None:
         self._state.pop(session_id, None)
@@ -342,6 +291,7 @@ class Coordinator(SessionService):
         self.sessions.pop(content["session_id"], None)
         self.members.pop(content["session_id"], None)
         self._names.pop(content["session_id"], None)
+        self.checkpoints.close(content["session_id"])
 
     def op_member_joined(self, content: Mapping[str, Any]) -> None:
         super().op_member_joined(content)
@@ -437,7 +387,7 @@ class Coordinator(SessionService):
         # fit one reply: the join took effect, so its answer must be sendable.
         lists = list(session_state.values())
         longest = max(len(x) for x in lists)
-        if _fit_lists(result, lists, self._reply_budget()) < longest or (
+        if fit_lists(result, lists, self.reply_budget()) < longest or (
                 state["agents_total"] > JOIN_STATE_LIMIT or
                 state["claims_total"] > JOIN_STATE_LIMIT
                 or state["pending_total"] > len(state["pending_tasks"])):
@@ -516,8 +466,7 @@ class Coordinator(SessionService):
             if not any(agent_id in members for members in self.members.values()):
                 self.dispatcher.unwatch(self.name, agent_id)
             # A leaver hears nothing more of the session (it had joined to hear it).
-            for sid in self._subscriptions.pop(key, ()):
-                self.dispatcher.unsubscribe(sid)
+            self.messaging.end(session_id, agent_id)
         finally:
             self._leaving.discard(key)
         return released, requeued
@@ -558,7 +507,7 @@ class Coordinator(SessionService):
         include = set(args["include"])
         if "all" in include:
             include = {"agents", "regions", "tasks", "progress", "events"}
-        offset = _cursor_offset(args.get("cursor"))
+        offset = cursor_offset(args.get("cursor"))
         state = await self._state_of(call.session_id, tuple(include), offset, args["limit"])
         out: dict[str, Any] = {}
         for key in ("agents", "regions", "tasks", "progress"):
@@ -570,7 +519,7 @@ class Coordinator(SessionService):
                     if call.session else "", now=self.now, state=out)
         paged = [out[key] for key in ("agents", "regions") if key in out]
         had = any(paged)
-        shown = _fit_lists(result, paged, self._reply_budget())
+        shown = fit_lists(result, paged, self.reply_budget())
         if shown == 0 and had:  # a next_cursor where this one is would never move on
             raise ToolError("invalid_argument", f"cursor: the item at position {offset} "
                             "does not fit one reply beside the rest of the answer; ask for "
@@ -581,7 +530,8 @@ class Coordinator(SessionService):
             result["next_cursor"] = str(offset + shown)
         return result
 
-    def _reply_budget(self) -> int:
+    def reply_budget(self) -> int:
+        """The bytes of JSON an answer's lists may take (a message's limit, less a margin)."""
         return int(self.dispatcher.max_content_bytes) - REPLY_MARGIN
 
     async def _state_of(self, session_id: str, include: tuple[str, ...], offset: int = 0,
@@ -638,155 +588,5 @@ class Coordinator(SessionService):
 
     # -- checkpoints -------------------------------------------------------------------
 
-    async def tool_build_checkpoint(self, call: Call) -> dict[str, Any]:
-        return await self._checkpoint(call.session_id, call.args["checkpoint_name"],
-                                      call.args["description"], call.args["include"])
-
-    def _start_autosave(self, session_id: str) -> None:
-        self.start_behaviour(self._autosave, session_id, name="autosave")
-
-    async def _autosave(self, _actor: Any, session_id: str) -> None:
-        if session_id in self._state:
-            await self._checkpoint(session_id, f"auto-{self.now:g}", "automatic",
-                                   ["tiles", "shaders", "cartridges", "session_state"])
-
-    async def _checkpoint(self, session_id: str, name: str, description: str,
-                          include: list[str]) -> dict[str, Any]:
-        checkpoint_id = self._new_id("ckpt")
-        regions = await self.ask("regions", CHECKPOINT, session_id=session_id,
-                                 checkpoint_id=checkpoint_id, include=include)
-        tasks: dict[str, Any] = {"tasks": 0, "size_bytes": 0}
-        if "session_state" in include:
-            tasks = await self.ask("tasks", CHECKPOINT, session_id=session_id,
-                                   checkpoint_id=checkpoint_id)
-        contents = {"tiles": regions.get("tiles", 0), "shaders": regions.get("shaders", 0),
-                    "cartridges": regions.get("cartridges", 0)}
-        size = regions.get("size_bytes", 0) + tasks.get("size_bytes", 0)
-        entry = {"checkpoint_id": checkpoint_id, "checkpoint_name": name or checkpoint_id,
-                 "description": description, "created_at": self.now, "include": include,
-                 "contents": contents, "size_kb": round(size / 1024, 2)}
-        self._state[session_id].checkpoints[checkpoint_id] = entry
-        self.emit_event(CheckpointCreated(session_id=session_id, checkpoint_id=checkpoint_id,
-                                          name=entry["checkpoint_name"]))
-        return ok(**entry)
-
-    async def tool_build_rollback(self, call: Call) -> dict[str, Any]:
-        checkpoint_id = call.args["checkpoint_id"]
-        entry = self._state[call.session_id].checkpoints.get(checkpoint_id)
-        if entry is None:
-            raise ToolError("checkpoint_not_found", f"no checkpoint {checkpoint_id!r} in "
-                            f"{call.session_id}")
-        regions = await self.ask("regions", ROLLBACK, session_id=call.session_id,
-                                 checkpoint_id=checkpoint_id)
-        if "session_state" in entry["include"]:
-            await self.ask("tasks", ROLLBACK, session_id=call.session_id,
-                           checkpoint_id=checkpoint_id)
-        restored = regions.get("restored", {})
-        lost = regions.get("lost", {})
-        self.emit_event(Rollback(session_id=call.session_id, checkpoint_id=checkpoint_id,
-                                 lost_items=lost, by=call.caller))
-        if call.args["notify_agents"]:
-            for member in self.members[call.session_id].values():
-                if member.agent_id != call.caller:
-                    self.send(member.agent_id, "status_update", {
-                        "event": "rollback", "session_id": call.session_id,
-                        "checkpoint_id": checkpoint_id})
-        return ok(rolled_back_to=checkpoint_id, rolled_back_at=self.now, restored=restored,
-                  lost=lost)
-
     # -- A2A ------------------------------------------------------------------------------
 
-    def tool_a2a_send_message(self, call: Call) -> dict[str, Any]:
-        args = call.args
-        to = self.member_id(call.session_id, args["to_agent"], "to_agent")
-        if args["message_type"] not in MESSAGE_TYPES:
-            raise ToolError("invalid_argument", f"message_type: must be one of "
-                            f"{sorted(MESSAGE_TYPES)}", field="message_type")
-        message = self.dispatcher.message(call.caller, to, args["message_type"],
-                                          args["content"], priority=args["priority"],
-                                          expires_in=args.get("expires_in"))
-        report = self.dispatcher.send(self.dispatcher.seal(message))
-        return ok(message_id=message.message_id, to_agent=to, status=report.statuses[to])
-
-    def tool_a2a_broadcast(self, call: Call) -> dict[str, Any]:
-        args = call.args
-        if args["message_type"] not in MESSAGE_TYPES:
-            raise ToolError("invalid_argument", f"message_type: must be one of "
-                            f"{sorted(MESSAGE_TYPES)}", field="message_type")
-        statuses: dict[str, str] = {}
-        for member in self.members[call.session_id].values():
-            if args["exclude_self"] and member.agent_id == call.caller:
-                continue
-            if args.get("agent_type") and member.role != args["agent_type"]:
-                continue
-            message = self.dispatcher.message(call.caller, member.agent_id,
-                                              args["message_type"], args["content"])
-            statuses.update(self.dispatcher.send(self.dispatcher.seal(message)).statuses)
-        delivered = sorted(k for k, v in statuses.items() if v == "delivered")
-        return ok(recipients=sorted(statuses), delivered=delivered, statuses=statuses)
-
-    def tool_a2a_subscribe(self, call: Call) -> dict[str, Any]:
-        args = call.args
-        if args.get("topic") and args.get("event_type"):
-            raise ToolError("invalid_argument", "give event_type or topic, not both",
-                            field="topic")
-        try:
-            topic = session_topic(call.session_id, args.get("topic") or None,
-                                  args.get("event_type"))
-        except PermissionError as exc:
-            raise ToolError("permission_denied", str(exc), field="topic") from None
-        except ValueError as exc:
-            raise ToolError("invalid_argument", f"topic: {exc}", field="topic") from None
-        dispatcher = self.dispatcher
-        held = self._subscribed.setdefault(call.caller, {})
-        key = (topic, _canonical(args.get("filter")))
-        sid = held.get(key)
-        if sid is not None and dispatcher.holds_subscription(sid):
-            # Identical: a second would only deliver every event twice.
-            return ok(subscription_id=sid, topic=topic)
-        limit = self.limits.max_subscriptions
-        if len(held) >= limit:
-            for gone in [k for k, s in held.items() if not dispatcher.holds_subscription(s)]:
-                del held[gone]
-            if len(held) >= limit:
-                raise ToolError("limit_exceeded", f"max_subscriptions: {call.caller} holds "
-                                f"{limit} subscriptions, the most one agent may",
-                                limit="max_subscriptions")
-        try:
-            sid = dispatcher.subscribe(dispatcher.actor(call.caller), topic, args.get("filter"))
-        except ValueError as exc:
-            raise ToolError("invalid_argument", str(exc), field="filter") from None
-        held[key] = sid
-        self._subscriptions.setdefault((call.session_id, call.caller), []).append(sid)
-        return ok(subscription_id=sid, topic=topic)
-
-    async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:
-        """The session's members that match every filter given, in join order, a page
-        at a time: at most ``limit`` (default 500) from the position ``cursor`` names,
-        cut shorter if they would not fit one reply. ``count`` is the number in this
-        answer; when more match past it, ``next_cursor`` is added, to pass back. Below
-        one page the answer is as it always was (``agents``, ``count``)."""
-        args = call.args
-        members = list(self.members[call.session_id].values())
-        if args.get("agent_type"):
-            members = [m for m in members if m.role == args["agent_type"]]
-        if args.get("capability"):
-            members = [m for m in members if args["capability"] in m.capabilities]
-        if args.get("region_overlaps") is not None:
-            found = await self.ask("regions", "_claims_of", session_id=call.session_id,
-                                   region=args["region_overlaps"])
-            owners = set(found.get("agents", []))
-            members = [m for m in members if m.agent_id in owners]
-        offset = _cursor_offset(args.get("cursor"))
-        page = members[offset:offset + args.get("limit", STATE_PAGE_DEFAULT)]
-        agents = [{"agent_id": m.agent_id, "name": m.name, "agent_type": m.role,
-                   "capabilities": m.capabilities, "color": m.color} for m in page]
-        result = ok(agents=agents, count=len(agents))
-        shown = _fit_lists(result, [agents], self._reply_budget())
-        if shown == 0 and page:  # a next_cursor where this one is would never move on
-            raise ToolError("invalid_argument", f"cursor: the agent at position {offset} "
-                            "does not fit one reply", field="cursor")
-        result["count"] = shown
-        if offset + shown < len(members):
-            result["next_cursor"] = str(offset + shown)
-        return result

@@ -10,7 +10,7 @@ session it owns:
   shared claims but no exclusive claim of another agent; an agent's own claims
   never conflict with each other. A claim with ``timeout > 0`` expires at
   ``claimed_at + timeout`` (a daemon timer: a lease never keeps a run alive);
-* **artifacts**: shaders and cartridges, immutable once made;
+* **artifacts**: shaders and cartridges (its room :mod:`actors.region_artifacts`);
 * the **blueprint** (the target tiles) and the counters ``tiles_placed`` (and
   per writer, ``tiles_by_agent``), ``lost_work`` and ``conflicts``.
 
@@ -35,10 +35,11 @@ Coordination modes (the session's ``coordination_mode``) decide who may write
   release, expiry or transfer), leaves, or goes :data:`SEQUENTIAL_IDLE` seconds
   without writing. Claims are not needed to write.
 
-Checkpoints (``_checkpoint``/``_rollback``) keep the compressed canvas, the
-artifacts and ``tiles_placed`` in this actor under the checkpoint id. Claims are
-leases on the present, not work, and are **not** rolled back; nor are the
-contention statistics ``lost_work`` and ``conflicts``, nor the blueprint.
+Checkpoints (``_checkpoint``/``_rollback``, its room :mod:`actors.region_checkpoints`)
+keep the compressed canvas, the artifacts and ``tiles_placed`` in this actor under the
+checkpoint id. Claims are leases on the present, not work, and are **not** rolled back;
+nor are the contention statistics ``lost_work`` and ``conflicts``, nor the blueprint.
+The arguments' checks are :mod:`actors.region_args`.
 """
 
 from __future__ import annotations
@@ -48,22 +49,22 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
+from actors.region_args import inside, invalid, rect_arg, tile_arg, tile_bytes, tile_rows
+from actors.region_artifacts import Artifacts
+from actors.region_checkpoints import RegionCheckpoints
 from actors.service import REPLY_MARGIN, Call, SessionInfo, SessionService, fit_prefix
-from sim.canvas import MatchResult, Tile, TileCanvas, completion_percent, parse_tile
+from sim.canvas import CanvasSnapshot, MatchResult, Tile, TileCanvas, completion_percent
 from sim.dispatch import Timer
 from sim.events import ConflictDetected, RegionClaimed, RegionReleased
 from sim.geometry import Rect, find_free_placement, free_rectangles
 from sim.tools import TOOLS, ToolError, ok
 from sim.views import (
-    ArtifactView,
     ClaimView,
     ProgressView,
     RegionsPart,
-    StoredCheckpoint,
     frozen_copy,
 )
 
@@ -186,42 +187,6 @@ class ClaimIndex:
         return sorted(found.values(), key=_by_serial)
 
 
-@dataclass(slots=True)
-class _Checkpoint:
-    canvas: bytes | None  # TileCanvas.compress() output; None when tiles were not included
-    tiles: int
-    tiles_placed: int
-    shaders: dict[str, dict[str, Any]] | None
-    cartridges: dict[str, dict[str, Any]] | None
-    tiles_by_agent: dict[str, int] = field(default_factory=dict)
-
-
-class _ArtifactIndex:
-    """``(name, x, y, width, height)`` -> id over one world's shaders (or cartridges): a
-    load of the same shader over the same region finds the one made before without
-    walking them all (a walk per load made a 784-block build quadratic). Rebuilt when
-    the world's dict is not the one it was built over (a rollback or a restore puts a
-    new dict in place); an artifact is only ever added through :meth:`add`."""
-
-    __slots__ = ("_ids", "_of")
-
-    def __init__(self) -> None:
-        self._of: dict[str, dict[str, Any]] | None = None
-        self._ids: dict[tuple[Any, ...], str] = {}
-
-    def find(self, artifacts: dict[str, dict[str, Any]], name: str, rect: Rect) -> str | None:
-        if self._of is not artifacts:
-            self._of, self._ids = artifacts, {}
-            for artifact_id, made in artifacts.items():
-                r = made["region"]
-                self._ids.setdefault((made["name"], r["x"], r["y"], r["width"], r["height"]),
-                                     artifact_id)
-        return self._ids.get((name, rect.x, rect.y, rect.width, rect.height))
-
-    def add(self, name: str, rect: Rect, artifact_id: str) -> None:
-        self._ids[(name, rect.x, rect.y, rect.width, rect.height)] = artifact_id
-
-
 @dataclass(slots=True, eq=False)
 class _World:
     """One session's share of the regions actor."""
@@ -231,8 +196,6 @@ class _World:
     index: ClaimIndex
     claims: dict[str, _Claim] = field(default_factory=dict)
     by_agent: dict[str, dict[str, _Claim]] = field(default_factory=dict)
-    shaders: dict[str, dict[str, Any]] = field(default_factory=dict)
-    cartridges: dict[str, dict[str, Any]] = field(default_factory=dict)
     blueprint: NDArray[np.uint8] | None = None
     writers: dict[str, int] = field(default_factory=dict)
     tiles_placed: int = 0
@@ -241,9 +204,6 @@ class _World:
     conflicts: int = 0
     token: str | None = None  # sequential mode: the agent holding the write token
     token_at: float = 0.0  # ... and the time of its last write
-    checkpoints: dict[str, _Checkpoint] = field(default_factory=dict)
-    shader_index: _ArtifactIndex = field(default_factory=_ArtifactIndex, repr=False)
-    cartridge_index: _ArtifactIndex = field(default_factory=_ArtifactIndex, repr=False)
 
     def writer(self, agent_id: str) -> int:
         """The canvas writer id of ``agent_id`` (1, 2, ... in order of first write)."""
@@ -252,114 +212,15 @@ class _World:
             who = self.writers[agent_id] = len(self.writers) + 1
         return who
 
-
-# -- argument helpers ------------------------------------------------------------------------
-
-
-def _invalid(name: str, problem: str) -> ToolError:
-    return ToolError("invalid_argument", f"{name}: {problem}", field=name)
-
-
-def _rect(value: object, name: str = "region") -> Rect:
-    if type(value) is dict and len(value) == 4:
-        # Rect.parse's own first case, without the call: a region the tool's schema let
-        # through is a dict of four ints in range (a row of a build, a claim, a test).
-        try:
-            return Rect(value["x"], value["y"], value["width"], value["height"])
-        except (KeyError, ValueError, TypeError):
-            pass  # parse says what is wrong, naming the field
-    try:
-        return Rect.parse(value, name)
-    except ValueError as exc:
-        raise _invalid(name, str(exc)) from None
-
-
-def _inside(s: _World, rect: Rect, name: str = "region") -> Rect:
-    if not rect.within(s.info.grid_size):
-        size = s.info.grid_size
-        raise ToolError("out_of_bounds", f"{name} {rect.to_dict()} is not inside the "
-                        f"{size} x {size} grid", field=name, grid_size=size)
-    return rect
-
-
-def _tile(value: object, name: str) -> Tile:
-    try:
-        return parse_tile(value)
-    except ValueError as exc:
-        raise _invalid(name, str(exc)) from None
-
-
-def _code_of(text: str, name: str) -> int:
-    # A 2-D list mixing names and numbers reaches numpy as strings: "3" is code 3.
-    # ASCII digits only: "²" is a digit to str.isdigit() and no number to int().
-    digits = text.strip()
-    return int(_tile(int(digits) if digits.isascii() and digits.isdigit() else text, name))
-
-
-_MAX_TILE = max(int(t) for t in Tile)
-_TILE_CODES: Final = bytes(int(t) for t in Tile)  # every valid code, a byte each
-
-
-def _tile_rows(value: object, name: str, shape: tuple[int, int]) -> NDArray[np.uint8]:
-    """Rows of tile types (names or codes) as a uint8 array of exactly ``shape``
-    (read-only); :func:`_tile_bytes` says what is refused."""
-    return np.frombuffer(_tile_bytes(value, name, shape), dtype=np.uint8).reshape(shape)
-
-
-def _tile_bytes(value: object, name: str, shape: tuple[int, int]) -> bytes:
-    """Rows of tile types (names or codes) as the bytes of their codes, row-major,
-    exactly ``shape`` of them (what TileCanvas.put takes for a block).
-
-    The conversion is vectorised: names are looked up once per distinct name.
-    Raises ``invalid_argument`` naming ``name`` with the row or shape at fault.
-    """
-    rows, cols = shape
-    if not isinstance(value, (list, tuple)):
-        raise _invalid(name, f"expected rows of tile types, got {type(value).__name__}")
-    if len(value) != rows:
-        raise _invalid(name, f"expected {rows} rows, got {len(value)}")
-    for i, row in enumerate(value):
-        if not isinstance(row, (list, tuple)):
-            raise _invalid(name, f"row {i} is not a list of tile types")
-        if len(row) != cols:
-            raise _invalid(name, f"row {i} has {len(row)} tiles, expected {cols}")
-    # The common case, rows of valid int codes: bytes() packs a row in C and refuses
-    # anything that is not one (a name: TypeError, a code beyond a byte: ValueError),
-    # and deleting the valid codes must leave nothing. About 0.6 us for a builder's
-    # row of 30 where np.asarray and a cast take 3.3, and a third of the time on a
-    # whole blueprint.
-    # Refused rows take the numpy path below, which names the fault. bytes() would
-    # take True as 1 as numpy does beside ints; only rows all of bools (numpy's bool
-    # dtype, refused below) start with one, so the first cell tells them apart. The
-    # bytes are what the canvas takes (no array to make and take apart again).
-    if rows and cols and type(value[0][0]) is not bool:
-        try:
-            packed = bytes(value[0]) if rows == 1 else b"".join(map(bytes, value))
-        except (TypeError, ValueError):
-            pass
-        else:
-            if not packed.translate(None, _TILE_CODES):
-                return packed
-    try:
-        arr = np.asarray(value)
-    except ValueError as exc:  # mixed nesting inside a row
-        raise _invalid(name, f"not a rectangular array of tile types: {exc}") from None
-    if arr.shape != shape:
-        raise _invalid(name, f"expected shape {shape}, got {arr.shape}")
-    if arr.dtype.kind in "iu":
-        # numpy would read True as 1 beside integers: the tool's schema refuses a bool in
-        # a row before this (sim.tools._ROW), so no path pays a scan for it. Valid codes
-        # get here only in rows that begin with a bool; the rest took the bytes above.
-        if arr.size == 0 or (min(map(min, value)) >= 0 and max(map(max, value)) <= _MAX_TILE):
-            return arr.astype(np.uint8).tobytes()
-        distinct, inverse = np.unique(arr, return_inverse=True)
-        codes = np.array([int(_tile(int(v), name)) for v in distinct], dtype=np.uint8)
-    elif arr.dtype.kind == "U":
-        distinct, inverse = np.unique(arr, return_inverse=True)
-        codes = np.array([_code_of(str(v), name) for v in distinct], dtype=np.uint8)
-    else:
-        raise _invalid(name, f"tile types must be names or integer codes, got {arr.dtype}")
-    return codes[inverse.reshape(shape)].tobytes()
+    def put_canvas(self, snapshot: CanvasSnapshot, tiles_placed: int,
+                   tiles_by_agent: Mapping[str, int]) -> int:
+        """Make a checkpoint's canvas and tile counts the session's (a rollback); the
+        number of cells that differed."""
+        differed = self.canvas.diff(snapshot)
+        self.canvas.restore(snapshot)
+        self.tiles_placed = tiles_placed
+        self.tiles_by_agent = dict(tiles_by_agent)
+        return differed
 
 
 def _share(m: MatchResult) -> float:
@@ -373,13 +234,6 @@ def _completion(s: _World) -> float:
     """Percent of the blueprint done (two decimals; 0.0 without one): a pass over the canvas
     (:func:`sim.canvas.completion_percent`, the rule a stored log's fold uses too)."""
     return completion_percent(s.canvas.tiles, s.blueprint)
-
-
-def _artifact(record: Mapping[str, Any], id_key: str) -> ArtifactView:
-    region = record["region"]  # made from a Rect: the constructor's fast path suffices
-    return ArtifactView(record[id_key], record["name"],
-                        Rect(region["x"], region["y"], region["width"], region["height"]),
-                        record["agent_id"], record["created_at"], record.get("tiles"))
 
 
 class RegionManager(SessionService):
@@ -398,14 +252,20 @@ class RegionManager(SessionService):
         super().__init__(**options)
         self.worlds: dict[str, _World] = {}
         self._serial = 0
+        # The rooms, each the one owner of its state: the artifacts (serving the shader
+        # and cartridge tools) and the checkpoints (serving _checkpoint, _rollback).
+        self.artifacts = Artifacts(self)
+        self.checkpoints = RegionCheckpoints(self)
+        self.rooms = (self.artifacts, self.checkpoints)
 
-    def _next(self, prefix: str) -> tuple[str, int]:
+    def next_id(self, prefix: str) -> tuple[str, int]:
         self._serial += 1
         return f"{prefix}_{self._serial:06d}", self._serial
 
     def on_session(self, info: SessionInfo) -> None:
         size = info.grid_size
         self.worlds[info.session_id] = _World(info, TileCanvas(size), ClaimIndex(size))
+        self.artifacts.open(info.session_id)
 
     def resume_serial(self, serials: Mapping[str, int]) -> None:
         self._serial = max(self._serial, serials["regions"])
@@ -423,9 +283,8 @@ class RegionManager(SessionService):
         s.tiles_placed, s.tiles_by_agent = part.tiles_placed, dict(part.tiles_by_agent)
         s.lost_work, s.blueprint = part.lost_work, part.blueprint
         s.conflicts = part.conflicts
-        s.shaders = {k: dict(v) for k, v in part.shaders.items()}
-        s.cartridges = {k: dict(v) for k, v in part.cartridges.items()}
-        s.checkpoints = {cid: _Checkpoint(**kept) for cid, kept in part.checkpoints.items()}
+        self.artifacts.restore(image.session_id, part.shaders, part.cartridges)
+        self.checkpoints.restore(image.session_id, part.checkpoints)
         for claim_id, c in sorted(part.claims.items(), key=lambda kv: kv[1]["serial"]):
             claim = _Claim(claim_id, c["serial"], c["agent_id"], Rect.parse(c["region"]), "",
                            c["exclusive"], c["claimed_at"], c["expires_at"])
@@ -437,7 +296,7 @@ class RegionManager(SessionService):
             s.by_agent.setdefault(claim.agent_id, {})[claim_id] = claim
             s.index.add(claim)
 
-    def _world(self, session_id: object) -> _World:
+    def world_of(self, session_id: object) -> _World:
         world = self.worlds.get(session_id) if isinstance(session_id, str) else None
         if world is None:
             raise ToolError("session_not_found", f"no session {session_id!r}")
@@ -461,19 +320,17 @@ class RegionManager(SessionService):
         if canvas:
             tiles = frozen_copy(s.canvas.tiles)
             blueprint = None if s.blueprint is None else frozen_copy(s.blueprint)
+        shaders, cartridges = self.artifacts.views(session_id)
         progress = ProgressView(
-            tiles_placed=s.tiles_placed, shaders_loaded=len(s.shaders),
-            cartridges_assembled=len(s.cartridges), conflicts=s.conflicts,
+            tiles_placed=s.tiles_placed, shaders_loaded=len(shaders),
+            cartridges_assembled=len(cartridges), conflicts=s.conflicts,
             lost_work=s.lost_work, completion_percent=_completion(s) if completion else None,
             tiles_by_agent=dict(s.tiles_by_agent))
         return RegionsPart(
             claims=claims, canvas=tiles, blueprint=blueprint,
             has_blueprint=s.blueprint is not None,
-            shaders=tuple(_artifact(a, "shader_id") for a in s.shaders.values()),
-            cartridges=tuple(_artifact(a, "cartridge_id") for a in s.cartridges.values()),
-            progress=progress,
-            checkpoints=tuple(StoredCheckpoint(checkpoint_id, ck.tiles_placed, ck.canvas)
-                              for checkpoint_id, ck in s.checkpoints.items()))
+            shaders=shaders, cartridges=cartridges, progress=progress,
+            checkpoints=self.checkpoints.views(session_id))
 
     # -- claims: bookkeeping -------------------------------------------------------------
 
@@ -536,7 +393,7 @@ class RegionManager(SessionService):
         conflicts = self._conflicts(s, agent_id, rect, exclusive)
         if conflicts:
             raise self._refuse(s, agent_id, rect, exclusive, conflicts)
-        claim_id, serial = self._next("claim")
+        claim_id, serial = self.next_id("claim")
         expires_at = self.now + timeout if timeout > 0 else None
         claim = _Claim(claim_id, serial, agent_id, rect, purpose, exclusive, self.now, expires_at)
         if timeout > 0:
@@ -606,9 +463,9 @@ class RegionManager(SessionService):
         request), suggestion and suggestion_region (the nearest free placement of
         the same size, or None).
         """
-        s = self._world(call.session_id)
+        s = self.world_of(call.session_id)
         args = call.args
-        rect = _inside(s, _rect(args["region"]))
+        rect = inside(s.info.grid_size, rect_arg(args["region"]))
         return self._grant(s, call.caller, rect, args["purpose"], args["exclusive"],
                            float(args["timeout"]))
 
@@ -619,7 +476,7 @@ class RegionManager(SessionService):
         region and lease; it is refused with region_conflict when the new owner
         may not hold the region (it overlaps a third agent's claim that way).
         """
-        s = self._world(call.session_id)
+        s = self.world_of(call.session_id)
         claim_id = call.args["claim_id"]
         claim = s.claims.get(claim_id)
         if claim is None:
@@ -636,7 +493,7 @@ class RegionManager(SessionService):
             return ok(claim_id=claim_id, released=True, transferred_to=None)
         to = self.member_id(call.session_id, target, "transfer_to")
         if to == claim.agent_id:
-            raise _invalid("transfer_to", f"{target!r} already holds {claim_id}")
+            raise invalid("transfer_to", f"{target!r} already holds {claim_id}")
         conflicts = self._conflicts(s, to, claim.rect, claim.exclusive, ignore=claim)
         if conflicts:
             raise self._refuse(s, to, claim.rect, claim.exclusive, conflicts)
@@ -646,8 +503,8 @@ class RegionManager(SessionService):
     def tool_region_query(self, call: Call) -> dict[str, Any]:
         """Claims overlapping ``region``; ``is_free`` when there are none; the free part
         as disjoint rectangles whose union is exactly the unclaimed cells."""
-        s = self._world(call.session_id)
-        rect = _inside(s, _rect(call.args["region"]))
+        s = self.world_of(call.session_id)
+        rect = inside(s.info.grid_size, rect_arg(call.args["region"]))
         claims = s.index.overlapping(rect)
         free = free_rectangles(s.index.occupied[rect.slices()], origin=(rect.x, rect.y))
         return ok(claims=[self._claim_view(s, c) for c in claims], is_free=not claims,
@@ -655,7 +512,7 @@ class RegionManager(SessionService):
 
     # -- writing -------------------------------------------------------------------------------
 
-    def _may_write(self, s: _World, agent_id: str, rect: Rect) -> None:
+    def may_write(self, s: _World, agent_id: str, rect: Rect) -> None:
         """Raise write_refused unless the session's mode lets ``agent_id`` write ``rect``."""
         mode = s.info.coordination_mode
         if mode == "coordinated":
@@ -685,17 +542,17 @@ class RegionManager(SessionService):
                                 "sequential session", holder=holder, holder_name=name,
                                 region=rect.to_dict(), retry_after=SEQUENTIAL_IDLE - idle)
 
-    def _wrote(self, s: _World, agent_id: str) -> None:
+    def wrote(self, s: _World, agent_id: str) -> None:
         if s.info.coordination_mode == "sequential":
             s.token, s.token_at = agent_id, self.now
 
     def _write(self, s: _World, agent_id: str, rect: Rect, values: Tile | bytes,
                ) -> dict[str, Any]:
-        self._may_write(s, agent_id, rect)
+        self.may_write(s, agent_id, rect)
         # rect is inside the grid and values are valid codes (_inside, _tile, _tile_bytes)
         placed, lost = s.canvas.place(rect, values if type(values) is bytes else int(values),
                                       s.writer(agent_id))
-        self._wrote(s, agent_id)
+        self.wrote(s, agent_id)
         s.tiles_placed += placed
         if placed:
             s.tiles_by_agent[agent_id] = s.tiles_by_agent.get(agent_id, 0) + placed
@@ -706,9 +563,9 @@ class RegionManager(SessionService):
 
     def tool_builder_place_tile(self, call: Call) -> dict[str, Any]:
         """Place one tile. Result: tiles_placed (0 for ``empty``), lost_work, region."""
-        s = self._world(call.session_id)
+        s = self.world_of(call.session_id)
         args = call.args
-        tile = _tile(args["tile_type"], "tile_type")
+        tile = tile_arg(args["tile_type"], "tile_type")
         size = s.info.grid_size
         for name in ("x", "y"):
             if args[name] >= size:
@@ -719,67 +576,26 @@ class RegionManager(SessionService):
 
     def tool_builder_place_tiles(self, call: Call) -> dict[str, Any]:
         """Write ``tiles`` (height x width rows, or one tile type to fill) into ``region``."""
-        s = self._world(call.session_id)
-        rect = _inside(s, _rect(call.args["region"]))
+        s = self.world_of(call.session_id)
+        rect = inside(s.info.grid_size, rect_arg(call.args["region"]))
         tiles = call.args["tiles"]
         values: Tile | bytes
         if isinstance(tiles, (str, int)):
-            values = _tile(tiles, "tiles")
+            values = tile_arg(tiles, "tiles")
         else:
-            values = _tile_bytes(tiles, "tiles", (rect.height, rect.width))
+            values = tile_bytes(tiles, "tiles", (rect.height, rect.width))
         return self._write(s, call.caller, rect, values)
-
-    def tool_builder_load_shader(self, call: Call) -> dict[str, Any]:
-        """Record a shader over ``region`` (the canvas is untouched); write rules apply."""
-        s = self._world(call.session_id)
-        rect = _inside(s, _rect(call.args["region"]))
-        self._may_write(s, call.caller, rect)
-        name = call.args["shader_name"]
-        # The same shader over the same region is the one already there: loading it
-        # again (a restarted builder redoing its task) adds nothing.
-        loaded = s.shader_index.find(s.shaders, name, rect)
-        if loaded is not None:
-            return ok(shader_id=loaded, region=rect.to_dict())
-        shader_id, _ = self._next("shader")
-        s.shaders[shader_id] = {"shader_id": shader_id, "name": name,
-                                "region": rect.to_dict(), "agent_id": call.caller,
-                                "created_at": self.now}
-        s.shader_index.add(name, rect, shader_id)
-        self._wrote(s, call.caller)
-        return ok(shader_id=shader_id, region=rect.to_dict())
-
-    def tool_builder_assemble_cartridge(self, call: Call) -> dict[str, Any]:
-        """Record a cartridge of ``region``; ``tiles`` is its count of non-empty tiles."""
-        s = self._world(call.session_id)
-        rect = _inside(s, _rect(call.args["region"]))
-        self._may_write(s, call.caller, rect)
-        tiles = s.canvas.count_nonempty(rect)
-        name = call.args["name"]
-        # As with shaders: the same cartridge of the same region is assembled again.
-        assembled = s.cartridge_index.find(s.cartridges, name, rect)
-        if assembled is not None:
-            s.cartridges[assembled].update(tiles=tiles, agent_id=call.caller,
-                                           created_at=self.now)
-            self._wrote(s, call.caller)
-            return ok(cartridge_id=assembled, region=rect.to_dict(), tiles=tiles)
-        cartridge_id, _ = self._next("cartridge")
-        s.cartridges[cartridge_id] = {"cartridge_id": cartridge_id, "name": name,
-                                      "region": rect.to_dict(), "agent_id": call.caller,
-                                      "created_at": self.now, "tiles": tiles}
-        s.cartridge_index.add(name, rect, cartridge_id)
-        self._wrote(s, call.caller)
-        return ok(cartridge_id=cartridge_id, region=rect.to_dict(), tiles=tiles)
 
     # -- blueprint and tests ------------------------------------------------------------------
 
     def _set_blueprint(self, s: _World, blueprint: object) -> dict[str, Any]:
         size = s.info.grid_size
-        s.blueprint = _tile_rows(blueprint, "blueprint", (size, size))
+        s.blueprint = tile_rows(blueprint, "blueprint", (size, size))
         return ok(cells=size * size, nonempty=int(np.count_nonzero(s.blueprint)))
 
     def tool_blueprint_set(self, call: Call) -> dict[str, Any]:
         """Set the target: exactly grid_size rows of grid_size tile types."""
-        return self._set_blueprint(self._world(call.session_id), call.args["blueprint"])
+        return self._set_blueprint(self.world_of(call.session_id), call.args["blueprint"])
 
     def tool_build_test(self, call: Call) -> dict[str, Any]:
         """Compare ``region`` with the blueprint.
@@ -789,8 +605,8 @@ class RegionManager(SessionService):
         target's non-empty cells (a region whose target is empty scores 10 if
         passed, else 0). ``defects``: the first ``max_defects`` in row-major order.
         """
-        s = self._world(call.session_id)
-        rect = _inside(s, _rect(call.args["region"]))
+        s = self.world_of(call.session_id)
+        rect = inside(s.info.grid_size, rect_arg(call.args["region"]))
         if s.blueprint is None:
             raise ToolError("no_blueprint", f"session {call.session_id} has no blueprint; "
                             "set one with blueprint_set")
@@ -813,7 +629,7 @@ class RegionManager(SessionService):
         ``claims_total`` their full number; ``claims_of`` (agent ids) adds ``claimed_by``,
         how many claims each of them holds. Without ``limit``, every claim.
         """
-        s = self._world(content.get("session_id"))
+        s = self.world_of(content.get("session_id"))
         ordered = sorted(s.claims.values(), key=_by_serial)
         limit = content.get("limit")
         if limit is not None:
@@ -826,9 +642,10 @@ class RegionManager(SessionService):
             extra["claims_total"] = len(s.claims)
         if "claims_of" in content:
             extra["claimed_by"] = {a: len(s.by_agent.get(a, ())) for a in content["claims_of"]}
+        made = self.artifacts.of(s.info.session_id)
         progress: dict[str, Any] = {
-            "tiles_placed": s.tiles_placed, "shaders_loaded": len(s.shaders),
-            "cartridges_assembled": len(s.cartridges)}
+            "tiles_placed": s.tiles_placed, "shaders_loaded": len(made.shaders),
+            "cartridges_assembled": len(made.cartridges)}
         if content.get("progress", True):
             progress["completion_percent"] = _completion(s)
         return ok(claims=claims, progress=progress, conflicts=s.conflicts,
@@ -840,7 +657,7 @@ class RegionManager(SessionService):
         A hand-over of all of them at once is always valid: the claims were valid
         against third parties, and the new owner's own claims never conflict.
         """
-        s = self._world(content.get("session_id"))
+        s = self.world_of(content.get("session_id"))
         agent_id = content["agent_id"]
         handoff = content.get("handoff_to")
         released = []
@@ -857,7 +674,7 @@ class RegionManager(SessionService):
     def op_auto_claim(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """An exclusive ``size`` x ``size`` claim (capped at the grid) on free cells,
         nearest the origin, purpose "auto-assigned"; region_conflict if none is free."""
-        s = self._world(content.get("session_id"))
+        s = self.world_of(content.get("session_id"))
         size = min(int(content["size"]), s.info.grid_size)
         spot = find_free_placement(s.index.occupied, size, size, near=(0, 0))
         if spot is None:
@@ -868,14 +685,14 @@ class RegionManager(SessionService):
 
     def op_claim_for(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """An exclusive claim of ``region`` for ``agent_id`` (default lease), as region_claim."""
-        s = self._world(content.get("session_id"))
-        rect = _inside(s, _rect(content.get("region")))
+        s = self.world_of(content.get("session_id"))
+        rect = inside(s.info.grid_size, rect_arg(content.get("region")))
         return self._grant(s, content["agent_id"], rect, str(content.get("purpose") or ""),
                            True, DEFAULT_LEASE)
 
     def op_release(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """Release ``claim_id`` (whoever holds it); claim_not_found if it is gone."""
-        s = self._world(content.get("session_id"))
+        s = self.world_of(content.get("session_id"))
         claim = s.claims.get(content.get("claim_id", ""))
         if claim is None:
             raise ToolError("claim_not_found", f"no claim {content.get('claim_id')!r}")
@@ -884,54 +701,13 @@ class RegionManager(SessionService):
 
     def op_blueprint(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """Set the blueprint, as blueprint_set."""
-        return self._set_blueprint(self._world(content.get("session_id")),
+        return self._set_blueprint(self.world_of(content.get("session_id")),
                                    content.get("blueprint"))
-
-    def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:
-        """Keep the included parts under ``checkpoint_id``: the compressed canvas (and
-        tiles_placed) for "tiles", the artifacts for "shaders" / "cartridges"."""
-        s = self._world(content.get("session_id"))
-        include = set(content.get("include") or ())
-        canvas = s.canvas.compress() if "tiles" in include else None
-        tiles = s.canvas.count_nonempty() if canvas is not None else 0
-        # Artifacts are never changed once made, so copying the dicts that hold them suffices.
-        shaders = dict(s.shaders) if "shaders" in include else None
-        cartridges = dict(s.cartridges) if "cartridges" in include else None
-        s.checkpoints[content["checkpoint_id"]] = _Checkpoint(
-            canvas, tiles, s.tiles_placed, shaders, cartridges, dict(s.tiles_by_agent))
-        size = len(canvas or b"") + len(msgspec.json.encode([shaders, cartridges]))
-        return ok(tiles=tiles, shaders=len(shaders or {}), cartridges=len(cartridges or {}),
-                  size_bytes=size)
-
-    def op_rollback(self, content: Mapping[str, Any]) -> dict[str, Any]:
-        """Restore the checkpoint's parts; ``lost`` counts what that undid: cells that
-        differed, artifacts made after it. Parts it did not include are left alone."""
-        s = self._world(content.get("session_id"))
-        checkpoint_id = content.get("checkpoint_id")
-        ck = s.checkpoints.get(checkpoint_id) if isinstance(checkpoint_id, str) else None
-        if ck is None:
-            raise ToolError("checkpoint_not_found", f"no checkpoint {checkpoint_id!r} here")
-        lost = {"tiles": 0, "shaders": 0, "cartridges": 0}
-        if ck.canvas is not None:
-            snapshot = TileCanvas.decompress(ck.canvas).snapshot()
-            lost["tiles"] = s.canvas.diff(snapshot)
-            s.canvas.restore(snapshot)
-            s.tiles_placed = ck.tiles_placed
-            s.tiles_by_agent = dict(ck.tiles_by_agent)
-        if ck.shaders is not None:
-            lost["shaders"] = len(s.shaders.keys() - ck.shaders.keys())
-            s.shaders = dict(ck.shaders)
-        if ck.cartridges is not None:
-            lost["cartridges"] = len(s.cartridges.keys() - ck.cartridges.keys())
-            s.cartridges = dict(ck.cartridges)
-        restored = {"tiles": ck.tiles, "shaders": len(ck.shaders or {}),
-                    "cartridges": len(ck.cartridges or {})}
-        return ok(restored=restored, lost=lost)
 
     def op_claims_of(self, content: Mapping[str, Any]) -> dict[str, Any]:
         """Ids of the agents holding a claim that overlaps ``region``, oldest claim first."""
-        s = self._world(content.get("session_id"))
-        rect = _inside(s, _rect(content.get("region")))
+        s = self.world_of(content.get("session_id"))
+        rect = inside(s.info.grid_size, rect_arg(content.get("region")))
         agents = dict.fromkeys(c.agent_id for c in s.index.overlapping(rect))
         return ok(agents=list(agents))
 
@@ -942,6 +718,8 @@ class RegionManager(SessionService):
             for claim in world.claims.values():
                 if claim.timer is not None:
                     claim.timer.cancel()
+        self.artifacts.close(session_id)
+        self.checkpoints.close(session_id)
         # What the coordinator's own op_session_closed drops: the replicated entries.
         self.sessions.pop(session_id, None)
         self.members.pop(session_id, None)

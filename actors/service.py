@@ -21,7 +21,10 @@ returns :data:`DEFERRED` after keeping ``call.message`` to answer it later with
 
 Services talk to each other with internal operations: a ``coordination_request``
 whose content has ``op`` (always starting with ``_``), served by ``op_<name>``
-methods and accepted only from another service. The coordinator keeps every
+methods and accepted only from another service. A ``tool_<NAME>`` or ``op_<name>``
+method is the service's own or one of its rooms' (:attr:`SessionService.rooms`: an
+object per concern, the one owner of its own state, such as the task queue's approval
+gates), found by name. The coordinator keeps every
 service's copy of the session list and membership current with ``_session``,
 ``_member_joined`` and ``_member_left``, sent before it answers the caller, so a
 member's next call always finds itself known.
@@ -219,6 +222,10 @@ class SessionService(A2AActor):
     #: it is, without the copy every other answer gets (``_answer``); a failure is
     #: always copied. Under a fault plan, whose table keeps every answer, all are copied.
     fresh_results: ClassVar[frozenset[str]] = frozenset()
+    #: The objects besides the actor that serve some of its ``tool_<name>`` and ``op_<name>``
+    #: handlers: its rooms, one per concern, each the one owner of its own state (the task
+    #: queue's approval gates, say). Set by a subclass in its ``__init__``.
+    rooms: tuple[object, ...] = ()
 
     def __init__(self, *, policy: Policy | None = None) -> None:
         super().__init__(mailbox_capacity=SERVICE_CAPACITY)
@@ -228,6 +235,8 @@ class SessionService(A2AActor):
         # tool name -> (bound handler, is it a coroutine function, is its result
         # fresh): looked up once
         self._tool_handlers: dict[str, tuple[Callable[[Call], Any], bool, bool]] = {}
+        # op name -> its bound handler (the service's or a room's): looked up once
+        self._op_handlers: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
         # tool name -> (the tool, its arguments' check, does it take a session id), for
         # the tools of the table this service serves: what _admit asks, asked once.
         self._served: dict[str, tuple[Tool, Callable[[Mapping[str, Any]], dict[str, Any]],
@@ -241,6 +250,19 @@ class SessionService(A2AActor):
         # The last ANSWERS_KEPT calls are remembered: a retry comes within seconds, and
         # a table of every call of a long run would only grow.
         self._answers: OrderedDict[tuple[str, str], dict[str, Any] | None] | None = None
+
+    def handler(self, name: str) -> Callable[..., Any]:
+        """The method serving ``name`` (``tool_<tool>`` or ``op_<op>``): the actor's own,
+        else its room's (:attr:`rooms`); AttributeError if none serves it."""
+        found = getattr(self, name, None)
+        if found is None:
+            for room in self.rooms:
+                found = getattr(room, name, None)
+                if found is not None:
+                    break
+            else:
+                raise AttributeError(f"{type(self).__name__} serves no {name}")
+        return found  # type: ignore[no-any-return]
 
     def a2a_bind(self, dispatcher: Any, name: str) -> None:
         super().a2a_bind(dispatcher, name)
@@ -271,7 +293,7 @@ class SessionService(A2AActor):
             call = self._admit(message)
             served = self._tool_handlers.get(call.tool)
             if served is None:
-                handler: Callable[[Call], Any] = getattr(self, f"tool_{call.tool}")
+                handler: Callable[[Call], Any] = self.handler(f"tool_{call.tool}")
                 served = self._tool_handlers[call.tool] = (
                     handler, inspect.iscoroutinefunction(handler),
                     call.tool in self.fresh_results)
@@ -403,10 +425,13 @@ class SessionService(A2AActor):
         if message.from_agent not in SERVICES and message.from_agent != SUPERVISOR:
             self._answer(message, fail("permission_denied", f"{op} is internal to the services"))
             return
-        handler = getattr(self, f"op{op}", None)
+        handler = self._op_handlers.get(op)
         if handler is None:
-            self._answer(message, fail("unknown_tool", f"no internal operation {op!r}"))
-            return
+            try:
+                handler = self._op_handlers[op] = self.handler(f"op{op}")
+            except AttributeError:
+                self._answer(message, fail("unknown_tool", f"no internal operation {op!r}"))
+                return
         fresh = op in self.fresh_results
         try:
             result = handler(message.content)

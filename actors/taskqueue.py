@@ -20,6 +20,13 @@ Internal operations, for the other services (``_agent_crashed`` for the top
 supervisor): ``_state``, ``_requeue_agent``, ``_agent_crashed``,
 ``_checkpoint``, ``_rollback``, ``_session_closed`` (see each ``op_`` method).
 
+The queue keeps the graph, the records and their counts; its rooms (each the one owner
+of its own state, serving some of the tools and operations) are the deadlines and the
+approval gates (:mod:`actors.task_gates`: ``approval_respond``), the checkpoints
+(:mod:`actors.task_checkpoints`: ``_checkpoint``, ``_rollback``, a resume) and
+recovery (:mod:`actors.task_recovery`: ``_requeue_agent``, ``_agent_crashed``,
+redelivery under faults).
+
 What callers can rely on:
 
 * Task ids are ``task_<hex>``, unique within the simulation run and drawn from
@@ -44,19 +51,25 @@ What callers can rely on:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Final
-
-import msgspec
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from actors.base import DeliveryError, WaitTimeout
 from actors.regions import CLAIM_FOR
-from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
-from sim.dispatch import Timer
+from actors.service import (
+    DEFERRED,
+    REPLY_MARGIN,
+    Call,
+    Deferred,
+    SessionInfo,
+    SessionService,
+    fit_prefix,
+)
+from actors.task_checkpoints import TaskCheckpoints
+from actors.task_gates import AWAITING_APPROVAL, Approvals, Deadlines
+from actors.task_recovery import Recovery
 from sim.events import (
-    ApprovalRequested,
-    ApprovalResolved,
     TaskAccepted,
     TaskBlocked,
     TaskCancelled,
@@ -66,7 +79,6 @@ from sim.events import (
     TaskFailed,
     TaskRequeued,
     TaskUnblocked,
-    body_of,
 )
 from sim.geometry import Rect
 from sim.messages import Priority
@@ -89,19 +101,12 @@ __all__ = ["TaskQueue", "TaskRecord"]
 
 #: The window of ``completed_today`` in task_get_queue's summary.
 DAY: Final = 86_400.0
-#: Status shown for a build task that waits for an architect's approval.
-AWAITING_APPROVAL: Final = "awaiting_approval"
 #: At most this many pending tasks in ``_state`` (it is embedded in join results).
 STATE_PENDING_LIMIT: Final = 50
 #: Task ids' random parts drawn at a time (see TaskQueue._new_task_id).
 _ID_BLOCK: Final = 64
-#: Bytes kept free in a reply for everything but its task list.
-_REPLY_MARGIN: Final = 4096
 
-_ACTIVE: Final = frozenset({TaskStatus.PENDING.value, TaskStatus.IN_PROGRESS.value})
 _ALL: Final = frozenset(s.value for s in TaskStatus)
-_encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder().decode
 #: TaskView's fields in the order :meth:`TaskQueue.view_of` passes them (by position).
 _VIEW_FIELDS: Final = (
     "task_id", "type", "description", "status", "priority", "assigned_to", "delegated_by",
@@ -179,7 +184,7 @@ def _rect_of(region: Mapping[str, int] | None) -> Rect | None:
 
 
 @dataclass(slots=True)
-class _Session:
+class TaskSession:
     info: SessionInfo
     graph: TaskGraph = field(default_factory=TaskGraph)
     records: dict[str, TaskRecord] = field(default_factory=dict)
@@ -187,24 +192,7 @@ class _Session:
     pending_by_priority: dict[int, int] = field(default_factory=dict)
     completed_by: dict[str, int] = field(default_factory=dict)
     awaiting: set[str] = field(default_factory=set)
-    deadlines: dict[str, Timer] = field(default_factory=dict)
-    approvals: dict[str, Timer] = field(default_factory=dict)
-    checkpoints: dict[str, bytes] = field(default_factory=dict)
     next_seq: int = 0
-    stop_redelivery: Callable[[], None] | None = None  # under faults (see on_session)
-
-
-def _snapshot_of(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Folded task records (:class:`actors.stored.resume.SessionImage`'s, with ``held``) in the form
-    a checkpoint of the session state keeps: graph, records, next_seq."""
-    records = [{k: v for k, v in t.items() if k != "held"} for t in tasks.values()]
-    graph = {"version": 1, "next_seq": len(records), "tasks": [
-        {"task_id": t["task_id"],
-         # awaiting approval is in progress in the graph (see the module doc)
-         "status": t["status"], "priority": parse_priority(t["priority"]),
-         "created_seq": t["seq"], "dependencies": list(t["dependencies"]),
-         "held": t["held"], "data": {}} for t in tasks.values()]}
-    return {"graph": graph, "records": records, "next_seq": len(records)}
 
 
 class TaskQueue(SessionService):
@@ -215,23 +203,32 @@ class TaskQueue(SessionService):
     # claim in it): answered without a copy (SessionService.fresh_results). Not
     # task_report: its lists of tasks are also in its event and the delegator's message.
     fresh_results = frozenset({"task_delegate", "task_accept"})
+    #: The records' type (the checkpoints room makes records of what it loads).
+    record_type: ClassVar[type[TaskRecord]] = TaskRecord
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self._state: dict[str, _Session] = {}
+        self.by_session: dict[str, TaskSession] = {}
         self._serial = 0
         self._id_draws: list[int] = []  # the task ids' next draws, last first
         self._id_stream: object = None  # the generator they came from
+        # The rooms, one per concern, each the owner of its own state; the first two
+        # serve some of this service's tool and operations (SessionService.rooms).
+        self.approvals = Approvals(self)
+        self.checkpoints = TaskCheckpoints(self)
+        self.deadlines = Deadlines(self)
+        self.recovery = Recovery(self)
+        self.rooms = (self.approvals, self.checkpoints, self.recovery)
 
     # -- inspection ------------------------------------------------------------------
 
     def graph_of(self, session_id: str) -> TaskGraph:
         """The session's task graph. Read it only while the run is idle (tests, tools)."""
-        return self._state[session_id].graph
+        return self.by_session[session_id].graph
 
     def records_of(self, session_id: str) -> Mapping[str, TaskRecord]:
         """The session's task records by id; same caveat as :meth:`graph_of`."""
-        return self._state[session_id].records
+        return self.by_session[session_id].records
 
     def view_of(self, session_id: str) -> TasksPart:
         """This service's part of a :class:`~sim.views.WorldView`: every task, oldest first.
@@ -239,7 +236,7 @@ class TaskQueue(SessionService):
         LookupError for an unknown session. Call it in this actor's own context:
         ``actors.world.Simulation.view`` does.
         """
-        state = self._state.get(session_id)
+        state = self.by_session.get(session_id)
         if state is None:
             raise LookupError(f"no session {session_id!r} in the task queue")
         links = state.graph.links()
@@ -264,43 +261,28 @@ class TaskQueue(SessionService):
     # -- sessions --------------------------------------------------------------------
 
     def on_session(self, info: SessionInfo) -> None:
-        state = self._state[info.session_id] = _Session(info)
-        faults = self.dispatcher.faults
-        if faults is not None:
-            # Letters may be lost: every so often each ready task's assignment goes
-            # to its assignee again, until it is accepted (a daemon timer: it keeps
-            # no run going). A second copy of an assignment is harmless: accepting a
-            # task already started is refused and changes nothing.
-            state.stop_redelivery = self.dispatcher.call_every(
-                4 * faults.retry, self, lambda: self._redeliver(state))
-
-    def _redeliver(self, state: _Session) -> None:
-        session_id = state.info.session_id
-        for record in state.records.values():
-            if (record.status == TaskStatus.PENDING and record.assigned_to != "any"
-                    and record.approval_requested_at is None):
-                self.send(record.assigned_to, "task_assignment",
-                          {"session_id": session_id, **record.to_dict()})
+        state = self.by_session[info.session_id] = TaskSession(info)
+        self.recovery.watch(state)
 
     def op_session_closed(self, content: Mapping[str, Any]) -> None:
         session_id = content["session_id"]
-        state = self._state.pop(session_id, None)
-        if state is not None:
-            self._cancel_timers(state)
-            if state.stop_redelivery is not None:
-                state.stop_redelivery()
+        self.by_session.pop(session_id, None)
+        self.deadlines.close(session_id)
+        self.approvals.close(session_id)
+        self.checkpoints.close(session_id)
+        self.recovery.close(session_id)
         self.sessions.pop(session_id, None)
         self.members.pop(session_id, None)
 
     # -- bookkeeping ------------------------------------------------------------------
 
-    def _session(self, session_id: str) -> _Session:
-        state = self._state.get(session_id)
+    def tasks_of(self, session_id: str) -> TaskSession:
+        state = self.by_session.get(session_id)
         if state is None:
             raise ToolError("session_not_found", f"no session {session_id!r}")
         return state
 
-    def _record(self, state: _Session, task_id: str) -> TaskRecord:
+    def record_of(self, state: TaskSession, task_id: str) -> TaskRecord:
         record = state.records.get(task_id)
         if record is None:
             raise ToolError("task_not_found", f"no task {task_id!r} in "
@@ -321,7 +303,7 @@ class TaskQueue(SessionService):
             self._id_stream = rng
         return f"task_{draws.pop():08x}{self._serial:x}"
 
-    def _sync(self, state: _Session, task_ids: Iterable[str]) -> None:
+    def _sync(self, state: TaskSession, task_ids: Iterable[str]) -> None:
         """Copy the graph's status of ``task_ids`` into their records, keeping the counts.
 
         Every graph operation returns the tasks whose status it changed besides
@@ -340,21 +322,7 @@ class TaskQueue(SessionService):
                 pending[prio] = pending.get(prio, 0) + 1
             record.status = new
 
-    def _recount(self, state: _Session) -> None:
-        state.pending_by_priority = {}
-        state.completed_by = {}
-        state.awaiting = set()
-        for record in state.records.values():
-            if record.status == TaskStatus.PENDING:
-                prio = parse_priority(record.priority)
-                state.pending_by_priority[prio] = state.pending_by_priority.get(prio, 0) + 1
-            elif record.status == TaskStatus.COMPLETED:
-                who = record.assigned_to
-                state.completed_by[who] = state.completed_by.get(who, 0) + 1
-            if record.approval_requested_at is not None:
-                state.awaiting.add(record.task_id)
-
-    def _transition(self, state: _Session, task_id: str, action: str) -> list[str]:
+    def transition(self, state: TaskSession, task_id: str, action: str) -> list[str]:
         """Run one graph transition; map its refusal to ``invalid_transition``."""
         try:
             # start() returns nothing; every other transition the tasks it flipped.
@@ -367,12 +335,12 @@ class TaskQueue(SessionService):
         self._sync(state, [task_id, *changed])
         return changed
 
-    def _notify(self, to: str, message_type: str, content: dict[str, Any]) -> list[str]:
+    def notify(self, to: str, message_type: str, content: dict[str, Any]) -> list[str]:
         """Send a direct message; the recipient's id if it was delivered, else nothing."""
         report = self.send(to, message_type, content)
         return [to] if report.ok else []
 
-    def _release_claim(self, state: _Session, record: TaskRecord) -> None:
+    def release_claim(self, state: TaskSession, record: TaskRecord) -> None:
         # Fire and forget, at the priority of ask(): it reaches regions before
         # any claim this actor asks for later, so a successor task can claim
         # the same region at once.
@@ -381,15 +349,6 @@ class TaskQueue(SessionService):
                 "op": "_release", "session_id": state.info.session_id,
                 "claim_id": record.claim_id}, priority=Priority.HIGH)
             record.claim_id = None
-
-    def _cancel_timers(self, state: _Session, task_id: str | None = None) -> None:
-        for timers in (state.deadlines, state.approvals):
-            if task_id is None:
-                for timer in timers.values():
-                    timer.cancel()
-                timers.clear()
-            elif task_id in timers:
-                timers.pop(task_id).cancel()
 
     # -- task_delegate ---------------------------------------------------------------
 
@@ -408,7 +367,7 @@ class TaskQueue(SessionService):
         can ask for any.
         """
         args = call.args
-        state = self._session(call.session_id)
+        state = self.tasks_of(call.session_id)
         info = state.info
         target = args["target_agent_id"]
         if target != "any":
@@ -451,9 +410,9 @@ class TaskQueue(SessionService):
         a caller can ask for a cycle: delegate a, b depending on a, then make a
         depend on b.
         """
-        state = self._session(call.session_id)
+        state = self.tasks_of(call.session_id)
         task_id = call.args["task_id"]
-        record = self._record(state, task_id)
+        record = self.record_of(state, task_id)
         graph = state.graph
         wanted = [d for d in dict.fromkeys(call.args["dependencies"])
                   if d not in record.dependencies]
@@ -479,12 +438,12 @@ class TaskQueue(SessionService):
             self.emit_event(TaskDependenciesAdded(
                 session_id=state.info.session_id, task_id=task_id, added=wanted,
                 status=record.status))
-            self._announce_blocked(state, blocked, task_id)
+            self.announce_blocked(state, blocked, task_id)
         return ok(task_id=task_id, dependencies=list(record.dependencies),
                   status=record.shown_status, blocked=[b for b in blocked if b != task_id])
 
     @staticmethod
-    def _dependency_error(state: _Session,
+    def _dependency_error(state: TaskSession,
                           exc: DependencyCycle | UnknownDependency) -> ToolError:
         """The tool failure for a refused dependency: the cycle named, or the unknown task."""
         if isinstance(exc, DependencyCycle):
@@ -494,7 +453,7 @@ class TaskQueue(SessionService):
                          f"in {state.info.session_id}", field="dependencies",
                          dependency=exc.dependency)
 
-    def _create(self, state: _Session, record: TaskRecord) -> dict[str, Any]:
+    def _create(self, state: TaskSession, record: TaskRecord) -> dict[str, Any]:
         """Add ``record``'s task to the graph and announce it; all or nothing."""
         task_id = record.task_id
         prio = parse_priority(record.priority)
@@ -514,9 +473,7 @@ class TaskQueue(SessionService):
             # every pending task of its priority or higher.
             position = sum(n for p, n in state.pending_by_priority.items() if p >= prio)
         if record.deadline is not None:
-            state.deadlines[task_id] = self.dispatcher.call_later(
-                max(0.0, record.deadline - self.now), self, self._deadline_passed,
-                state.info.session_id, task_id, daemon=True)
+            self.deadlines.arm(state.info.session_id, task_id, record.deadline)
         if record.assigned_to != "any":
             self.send(record.assigned_to, "task_assignment",
                       {"session_id": state.info.session_id, **record.to_dict()})
@@ -526,20 +483,6 @@ class TaskQueue(SessionService):
             priority=record.priority, status=record.status))
         return ok(task_id=task_id, assigned_to=record.assigned_to, status=record.status,
                   position_in_queue=position)
-
-    def _deadline_passed(self, session_id: str, task_id: str) -> None:
-        state = self._state.get(session_id)
-        if state is None or task_id not in state.records:
-            return
-        state.deadlines.pop(task_id, None)
-        record = state.records[task_id]
-        if record.status not in _ACTIVE or record.approval_requested_at is not None:
-            return  # done in time (or its work is done and waits for a verdict)
-        held: list[str] = []
-        if record.status == TaskStatus.PENDING:
-            # The graph fails only started or blocked tasks: hold it, then fail it.
-            held = self._transition(state, task_id, "block")
-        self._finish_failed(state, record, "deadline passed", by="deadline", blocked=held)
 
     # -- task_accept ------------------------------------------------------------------
 
@@ -552,7 +495,7 @@ class TaskQueue(SessionService):
         (``_claim_for``); a refused claim is answered as regions answered it
         (e.g. region_conflict, plus ``task_id``) and the task stays pending.
         """
-        state = self._session(call.session_id)
+        state = self.tasks_of(call.session_id)
         record = self._check_acceptable(state, call.args["task_id"], call.caller)
         if record.region is not None and record.claim_id is None:
             # Only a task with a region to claim must wait for another service;
@@ -570,7 +513,7 @@ class TaskQueue(SessionService):
 
     async def _claim_and_start(self, call: Call) -> dict[str, Any]:
         session_id, task_id = call.session_id, call.args["task_id"]
-        state = self._session(session_id)
+        state = self.tasks_of(session_id)
         record = self._check_acceptable(state, task_id, call.caller)
         assert record.region is not None
         try:
@@ -584,7 +527,7 @@ class TaskQueue(SessionService):
             return {**claim, "task_id": task_id, "status": record.shown_status}
         # The world moved while we waited: check again before starting.
         try:
-            if self._state.get(session_id) is not state:
+            if self.by_session.get(session_id) is not state:
                 raise ToolError("session_not_found", f"session {session_id!r} closed")
             record = self._check_acceptable(state, task_id, call.caller)
         except ToolError:
@@ -595,13 +538,13 @@ class TaskQueue(SessionService):
         record.claim_id = claim.get("claim_id")
         return self._start(state, record, call.caller, claim)
 
-    def _start(self, state: _Session, record: TaskRecord, caller: str,
+    def _start(self, state: TaskSession, record: TaskRecord, caller: str,
                claim: dict[str, Any] | None) -> dict[str, Any]:
         task_id = record.task_id
         if record.status == TaskStatus.BLOCKED:
-            unblocked = self._transition(state, task_id, "unblock")
-            self._announce_unblocked(state, unblocked, task_id, ready_only=False)
-        self._transition(state, task_id, "start")
+            unblocked = self.transition(state, task_id, "unblock")
+            self.announce_unblocked(state, unblocked, task_id, ready_only=False)
+        self.transition(state, task_id, "start")
         if record.assigned_to == "any":
             record.assigned_to = caller
         record.accepted_at = self.now
@@ -610,14 +553,14 @@ class TaskQueue(SessionService):
         return ok(task_id=task_id, status=record.status, assigned_to=record.assigned_to,
                   claimed_region=record.claim_id, claim=claim)
 
-    def _check_acceptable(self, state: _Session, task_id: str, caller: str) -> TaskRecord:
+    def _check_acceptable(self, state: TaskSession, task_id: str, caller: str) -> TaskRecord:
         """The record if ``caller`` may start the task now, else the ToolError why not.
 
         Ready means pending with every dependency completed. A task its
         assignee reported blocked (a hold, not a broken dependency) may be
         accepted again once its dependencies are complete: that resumes it.
         """
-        record = self._record(state, task_id)
+        record = self.record_of(state, task_id)
         if record.assigned_to not in ("any", caller):
             raise ToolError("not_owner", f"task {task_id} is assigned to "
                             f"{record.assigned_to}", task_id=task_id,
@@ -651,9 +594,9 @@ class TaskQueue(SessionService):
         nothing. Final states release the claim made on acceptance.
         """
         args = call.args
-        state = self._session(call.session_id)
+        state = self.tasks_of(call.session_id)
         task_id = args["task_id"]
-        record = self._record(state, task_id)
+        record = self.record_of(state, task_id)
         assert call.member is not None
         if call.caller != record.assigned_to and call.member.role != "architect":
             raise ToolError("not_owner", f"only task {task_id}'s assignee "
@@ -675,7 +618,7 @@ class TaskQueue(SessionService):
             record.result, record.artifacts, record.message = before
             raise
 
-    def _report(self, state: _Session, record: TaskRecord, status: str,
+    def _report(self, state: TaskSession, record: TaskRecord, status: str,
                 by: str) -> dict[str, Any]:
         task_id = record.task_id
         if status == "completed":
@@ -685,41 +628,42 @@ class TaskQueue(SessionService):
                     raise ToolError("invalid_transition", f"task {task_id}: cannot go "
                                     f"{record.status} -> completed", task_id=task_id,
                                     status=record.status)
-                return self._request_approval(state, record, by)
-            return self._finish_completed(state, record, by)
+                return self.approvals.request(state, record, by)
+            return self.finish_completed(state, record, by)
         if status == "failed":
             if record.retries_used < record.max_retries and record.status == "in_progress":
                 return self._requeue(state, record, by)
-            return self._finish_failed(state, record, record.message, by=by)
+            return self.finish_failed(state, record, record.message, by=by)
         if status == "blocked":
-            blocked = self._transition(state, task_id, "block")
+            blocked = self.transition(state, task_id, "block")
             self.emit_event(TaskBlocked(session_id=state.info.session_id, task_id=task_id,
                                         by=by, reason=record.message))
-            self._announce_blocked(state, blocked, task_id)
-            notified = self._notify(record.delegated_by, "task_update", {
+            self.announce_blocked(state, blocked, task_id)
+            notified = self.notify(record.delegated_by, "task_update", {
                 "session_id": state.info.session_id, "event": "task_blocked",
                 "task_id": task_id, "message": record.message, "by": by})
             return ok(task_id=task_id, status=record.status, notified_agents=notified,
                       unblocked_tasks=[], blocked_tasks=blocked, requeued=False)
         # cancelled
-        blocked = self._transition(state, task_id, "cancel")
+        blocked = self.transition(state, task_id, "cancel")
         state.awaiting.discard(task_id)
         record.approval_requested_at = None
-        self._cancel_timers(state, task_id)
-        self._release_claim(state, record)
+        self.deadlines.cancel(state.info.session_id, task_id)
+        self.approvals.cancel(state.info.session_id, task_id)
+        self.release_claim(state, record)
         self.emit_event(TaskCancelled(session_id=state.info.session_id, task_id=task_id,
                                       by=by, reason=record.message))
-        self._announce_blocked(state, blocked, task_id)
+        self.announce_blocked(state, blocked, task_id)
         notified = self._send_result(state, record, by, [], blocked)
         return ok(task_id=task_id, status=record.status, notified_agents=notified,
                   unblocked_tasks=[], blocked_tasks=blocked, requeued=False)
 
-    def _send_result(self, state: _Session, record: TaskRecord, by: str,
+    def _send_result(self, state: TaskSession, record: TaskRecord, by: str,
                      unblocked: list[str], blocked: list[str]) -> list[str]:
         # The record's result and artifacts are the queue's own state (task_get_queue,
         # checkpoints, the next attempt's letter): the delegator gets copies, so what it
         # does with its letter changes nothing here. The lists were made for this letter.
-        return self._notify(record.delegated_by, "task_result", {
+        return self.notify(record.delegated_by, "task_result", {
             "session_id": state.info.session_id, "task_id": record.task_id,
             "type": record.type, "status": record.status,
             "result": json_copy(record.result) if record.result else {},
@@ -728,53 +672,55 @@ class TaskQueue(SessionService):
             "assigned_to": record.assigned_to, "unblocked_tasks": unblocked,
             "blocked_tasks": blocked})
 
-    def _finish_completed(self, state: _Session, record: TaskRecord, by: str) -> dict[str, Any]:
+    def finish_completed(self, state: TaskSession, record: TaskRecord, by: str) -> dict[str, Any]:
         task_id = record.task_id
-        unblocked = self._transition(state, task_id, "complete")
+        unblocked = self.transition(state, task_id, "complete")
         record.completed_at = self.now
         record.approval_requested_at = None
         state.awaiting.discard(task_id)
         who = record.assigned_to
         state.completed_by[who] = state.completed_by.get(who, 0) + 1
-        self._cancel_timers(state, task_id)
-        self._release_claim(state, record)
+        self.deadlines.cancel(state.info.session_id, task_id)
+        self.approvals.cancel(state.info.session_id, task_id)
+        self.release_claim(state, record)
         self.emit_event(TaskCompleted(
             session_id=state.info.session_id, task_id=task_id, type=record.type, by=by,
             assigned_to=who, unblocked_tasks=unblocked))
-        self._announce_unblocked(state, unblocked, task_id, ready_only=True)
+        self.announce_unblocked(state, unblocked, task_id, ready_only=True)
         notified = self._send_result(state, record, by, unblocked, [])
         return ok(task_id=task_id, status=record.status, notified_agents=notified,
                   unblocked_tasks=unblocked, blocked_tasks=[], requeued=False)
 
-    def _finish_failed(self, state: _Session, record: TaskRecord, message: str,
+    def finish_failed(self, state: TaskSession, record: TaskRecord, message: str,
                        *, by: str, blocked: list[str] | None = None) -> dict[str, Any]:
         task_id = record.task_id
-        blocked = [*(blocked or ()), *self._transition(state, task_id, "fail")]
+        blocked = [*(blocked or ()), *self.transition(state, task_id, "fail")]
         record.message = message
         record.approval_requested_at = None
         state.awaiting.discard(task_id)
-        self._cancel_timers(state, task_id)
-        self._release_claim(state, record)
+        self.deadlines.cancel(state.info.session_id, task_id)
+        self.approvals.cancel(state.info.session_id, task_id)
+        self.release_claim(state, record)
         self.emit_event(TaskFailed(
             session_id=state.info.session_id, task_id=task_id, type=record.type, by=by,
             message=message, blocked_tasks=blocked))
-        self._announce_blocked(state, blocked, task_id)
+        self.announce_blocked(state, blocked, task_id)
         notified = self._send_result(state, record, by, [], blocked)
         return ok(task_id=task_id, status=record.status, notified_agents=notified,
                   unblocked_tasks=[], blocked_tasks=blocked, requeued=False)
 
-    def _requeue(self, state: _Session, record: TaskRecord, by: str) -> dict[str, Any]:
+    def _requeue(self, state: TaskSession, record: TaskRecord, by: str) -> dict[str, Any]:
         task_id = record.task_id
-        changed = self._transition(state, task_id, "requeue")
+        changed = self.transition(state, task_id, "requeue")
         record.retries_used += 1
         record.accepted_at = None
-        self._release_claim(state, record)
+        self.release_claim(state, record)
         self.emit_event(TaskRequeued(
             session_id=state.info.session_id, task_id=task_id, by=by, reason="retry",
             retries_used=record.retries_used,
             retries_left=record.max_retries - record.retries_used))
-        self._announce_unblocked(state, changed, task_id, ready_only=False)
-        notified = self._notify(record.delegated_by, "task_update", {
+        self.announce_unblocked(state, changed, task_id, ready_only=False)
+        notified = self.notify(record.delegated_by, "task_update", {
             "session_id": state.info.session_id, "event": "task_requeued",
             "task_id": task_id, "message": record.message,
             "retries_used": record.retries_used})
@@ -782,7 +728,7 @@ class TaskQueue(SessionService):
                   unblocked_tasks=[], blocked_tasks=[], requeued=True,
                   retries_used=record.retries_used)
 
-    def _announce_unblocked(self, state: _Session, task_ids: list[str], after: str,
+    def announce_unblocked(self, state: TaskSession, task_ids: list[str], after: str,
                             *, ready_only: bool) -> None:
         graph = state.graph
         for task_id in task_ids:
@@ -798,71 +744,12 @@ class TaskQueue(SessionService):
                     "session_id": state.info.session_id, "event": "task_unblocked",
                     "task_id": task_id, "after": after})
 
-    def _announce_blocked(self, state: _Session, task_ids: list[str], because: str) -> None:
+    def announce_blocked(self, state: TaskSession, task_ids: list[str], because: str) -> None:
         for task_id in task_ids:
             self.emit_event(TaskBlocked(session_id=state.info.session_id, task_id=task_id,
                                         because=because))
 
     # -- approvals --------------------------------------------------------------------
-
-    def _request_approval(self, state: _Session, record: TaskRecord, by: str) -> dict[str, Any]:
-        task_id = record.task_id
-        session_id = state.info.session_id
-        timeout = float(state.info.config.get("approval_timeout", 300))
-        record.approval_requested_at = self.now
-        state.awaiting.add(task_id)
-        # Not a daemon: someone waits for the verdict, so the run must reach it.
-        state.approvals[task_id] = self.dispatcher.call_later(
-            timeout, self, self._approval_timed_out, session_id, task_id)
-        request = ApprovalRequested(
-            session_id=session_id, task_id=task_id, type=record.type,
-            assigned_to=record.assigned_to, reported_by=by, region=record.region,
-            result=record.result, artifacts=record.artifacts, timeout=timeout,
-            options=["approve", "reject", "skip"])
-        self.emit_event(request)
-        notified: list[str] = []
-        for member in self.members.get(session_id, {}).values():
-            if member.role == "architect":
-                notified += self._notify(member.agent_id, "status_update", body_of(request))
-        return ok(task_id=task_id, status=AWAITING_APPROVAL, notified_agents=notified,
-                  unblocked_tasks=[], blocked_tasks=[], requeued=False)
-
-    def tool_approval_respond(self, call: Call) -> dict[str, Any]:
-        """Answer an approval: the task_report result of the outcome, plus ``decision``.
-
-        approve: completed (dependents unblocked); reject: failed with message
-        "Rejected" (dependents blocked); skip: completed with result
-        ``{"skipped": True}``. invalid_transition unless the task awaits approval.
-        """
-        args = call.args
-        state = self._session(call.session_id)
-        record = self._record(state, args["task_id"])
-        if record.approval_requested_at is None:
-            raise ToolError("invalid_transition", f"task {record.task_id} is not awaiting "
-                            f"approval (it is {record.status})", task_id=record.task_id,
-                            status=record.status)
-        decision = args["decision"]
-        self.emit_event(ApprovalResolved(
-            session_id=state.info.session_id, task_id=record.task_id, decision=decision,
-            by=call.caller, comment=args["comment"]))
-        if decision == "reject":
-            result = self._finish_failed(state, record, "Rejected", by=call.caller)
-        else:
-            if decision == "skip":
-                record.result = {"skipped": True}
-            result = self._finish_completed(state, record, call.caller)
-        return {**result, "decision": decision}
-
-    def _approval_timed_out(self, session_id: str, task_id: str) -> None:
-        state = self._state.get(session_id)
-        if state is None or task_id not in state.awaiting:
-            return
-        state.approvals.pop(task_id, None)
-        record = state.records[task_id]
-        self.emit_event(ApprovalResolved(
-            session_id=state.info.session_id, task_id=task_id, decision="timeout",
-            by="timeout", comment=""))
-        self._finish_failed(state, record, "Approval timed out", by="timeout")
 
     # -- task_get_queue ---------------------------------------------------------------
 
@@ -876,7 +763,7 @@ class TaskQueue(SessionService):
         awaiting_approval, completed_today (in the last 86,400 simulated
         seconds), blocked, failed.
         """
-        state = self._session(call.session_id)
+        state = self.tasks_of(call.session_id)
         flt = call.args["filter"]
         wanted = flt.get("status")
         statuses = ({"pending", "in_progress"} if wanted is None
@@ -890,7 +777,9 @@ class TaskQueue(SessionService):
                   and (assignee is None or r.assigned_to == assignee)
                   and (priority is None or r.priority == priority)]
         chosen.sort(key=lambda r: r.rank)
-        tasks, truncated = self._fit([r.to_dict() for r in chosen])
+        every = [r.to_dict() for r in chosen]
+        fit = fit_prefix(every, self.dispatcher.max_content_bytes - REPLY_MARGIN)
+        tasks, truncated = every[:fit], fit < len(every)
         counts = state.graph.counts()
         since = self.now - DAY
         completed_today = sum(1 for r in state.records.values()
@@ -903,16 +792,6 @@ class TaskQueue(SessionService):
                    "failed": counts["failed"]}
         return ok(tasks=tasks, total=len(chosen), truncated=truncated, summary=summary)
 
-    def _fit(self, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
-        """The longest prefix of ``items`` that fits in one reply, and whether it was cut."""
-        budget = self.dispatcher.max_content_bytes - _REPLY_MARGIN
-        used = 0
-        for i, item in enumerate(items):
-            used += len(_encode(item)) + 1
-            if used > budget:
-                return items[:i], True
-        return items, False
-
     # -- internal operations ------------------------------------------------------------
 
     def op_state(self, content: Mapping[str, Any]) -> dict[str, Any]:
@@ -923,7 +802,7 @@ class TaskQueue(SessionService):
         :data:`STATE_PENDING_LIMIT` summaries, best first; ``pending_total``
         is their full number. ``agents`` (agent ids): ``by_agent`` names only them.
         """
-        state = self._session(content["session_id"])
+        state = self.tasks_of(content["session_id"])
         counts = state.graph.counts()
         counts["in_progress"] -= len(state.awaiting)
         counts[AWAITING_APPROVAL] = len(state.awaiting)
@@ -936,114 +815,12 @@ class TaskQueue(SessionService):
                   pending_tasks=[r.summary() for r in pending[:STATE_PENDING_LIMIT]],
                   pending_total=len(pending))
 
-    def op_requeue_agent(self, content: Mapping[str, Any]) -> dict[str, Any]:
-        """A member left: its started tasks go back to pending, and all its open tasks to any.
-
-        Its claims were released (or handed over) by the coordinator already,
-        so the tasks only forget them. Tasks awaiting approval stay as they are:
-        their work is done.
-        """
-        state = self._session(content["session_id"])
-        agent_id = content["agent_id"]
-        requeued: list[str] = []
-        for record in state.records.values():
-            if record.assigned_to != agent_id or record.approval_requested_at is not None:
-                continue
-            if record.status == TaskStatus.IN_PROGRESS:
-                changed = self._transition(state, record.task_id, "requeue")
-                self._announce_unblocked(state, changed, record.task_id, ready_only=False)
-                record.accepted_at = None
-                record.claim_id = None
-            elif record.status not in (TaskStatus.PENDING, TaskStatus.BLOCKED):
-                continue
-            record.assigned_to = "any"
-            requeued.append(record.task_id)
-            self.emit_event(TaskRequeued(
-                session_id=state.info.session_id, task_id=record.task_id, by=agent_id,
-                reason="agent_left", retries_used=record.retries_used))
-        return ok(requeued=requeued)
-
-    def op_agent_crashed(self, content: Mapping[str, Any]) -> None:
-        """An agent crashed (its supervisor says): its tasks in progress go back to pending.
-
-        They stay its own, with their claims released, so that its next
-        incarnation (or, should it leave, anyone) starts them again; their
-        assignments are sent again (under faults, see ``on_session``). A report
-        from the crashed incarnation still on its way finds the task pending and
-        is refused, so no task is completed twice. Tasks awaiting approval have
-        done their work and are left alone. ``agent_ids`` names several at once (a
-        resumed run: every agent of the stopped process), ``reason`` says why
-        (``agent_crashed`` by default, ``resumed``).
-        """
-        crashed = set(content.get("agent_ids") or ()) | (
-            {content["agent_id"]} if "agent_id" in content else set())
-        reason = str(content.get("reason", "agent_crashed"))
-        for state in self._state.values():
-            for record in state.records.values():
-                if (record.assigned_to not in crashed or record.status != TaskStatus.IN_PROGRESS
-                        or record.approval_requested_at is not None):
-                    continue
-                changed = self._transition(state, record.task_id, "requeue")
-                self._announce_unblocked(state, changed, record.task_id, ready_only=False)
-                self._release_claim(state, record)
-                record.accepted_at = None
-                record.claim_id = None
-                self.emit_event(TaskRequeued(
-                    session_id=state.info.session_id, task_id=record.task_id,
-                    by=record.assigned_to, reason=reason, retries_used=record.retries_used))
-
-    def _load(self, state: _Session, data: Mapping[str, Any]) -> None:
-        """Make ``data`` (a checkpoint's graph, records and next_seq) the session's tasks,
-        and arm their deadlines and approval timeouts at their original due times (one
-        already past fires at once)."""
-        self._cancel_timers(state)
-        state.graph = TaskGraph.from_dict(data["graph"])
-        state.records = {r["task_id"]: TaskRecord(**r) for r in data["records"]}
-        state.next_seq = data["next_seq"]
-        self._recount(state)
-        session_id = state.info.session_id
-        timeout = float(state.info.config.get("approval_timeout", 300))
-        for record in state.records.values():
-            if record.approval_requested_at is not None:
-                due = record.approval_requested_at + timeout
-                state.approvals[record.task_id] = self.dispatcher.call_later(
-                    max(0.0, due - self.now), self, self._approval_timed_out, session_id,
-                    record.task_id)
-            elif record.deadline is not None and record.status in _ACTIVE:
-                state.deadlines[record.task_id] = self.dispatcher.call_later(
-                    max(0.0, record.deadline - self.now), self, self._deadline_passed,
-                    session_id, record.task_id, daemon=True)
-
     def resume_serial(self, serials: Mapping[str, int]) -> None:
         self._serial = max(self._serial, serials["tasks"])
 
     def restore_session(self, image: SessionImage, serials: Mapping[str, int]) -> None:
         """Every task of ``image`` with its record, place in the graph and timers; the
         checkpoints of the session state it had."""
-        state = self._state[image.session_id]
-        self._load(state, _snapshot_of(image.tasks))
-        state.checkpoints = {cid: _encode(_snapshot_of(tasks))
-                             for cid, tasks in image.task_checkpoints.items()}
+        state = self.by_session[image.session_id]
+        self.checkpoints.restore(state, image)
 
-    def op_checkpoint(self, content: Mapping[str, Any]) -> dict[str, Any]:
-        """Keep a copy of the graph and the records under ``checkpoint_id``."""
-        state = self._session(content["session_id"])
-        snapshot = _encode({"graph": state.graph.to_dict(), "next_seq": state.next_seq,
-                            "records": [asdict(r) for r in state.records.values()]})
-        state.checkpoints[content["checkpoint_id"]] = snapshot
-        return ok(tasks=len(state.records), size_bytes=len(snapshot))
-
-    def op_rollback(self, content: Mapping[str, Any]) -> dict[str, Any]:
-        """Restore a checkpoint: graph, records, deadlines and pending approvals.
-
-        Deadlines and approval timeouts keep their original due times; one
-        already past fires at once.
-        """
-        state = self._session(content["session_id"])
-        checkpoint_id = content["checkpoint_id"]
-        snapshot = state.checkpoints.get(checkpoint_id)
-        if snapshot is None:
-            raise ToolError("checkpoint_not_found", f"no task checkpoint {checkpoint_id!r} "
-                            f"in {state.info.session_id}")
-        self._load(state, _decode(snapshot))
-        return ok(restored_tasks=len(state.records))

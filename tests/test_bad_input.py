@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from actors.regions import RegionManager, _tile_rows
+from actors.region_args import tile_rows as _tile_rows
+from actors.regions import RegionManager
 from actors.world import Simulation
 from sim.tools import ToolError
 from tests.helpers import box, session_crew

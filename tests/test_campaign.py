@@ -462,7 +462,7 @@ class Surfaces(RuleBasedStateMachine):
         member = self._member(who)
         slot = self._slot(member)
         held = self.subscribed[member.agent_id]
-        assert len(self.hub.held_subscriptions(slot)) == len(held)
+        assert len(self.hub.bounds.held_subscriptions(slot)) == len(held)
         for event in events:
             answer = member.ask("a2a_subscribe", {"event_type": event})["result"]
             check_result("a2a_subscribe", answer)
@@ -474,7 +474,7 @@ class Surfaces(RuleBasedStateMachine):
             else:
                 assert answer["success"], answer
                 held.add(event)
-        assert len(self.hub.held_subscriptions(slot)) <= SURFACE_LIMITS.subscriptions
+        assert len(self.hub.bounds.held_subscriptions(slot)) <= SURFACE_LIMITS.subscriptions
 
     @rule(who=st.integers(0, 2), calls=st.integers(1, 6))
     def close_mid_calls(self, who: int, calls: int) -> None:

@@ -62,8 +62,8 @@ def test_the_services_serve_the_operations_the_log_is_read_by() -> None:
     assert all(name.startswith(service.OP_PREFIX) for name in served)
     assert len(DECLARED) == 8
     assert set(served) >= DECLARED, sorted(DECLARED - set(served))
-    assert "actors/regions.py" in " ".join(served[service.CHECKPOINT])
-    assert "actors/taskqueue.py" in " ".join(served[service.ROLLBACK])
+    assert "actors/region_checkpoints.py" in " ".join(served[service.CHECKPOINT])
+    assert "actors/task_checkpoints.py" in " ".join(served[service.ROLLBACK])
     assert "actors/service.py" in " ".join(served[service.SESSION])
     assert "actors/regions.py" in " ".join(served[regions.BLUEPRINT])
     assert "actors/regions.py" in " ".join(served[regions.CLAIM_FOR])

@@ -12,7 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.regions import SEQUENTIAL_IDLE, RegionManager, _tile_bytes, _tile_rows
+from actors.region_args import tile_bytes as _tile_bytes
+from actors.region_args import tile_rows as _tile_rows
+from actors.regions import SEQUENTIAL_IDLE, RegionManager
 from actors.world import Client, Simulation
 from sim.canvas import Tile
 from sim.geometry import Rect
@@ -353,9 +355,9 @@ def test_shaders_and_cartridges_are_recorded(simu: Simulation) -> None:
     assert shader["region"] == box(0, 0, 5)
     cart = c.a.builder_assemble_cartridge(region=box(0, 0, 10), name="boot")
     assert cart["success"] and cart["tiles"] == 9 and cart["region"] == box(0, 0, 10)
-    world = regions(simu).worlds[c.sid]
-    assert world.shaders[shader["shader_id"]]["name"] == "glow"
-    assert world.cartridges[cart["cartridge_id"]]["agent_id"] == c.a.agent_id
+    made = regions(simu).artifacts.of(c.sid)
+    assert made.shaders[shader["shader_id"]]["name"] == "glow"
+    assert made.cartridges[cart["cartridge_id"]]["agent_id"] == c.a.agent_id
     progress = c.arch.session_get_state(include=["progress"])["state"]["progress"]
     assert (progress["shaders_loaded"], progress["cartridges_assembled"]) == (1, 1)
     assert failed(c.a.builder_load_shader(region=box(0, 0, 5), shader_name=""),
@@ -462,7 +464,7 @@ def test_checkpoint_modify_rollback_restores_the_canvas_and_artifacts(
                         "completion_percent": 0.0}
     failed(c.arch.build_rollback(checkpoint_id="ckpt_nope"), "checkpoint_not_found")
     with pytest.raises(ToolError, match="checkpoint"):
-        regions(simu).op_rollback({"session_id": c.sid, "checkpoint_id": "ckpt_nope"})
+        regions(simu).handler("op_rollback")({"session_id": c.sid, "checkpoint_id": "ckpt_nope"})
 
 
 def test_a_checkpoint_without_tiles_leaves_the_canvas_alone(simu: Simulation) -> None:
@@ -538,6 +540,24 @@ def test_a_closed_session_is_dropped_with_its_leases(simu: Simulation) -> None:
     assert c.sid not in manager.worlds and c.sid not in manager.sessions
     assert timer.cancelled
     failed(c.a.region_query(region=box(0, 0, 5)), "session_not_found")
+
+
+def test_a_closed_session_leaves_nothing_in_the_manager_s_rooms(simu: Simulation) -> None:
+    c = crew(simu)
+    c.a.region_claim(region=box(0, 0, 10))
+    assert c.a.builder_load_shader(region=box(0, 0, 5), shader_name="glow")["success"]
+    assert c.arch.build_checkpoint(include=["tiles", "shaders"])["success"]
+    manager = regions(simu)
+    assert len(manager.checkpoints.kept(c.sid)) == 1
+    assert len(manager.artifacts.of(c.sid).shaders) == 1
+    assert manager.handler("tool_builder_load_shader").__self__ is manager.artifacts
+    assert manager.handler("op_checkpoint").__self__ is manager.checkpoints
+    manager.handler("op_session_closed")({"session_id": c.sid})
+    assert manager.checkpoints.kept(c.sid) == {}
+    with pytest.raises(KeyError):
+        manager.artifacts.of(c.sid)
+    failed(c.a.builder_load_shader(region=box(0, 0, 5), shader_name="glow"),
+           "session_not_found")
 
 
 def test_an_answer_too_large_to_send_becomes_a_failure(simu: Simulation) -> None:
@@ -737,10 +757,11 @@ def _watch_answers(monkeypatch: pytest.MonkeyPatch, faults: str | None = None,
     assert outcome.success, outcome
     for service in services:  # what the services keep
         if isinstance(service, RegionManager):
-            for world in service.worlds.values():
-                elsewhere += [world.shaders, world.cartridges]
+            for sid in service.worlds:
+                made = service.artifacts.of(sid)
+                elsewhere += [made.shaders, made.cartridges]
         elif isinstance(service, TaskQueue):
-            for state in service._state.values():  # (records are slotted dataclasses)
+            for state in service.by_session.values():  # (records are slotted dataclasses)
                 elsewhere += [[getattr(r, f.name) for f in dataclasses.fields(r)]
                               for r in state.records.values()]
     return answered, elsewhere

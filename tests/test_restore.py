@@ -44,7 +44,7 @@ def service_state(simu: Simulation, sid: str) -> dict[str, Any]:
         s = c._state[sid]
         return {"owner": s.owner, "granted_roles": sorted(s.granted_roles),
                 "joined": s.joined, "members": _members(c, sid),
-                "checkpoints": {cid: dict(e) for cid, e in s.checkpoints.items()}}
+                "checkpoints": {cid: dict(e) for cid, e in c.checkpoints.index(sid).items()}}
 
     def regions() -> dict[str, Any]:
         r = simu._regions
@@ -57,18 +57,20 @@ def service_state(simu: Simulation, sid: str) -> dict[str, Any]:
             "claims": {cid: [c.agent_id, c.rect.to_dict(), c.exclusive, c.claimed_at,
                              c.expires_at] for cid, c in w.claims.items()},
             "by_agent": {a: sorted(cs) for a, cs in w.by_agent.items()},
-            "shaders": dict(w.shaders), "cartridges": dict(w.cartridges),
-            "checkpoints": {cid: asdict(k) for cid, k in w.checkpoints.items()},
+            "shaders": dict(r.artifacts.of(sid).shaders),
+            "cartridges": dict(r.artifacts.of(sid).cartridges),
+            "checkpoints": {cid: asdict(k) for cid, k in r.checkpoints.kept(sid).items()},
             "members": _members(r, sid)}
 
     def tasks() -> dict[str, Any]:
         t = simu._tasks
-        state = t._state[sid]
+        state = t.by_session[sid]
         graph = state.graph.to_dict()
         return {"records": {tid: asdict(rec) for tid, rec in state.records.items()},
                 "graph": _graph(graph),
                 "ready": sorted(state.graph.ready()),
-                "checkpoints": {cid: _task_checkpoint(b) for cid, b in state.checkpoints.items()},
+                "checkpoints": {cid: _task_checkpoint(b)
+                                for cid, b in t.checkpoints.kept(sid).items()},
                 "members": _members(t, sid)}
 
     def coordination() -> dict[str, Any]:

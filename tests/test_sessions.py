@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from actors.coordinator import Coordinator
 from actors.world import Client, Simulation
 
 
@@ -352,6 +353,39 @@ def test_checkpoint_interval_takes_checkpoints_on_its_own(simu: Simulation) -> N
     simu.advance(95.0)
     names = [m.content["name"] for m in arch.messages()]
     assert names == ["auto-30", "auto-60", "auto-90"]
+
+
+def test_a_closed_session_stops_its_autosave_and_drops_its_checkpoints(
+        simu: Simulation, monkeypatch: pytest.MonkeyPatch) -> None:
+    arch, sid = session(simu, config={"checkpoint_interval": 30})
+    coordinator = cast(Coordinator, simu.dispatcher.actor("coordinator"))
+    made = arch.build_checkpoint(checkpoint_name="mine")
+    assert list(coordinator.checkpoints.index(sid)) == [made["checkpoint_id"]]
+    simu.advance(35.0)
+    assert len(coordinator.checkpoints.index(sid)) == 2  # and auto-30
+    started: list[str] = []
+    start = coordinator.start_behaviour
+
+    def spy(*args: Any, name: str = "", **options: Any) -> Any:
+        started.append(name)
+        return start(*args, name=name, **options)
+
+    monkeypatch.setattr(coordinator, "start_behaviour", spy)
+    simu.advance(30.0)
+    assert started == ["autosave"]  # the spy sees the autosave while the session is open
+    coordinator.handler("op_session_closed")({"session_id": sid})
+    assert coordinator.checkpoints.index(sid) == {}
+    simu.advance(100.0)
+    assert started == ["autosave"]  # its timer stopped with the session
+
+
+def test_a_coordinator_room_serves_its_tools_through_the_service(simu: Simulation) -> None:
+    coordinator = cast(Coordinator, simu.dispatcher.actor("coordinator"))
+    assert coordinator.handler("tool_build_rollback").__self__ is coordinator.checkpoints
+    assert coordinator.handler("tool_a2a_subscribe").__self__ is coordinator.messaging
+    assert coordinator.handler("tool_session_join").__self__ is coordinator
+    with pytest.raises(AttributeError, match="Coordinator serves no tool_nope"):
+        coordinator.handler("tool_nope")
 
 
 def test_policy_rules_are_enforced_by_the_owning_services() -> None:

@@ -563,6 +563,47 @@ def test_a_deadline_timer_does_not_keep_a_run_alive(simu: Simulation, crew: Crew
     assert simu.now < 1000 and statuses(crew.arch) == {task: "pending"}
 
 
+def test_the_gates_hold_a_timer_only_while_it_can_fire(simu: Simulation, gated: Crew) -> None:
+    tq = tasks_actor(simu)
+    build, _ = awaiting(gated)
+    timed = delegate(gated.arch, task_type="test", deadline=100)
+    assert tq.approvals.armed(gated.sid) == {build}
+    assert tq.deadlines.armed(gated.sid) == {timed}
+    assert gated.arch.approval_respond(task_id=build, decision="approve")["success"]
+    finish(gated.tester, timed)
+    assert tq.approvals.armed(gated.sid) == frozenset()
+    assert tq.deadlines.armed(gated.sid) == frozenset()
+
+
+def test_a_closed_session_leaves_nothing_in_the_queue_s_rooms(
+        simu: Simulation, gated: Crew) -> None:
+    tq = tasks_actor(simu)
+    build, _ = awaiting(gated)
+    delegate(gated.arch, task_type="test", deadline=100)
+    assert gated.arch.build_checkpoint(checkpoint_name="kept")["success"]
+    assert len(tq.checkpoints.kept(gated.sid)) == 1
+    assert tq.approvals.armed(gated.sid) == {build} and tq.deadlines.armed(gated.sid)
+    tq.handler("op_session_closed")({"session_id": gated.sid})
+    assert gated.sid not in tq.by_session
+    assert tq.approvals.armed(gated.sid) == tq.deadlines.armed(gated.sid) == frozenset()
+    assert tq.checkpoints.kept(gated.sid) == {}
+    # The approval's timeout was cancelled: it no longer keeps the run going (it would
+    # run on to its due time, 30 s on; test_an_unanswered_approval_times_out).
+    before = simu.now
+    simu.run()
+    assert simu.now == before
+
+
+def test_the_queue_s_rooms_serve_their_tools_and_operations(simu: Simulation) -> None:
+    tq = tasks_actor(simu)
+    assert tq.handler("tool_approval_respond").__self__ is tq.approvals
+    assert tq.handler("op_rollback").__self__ is tq.checkpoints
+    assert tq.handler("op_agent_crashed").__self__ is tq.recovery
+    assert tq.handler("tool_task_report").__self__ is tq
+    with pytest.raises(AttributeError, match="TaskQueue serves no op_nope"):
+        tq.handler("op_nope")
+
+
 # -- membership, state, checkpoints --------------------------------------------------------
 
 
@@ -612,9 +653,9 @@ def test_checkpoint_and_rollback_restore_the_tasks(simu: Simulation, crew: Crew)
     assert finish(crew.builder, a)["unblocked_tasks"] == [b]
     tq = tasks_actor(simu)
     with pytest.raises(ToolError) as missing:
-        tq.op_rollback({"session_id": crew.sid, "checkpoint_id": "ckpt_nope"})
+        tq.handler("op_rollback")({"session_id": crew.sid, "checkpoint_id": "ckpt_nope"})
     assert missing.value.code == "checkpoint_not_found"
-    saved = tq.op_checkpoint({"session_id": crew.sid, "checkpoint_id": "manual"})
+    saved = tq.handler("op_checkpoint")({"session_id": crew.sid, "checkpoint_id": "manual"})
     assert saved["success"] and saved["tasks"] == 2 and saved["size_bytes"] > 0
 
 
@@ -727,7 +768,7 @@ def check_consistent(tq: TaskQueue, sid: str) -> None:
             assert record.assigned_to != "any"
     counts = graph.counts()
     assert sum(counts.values()) == len(records)
-    pending_by = tq._state[sid].pending_by_priority
+    pending_by = tq.by_session[sid].pending_by_priority
     assert sum(pending_by.values()) == counts["pending"]
 
 

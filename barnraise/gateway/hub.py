@@ -20,7 +20,7 @@ The hub adds only what a network needs:
   first answer (kept for the last ``Limits.results`` calls), never a second
   execution. The same id with another call is a new call (clients that number
   their requests per connection reuse ids).
-* **Signed messages from outside** (:meth:`Hub.send_signed`): verified with
+* **Signed messages from outside** (``hub.signed``, :mod:`barnraise.gateway.signed`): verified with
   the agent's key, from that agent, not expired, not replayed; then handed to
   the dispatcher's ``receive_wire`` in the session's own signed wire form.
 * **Bounds per agent** (:class:`Limits`): calls in flight, lock and barrier
@@ -50,19 +50,25 @@ from until it drains them (:meth:`Hub._drain`), not one per answer.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import secrets
-import threading
-import time
-from collections import Counter, OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
-import msgspec
-
-from actors.world import Client, PendingCall, Simulation
-from sim.messages import TOPIC_PREFIX, Message, MessageError, decode, encode, topic_name, verify
+from actors.world import Simulation
+from barnraise.gateway.bounds import Bounds
+from barnraise.gateway.signed import SignedMail
+from barnraise.gateway.slots import (
+    BINDING,
+    BOUNDED,
+    WAITS,
+    AgentSlot,
+    Counters,
+    Limits,
+    Refused,
+    fingerprint_of,
+)
+from sim.messages import Message, encode
 from sim.tools import fail
 
 __all__ = ["WAITS", "AgentSlot", "Counters", "Hub", "Limits", "Refused"]
@@ -76,150 +82,6 @@ SWEEP: Final = 0.5
 AGENT_TTL: Final = 60.0
 #: The longest wall time between two looks for expired agents.
 LOOK_EVERY: Final = 5.0
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The bounds that keep a server's memory and work finite."""
-
-    #: Bytes in one WebSocket frame or HTTP request body.
-    max_frame: int = 1 << 20
-    #: Frames waiting to be written to one connection; past it, the connection is dropped.
-    send_queue: int = 1024
-    #: Messages kept per agent until acknowledged.
-    outbox: int = 10_000
-    #: Answers kept per agent for retried calls (string ids).
-    results: int = 1024
-    #: Remote agents (Clients) one hub will hold.
-    agents: int = 10_000
-    #: Latest expiry, in simulated seconds from now, a signed message may carry.
-    max_ttl: float = 3600.0
-    #: Calls one agent has in flight, over every connection and surface together
-    #: (a call its connection gave up on counts until the world answers it).
-    calls: int = 1024
-    #: Requests one WebSocket connection is serving at once (tool calls included).
-    calls_per_connection: int = 256
-    #: Lock and barrier waits (``a2a_lock_acquire``, ``a2a_barrier_enter``) of one agent.
-    waits: int = 64
-    #: Event subscriptions one remote agent holds (the world bounds them too:
-    #: ``WorldLimits.max_subscriptions``).
-    subscriptions: int = 100
-
-    def __post_init__(self) -> None:
-        for name in ("max_frame", "send_queue", "outbox", "results", "agents", "calls",
-                     "calls_per_connection", "waits", "subscriptions"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
-        ttl = self.max_ttl
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or \
-                not 0 < ttl < float("inf"):
-            raise ValueError(f"Limits.max_ttl must be a positive finite number, got {ttl!r}")
-
-
-#: Tools whose call may wait on other agents: bounded by ``Limits.waits``.
-WAITS: Final = frozenset({"a2a_lock_acquire", "a2a_barrier_enter"})
-#: Tools a bound of their own counts while under way (:meth:`Hub._settled`).
-_BOUNDED: Final = WAITS | {"a2a_subscribe"}
-#: Tools whose answer changes which session the Client is bound to: never forgotten.
-_BINDING: Final = frozenset({"session_join", "session_create", "session_leave"})
-
-
-_fingerprint_encoder: Final = msgspec.json.Encoder(order="sorted")
-
-
-def _digest(fingerprint: bytes) -> bytes:
-    """A fingerprint's 16-byte digest: what is kept of one (a fingerprint holds the
-    arguments whole, up to the frame limit)."""
-    return hashlib.blake2b(fingerprint, digest_size=16).digest()
-
-
-def _fingerprint(tool: str, args: Mapping[str, Any]) -> bytes:
-    """What makes two calls the same call: the tool and its arguments, canonically."""
-    try:
-        return tool.encode() + b"\0" + _fingerprint_encoder.encode(args)
-    except (TypeError, ValueError, msgspec.EncodeError):
-        return tool.encode() + b"\0" + repr(sorted(args.items())).encode()
-
-
-class Counters:
-    """Thread-safe counts by name: refusals, drops, and a few totals."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def add(self, name: str, n: int = 1) -> None:
-        with self._lock:
-            self._counts[name] += n
-
-    def __getitem__(self, name: str) -> int:
-        with self._lock:
-            return self._counts[name]
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(sorted(self._counts.items()))
-
-
-class Refused(Exception):
-    """A request the hub will not serve; ``reason`` is the counter it was counted under."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class AgentSlot:
-    """One remote agent: its Client, credentials, numbered outbox and call memory."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.agent_id = client.agent_id
-        self.token: str | None = None
-        self.key = b""
-        self.seq = 0  # the last number given to a delivered message
-        self.outbox: deque[tuple[int, Message]] = deque()
-        # retry key -> (the call's fingerprint, its answer or the future of it)
-        self.results: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()
-        self.inflight: dict[str, tuple[bytes, asyncio.Future[dict[str, Any]]]] = {}
-        #: Calls under way: (the call, its future, the tool, the loop time by which it
-        #: is answered ``no_reply``, the wait that makes that time).
-        self.pending: list[tuple[PendingCall, asyncio.Future[dict[str, Any]], str, float,
-                                 float]] = []
-        #: The attached connection's writer, and how to close that connection.
-        self.sink: Callable[[int, Message], None] | None = None
-        self.closer: Callable[[str], None] | None = None
-        #: Instead of an outbox: a hub-internal observer (the A2A task watch).
-        self.observer: Callable[[Message], None] | None = None
-        self.subscriptions: list[dict[str, Any]] = []
-        #: Which subscription each ``a2a_subscribe`` asked for (its arguments'
-        #: fingerprint's digest; one key a subscription) was answered with: at the
-        #: bound, asking for one of them again is let through, for the world to answer
-        #: the one held.
-        self.subscribed_as: dict[bytes, str] = {}
-        #: Bounds (see :meth:`Hub.start`): lock and barrier waits under way,
-        #: subscriptions asked for and not yet answered, and the calls a closed
-        #: connection gave up on that the world has not answered yet (each with its
-        #: tool; their answers are taken as they come and dropped).
-        self.waits = 0
-        self.subscribing = 0
-        self.orphans: list[tuple[PendingCall, str]] = []
-        self.wake_scheduled = False
-        #: Its surface let go of it before it became an agent, with a join still under
-        #: way: dropped (:meth:`Hub.forget`) once that join is answered without a token.
-        self.unclaimed = False
-        self.members: tuple[float, frozenset[str]] | None = None
-        #: The loop time it was last heard from, and its SSE streams open now.
-        self.heard = 0.0
-        self.streams = 0
-
-    @property
-    def session_id(self) -> str | None:
-        return self.client.session_id
-
-    def __repr__(self) -> str:
-        return f"<AgentSlot {self.agent_id} session={self.session_id} seq={self.seq}>"
 
 
 class Hub:
@@ -246,7 +108,6 @@ class Hub:
         self._numbers = 0
         self._slots: dict[str, AgentSlot] = {}
         self._by_token: dict[str, AgentSlot] = {}
-        self._seen: dict[str, float] = {}  # message_id -> expires_at, for replay refusal
         # Agents heard from, for the loop to serve (appended from any thread), and
         # whether a drain is already scheduled on the loop.
         self._woken: deque[AgentSlot] = deque()
@@ -260,6 +121,10 @@ class Hub:
         self._closed = False
         #: Requests every open WebSocket connection is serving, summed (ws.py keeps it).
         self.connection_load = 0
+        #: The rooms: the agents' bounds, and signed messages from outside.
+        self.bounds = Bounds(self.limits, self.counters,
+                             simulation.dispatcher.holds_subscription)
+        self.signed = SignedMail(self)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -451,7 +316,7 @@ class Hub:
         slot.heard = loop.time()
         fingerprint = b""
         if call_id is not None:
-            fingerprint = _fingerprint(tool, args)
+            fingerprint = fingerprint_of(tool, args)
             cached = slot.results.get(call_id)
             if cached is not None and cached[0] == fingerprint:
                 self.counters.add("calls_answered_again")
@@ -463,17 +328,17 @@ class Hub:
                 self.counters.add("calls_answered_again")
                 return running[1]
         # The bounds' common case without a call: below the calls bound, a tool no other
-        # bound counts (_over_limit says why and counts it).
-        if len(slot.pending) + len(slot.orphans) >= self.limits.calls or tool in _BOUNDED:
-            refusal = self._over_limit(slot, tool, args)
+        # bound counts (Bounds.over_limit says why and counts it).
+        if len(slot.pending) + len(slot.orphans) >= self.limits.calls or tool in BOUNDED:
+            refusal = self.bounds.over_limit(slot, tool, args)
             if refusal is not None:
                 done = loop.create_future()
                 done.set_result(refusal)
                 return done  # not remembered: a retry once there is room runs
         future = self._submit(slot, tool, dict(args))
         if tool == "a2a_subscribe":
-            asked = fingerprint or _fingerprint(tool, args)
-            future.add_done_callback(lambda f: self._subscribed(slot, asked, f))
+            asked = fingerprint or fingerprint_of(tool, args)
+            future.add_done_callback(lambda f: self.bounds.subscribed(slot, asked, f))
         if call_id is not None:
             if future.done():
                 self._remember(slot, call_id, fingerprint, future)
@@ -548,7 +413,7 @@ class Hub:
         """What the remote caller gets: the result, plus credentials when it just joined."""
         if not result.get("success"):
             if result.get("error") == "limit_exceeded":  # the world's own bound
-                self._count_limit(str(result.get("limit")))
+                self.bounds.count(str(result.get("limit")))
             return result
         if tool in ("session_join", "session_create") and slot.token is None:
             slot.token = secrets.token_urlsafe(32)
@@ -570,80 +435,6 @@ class Hub:
 
     # -- bounds -------------------------------------------------------------------------
 
-    def _subscribed(self, slot: AgentSlot, asked: bytes,
-                    future: asyncio.Future[dict[str, Any]]) -> None:
-        """Remember which subscription the ``a2a_subscribe`` whose arguments are
-        ``asked`` was answered with (pruned to those the world holds as it grows)."""
-        if future.cancelled():
-            return
-        result = future.result()
-        sid = result.get("subscription_id")
-        if not result.get("success") or not isinstance(sid, str):
-            return
-        kept = slot.subscribed_as
-        # One key per subscription: the world answers many spellings of one (topic
-        # aliases, an empty event_type) with the same id; only the last is kept, so
-        # the memory stays within the bound, 16 bytes a key.
-        for key in [k for k, v in kept.items() if v == sid]:
-            del kept[key]
-        kept[_digest(asked)] = sid
-        if len(kept) > 2 * self.limits.subscriptions:
-            held = {s["subscription_id"] for s in self.held_subscriptions(slot)}
-            slot.subscribed_as = {k: v for k, v in kept.items() if v in held}
-
-    def _holds_identical(self, slot: AgentSlot, args: Mapping[str, Any]) -> bool:
-        """``slot`` holds the very subscription these arguments ask for (the same
-        arguments were answered with one the world still holds)."""
-        sid = slot.subscribed_as.get(_digest(_fingerprint("a2a_subscribe", args)))
-        return sid is not None and any(
-            s["subscription_id"] == sid for s in self.held_subscriptions(slot))
-
-    def _over_limit(self, slot: AgentSlot, tool: str,
-                    args: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The refusal of a call past one of the agent's bounds, or None. Costs a few
-        lengths a call; a refused call is never sent, so it changes nothing. At the
-        subscriptions bound, an ``a2a_subscribe`` identical to one the agent holds is
-        let through: the world answers it with the one held, as below the bound."""
-        limits = self.limits
-        if len(slot.pending) + len(slot.orphans) >= limits.calls:
-            return self.limit_refusal("calls", f"{limits.calls} calls of this agent are in "
-                                      "flight; wait for their answers")
-        if tool in WAITS and slot.waits >= limits.waits:
-            return self.limit_refusal("waits", f"{limits.waits} lock and barrier waits of this "
-                                      "agent are under way; wait for one to end")
-        # At the bound, those the world no longer holds are forgotten first.
-        if tool == "a2a_subscribe" and \
-                len(slot.subscriptions) + slot.subscribing >= limits.subscriptions and \
-                len(self.held_subscriptions(slot)) + slot.subscribing >= limits.subscriptions \
-                and not self._holds_identical(slot, args):
-            return self.limit_refusal("subscriptions", f"this agent holds "
-                                      f"{limits.subscriptions} subscriptions, the most it may")
-        return None
-
-    def held_subscriptions(self, slot: AgentSlot) -> list[dict[str, Any]]:
-        """``slot``'s subscriptions that the world still holds (one ends when its agent
-        leaves, or crashes); the others are forgotten here too."""
-        holds = self.simulation.dispatcher.holds_subscription
-        slot.subscriptions = [s for s in slot.subscriptions
-                              if holds(str(s["subscription_id"]))]
-        return slot.subscriptions
-
-    def limit_refusal(self, name: str, text: str) -> dict[str, Any]:
-        """A ``limit_exceeded`` result naming the bound (``limit``), counted."""
-        self._count_limit(name)
-        return fail("limit_exceeded", f"{name}: {text}", limit=name)
-
-    def _count_limit(self, name: str) -> None:
-        self.counters.add("limit_exceeded")
-        self.counters.add(f"limit_exceeded:{name}")
-
-    def _settled(self, slot: AgentSlot, tool: str) -> None:
-        """A call of ``slot``'s has its answer (or its caller has gone): off the bounds."""
-        if tool in WAITS:
-            slot.waits -= 1
-        elif tool == "a2a_subscribe":
-            slot.subscribing -= 1
-
     def abandon(self, slot: AgentSlot, futures: Collection[asyncio.Future[Any]]) -> int:
         """Forget the calls of ``slot`` whose futures are ``futures``: their caller (a
         closed connection) is gone and nobody can ask for their answers again (no retry
@@ -657,14 +448,14 @@ class Hub:
         kept = []
         for entry in slot.pending:
             pending, future, tool = entry[0], entry[1], entry[2]
-            if future not in futures or tool in _BINDING:
+            if future not in futures or tool in BINDING:
                 kept.append(entry)
                 continue
             result = pending.poll()
             if result is None:
                 slot.orphans.append((pending, tool))
             else:
-                self._settled(slot, tool)
+                self.bounds.settled(slot, tool)
                 self._finish(slot, tool, result)
             future.cancel()
         forgotten = len(slot.pending) - len(kept)
@@ -681,7 +472,7 @@ class Hub:
             if result is None:
                 owed.append((pending, tool))
                 continue
-            self._settled(slot, tool)
+            self.bounds.settled(slot, tool)
             self._finish(slot, tool, result)
             self.counters.add("orphan_answers_dropped")
         slot.orphans = owed
@@ -742,8 +533,8 @@ class Hub:
                 if result is None:
                     waiting.append(entry)
                     continue
-                if tool in _BOUNDED:
-                    self._settled(slot, tool)
+                if tool in BOUNDED:
+                    self.bounds.settled(slot, tool)
                 if not future.done():
                     future.set_result(self._finish(slot, tool, result))
             slot.pending = waiting
@@ -773,84 +564,4 @@ class Hub:
         return encode(message, slot.key or None)
 
     # -- signed messages from outside ----------------------------------------------------
-
-    async def send_signed(self, slot: AgentSlot, data: bytes | str) -> dict[str, Any]:
-        """Verify a signed wire message from ``slot``'s agent and route it.
-
-        Raises :class:`Refused` with the reason (``invalid_message``,
-        ``bad_signature``, ``wrong_agent``, ``no_expiry``, ``expired``,
-        ``replayed``, ``not_a_member``); the refusal is counted.
-        """
-        try:
-            message = decode(data, max_content_bytes=self.simulation.dispatcher.max_content_bytes)
-        except MessageError as exc:
-            raise self._refuse("invalid_message", str(exc)) from None
-        slot.heard = self.loop.time()
-        try:
-            verify(message, slot.key)
-        except MessageError as exc:
-            raise self._refuse("bad_signature", exc.problem) from None
-        if message.from_agent != slot.agent_id:
-            raise self._refuse("wrong_agent", f"from_agent is {message.from_agent!r}, but this "
-                               f"connection is {slot.agent_id!r}")
-        now = self.simulation.now
-        if message.expires_at is None:
-            raise self._refuse("no_expiry", "a message from outside must carry expires_at "
-                               f"(simulated seconds; now is {now:.3f})")
-        if message.expires_at <= now:
-            raise self._refuse("expired", f"expired at {message.expires_at:.3f}, now is "
-                               f"{now:.3f}")
-        if message.expires_at > now + self.limits.max_ttl:
-            raise self._refuse("invalid_message", f"expires_at is more than "
-                               f"{self.limits.max_ttl:g} simulated seconds away")
-        self._forget_expired(now)
-        if message.message_id in self._seen:
-            raise self._refuse("replayed", f"message_id {message.message_id!r} was "
-                               "already accepted")
-        await self._check_recipient(slot, message.to_agent)
-        self._seen[message.message_id] = message.expires_at
-        dispatcher = self.simulation.dispatcher
-        inner = msgspec.structs.replace(message, signature=None)
-        report = dispatcher.receive_wire(encode(inner, dispatcher.secret))
-        if report is None:
-            raise self._refuse("invalid_message", "the dispatcher refused the message")
-        self.counters.add("signed_messages_routed")
-        return {"success": True, "message_id": message.message_id, "statuses": report.statuses}
-
-    def _refuse(self, reason: str, text: str) -> Refused:
-        self.counters.add(reason)
-        return Refused(reason, text)
-
-    def _forget_expired(self, now: float) -> None:
-        if len(self._seen) < 4096:
-            return
-        self._seen = {mid: t for mid, t in self._seen.items() if t > now}
-
-    async def _check_recipient(self, slot: AgentSlot, to: str) -> None:
-        """A message from outside goes to a member of the sender's session, or its topics."""
-        session_id = slot.session_id
-        if session_id is None:
-            raise self._refuse("not_a_member", "join a session before sending messages")
-        if to.startswith(TOPIC_PREFIX):
-            own = f"session:{session_id}"
-            try:
-                topic = topic_name(to)
-            except ValueError as exc:
-                raise self._refuse("invalid_message", str(exc)) from None
-            if topic == own or topic.startswith(own + ":"):
-                return
-            raise self._refuse("not_a_member", f"topic {topic!r} is not one of session "
-                               f"{session_id}'s topics")
-        members = await self._members(slot)
-        if to not in members:
-            raise self._refuse("not_a_member", f"{to!r} is not a member of {session_id}")
-
-    async def _members(self, slot: AgentSlot) -> frozenset[str]:
-        cached = slot.members
-        if cached is not None and time.monotonic() - cached[0] < 1.0:
-            return cached[1]
-        found = await self.call(slot, "a2a_discover", {})
-        members = frozenset(a["agent_id"] for a in found.get("agents", ()))
-        slot.members = (time.monotonic(), members)
-        return members
 

@@ -323,7 +323,7 @@ class WebSocketSession:
 
     def _over_limit(self) -> dict[str, Any]:
         limit = self.hub.limits.calls_per_connection
-        return self.hub.limit_refusal("calls_per_connection", f"{limit} requests are being "
+        return self.hub.bounds.refusal("calls_per_connection", f"{limit} requests are being "
                                       "served on this connection; wait for their answers")
 
     def _spawn(self, work: Coroutine[Any, Any, None], request: Any, weight: int = 1) -> None:
@@ -479,7 +479,7 @@ class WebSocketSession:
         self._become(slot)
         self.hub.ack(slot, last)
         return {"agent_id": slot.agent_id, "session_id": slot.session_id, "seq": slot.seq,
-                "subscriptions": list(self.hub.held_subscriptions(slot)),
+                "subscriptions": list(self.hub.bounds.held_subscriptions(slot)),
                 "now": self.hub.simulation.now, "time_scale": self.hub.time_scale}
 
     def _replay(self, params: dict[str, Any]) -> None:
@@ -525,7 +525,7 @@ class WebSocketSession:
             raise RpcError(jsonrpc.INVALID_PARAMS, "message must be a barnraise Message "
                            "in its JSON wire form (an object or a string)")
         try:
-            return await self.hub.send_signed(slot, data)
+            return await self.hub.signed.send(slot, data)
         except Refused as exc:
             # Counted by the hub under its reason; the answer names it.
             raise RpcError(jsonrpc.FORBIDDEN, f"{exc.reason}: {exc}",

@@ -1,0 +1,155 @@
+"""The coordinator's A2A tools: messages between members, broadcasts, subscriptions to
+the session's topics, and discovery.
+
+A room of :class:`actors.coordinator.Coordinator` serving ``a2a_send_message``,
+``a2a_broadcast``, ``a2a_subscribe`` and ``a2a_discover``, the one owner of what
+``a2a_subscribe`` gave each agent: an identical subscription is answered with the one
+held (a second would only deliver every event twice), an agent holds at most
+``WorldLimits.max_subscriptions``, and a member that leaves a session hears nothing
+more of it (:meth:`SessionMessaging.end`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from actors.paging import cursor_offset, fit_lists
+from actors.service import Call
+from sim.messages import MESSAGE_TYPES, session_topic
+from sim.tools import STATE_PAGE_DEFAULT, ToolError, ok
+
+if TYPE_CHECKING:
+    from actors.coordinator import Coordinator
+
+__all__ = ["SessionMessaging"]
+
+_canonical_encoder: Final = msgspec.json.Encoder(order="sorted")
+
+
+def _canonical(value: Any) -> bytes:
+    """``value`` (a subscription filter, from JSON) in one spelling for every key order."""
+    try:
+        return _canonical_encoder.encode(value)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return repr(value).encode()
+
+
+class SessionMessaging:
+    """The A2A tools of every session (see the module doc)."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+        #: agent -> (topic, its filter in canonical JSON) -> the subscription id it
+        #: was given; entries the dispatcher no longer holds are pruned as met.
+        self._subscribed: dict[str, dict[tuple[str, bytes], str]] = {}
+        #: (session, agent) -> the subscriptions a2a_subscribe gave it (all of them to the
+        #: session's own topics): what its leave ends, without a look at anyone else's.
+        self._subscriptions: dict[tuple[str, str], list[str]] = {}
+
+    def end(self, session_id: str, agent_id: str) -> None:
+        """``agent_id`` left ``session_id``: every subscription it held to the session's
+        topics ends (it had joined to hear them)."""
+        unsubscribe = self.coordinator.dispatcher.unsubscribe
+        for sid in self._subscriptions.pop((session_id, agent_id), ()):
+            unsubscribe(sid)
+
+    def tool_a2a_send_message(self, call: Call) -> dict[str, Any]:
+        coordinator = self.coordinator
+        args = call.args
+        to = coordinator.member_id(call.session_id, args["to_agent"], "to_agent")
+        if args["message_type"] not in MESSAGE_TYPES:
+            raise ToolError("invalid_argument", f"message_type: must be one of "
+                            f"{sorted(MESSAGE_TYPES)}", field="message_type")
+        message = coordinator.dispatcher.message(call.caller, to, args["message_type"],
+                                          args["content"], priority=args["priority"],
+                                          expires_in=args.get("expires_in"))
+        report = coordinator.dispatcher.send(coordinator.dispatcher.seal(message))
+        return ok(message_id=message.message_id, to_agent=to, status=report.statuses[to])
+
+    def tool_a2a_broadcast(self, call: Call) -> dict[str, Any]:
+        coordinator = self.coordinator
+        args = call.args
+        if args["message_type"] not in MESSAGE_TYPES:
+            raise ToolError("invalid_argument", f"message_type: must be one of "
+                            f"{sorted(MESSAGE_TYPES)}", field="message_type")
+        statuses: dict[str, str] = {}
+        for member in coordinator.members[call.session_id].values():
+            if args["exclude_self"] and member.agent_id == call.caller:
+                continue
+            if args.get("agent_type") and member.role != args["agent_type"]:
+                continue
+            message = coordinator.dispatcher.message(call.caller, member.agent_id,
+                                              args["message_type"], args["content"])
+            statuses.update(coordinator.dispatcher.send(coordinator.dispatcher.seal(message)).statuses)
+        delivered = sorted(k for k, v in statuses.items() if v == "delivered")
+        return ok(recipients=sorted(statuses), delivered=delivered, statuses=statuses)
+
+    def tool_a2a_subscribe(self, call: Call) -> dict[str, Any]:
+        coordinator = self.coordinator
+        args = call.args
+        if args.get("topic") and args.get("event_type"):
+            raise ToolError("invalid_argument", "give event_type or topic, not both",
+                            field="topic")
+        try:
+            topic = session_topic(call.session_id, args.get("topic") or None,
+                                  args.get("event_type"))
+        except PermissionError as exc:
+            raise ToolError("permission_denied", str(exc), field="topic") from None
+        except ValueError as exc:
+            raise ToolError("invalid_argument", f"topic: {exc}", field="topic") from None
+        dispatcher = coordinator.dispatcher
+        held = self._subscribed.setdefault(call.caller, {})
+        key = (topic, _canonical(args.get("filter")))
+        sid = held.get(key)
+        if sid is not None and dispatcher.holds_subscription(sid):
+            # Identical: a second would only deliver every event twice.
+            return ok(subscription_id=sid, topic=topic)
+        limit = coordinator.limits.max_subscriptions
+        if len(held) >= limit:
+            for gone in [k for k, s in held.items() if not dispatcher.holds_subscription(s)]:
+                del held[gone]
+            if len(held) >= limit:
+                raise ToolError("limit_exceeded", f"max_subscriptions: {call.caller} holds "
+                                f"{limit} subscriptions, the most one agent may",
+                                limit="max_subscriptions")
+        try:
+            sid = dispatcher.subscribe(dispatcher.actor(call.caller), topic, args.get("filter"))
+        except ValueError as exc:
+            raise ToolError("invalid_argument", str(exc), field="filter") from None
+        held[key] = sid
+        self._subscriptions.setdefault((call.session_id, call.caller), []).append(sid)
+        return ok(subscription_id=sid, topic=topic)
+
+    async def tool_a2a_discover(self, call: Call) -> dict[str, Any]:
+        """The session's members that match every filter given, in join order, a page
+        at a time: at most ``limit`` (default 500) from the position ``cursor`` names,
+        cut shorter if they would not fit one reply. ``count`` is the number in this
+        answer; when more match past it, ``next_cursor`` is added, to pass back. Below
+        one page the answer is as it always was (``agents``, ``count``)."""
+        coordinator = self.coordinator
+        args = call.args
+        members = list(coordinator.members[call.session_id].values())
+        if args.get("agent_type"):
+            members = [m for m in members if m.role == args["agent_type"]]
+        if args.get("capability"):
+            members = [m for m in members if args["capability"] in m.capabilities]
+        if args.get("region_overlaps") is not None:
+            found = await coordinator.ask("regions", "_claims_of", session_id=call.session_id,
+                                   region=args["region_overlaps"])
+            owners = set(found.get("agents", []))
+            members = [m for m in members if m.agent_id in owners]
+        offset = cursor_offset(args.get("cursor"))
+        page = members[offset:offset + args.get("limit", STATE_PAGE_DEFAULT)]
+        agents = [{"agent_id": m.agent_id, "name": m.name, "agent_type": m.role,
+                   "capabilities": m.capabilities, "color": m.color} for m in page]
+        result = ok(agents=agents, count=len(agents))
+        shown = fit_lists(result, [agents], coordinator.reply_budget())
+        if shown == 0 and page:  # a next_cursor where this one is would never move on
+            raise ToolError("invalid_argument", f"cursor: the agent at position {offset} "
+                            "does not fit one reply", field="cursor")
+        result["count"] = shown
+        if offset + shown < len(members):
+            result["next_cursor"] = str(offset + shown)
+        return result
