@@ -457,8 +457,8 @@ class A2AActor(Sending, pykka.ThreadingActor):
                     self._replies[effect.correlation_id] = task
                 timeout = effect.timeout
                 if timeout is not None:
-                    # Into the deadline queue (see the module docstring); inlined,
-                    # as every request with a timeout comes this way.
+                    # Into the deadline queue (see the module docstring): only here, and
+                    # no method of its own, as every request with a timeout comes this way.
                     dispatcher = self.dispatcher
                     deadline = dispatcher.clock.now + timeout
                     deadlines = self._deadlines
