@@ -10,6 +10,7 @@ in the files it scans needs a test here.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import re
 from collections.abc import Iterator
@@ -19,12 +20,15 @@ import msgspec
 import pytest
 
 from actors.actor import A2AActor
-from actors.effects import Request, ToolCall
-from actors.errors import RequestError
+from actors.effects import PENDING, Behaviour, Effect, Receive, Request, Sleep, ToolCall
+from actors.errors import DeliveryError, RequestError
+from actors.service import SessionService
+from actors.world import Simulation
 from sim.dispatch import DeterministicDispatcher
 from sim.dispatch.values import Timer, region_of
 from sim.events import AgentJoined, Event, RegionClaimed, body_of
-from sim.messages import Message, Priority, verify
+from sim.messages import Message, MessageError, Priority, verify
+from sim.tools import SERVICES
 from tests.helpers import Service
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -228,21 +232,185 @@ def test_a_reply_resumes_a_request_as_outcome_and_resume_do(
         assert value.content == content and error is None
 
 
+# -- actors.effects: Effect.__init__, Request.arm and Dispatcher.call_later, inlined ------
+
+TIMEOUTS = [None, 0.0, 2.5, -1.0, float("nan")]
+
+
+def _made(make: Any) -> Any:
+    """What a constructor makes of its arguments: the Effect fields it sets, or the
+    error it raises (its type and words)."""
+    try:
+        effect = make()
+    except ValueError as exc:
+        return ValueError, str(exc)
+    return effect.timeout, effect.daemon, effect.held
+
+
+@pytest.mark.parametrize("timeout", TIMEOUTS)
+def test_request_and_receive_set_what_effect_init_sets(timeout: float | None) -> None:
+    def original(daemon: bool = False) -> Any:
+        return _made(lambda: Effect(timeout, daemon))
+
+    assert _made(lambda: Request("svc", "task_assignment", {}, 5, None, timeout)) == original()
+    assert _made(lambda: ToolCall("task_accept", "svc", {}, timeout)) == original()
+    for daemon in (False, True):
+        assert (_made(lambda d=daemon: Receive(lambda m: True, "any", timeout, d))
+                == original(daemon))
+
+
+@pytest.mark.parametrize("seconds", [0.0, 1.0, 1e6])
+def test_sleep_sets_what_effect_init_sets_without_a_timeout(seconds: float) -> None:
+    assert _made(lambda: Sleep(seconds)) == _made(lambda: Effect(None))
+
+
+def _timers(d: DeterministicDispatcher, task: Behaviour) -> list[tuple[Any, ...]]:
+    """The queued timers, comparable across two dispatchers: the callback as its
+    function and whether it is bound to the target, the behaviour as whether it is
+    ``task``."""
+    return [(key, target.name, timer.callback.__func__, timer.callback.__self__ is target,
+             timer.args[0] is task, timer.args[1:], timer.due, timer.daemon, timer.priority,
+             timer.cancelled) for key, bucket in sorted(d._buckets.items())
+            for target, timer, _ in bucket]
+
+
+@pytest.mark.parametrize("seconds", [0.0, 0.5, 30.0])
+def test_a_sleep_schedules_the_timer_call_later_schedules(seconds: float) -> None:
+    runs = []
+    for path in ("inlined", "original"):
+        d = DeterministicDispatcher(seed=4)
+        try:
+            asker = d.spawn(Asker, "asker")
+            d.clock.now = 7.0
+            task = Behaviour("b", _never())
+            if path == "inlined":
+                assert Sleep(seconds).arm(asker, task) is PENDING
+            else:
+                d.call_later(seconds, asker, asker._advance, task, None, None)
+            runs.append((_timers(d, task), d._live))
+            task.coro.close()
+        finally:
+            d.shutdown()
+    assert runs[0] == runs[1]
+    assert [entry[2:6] for entry in runs[0][0]] == [(A2AActor._advance, True, True,
+                                                     (None, None))]
+
+
+async def _never() -> None:
+    """A coroutine that is never run (a Behaviour needs one)."""
+
+
+#: The recipients a request may be sent to, and the content it carries: one reached,
+#: one unknown, one whose content is not JSON.
+ARMS = [("svc", {"n": 1}), ("nobody", {"n": 1}), ("svc", {"n": {1, 2}})]
+
+
+@pytest.mark.parametrize(("to", "args"), ARMS)
+def test_a_tool_call_arms_as_request_arm_does_with_its_failures_as_results(
+        to: str, args: dict[str, Any]) -> None:
+    runs = []
+    for path in ("inlined", "original"):
+        d = DeterministicDispatcher(seed=6)
+        try:
+            asker = d.spawn(Asker, "asker")
+            d.spawn(Service, "svc")
+            call = ToolCall("task_accept", to, dict(args), 5.0)
+            task = Behaviour("b", _never())
+            arm = call.arm if path == "inlined" else functools.partial(Request.arm, call)
+            outcome = arm(asker, task)
+            d.run()
+            got = d.actor("svc").got  # type: ignore[attr-defined]
+            runs.append((outcome, call.correlation_id, call.content,
+                         [(m.message_id, m.from_agent, m.message_type, m.priority, m.content,
+                           m.metadata) for m in got]))
+            task.coro.close()
+        finally:
+            d.shutdown()
+    inlined, original = runs
+    assert inlined[1:] == original[1:]  # the same letter sent, the same id, content let go
+    if inlined[0] is PENDING or original[0] is PENDING:
+        assert inlined[0] is original[0] is PENDING
+        return
+    # A failure: Request.arm's error, ToolCall.arm's result dict saying the same.
+    (result, none), (value, error) = inlined[0], original[0]
+    assert none is None and value is None and result["success"] is False
+    expected = {DeliveryError: "no_reply", MessageError: "invalid_argument"}[type(error)]
+    assert result["error"] == expected
+
+
+# -- actors.service: A2AActor.emit and Dispatcher.make_durable, inlined ---------------------
+
+
+def test_emit_event_records_and_publishes_what_a2aactor_emit_does() -> None:
+    events = [AgentJoined(session_id="s1", agent_id="a1", name="ann", role="builder"),
+              RegionClaimed(session_id="s2", agent_id="a2", claim_id="c", exclusive=False,
+                            region={"x": 0, "y": 0, "width": 2, "height": 2},
+                            expires_at=3.0)]
+    runs = []
+    for path in ("inlined", "original"):
+        d = DeterministicDispatcher(seed=8)
+        try:
+            actor = d.spawn(Asker, "coordinator")
+            listener = d.spawn(Asker, "listener")
+            for sid in ("s1", "s2"):
+                d.subscribe(listener, f"session:{sid}:events")
+            for event in events:
+                if path == "inlined":
+                    SessionService.emit_event(actor, event)  # type: ignore[arg-type]
+                else:
+                    actor.emit(f"session:{event.session_id}:events", event)
+            d.run()
+            runs.append((d.trace.digest, len(d.trace),
+                         [(m.to_agent, m.priority, m.content, m.metadata)
+                          for m in listener.letters]))
+        finally:
+            d.shutdown()
+    assert runs[0] == runs[1]
+    assert len(runs[0][2]) == 2
+
+
+def test_an_answer_is_made_durable_as_make_durable_does_for_members_only() -> None:
+    for caller in ("ann", "tasks"):
+        inlined: list[str] = []
+        original: list[str] = []
+        with Simulation(seed=1) as simu:
+            d = simu.dispatcher
+            coordinator = d.actor("coordinator")
+            request = d.message(caller, "coordinator", "coordination_request", {},
+                                correlation_id="c-1")
+            d.durable = inlined.append
+            coordinator._answer(request, {"success": True})  # type: ignore[attr-defined]
+            d.durable = original.append
+            d.make_durable(caller)
+            d.durable = None
+        if caller in SERVICES:  # a service's own call is no caller's acknowledgement
+            assert (inlined, original) == ([], [caller])
+        else:
+            assert inlined == original == [caller]
+
+
 # -- the list is whole ---------------------------------------------------------------------
 
-#: The files whose "inlined" copies this module pins, and the copies in each (the
-#: original each comment names).
+#: Every file of sim/, actors/ and barnraise/ with "inlined" copies, and the copies in
+#: each (the original each comment names), in the file's order.
 PINNED = {
     "sim/dispatch/routing.py": ["message()"],
     "sim/dispatch/deterministic.py": ["_push", "_push"],
     "actors/actor.py": ["Timer.run", "ToolCall.outcome", "Request.outcome", "resume()"],
+    "actors/effects.py": ["Effect.__init__", "Request.arm", "Effect.__init__",
+                          "Dispatcher.call_later", "Effect.__init__"],
+    "actors/service.py": ["Dispatcher.make_durable", "A2AActor.emit"],
 }
 
 
 def test_every_inlined_copy_in_these_files_is_pinned_here() -> None:
-    for path, originals in PINNED.items():
-        text = (ROOT / path).read_text(encoding="utf-8")
-        found = re.findall(r"#\s*(?:\w[\w ]*, )?([\w.]+(?:\(\))?),? inlined", text)
-        assert found == originals, (
-            f"{path}: its inlined copies are {found}; each needs a test in "
-            "tests/test_inlined.py that fails when it and its original differ")
+    seen = {}
+    for package in ("sim", "actors", "barnraise"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            found = re.findall(r"([A-Za-z_][\w.]*(?:\(\))?),? inlined\b", text)
+            if found:
+                seen[str(path.relative_to(ROOT))] = found
+    assert seen == PINNED, (
+        "the inlined copies are now these; each needs a test in tests/test_inlined.py "
+        f"that fails when it and its original differ, and a line in PINNED: {seen}")
