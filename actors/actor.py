@@ -54,11 +54,11 @@ from actors.effects import (
     ToolCall,
 )
 from actors.errors import WaitTimeout
+from actors.sending import Sending
 from sim.dispatch.core import Dispatcher, answers
-from sim.dispatch.values import WAKE, SendReport, SubscriptionFilter, Timer, Waiter
-from sim.events import Event
+from sim.dispatch.values import WAKE, SubscriptionFilter, Timer, Waiter
 from sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
-from sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Metadata, Priority, Region
+from sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Priority, Region
 from sim.seeds import seed_for
 
 __all__ = ["A2AActor"]
@@ -69,7 +69,7 @@ _GROUP_PREFIXES = (TOPIC_PREFIX, TYPE_PREFIX)
 _Deadline = tuple[float, Behaviour, Effect]
 
 
-class A2AActor(pykka.ThreadingActor):
+class A2AActor(Sending, pykka.ThreadingActor):
     """Base of every barnraise actor: services (``agent_type`` None) and agents.
 
     Construct through a dispatcher (``dispatcher.spawn(Cls, name, ...)``), which
@@ -339,53 +339,7 @@ class A2AActor(pykka.ThreadingActor):
     def remove_receiver(self, receive: Receive) -> None:
         self._receivers = [(t, e) for t, e in self._receivers if e is not receive]
 
-    # -- sending ----------------------------------------------------------------------
-
-    def send(
-        self,
-        to: str,
-        message_type: str,
-        content: dict[str, Any] | None = None,
-        *,
-        priority: int = Priority.NORMAL,
-        correlation_id: str | None = None,
-        region: Region | None = None,
-        expires_in: float | None = None,
-    ) -> SendReport:
-        """Send a message now; the report says, per recipient, what became of it."""
-        dispatcher = self.dispatcher
-        message = dispatcher.message(
-            self.name, to, message_type, content, priority=priority,
-            correlation_id=correlation_id, region=region, expires_in=expires_in,
-        )
-        if dispatcher.sign_messages:
-            message = dispatcher.seal(message)
-        return dispatcher.send(message)
-
-    def reply(
-        self, request: Message, message_type: str, content: dict[str, Any] | None = None,
-        *, priority: int | None = None,
-    ) -> SendReport:
-        """Answer ``request`` with its correlation id, to its sender."""
-        metadata = request.metadata
-        if metadata.region is not None or metadata.capabilities:
-            # a reply carries the correlation id only
-            metadata = Metadata(None, (), metadata.correlation_id)
-        return self.dispatcher.post(
-            self.name, request.from_agent, message_type, content,
-            request.priority if priority is None else priority, metadata,
-        )
-
-    def reply_error(self, request: Message, code: str, detail: str, **extra: Any) -> None:
-        """Answer ``request`` with an ``error_report`` (if it expects a reply)."""
-        if request.metadata.correlation_id is not None:
-            self.reply(request, "error_report", {"error_code": code, "detail": detail, **extra})
-
-    def publish(
-        self, topic: str, message_type: str, content: dict[str, Any] | None = None,
-        *, priority: int = Priority.NORMAL, region: Region | None = None,
-    ) -> SendReport:
-        return self.send(f"topic:{topic}", message_type, content, priority=priority, region=region)
+    # -- subscriptions and timers (the actor itself is the endpoint) --------------------
 
     def subscribe(
         self, topic: str, filter: Mapping[str, Any] | SubscriptionFilter | None = None
@@ -394,10 +348,6 @@ class A2AActor(pykka.ThreadingActor):
 
     def unsubscribe(self, subscription_id: str) -> bool:
         return self.dispatcher.unsubscribe(subscription_id)
-
-    def emit(self, topic: str, event: Event) -> None:
-        """Record a domain event and publish it to ``topic`` and ``topic:<its name>``."""
-        self.dispatcher.emit(self.name, topic, event)
 
     def call_later(self, delay: float, callback: Callable[[], None], *,
                    daemon: bool = False) -> Timer:
@@ -507,8 +457,8 @@ class A2AActor(pykka.ThreadingActor):
                     self._replies[effect.correlation_id] = task
                 timeout = effect.timeout
                 if timeout is not None:
-                    # Into the deadline queue (see the module docstring); inlined,
-                    # as every request with a timeout comes this way.
+                    # Into the deadline queue (see the module docstring): only here, and
+                    # no method of its own, as every request with a timeout comes this way.
                     dispatcher = self.dispatcher
                     deadline = dispatcher.clock.now + timeout
                     deadlines = self._deadlines

@@ -292,7 +292,7 @@ class TaskGraph:
         """Task ids in insertion order, optionally only those with ``status``."""
         if status is None:
             return list(self._tasks)
-        wanted = self._parse_status(status, "status")
+        wanted = _parse_status(status, "status")
         return [t.task_id for t in self._tasks.values() if t.status is wanted]
 
     def counts(self) -> dict[str, int]:
@@ -439,7 +439,7 @@ class TaskGraph:
     def start(self, task_id: str) -> None:
         """pending -> in_progress; the task must be ready."""
         task = self._get(task_id)
-        self._require(task, TaskStatus.IN_PROGRESS, _PENDING_ONLY)
+        _require(task, TaskStatus.IN_PROGRESS, _PENDING_ONLY)
         if task.unmet:
             waiting = [d for d in self._g.pred[task_id] if not self._is_completed(d)]
             raise InvalidTransition(
@@ -456,7 +456,7 @@ class TaskGraph:
         Touches only the task's direct dependents.
         """
         task = self._get(task_id)
-        self._require(task, TaskStatus.COMPLETED, _IN_PROGRESS_ONLY)
+        _require(task, TaskStatus.COMPLETED, _IN_PROGRESS_ONLY)
         self._set_status(task, TaskStatus.COMPLETED)
         unblocked: list[_Task] = []
         for succ_id in self._g.succ[task_id]:
@@ -474,7 +474,7 @@ class TaskGraph:
         The list is transitive and ordered by (``created_seq``, id).
         """
         task = self._get(task_id)
-        self._require(task, TaskStatus.FAILED, _FAILABLE)
+        _require(task, TaskStatus.FAILED, _FAILABLE)
         task.held = False
         return self._sorted(self._set_status(task, TaskStatus.FAILED))
 
@@ -485,7 +485,7 @@ class TaskGraph:
         is broken.
         """
         task = self._get(task_id)
-        self._require(task, TaskStatus.PENDING, _REQUEUEABLE)
+        _require(task, TaskStatus.PENDING, _REQUEUEABLE)
         target = TaskStatus.BLOCKED if task.broken else TaskStatus.PENDING
         return self._sorted(self._set_status(task, target))
 
@@ -495,7 +495,7 @@ class TaskGraph:
         Returns the dependents that became blocked (transitively).
         """
         task = self._get(task_id)
-        self._require(task, TaskStatus.CANCELLED, _CANCELLABLE)
+        _require(task, TaskStatus.CANCELLED, _CANCELLABLE)
         task.held = False
         return self._sorted(self._set_status(task, TaskStatus.CANCELLED))
 
@@ -507,7 +507,7 @@ class TaskGraph:
         again. Raises :class:`InvalidTransition` if it is already held.
         """
         task = self._get(task_id)
-        self._require(task, TaskStatus.BLOCKED, _BLOCKABLE)
+        _require(task, TaskStatus.BLOCKED, _BLOCKABLE)
         if task.held:
             raise InvalidTransition(task_id, task.status, TaskStatus.BLOCKED, "already held")
         task.held = True
@@ -595,7 +595,7 @@ class TaskGraph:
                 _check_int(entry.get("created_seq"), f"{where}.created_seq"),
                 copy.deepcopy(dict(data)),
             )
-            task.status = cls._parse_status(entry.get("status"), f"{where}.status")
+            task.status = _parse_status(entry.get("status"), f"{where}.status")
             task.held = held
             graph._tasks[tid] = task
             graph._g.add_node(tid)
@@ -616,7 +616,7 @@ class TaskGraph:
             nodes = [u for u, _ in edges]
             raise DependencyCycle([nodes[0], *reversed(nodes)])
         for task in graph._tasks.values():
-            graph._check_restored(task)
+            _check_restored(graph, task)
             graph._counts[task.status] += 1
             graph._refresh_ready(task)
         next_seq = snapshot.get("next_seq", 0)
@@ -626,37 +626,7 @@ class TaskGraph:
         )
         return graph
 
-    def _check_restored(self, task: _Task) -> None:
-        tid = task.task_id
-        for dep in self._g.pred[tid]:
-            dep_status = self._tasks[dep].status
-            if dep_status is not TaskStatus.COMPLETED:
-                task.unmet += 1
-                if task.status in (TaskStatus.IN_PROGRESS, TaskStatus.COMPLETED):
-                    raise ValueError(
-                        f"snapshot: task {tid!r} is {task.status} "
-                        f"but its dependency {dep!r} is {dep_status}"
-                    )
-            if dep_status in _BROKEN:
-                task.broken += 1
-        if task.held and task.status is not TaskStatus.BLOCKED:
-            raise ValueError(f"snapshot: task {tid!r} is held but {task.status}")
-        if task.status is TaskStatus.PENDING and task.broken:
-            raise ValueError(f"snapshot: task {tid!r} is pending but a dependency is broken")
-        if task.status is TaskStatus.BLOCKED and not (task.broken or task.held):
-            raise ValueError(
-                f"snapshot: task {tid!r} is blocked with no broken dependency and no hold"
-            )
-
     # ---------------------------------------------------------- internals
-
-    @staticmethod
-    def _parse_status(value: object, name: str) -> TaskStatus:
-        try:
-            return TaskStatus(str(value))
-        except ValueError:
-            names = ", ".join(str(s) for s in TaskStatus)
-            raise ValueError(f"{name} must be one of {names}, got {value!r}") from None
 
     def _is_completed(self, task_id: str) -> bool:
         return self._tasks[task_id].status is TaskStatus.COMPLETED
@@ -665,11 +635,6 @@ class TaskGraph:
         # Adjacency order depends on edge insertion history, which a restored
         # graph does not share; sorting keeps results identical after from_dict.
         return sorted(task_ids, key=lambda t: (self._tasks[t].created_seq, t))
-
-    @staticmethod
-    def _require(task: _Task, target: TaskStatus, allowed: frozenset[TaskStatus]) -> None:
-        if task.status not in allowed:
-            raise InvalidTransition(task.task_id, task.status, target)
 
     def _refresh_ready(self, task: _Task) -> None:
         should = task.status is TaskStatus.PENDING and task.unmet == 0
@@ -727,3 +692,41 @@ _CANCELLABLE = frozenset(
     {TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.IN_PROGRESS, TaskStatus.FAILED}
 )
 _BLOCKABLE = frozenset({TaskStatus.PENDING, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED})
+
+
+def _parse_status(value: object, name: str) -> TaskStatus:
+    try:
+        return TaskStatus(str(value))
+    except ValueError:
+        names = ", ".join(str(s) for s in TaskStatus)
+        raise ValueError(f"{name} must be one of {names}, got {value!r}") from None
+
+
+def _require(task: _Task, target: TaskStatus, allowed: frozenset[TaskStatus]) -> None:
+    if task.status not in allowed:
+        raise InvalidTransition(task.task_id, task.status, target)
+
+
+def _check_restored(graph: TaskGraph, task: _Task) -> None:
+    """Count a restored task's unmet and broken dependencies; ValueError naming it when
+    its status cannot follow from theirs (from_dict's consistency check)."""
+    tid = task.task_id
+    for dep in graph._g.pred[tid]:
+        dep_status = graph._tasks[dep].status
+        if dep_status is not TaskStatus.COMPLETED:
+            task.unmet += 1
+            if task.status in (TaskStatus.IN_PROGRESS, TaskStatus.COMPLETED):
+                raise ValueError(
+                    f"snapshot: task {tid!r} is {task.status} "
+                    f"but its dependency {dep!r} is {dep_status}"
+                )
+        if dep_status in _BROKEN:
+            task.broken += 1
+    if task.held and task.status is not TaskStatus.BLOCKED:
+        raise ValueError(f"snapshot: task {tid!r} is held but {task.status}")
+    if task.status is TaskStatus.PENDING and task.broken:
+        raise ValueError(f"snapshot: task {tid!r} is pending but a dependency is broken")
+    if task.status is TaskStatus.BLOCKED and not (task.broken or task.held):
+        raise ValueError(
+            f"snapshot: task {tid!r} is blocked with no broken dependency and no hold"
+        )

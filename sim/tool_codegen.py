@@ -9,9 +9,16 @@ nothing). The generated module holds, for a type checker and a reader:
   ones ``Required``, ``session_id`` never, since a bound caller leaves it out) and
   ``<Tool>Result`` (``success``, what any failure may carry, and the tool's declared
   result keys, :data:`sim.tools.RESULT_KEYS`);
-* :class:`~sim.tool_methods.ToolMethods`: one method per tool, and ``call`` with one
-  overload per tool, all of them thin calls of ``call_any(name, args)``, which a
-  client defines.
+* one class per family of tools (:data:`FAMILIES`: ``SessionTools``, ``RegionTools``,
+  ``BuilderTools``, ``TaskTools``, ``CheckpointTools``, ``A2aTools``), each with one
+  method per tool of its family, and ``TypedCall``, ``call`` with one overload per
+  tool; all of them thin calls of ``call_any(name, args)`` (declared by
+  ``ToolCaller``, their common base), which a client defines;
+* :class:`~sim.tool_methods.ToolMethods`, which is all of them together: the base of
+  ``Client`` and ``RemoteClient``.
+
+A tool whose name no family claims is an error of :func:`render` naming it (a new
+tool is given a family here, or a new family).
 
 The rendering is deterministic (the table's order, no timestamps), so a test can
 render it in memory and compare it with the file (tests/test_typed_surface.py).
@@ -29,10 +36,25 @@ from typing import Any
 
 from sim.tools import FAILURE_KEYS, TOOLS, Tool
 
-__all__ = ["TARGET", "main", "render"]
+__all__ = ["FAMILIES", "TARGET", "main", "render"]
 
 #: The file this module writes.
 TARGET = pathlib.Path(__file__).with_name("tool_methods.py")
+
+#: The families of tools, one generated class each: (its name, its docstring, the
+#: prefixes or whole names of its tools). Every tool is in exactly one.
+FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("SessionTools", "Sessions: create, join, grant, leave, read the state.", ("session_",)),
+    ("RegionTools", "Regions: claim, release, query.", ("region_",)),
+    ("BuilderTools", "Building: tiles, shaders, cartridges, the blueprint and its test.",
+     ("builder_", "blueprint_set", "build_test")),
+    ("TaskTools", "Tasks: delegate, depend, accept, report, read the queue; approvals.",
+     ("task_", "approval_")),
+    ("CheckpointTools", "A session's checkpoints: take one, roll back to one.",
+     ("build_checkpoint", "build_rollback")),
+    ("A2aTools", "Agent to agent: messages, broadcasts, subscriptions, discovery, locks "
+     "and barriers.", ("a2a_",)),
+)
 
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
             "null": "None"}
@@ -138,6 +160,21 @@ def _merged(first: str | tuple[str, ...], second: str | tuple[str, ...]) -> tupl
     return tuple(out)
 
 
+def _families(tools: Mapping[str, Tool]) -> list[tuple[str, str, list[Tool]]]:
+    """:data:`FAMILIES` with their tools, in the table's order; ValueError naming a tool
+    that no family claims, or that two do."""
+    out: list[tuple[str, str, list[Tool]]] = [(name, doc, []) for name, doc, _ in FAMILIES]
+    for tool in tools.values():
+        homes = [i for i, (_, _, prefixes) in enumerate(FAMILIES)
+                 if tool.name.startswith(prefixes)]
+        if len(homes) != 1:
+            owners = [FAMILIES[i][0] for i in homes]
+            raise ValueError(f"tool {tool.name!r} must be in exactly one family of "
+                             f"sim.tool_codegen.FAMILIES, is in {owners or 'none'}")
+        out[homes[0]][2].append(tool)
+    return [family for family in out if family[2]]
+
+
 def _result(tool: Tool) -> tuple[str, str]:
     name = f"{_camel(tool.name)}Result"
     keys: dict[str, str | tuple[str, ...]] = dict(FAILURE_KEYS)
@@ -187,16 +224,18 @@ def render() -> str:
         pairs.append((tool, args, result))
     classes = [block.split("(", 1)[0].removeprefix("class ") for block in writer.blocks + results]
     # in ruff's order for __all__ (RUF022): constants, then classes, each sorted
-    exports = ["TOOL_NAMES", *sorted([*classes, "ToolMethods", "ToolName"])]
+    exports = ["TOOL_NAMES", *sorted([*classes, "ToolCaller", "ToolMethods", "ToolName",
+                                     "TypedCall", *(name for name, _, _ in FAMILIES)])]
     names = [f'"{tool.name}"' for tool in TOOLS.values()]
     parts = [_HEADER.replace("{exports}", "\n".join(f'    "{name}",' for name in exports)),
              "#: Every tool's name, in the table's order.\n"
              + _wrapped(names, "ToolName = Literal[", "]") + "\n"
              + _wrapped(names, "TOOL_NAMES: tuple[ToolName, ...] = (", ",)"),
              *writer.blocks, *results]
-    body = [
-        "class ToolMethods:",
-        '    """A method per tool and a typed ``call``; a subclass defines ``call_any``."""',
+    families = _families(TOOLS)
+    parts.append("\n".join([
+        "class ToolCaller:",
+        '    """What every generated method calls: ``call_any``, which a client defines."""',
         "",
         "    __slots__ = ()",
         "",
@@ -205,6 +244,12 @@ def render() -> str:
         "        that has the name as data); its result dict. Never raises for a refusal:",
         '        an unknown name answers ``unknown_tool``."""',
         "        raise NotImplementedError",
+    ]))
+    body = [
+        "class TypedCall(ToolCaller):",
+        '    """``call(name, **args)``, typed per tool: one overload per tool."""',
+        "",
+        "    __slots__ = ()",
         "",
     ]
     for tool, args, result in pairs:
@@ -219,17 +264,30 @@ def render() -> str:
         '        """Call tool ``name`` with these arguments; wait for and return its result."""',
         "        return self.call_any(name, args)",
     ]
-    for tool, args, result in pairs:
-        signature = f"    def {tool.name}(self, /, **args: Unpack[{args}]) -> {result}:"
-        if len(signature) > 100:
-            signature = (f"    def {tool.name}(\n            self, /, **args: Unpack[{args}],\n"
-                         f"    ) -> {result}:")
-        body += [
+    parts.append("\n".join(body))
+    typed = {tool.name: (args, result) for tool, args, result in pairs}
+    for family, doc, tools in families:
+        body = [f"class {family}(ToolCaller):", *_docstring(doc, "    "), "", "    __slots__ = ()"]
+        for tool in tools:
+            args, result = typed[tool.name]
+            signature = f"    def {tool.name}(self, /, **args: Unpack[{args}]) -> {result}:"
+            if len(signature) > 100:
+                signature = (f"    def {tool.name}(\n            self, /, **args: Unpack[{args}],"
+                             f"\n    ) -> {result}:")
+            body += [
+                "",
+                signature,
+                *_docstring(tool.description, "        "),
+                f'        return self.call_any("{tool.name}", args)  # type: ignore[return-value]',
+            ]
+        parts.append("\n".join(body))
+    bases = ", ".join(["TypedCall", *(family for family, _, _ in families)])
+    body = [f"class ToolMethods({bases}):" if len(bases) < 80 else
+            "class ToolMethods(\n" + _wrapped(bases.split(", "), "", ",")[1:] + "\n):",
+            '    """A method per tool (one base class per family of tools) and a typed',
+            '    ``call``; a subclass defines ``call_any``."""',
             "",
-            signature,
-            *_docstring(tool.description, "        "),
-            f'        return self.call_any("{tool.name}", args)  # type: ignore[return-value]',
-        ]
+            "    __slots__ = ()"]
     parts.append("\n".join(body))
     return "\n\n\n".join(part.rstrip("\n") for part in parts) + "\n"
 

@@ -31,6 +31,7 @@ __all__ = [
     "A2aSendMessageResult",
     "A2aSubscribeArgs",
     "A2aSubscribeResult",
+    "A2aTools",
     "ApprovalRespondArgs",
     "ApprovalRespondResult",
     "BlueprintSetArgs",
@@ -49,6 +50,8 @@ __all__ = [
     "BuilderPlaceTileResult",
     "BuilderPlaceTilesArgs",
     "BuilderPlaceTilesResult",
+    "BuilderTools",
+    "CheckpointTools",
     "ConfigArg",
     "FilterArg",
     "RegionArg",
@@ -58,6 +61,7 @@ __all__ = [
     "RegionQueryResult",
     "RegionReleaseArgs",
     "RegionReleaseResult",
+    "RegionTools",
     "SessionCreateArgs",
     "SessionCreateResult",
     "SessionGetStateArgs",
@@ -68,6 +72,7 @@ __all__ = [
     "SessionJoinResult",
     "SessionLeaveArgs",
     "SessionLeaveResult",
+    "SessionTools",
     "TaskAcceptArgs",
     "TaskAcceptResult",
     "TaskAddDependenciesArgs",
@@ -78,8 +83,11 @@ __all__ = [
     "TaskGetQueueResult",
     "TaskReportArgs",
     "TaskReportResult",
+    "TaskTools",
+    "ToolCaller",
     "ToolMethods",
     "ToolName",
+    "TypedCall",
 ]
 
 
@@ -1460,8 +1468,8 @@ class A2aBarrierEnterResult(TypedDict, total=False):
     waited: float
 
 
-class ToolMethods:
-    """A method per tool and a typed ``call``; a subclass defines ``call_any``."""
+class ToolCaller:
+    """What every generated method calls: ``call_any``, which a client defines."""
 
     __slots__ = ()
 
@@ -1470,6 +1478,12 @@ class ToolMethods:
         that has the name as data); its result dict. Never raises for a refusal:
         an unknown name answers ``unknown_tool``."""
         raise NotImplementedError
+
+
+class TypedCall(ToolCaller):
+    """``call(name, **args)``, typed per tool: one overload per tool."""
+
+    __slots__ = ()
 
     @overload
     def call(self, name: Literal["session_create"], /,
@@ -1591,6 +1605,12 @@ class ToolMethods:
         """Call tool ``name`` with these arguments; wait for and return its result."""
         return self.call_any(name, args)
 
+
+class SessionTools(ToolCaller):
+    """Sessions: create, join, grant, leave, read the state."""
+
+    __slots__ = ()
+
     def session_create(self, /, **args: Unpack[SessionCreateArgs]) -> SessionCreateResult:
         """Create a collaborative build session."""
         return self.call_any("session_create", args)  # type: ignore[return-value]
@@ -1613,6 +1633,12 @@ class ToolMethods:
         (next_cursor, when there is more)."""
         return self.call_any("session_get_state", args)  # type: ignore[return-value]
 
+
+class RegionTools(ToolCaller):
+    """Regions: claim, release, query."""
+
+    __slots__ = ()
+
     def region_claim(self, /, **args: Unpack[RegionClaimArgs]) -> RegionClaimResult:
         """Claim a region of the canvas (a lease)."""
         return self.call_any("region_claim", args)  # type: ignore[return-value]
@@ -1624,6 +1650,12 @@ class ToolMethods:
     def region_query(self, /, **args: Unpack[RegionQueryArgs]) -> RegionQueryResult:
         """Claims over a region, and its free part."""
         return self.call_any("region_query", args)  # type: ignore[return-value]
+
+
+class BuilderTools(ToolCaller):
+    """Building: tiles, shaders, cartridges, the blueprint and its test."""
+
+    __slots__ = ()
 
     def builder_place_tile(self, /, **args: Unpack[BuilderPlaceTileArgs]) -> BuilderPlaceTileResult:
         """Place one tile."""
@@ -1655,6 +1687,12 @@ class ToolMethods:
         """Compare a region with the blueprint."""
         return self.call_any("build_test", args)  # type: ignore[return-value]
 
+
+class TaskTools(ToolCaller):
+    """Tasks: delegate, depend, accept, report, read the queue; approvals."""
+
+    __slots__ = ()
+
     def task_delegate(self, /, **args: Unpack[TaskDelegateArgs]) -> TaskDelegateResult:
         """Create a task for an agent, or for any."""
         return self.call_any("task_delegate", args)  # type: ignore[return-value]
@@ -1681,6 +1719,12 @@ class ToolMethods:
         """Answer an approval request."""
         return self.call_any("approval_respond", args)  # type: ignore[return-value]
 
+
+class CheckpointTools(ToolCaller):
+    """A session's checkpoints: take one, roll back to one."""
+
+    __slots__ = ()
+
     def build_checkpoint(self, /, **args: Unpack[BuildCheckpointArgs]) -> BuildCheckpointResult:
         """Save tiles, artifacts and session state."""
         return self.call_any("build_checkpoint", args)  # type: ignore[return-value]
@@ -1688,6 +1732,12 @@ class ToolMethods:
     def build_rollback(self, /, **args: Unpack[BuildRollbackArgs]) -> BuildRollbackResult:
         """Restore a checkpoint."""
         return self.call_any("build_rollback", args)  # type: ignore[return-value]
+
+
+class A2aTools(ToolCaller):
+    """Agent to agent: messages, broadcasts, subscriptions, discovery, locks and barriers."""
+
+    __slots__ = ()
 
     def a2a_send_message(self, /, **args: Unpack[A2aSendMessageArgs]) -> A2aSendMessageResult:
         """Send an A2A message to an agent."""
@@ -1717,3 +1767,12 @@ class ToolMethods:
     def a2a_barrier_enter(self, /, **args: Unpack[A2aBarrierEnterArgs]) -> A2aBarrierEnterResult:
         """Wait at a barrier until all arrive."""
         return self.call_any("a2a_barrier_enter", args)  # type: ignore[return-value]
+
+
+class ToolMethods(
+    TypedCall, SessionTools, RegionTools, BuilderTools, TaskTools, CheckpointTools, A2aTools,
+):
+    """A method per tool (one base class per family of tools) and a typed
+    ``call``; a subclass defines ``call_any``."""
+
+    __slots__ = ()

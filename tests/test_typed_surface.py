@@ -60,6 +60,42 @@ def test_the_check_fails_when_the_table_changes(monkeypatch: pytest.MonkeyPatch)
     assert tool_codegen.TARGET.read_text(encoding="utf-8") != text
 
 
+def test_each_family_class_holds_its_own_tools_and_tool_methods_is_all_of_them() -> None:
+    """One generated class per family of tools (tool_codegen.FAMILIES); every tool's
+    method is defined in exactly one of them, the one whose prefixes claim it, and
+    ToolMethods defines none itself: it only puts the families and ``call`` together."""
+    assert [name for name, _, _ in tool_codegen.FAMILIES] == [
+        "SessionTools", "RegionTools", "BuilderTools", "TaskTools", "CheckpointTools", "A2aTools"]
+    homes: dict[str, str] = {}
+    for family, _, prefixes in tool_codegen.FAMILIES:
+        cls = getattr(tool_methods, family)
+        assert cls in ToolMethods.__mro__, family
+        own = {name for name, value in vars(cls).items() if inspect.isfunction(value)}
+        assert own, family
+        for name in own:
+            assert name.startswith(prefixes), (family, name)
+            assert name not in homes, (name, homes.get(name), family)
+            homes[name] = family
+    assert sorted(homes) == sorted(TOOLS)
+    assert homes["build_test"] == "BuilderTools" and homes["build_rollback"] == "CheckpointTools"
+    assert {name for name, value in vars(ToolMethods).items() if inspect.isfunction(value)} == set()
+    assert "call" in vars(tool_methods.TypedCall) and "call_any" in vars(tool_methods.ToolCaller)
+
+
+def test_a_tool_no_family_claims_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    changed = dict(TOOLS)
+    tool = changed["task_accept"]
+    changed["gadget_spin"] = type(tool)("gadget_spin", tool.service, "Spin.",
+                                        tool.input_schema, tool.member_only, tool.result)
+    monkeypatch.setattr(tool_codegen, "TOOLS", changed)
+    before = tool_codegen.TARGET.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="'gadget_spin' must be in exactly one family"):
+        tool_codegen.render()
+    with pytest.raises(ValueError, match="gadget_spin"):
+        tool_codegen.main([])  # and writes nothing
+    assert tool_codegen.TARGET.read_text(encoding="utf-8") == before
+
+
 def test_every_tool_has_a_method_a_name_and_typed_arguments_and_result() -> None:
     assert tuple(TOOLS) == TOOL_NAMES
     for name, tool in TOOLS.items():

@@ -294,7 +294,8 @@ class DeterministicDispatcher(Dispatcher):
             target, item, encoded = bucket.popleft()
             steps += 1
             if encoded is None:
-                # A timer (_fire, inlined: every sleep, sweep and lease comes this way).
+                # A timer fires here and nowhere else in this mode (every sleep, sweep
+                # and lease comes this way, so it is no method of its own).
                 if item.cancelled:
                     continue
                 clock.now = t

@@ -1,0 +1,78 @@
+"""What an actor says: send, reply, publish, emit.
+
+:class:`Sending` is one room of :class:`actors.actor.A2AActor` (the others: its loop and
+receive path, its behaviours and their deadline queue, in ``actors.actor``). It is a
+base class of the actor rather than an object the actor holds because these are the
+calls an actor's own code makes on itself (``self.send``, ``self.reply``: the
+authoring API, and ``reply`` is every service's answer path, where one more attribute
+hop would cost). It holds no state: everything goes through the actor's dispatcher.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.dispatch.core import Dispatcher
+from sim.dispatch.values import SendReport
+from sim.events import Event
+from sim.messages import Message, Metadata, Priority, Region
+
+__all__ = ["Sending"]
+
+
+class Sending:
+    """Messages and events out of one actor (a base of A2AActor)."""
+
+    #: Set by the dispatcher when it binds the actor (A2AActor.a2a_bind).
+    name: str
+    dispatcher: Dispatcher
+
+    def send(
+        self,
+        to: str,
+        message_type: str,
+        content: dict[str, Any] | None = None,
+        *,
+        priority: int = Priority.NORMAL,
+        correlation_id: str | None = None,
+        region: Region | None = None,
+        expires_in: float | None = None,
+    ) -> SendReport:
+        """Send a message now; the report says, per recipient, what became of it."""
+        dispatcher = self.dispatcher
+        message = dispatcher.message(
+            self.name, to, message_type, content, priority=priority,
+            correlation_id=correlation_id, region=region, expires_in=expires_in,
+        )
+        if dispatcher.sign_messages:
+            message = dispatcher.seal(message)
+        return dispatcher.send(message)
+
+    def reply(
+        self, request: Message, message_type: str, content: dict[str, Any] | None = None,
+        *, priority: int | None = None,
+    ) -> SendReport:
+        """Answer ``request`` with its correlation id, to its sender."""
+        metadata = request.metadata
+        if metadata.region is not None or metadata.capabilities:
+            # a reply carries the correlation id only
+            metadata = Metadata(None, (), metadata.correlation_id)
+        return self.dispatcher.post(
+            self.name, request.from_agent, message_type, content,
+            request.priority if priority is None else priority, metadata,
+        )
+
+    def reply_error(self, request: Message, code: str, detail: str, **extra: Any) -> None:
+        """Answer ``request`` with an ``error_report`` (if it expects a reply)."""
+        if request.metadata.correlation_id is not None:
+            self.reply(request, "error_report", {"error_code": code, "detail": detail, **extra})
+
+    def publish(
+        self, topic: str, message_type: str, content: dict[str, Any] | None = None,
+        *, priority: int = Priority.NORMAL, region: Region | None = None,
+    ) -> SendReport:
+        return self.send(f"topic:{topic}", message_type, content, priority=priority, region=region)
+
+    def emit(self, topic: str, event: Event) -> None:
+        """Record a domain event and publish it to ``topic`` and ``topic:<its name>``."""
+        self.dispatcher.emit(self.name, topic, event)
