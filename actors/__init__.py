@@ -1,6 +1,6 @@
 """barnraise actors: the pykka actor base, the registry, and (later) the agents."""
 
-from actors.base import (
+from barnraise.actors.base import (
     DEFAULT_TIMEOUT,
     A2AActor,
     Agent,
@@ -9,7 +9,7 @@ from actors.base import (
     RequestError,
     WaitTimeout,
 )
-from actors.registry import Registry
+from barnraise.actors.registry import Registry
 
 __all__ = [
     "DEFAULT_TIMEOUT",

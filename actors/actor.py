@@ -2,7 +2,7 @@
 
 An A2AActor has a bounded priority mailbox, handles A2A messages with methods
 named ``handle_<message_type>``, and runs any number of *behaviours*: ``async
-def`` coroutines that await effects (``actors.effects``) instead of blocking::
+def`` coroutines that await effects (``barnraise.actors.effects``) instead of blocking::
 
     async def ping(agent: Agent, peer: str) -> None:
         reply = await agent.request(peer, "task_assignment", {"task": "ping"})
@@ -25,7 +25,7 @@ Exceptions in handlers and behaviours are reported (trace record and an
 **Timeouts cost no timer per wait.** A wait with a timeout goes into the
 actor's deadline queue (one FIFO per timeout value: deadlines made with the
 same timeout come in time order) and is counted as live work with the
-dispatcher (:meth:`~sim.dispatch.core.Dispatcher.add_live_work`) until it is
+dispatcher (:meth:`~barnraise.sim.dispatch.core.Dispatcher.add_live_work`) until it is
 answered or times out. One daemon timer per actor, the *sweeper*, is set for
 the earliest deadline; when it fires it raises :class:`WaitTimeout` in every
 wait whose deadline has come, drops the answered ones, and sets itself for
@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pykka
 
-from actors.effects import (
+from barnraise.actors.effects import (
     DEFAULT_TIMEOUT,
     PENDING,
     Behaviour,
@@ -53,13 +53,13 @@ from actors.effects import (
     Sleep,
     ToolCall,
 )
-from actors.errors import WaitTimeout
-from actors.sending import Sending
-from sim.dispatch.core import Dispatcher, answers
-from sim.dispatch.values import WAKE, SubscriptionFilter, Timer, Waiter
-from sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
-from sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Priority, Region
-from sim.seeds import seed_for
+from barnraise.actors.errors import WaitTimeout
+from barnraise.actors.sending import Sending
+from barnraise.sim.dispatch.core import Dispatcher, answers
+from barnraise.sim.dispatch.values import WAKE, SubscriptionFilter, Timer, Waiter
+from barnraise.sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
+from barnraise.sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Priority, Region
+from barnraise.sim.seeds import seed_for
 
 __all__ = ["A2AActor"]
 

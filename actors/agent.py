@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any, Final
 
-from actors.actor import A2AActor
-from actors.effects import DEFAULT_TIMEOUT, Done, Effect, ToolCall
-from sim.binding import BINDING_TOOLS, TAKES_SESSION, bound_session_after, prepare_call
-from sim.messages import Priority, Region
-from sim.tools import TOOLS
+from barnraise.actors.actor import A2AActor
+from barnraise.actors.effects import DEFAULT_TIMEOUT, Done, Effect, ToolCall
+from barnraise.sim.binding import BINDING_TOOLS, TAKES_SESSION, bound_session_after, prepare_call
+from barnraise.sim.messages import Priority, Region
+from barnraise.sim.tools import TOOLS
 
 __all__ = ["MIN_WALL_HEARTBEAT", "Agent"]
 
@@ -26,7 +26,8 @@ MIN_WALL_HEARTBEAT: Final = 0.25
 
 
 class _Bind:
-    """Awaits a tool call, then binds the agent as :func:`sim.binding.bound_session_after` says."""
+    """Awaits a tool call, then binds the agent as :func:`barnraise.sim.binding.bound_session_after`
+    says."""
 
     __slots__ = ("agent", "call", "tool")
 
@@ -99,9 +100,9 @@ class Agent(A2AActor):
 
     def call(self, tool: str, /, *, call_timeout: float | None = DEFAULT_TIMEOUT,
              **args: Any) -> Awaitable[dict[str, Any]]:
-        """Call a session tool (``sim.tools.TOOLS``); resumes with its result dict.
+        """Call a session tool (``barnraise.sim.tools.TOOLS``); resumes with its result dict.
 
-        Like a client, and by the same rule (:func:`sim.binding.prepare_call`), the
+        Like a client, and by the same rule (:func:`barnraise.sim.binding.prepare_call`), the
         agent is bound to the session it creates or joins and may then omit
         ``session_id``. An unknown tool resumes at once with the same
         ``unknown_tool`` failure a client gets; a call with no answer in ``call_timeout``
@@ -157,7 +158,7 @@ class Agent(A2AActor):
     def resuming(self) -> bool:
         """The resume hook: True when this agent starts again after a crash.
 
-        A supervisor (``actors.supervisor``) builds a fresh agent from the same
+        A supervisor (``barnraise.actors.supervisor``) builds a fresh agent from the same
         arguments and sets ``incarnation``; the agent then registers again, and
         its behaviours must rebuild what they know from the world's state (the
         task queue, the canvas), never from memory: it has none. A durable store

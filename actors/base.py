@@ -1,14 +1,14 @@
 """The actor base, by its parts (kept importable as one module).
 
-The pieces live in their own modules: ``actors.errors`` (the errors a wait
-raises), ``actors.effects`` (what behaviours await), ``actors.actor``
-(:class:`A2AActor`) and ``actors.agent`` (:class:`Agent`).
+The pieces live in their own modules: ``barnraise.actors.errors`` (the errors a wait
+raises), ``barnraise.actors.effects`` (what behaviours await), ``barnraise.actors.actor``
+(:class:`A2AActor`) and ``barnraise.actors.agent`` (:class:`Agent`).
 """
 
-from actors.actor import A2AActor
-from actors.agent import Agent
-from actors.effects import DEFAULT_TIMEOUT, Behaviour
-from actors.errors import DeliveryError, RequestError, WaitTimeout
+from barnraise.actors.actor import A2AActor
+from barnraise.actors.agent import Agent
+from barnraise.actors.effects import DEFAULT_TIMEOUT, Behaviour
+from barnraise.actors.errors import DeliveryError, RequestError, WaitTimeout
 
 __all__ = [
     "DEFAULT_TIMEOUT",

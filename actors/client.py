@@ -2,7 +2,7 @@
 
 It is an ordinary actor, so replies, events and direct messages reach it like
 any agent; what arrives is kept for the thread that drives the client
-(``actors.world.Client``): replies by correlation id, everything else in
+(``barnraise.actors.world.Client``): replies by correlation id, everything else in
 arrival order. Both collections are safe to read from another thread. A reply
 is taken only from the actor its call went to (:meth:`ClientActor.expect`) or
 the dispatcher's own ``error_report``; a letter from anyone else carrying an
@@ -23,11 +23,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from actors.base import A2AActor
-from sim.dispatch.core import answers
-from sim.dispatch.values import WAKE, Timer
-from sim.mailbox import PriorityMailbox
-from sim.messages import Message
+from barnraise.actors.base import A2AActor
+from barnraise.sim.dispatch.core import answers
+from barnraise.sim.dispatch.values import WAKE, Timer
+from barnraise.sim.mailbox import PriorityMailbox
+from barnraise.sim.messages import Message
 
 __all__ = ["ClientActor", "InlineClientActor", "InlineMailbox"]
 

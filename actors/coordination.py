@@ -55,7 +55,7 @@ expires_at, waited}, ``lock_released`` {lock_id, holder, next_holder, reason},
 {barrier_id, generation, arrived}.
 
 Deferred answers: a tool that cannot answer yet keeps the request message and
-returns :data:`actors.service.DEFERRED`; the service answers the message itself
+returns :data:`barnraise.actors.service.DEFERRED`; the service answers the message itself
 later (grant, release, timeout, leave) with ``_answer``.
 """
 
@@ -66,15 +66,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
-from sim.dispatch import Timer
-from sim.events import BarrierReleased, LockExpired, LockGranted, LockReleased
-from sim.messages import Message
-from sim.tools import ToolError, fail, ok
-from sim.views import BarrierView, CoordinationPart, LockView
+from barnraise.actors.service import DEFERRED, Call, Deferred, SessionInfo, SessionService
+from barnraise.sim.dispatch import Timer
+from barnraise.sim.events import BarrierReleased, LockExpired, LockGranted, LockReleased
+from barnraise.sim.messages import Message
+from barnraise.sim.tools import ToolError, fail, ok
+from barnraise.sim.views import BarrierView, CoordinationPart, LockView
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
+    from barnraise.actors.stored.image import SessionImage
 
 __all__ = ["BARRIER_LIST_LIMIT", "CoordinationService"]
 
@@ -171,9 +171,9 @@ class CoordinationService(SessionService):
             state.locks[lock_id] = lock
 
     def view_of(self, session_id: str) -> CoordinationPart:
-        """This service's part of a :class:`~sim.views.WorldView`: locks held, barriers
+        """This service's part of a :class:`~barnraise.sim.views.WorldView`: locks held, barriers
         waited at, each by id. LookupError for an unknown session. Call it in this
-        actor's own context: ``actors.world.Simulation.view`` does."""
+        actor's own context: ``barnraise.actors.world.Simulation.view`` does."""
         if session_id not in self.sessions:
             raise LookupError(f"no session {session_id!r} in the coordination service")
         state = self._state.get(session_id) or _SessionState()

@@ -1,23 +1,25 @@
 """The coordination service's state, folded from a stored log.
 
-The coordination service (:mod:`actors.coordination`) owns named locks and barriers. What it
+The coordination service (:mod:`barnraise.actors.coordination`) owns named locks and barriers. What
+it
 held, the log says: each lock's holder and lease (``lock_granted``; ``lock_released`` and
 ``lock_expired`` free it, and a next holder's grant follows) and each barrier's releases
 (``barrier_released``). Waits for a lock or at a barrier are not kept: the agents waiting
 were the stopped run's, and are gone.
 
 :class:`CoordinationFold` is its share of a realtime resume's fold
-(:mod:`actors.stored.resume`); ``CoordinationService.restore_session`` takes what it makes.
+(:mod:`barnraise.actors.stored.resume`); ``CoordinationService.restore_session`` takes what it
+makes.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from sim.trace import TraceRecord
+from barnraise.sim.trace import TraceRecord
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
+    from barnraise.actors.stored.image import SessionImage
 
 __all__ = ["EVENTS", "CoordinationFold"]
 

@@ -2,7 +2,7 @@
 
 It owns each session's identity, configuration and membership (names, roles,
 colours, invite tokens) and the checkpoint index. Everything else it asks of
-the service that owns it, with internal operations (``actors.service``):
+the service that owns it, with internal operations (``barnraise.actors.service``):
 
 ``regions``  ``_state``, ``_release_all``, ``_auto_claim``, ``_blueprint``,
              ``_checkpoint``, ``_rollback``, ``_claims_of``
@@ -13,8 +13,8 @@ under the checkpoint id, and the coordinator keeps the index (name, time,
 contents, size). Times are simulation seconds.
 
 Two rooms of the coordinator serve some of its tools, each the one owner of its own
-state: :mod:`actors.session_checkpoints` (``build_checkpoint``, ``build_rollback``,
-the index and autosave) and :mod:`actors.session_messaging` (the A2A tools and the
+state: :mod:`barnraise.actors.session_checkpoints` (``build_checkpoint``, ``build_rollback``,
+the index and autosave) and :mod:`barnraise.actors.session_messaging` (the A2A tools and the
 subscriptions they gave). The coordinator itself keeps the sessions' lifecycle:
 creation, joins and grants, leaves and expiry, and the session's state.
 """
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from actors.paging import cursor_offset, fit_lists
-from actors.regions import BLUEPRINT
-from actors.service import (
+from barnraise.actors.paging import cursor_offset, fit_lists
+from barnraise.actors.regions import BLUEPRINT
+from barnraise.actors.service import (
     MEMBER_JOINED,
     MEMBER_LEFT,
     REPLY_MARGIN,
@@ -44,19 +44,19 @@ from actors.service import (
     SessionInfo,
     SessionService,
 )
-from actors.session_checkpoints import SessionCheckpoints
-from actors.session_messaging import SessionMessaging
-from actors.supervisor import ROOT, Supervisor
-from sim.dispatch.core import SYSTEM
-from sim.events import (
+from barnraise.actors.session_checkpoints import SessionCheckpoints
+from barnraise.actors.session_messaging import SessionMessaging
+from barnraise.actors.supervisor import ROOT, Supervisor
+from barnraise.sim.dispatch.core import SYSTEM
+from barnraise.sim.events import (
     AgentExpired,
     AgentJoined,
     AgentLeft,
     AgentOffline,
 )
-from sim.messages import Message
-from sim.tools import SERVICES, ToolError, WorldLimits, ok
-from sim.views import (
+from barnraise.sim.messages import Message
+from barnraise.sim.tools import SERVICES, ToolError, WorldLimits, ok
+from barnraise.sim.views import (
     MemberView,
     SessionPart,
     SessionView,
@@ -65,7 +65,7 @@ from sim.views import (
 )
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
+    from barnraise.actors.stored.image import SessionImage
 
 __all__ = ["JOIN_STATE_LIMIT", "RECENT_EVENTS", "Coordinator"]
 
@@ -176,7 +176,7 @@ class Coordinator(SessionService):
         return tuple(self._state)
 
     def view_of(self, session_id: str) -> SessionPart:
-        """This service's part of a :class:`~sim.views.WorldView`: the session, its
+        """This service's part of a :class:`~barnraise.sim.views.WorldView`: the session, its
         members in join order, its checkpoint index. LookupError for an unknown
         session. Call it in this actor's own context: ``Simulation.view`` does."""
         session = self._state.get(session_id)
@@ -415,7 +415,7 @@ class Coordinator(SessionService):
     def grant(self, session_id: str, agent_id: str, role: str) -> None:
         """Let ``agent_id`` join ``session_id`` as ``role`` (the owner's grant).
 
-        The host's Python code calls it through :meth:`actors.world.Simulation.grant`
+        The host's Python code calls it through :meth:`barnraise.actors.world.Simulation.grant`
         (in this actor's context); remote owners through the ``session_grant`` tool.
         KeyError for an unknown session.
         """
@@ -477,7 +477,7 @@ class Coordinator(SessionService):
         """``agent_id`` is gone (its heartbeats stopped, or a remote agent's time to live
         ran out): it leaves every session it is a member of, as a leave would, and each
         gets an ``agent_expired`` event. Call it in this actor's own context
-        (:meth:`actors.world.Simulation.expire` does)."""
+        (:meth:`barnraise.actors.world.Simulation.expire` does)."""
         for session_id, members in self.members.items():
             if agent_id in members:
                 self.start_behaviour(self._expire, session_id, agent_id, reason,

@@ -1,18 +1,18 @@
 """The coordinator's state, folded from a stored log: its share of every reader's fold.
 
-The coordinator (:mod:`actors.coordinator`) owns the sessions, their membership and the
+The coordinator (:mod:`barnraise.actors.coordinator`) owns the sessions, their membership and the
 checkpoint index. What it held, the log says:
 
 * **sessions**: each session's info from the coordinator's
-  :data:`~actors.service.SESSION` operation (to every service: regions' copy is read),
-  closed by :data:`~actors.service.SESSION_CLOSED`; its owner and granted roles from the
+  :data:`~barnraise.actors.service.SESSION` operation (to every service: regions' copy is read),
+  closed by :data:`~barnraise.actors.service.SESSION_CLOSED`; its owner and granted roles from the
   ``session_create`` call and its answer (a session whose creation was never answered is
   dropped: its host never learned of it). The answer may come before regions'
   ``SESSION`` record: the coordinator tells the services and answers at once, and in
   realtime each record is written on its recipient's thread, so the two are matched by
   session id at the end, not in log order;
-* **members** (with their colours and join times): :data:`~actors.service.MEMBER_JOINED`
-  and :data:`~actors.service.MEMBER_LEFT` (a join is answered only after regions' copy,
+* **members** (with their colours and join times): :data:`~barnraise.actors.service.MEMBER_JOINED`
+  and :data:`~barnraise.actors.service.MEMBER_LEFT` (a join is answered only after regions' copy,
   through a ``_state`` round trip); the world at a time reads ``agent_joined`` and
   ``agent_left`` (:func:`world_event`), colouring the n-th join with the n-th colour, as
   the coordinator does;
@@ -21,17 +21,17 @@ checkpoint index. What it held, the log says:
   the services kept.
 
 :class:`CoordinatorFold` is its share of a realtime resume's fold
-(:mod:`actors.stored.resume`); ``Coordinator.restore_session`` takes what it makes.
+(:mod:`barnraise.actors.stored.resume`); ``Coordinator.restore_session`` takes what it makes.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from actors.service import MEMBER_JOINED, MEMBER_LEFT, SESSION, SESSION_CLOSED
-from actors.stored.image import SessionImage, WorldSession
-from sim.trace import TraceRecord
-from sim.views import member_colour
+from barnraise.actors.service import MEMBER_JOINED, MEMBER_LEFT, SESSION, SESSION_CLOSED
+from barnraise.actors.stored.image import SessionImage, WorldSession
+from barnraise.sim.trace import TraceRecord
+from barnraise.sim.views import member_colour
 
 __all__ = ["ANSWERS", "EVENTS", "OPS", "WORLD_EVENTS", "CoordinatorFold", "matches", "world_event",
            "world_op"]

@@ -6,9 +6,9 @@ request, sets the sleep's timer, looks in the stash) and resumes the
 coroutine with the effect's outcome when the reply, timer or message arrives.
 
 What callers can rely on: an effect is awaited once; a wait with a timeout
-raises :class:`~actors.errors.WaitTimeout` at exactly ``timeout`` simulated
+raises :class:`~barnraise.actors.errors.WaitTimeout` at exactly ``timeout`` simulated
 seconds after it was armed, unless answered first; a request that nothing
-accepted raises :class:`~actors.errors.DeliveryError` at once.
+accepted raises :class:`~barnraise.actors.errors.DeliveryError` at once.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Final
 
-from actors.errors import DeliveryError, RequestError
-from sim.dispatch.values import Timer
-from sim.messages import Message, MessageError, Priority, Region
+from barnraise.actors.errors import DeliveryError, RequestError
+from barnraise.sim.dispatch.values import Timer
+from barnraise.sim.messages import Message, MessageError, Priority, Region
 
 if TYPE_CHECKING:
-    from actors.actor import A2AActor
+    from barnraise.actors.actor import A2AActor
 
 __all__ = ["DEFAULT_TIMEOUT", "PENDING", "Behaviour", "Effect", "Outcome"]
 

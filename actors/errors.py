@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sim.dispatch.values import SendReport
-from sim.messages import Message
+from barnraise.sim.dispatch.values import SendReport
+from barnraise.sim.messages import Message
 
 __all__ = ["DeliveryError", "RequestError", "WaitTimeout"]
 

@@ -1,7 +1,7 @@
 """Pages of a long answer: a cursor's position, and lists cut to fit one reply.
 
 Used by the coordinator and its rooms for ``session_get_state``, a join's first look
-and ``a2a_discover`` (see also :func:`actors.service.fit_prefix`).
+and ``a2a_discover`` (see also :func:`barnraise.actors.service.fit_prefix`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sim.tools import ToolError
+from barnraise.sim.tools import ToolError
 
 __all__ = ["cursor_offset", "fit_lists"]
 

@@ -1,9 +1,9 @@
 """Recording a Simulation's metrics while it runs, without taking part in it.
 
-:class:`Recorder` feeds a :class:`sim.metrics.MetricsCollector` from a
-:class:`~actors.world.Simulation`:
+:class:`Recorder` feeds a :class:`barnraise.sim.metrics.MetricsCollector` from a
+:class:`~barnraise.actors.world.Simulation`:
 
-* **events**: a :meth:`sim.trace.Trace.listen` listener hears every domain event
+* **events**: a :meth:`barnraise.sim.trace.Trace.listen` listener hears every domain event
   as the service that emits it records it (on that service's thread in realtime
   mode); the collector moves its counters and writes an event sample;
 * **intervals**: every ``interval`` simulated seconds it reads each open
@@ -32,11 +32,11 @@ import math
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
-from sim.dispatch import DeterministicDispatcher, Statistics, Timer
-from sim.metrics import DEFAULT_INTERVAL, TICK_PRIORITY, Metrics, MetricsCollector
+from barnraise.sim.dispatch import DeterministicDispatcher, Statistics, Timer
+from barnraise.sim.metrics import DEFAULT_INTERVAL, TICK_PRIORITY, Metrics, MetricsCollector
 
 if TYPE_CHECKING:
-    from actors.world import Simulation
+    from barnraise.actors.world import Simulation
 
 __all__ = ["DEFAULT_INTERVAL", "Recorder"]
 

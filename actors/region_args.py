@@ -1,8 +1,8 @@
 """The regions service's arguments: regions inside the grid, tile types and rows of them.
 
-Each check raises :class:`~sim.tools.ToolError` ``invalid_argument`` (or
+Each check raises :class:`~barnraise.sim.tools.ToolError` ``invalid_argument`` (or
 ``out_of_bounds``) naming the argument at fault; used by
-:class:`actors.regions.RegionManager` and its rooms.
+:class:`barnraise.actors.regions.RegionManager` and its rooms.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.canvas import Tile, parse_tile
-from sim.geometry import Rect
-from sim.tools import ToolError
+from barnraise.sim.canvas import Tile, parse_tile
+from barnraise.sim.geometry import Rect
+from barnraise.sim.tools import ToolError
 
 __all__ = ["inside", "invalid", "rect_arg", "tile_arg", "tile_bytes", "tile_rows"]
 
@@ -113,7 +113,7 @@ def tile_bytes(value: object, name: str, shape: tuple[int, int]) -> bytes:
         raise invalid(name, f"expected shape {shape}, got {arr.shape}")
     if arr.dtype.kind in "iu":
         # numpy would read True as 1 beside integers: the tool's schema refuses a bool in
-        # a row before this (sim.tools._ROW), so no path pays a scan for it. Valid codes
+        # a row before this (barnraise.sim.tools._ROW), so no path pays a scan for it. Valid codes
         # get here only in rows that begin with a bool; the rest took the bytes above.
         if arr.size == 0 or (min(map(min, value)) >= 0 and max(map(max, value)) <= _MAX_TILE):
             return arr.astype(np.uint8).tobytes()

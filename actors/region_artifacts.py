@@ -1,13 +1,13 @@
 """The regions service's artifacts: the shaders loaded and the cartridges assembled.
 
-A room of :class:`actors.regions.RegionManager` serving ``builder_load_shader`` and
+A room of :class:`barnraise.actors.regions.RegionManager` serving ``builder_load_shader`` and
 ``builder_assemble_cartridge``, the one owner of every session's artifacts. An
 artifact is a record over a region (name, region, agent, time; a cartridge also counts
 the region's non-empty tiles); the canvas is untouched, and the session's write rules
 apply as to tiles (:meth:`RegionManager.may_write`). The same shader over the same
 region is the one already there; the same cartridge of the same region is assembled
 again (its count, agent and time renewed) under its first id. Checkpoints copy them and
-a rollback puts a copy back (:mod:`actors.region_checkpoints`).
+a rollback puts a copy back (:mod:`barnraise.actors.region_checkpoints`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from actors.region_args import inside, rect_arg
-from actors.service import Call
-from sim.geometry import Rect
-from sim.tools import ok
-from sim.views import ArtifactView
+from barnraise.actors.region_args import inside, rect_arg
+from barnraise.actors.service import Call
+from barnraise.sim.geometry import Rect
+from barnraise.sim.tools import ok
+from barnraise.sim.views import ArtifactView
 
 if TYPE_CHECKING:
-    from actors.regions import RegionManager
+    from barnraise.actors.regions import RegionManager
 
 __all__ = ["Artifacts", "SessionArtifacts"]
 

@@ -1,6 +1,6 @@
 """The regions service's checkpoints: the canvas and the artifacts kept under an id.
 
-A room of :class:`actors.regions.RegionManager` serving the internal operations
+A room of :class:`barnraise.actors.regions.RegionManager` serving the internal operations
 ``_checkpoint`` and ``_rollback`` (the coordinator's ``build_checkpoint`` and
 ``build_rollback``), the one owner of every session's kept checkpoints. A checkpoint
 keeps the parts it was asked to include: the compressed canvas with ``tiles_placed``
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sim.canvas import TileCanvas
-from sim.tools import ToolError, ok
-from sim.views import StoredCheckpoint
+from barnraise.sim.canvas import TileCanvas
+from barnraise.sim.tools import ToolError, ok
+from barnraise.sim.views import StoredCheckpoint
 
 if TYPE_CHECKING:
-    from actors.regions import RegionManager
+    from barnraise.actors.regions import RegionManager
 
 __all__ = ["RegionCheckpoint", "RegionCheckpoints"]
 

@@ -3,23 +3,23 @@
 :class:`RegionManager` (the ``regions`` actor) is the only writer of tiles. Per
 session it owns:
 
-* the **canvas** (:class:`sim.canvas.TileCanvas`); agents write under small int
+* the **canvas** (:class:`barnraise.sim.canvas.TileCanvas`); agents write under small int
   writer ids handed out per session in order of first write;
 * the **claims**: leases on rectangles, exclusive or shared. An exclusive claim
   may not overlap any claim of another agent; a shared claim may overlap other
   shared claims but no exclusive claim of another agent; an agent's own claims
   never conflict with each other. A claim with ``timeout > 0`` expires at
   ``claimed_at + timeout`` (a daemon timer: a lease never keeps a run alive);
-* **artifacts**: shaders and cartridges (its room :mod:`actors.region_artifacts`);
+* **artifacts**: shaders and cartridges (its room :mod:`barnraise.actors.region_artifacts`);
 * the **blueprint** (the target tiles) and the counters ``tiles_placed`` (and
   per writer, ``tiles_by_agent``), ``lost_work`` and ``conflicts``.
 
 Conflict checks never scan every claim. Two boolean masks (cells under any
 claim, cells under an exclusive claim) answer "is anything there" in O(area) of
 the request, a grid of buckets finds the claims themselves, and the suggestion
-for a refused claim is :func:`sim.geometry.find_free_placement` on the mask, which
+for a refused claim is :func:`barnraise.sim.geometry.find_free_placement` on the mask, which
 builds summed-area tables over its search window only. (An
-:class:`~sim.geometry.OccupancyIndex` would rebuild a whole-grid table after
+:class:`~barnraise.sim.geometry.OccupancyIndex` would rebuild a whole-grid table after
 every granted claim, about 1 ms at 1000 x 1000; the window search costs far less
 when claims change between conflicts, which is the common case.) All of it is
 updated incrementally on every claim and release.
@@ -35,11 +35,11 @@ Coordination modes (the session's ``coordination_mode``) decide who may write
   release, expiry or transfer), leaves, or goes :data:`SEQUENTIAL_IDLE` seconds
   without writing. Claims are not needed to write.
 
-Checkpoints (``_checkpoint``/``_rollback``, its room :mod:`actors.region_checkpoints`)
+Checkpoints (``_checkpoint``/``_rollback``, its room :mod:`barnraise.actors.region_checkpoints`)
 keep the compressed canvas, the artifacts and ``tiles_placed`` in this actor under the
 checkpoint id. Claims are leases on the present, not work, and are **not** rolled back;
 nor are the contention statistics ``lost_work`` and ``conflicts``, nor the blueprint.
-The arguments' checks are :mod:`actors.region_args`.
+The arguments' checks are :mod:`barnraise.actors.region_args`.
 """
 
 from __future__ import annotations
@@ -52,16 +52,16 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from actors.region_args import inside, invalid, rect_arg, tile_arg, tile_bytes, tile_rows
-from actors.region_artifacts import Artifacts
-from actors.region_checkpoints import RegionCheckpoints
-from actors.service import REPLY_MARGIN, Call, SessionInfo, SessionService, fit_prefix
-from sim.canvas import CanvasSnapshot, MatchResult, Tile, TileCanvas, completion_percent
-from sim.dispatch import Timer
-from sim.events import ConflictDetected, RegionClaimed, RegionReleased
-from sim.geometry import Rect, find_free_placement, free_rectangles
-from sim.tools import TOOLS, ToolError, ok
-from sim.views import (
+from barnraise.actors.region_args import inside, invalid, rect_arg, tile_arg, tile_bytes, tile_rows
+from barnraise.actors.region_artifacts import Artifacts
+from barnraise.actors.region_checkpoints import RegionCheckpoints
+from barnraise.actors.service import REPLY_MARGIN, Call, SessionInfo, SessionService, fit_prefix
+from barnraise.sim.canvas import CanvasSnapshot, MatchResult, Tile, TileCanvas, completion_percent
+from barnraise.sim.dispatch import Timer
+from barnraise.sim.events import ConflictDetected, RegionClaimed, RegionReleased
+from barnraise.sim.geometry import Rect, find_free_placement, free_rectangles
+from barnraise.sim.tools import TOOLS, ToolError, ok
+from barnraise.sim.views import (
     ClaimView,
     ProgressView,
     RegionsPart,
@@ -69,12 +69,12 @@ from sim.views import (
 )
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
+    from barnraise.actors.stored.image import SessionImage
 
 __all__ = ["BLUEPRINT", "CLAIM_FOR", "SEQUENTIAL_IDLE", "ClaimIndex", "RegionManager"]
 
 # Regions' operations a stored log is read by (actors/regions_log.py folds them; the
-# session services' own are actors.service's): the log keeps them by these names.
+# session services' own are barnraise.actors.service's): the log keeps them by these names.
 #: From the coordinator: ``session_id``, ``blueprint`` (rows of tile codes).
 BLUEPRINT: Final = "_blueprint"
 #: From the task queue: ``session_id``, ``agent_id``, ``region``, ``purpose`` (``"task <id>"``
@@ -232,7 +232,7 @@ def _share(m: MatchResult) -> float:
 
 def _completion(s: _World) -> float:
     """Percent of the blueprint done (two decimals; 0.0 without one): a pass over the canvas
-    (:func:`sim.canvas.completion_percent`, the rule a stored log's fold uses too)."""
+    (:func:`barnraise.sim.canvas.completion_percent`, the rule a stored log's fold uses too)."""
     return completion_percent(s.canvas.tiles, s.blueprint)
 
 
@@ -304,11 +304,12 @@ class RegionManager(SessionService):
 
     def view_of(self, session_id: str, *, canvas: bool = True,
                 completion: bool = False) -> RegionsPart:
-        """This service's part of a :class:`~sim.views.WorldView` (LookupError: no session).
+        """This service's part of a :class:`~barnraise.sim.views.WorldView` (LookupError: no
+        session).
 
         ``canvas`` copies the tile layer and the blueprint; ``completion``
         compares them (a pass over the canvas). Call it in this actor's own
-        context: ``actors.world.Simulation.view`` does.
+        context: ``barnraise.actors.world.Simulation.view`` does.
         """
         s = self.worlds.get(session_id)
         if s is None:

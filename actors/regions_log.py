@@ -1,26 +1,28 @@
 """The regions service's state, folded from a stored log: its share of every reader's fold.
 
-The regions service (:mod:`actors.regions`) owns the canvas, the claims, the artifacts, the
+The regions service (:mod:`barnraise.actors.regions`) owns the canvas, the claims, the artifacts,
+the
 blueprint and what each checkpoint keeps of them. What it held, the log says:
 
 * **the canvas** and its counts: every tile write (:data:`WRITES`) whose answer says it
   succeeded, applied when the service took it (each write paired with its answer by the
-  rules of :mod:`sim.log`); a checkpoint of the tiles (:data:`actors.service.CHECKPOINT`
+  rules of :mod:`barnraise.sim.log`); a checkpoint of the tiles
+  (:data:`barnraise.actors.service.CHECKPOINT`
   with ``tiles`` in its ``include``) keeps a copy and a rollback to it
-  (:data:`actors.service.ROLLBACK`) puts it back, with ``tiles_placed`` and
+  (:data:`barnraise.actors.service.ROLLBACK`) puts it back, with ``tiles_placed`` and
   ``tiles_by_agent``, as the service does;
-* **the blueprint**: the coordinator's :data:`actors.regions.BLUEPRINT`, or the
+* **the blueprint**: the coordinator's :data:`barnraise.actors.regions.BLUEPRINT`, or the
   ``blueprint_set`` tool;
 * **claims**: ``region_claimed`` and ``region_released``; a claim the task queue made for a
-  task (:data:`actors.regions.CLAIM_FOR` with ``purpose`` ``"task <id>"``) belongs to that
+  task (:data:`barnraise.actors.regions.CLAIM_FOR` with ``purpose`` ``"task <id>"``) belongs to that
   task's acceptance; refusals are ``conflict_detected``;
 * **shaders and cartridges**: the calls that made them, paired with their answers.
 
-The readers in :mod:`actors.stored` drive these folds: :class:`RegionsFold` for a realtime
+The readers in :mod:`barnraise.actors.stored` drive these folds: :class:`RegionsFold` for a realtime
 resume (:class:`RegionsImage`, the part ``RegionManager.restore_session`` takes),
-:func:`world_letter` for the world at a time (:mod:`actors.stored.rebuild`),
+:func:`world_letter` for the world at a time (:mod:`barnraise.actors.stored.rebuild`),
 :class:`Figures` and :func:`figures_letter` for the chart's figures
-(:mod:`actors.stored.index`).
+(:mod:`barnraise.actors.stored.index`).
 """
 
 from __future__ import annotations
@@ -35,15 +37,15 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from actors.regions import BLUEPRINT, CLAIM_FOR
-from actors.service import CHECKPOINT, OP_PREFIX, ROLLBACK
-from sim.canvas import TileCanvas, parse_tile
-from sim.geometry import Rect
-from sim.tools import SERVICES
-from sim.trace import TraceRecord
+from barnraise.actors.regions import BLUEPRINT, CLAIM_FOR
+from barnraise.actors.service import CHECKPOINT, OP_PREFIX, ROLLBACK
+from barnraise.sim.canvas import TileCanvas, parse_tile
+from barnraise.sim.geometry import Rect
+from barnraise.sim.tools import SERVICES
+from barnraise.sim.trace import TraceRecord
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage, WorldSession
+    from barnraise.actors.stored.image import SessionImage, WorldSession
 
 __all__ = ["ANSWERS", "EVENTS", "WORLD_EVENTS", "WRITES", "Figures", "Placed", "RegionsFold",
            "RegionsImage", "Timeline", "blueprint_of", "codes", "figures_letter",
@@ -110,7 +112,7 @@ class RegionsImage:
 
 
 class RegionsFold:
-    """Regions' share of a realtime resume's fold (:mod:`actors.stored.resume`): each
+    """Regions' share of a realtime resume's fold (:mod:`barnraise.actors.stored.resume`): each
     session's :class:`RegionsImage` in ``sessions``, the largest serial drawn in
     ``serials["regions"]``."""
 
@@ -129,7 +131,7 @@ class RegionsFold:
         return self.sessions.get(sid) if isinstance(sid, str) else None
 
     def on_session(self, s: SessionImage) -> None:
-        """A session made (the coordinator's :data:`~actors.service.SESSION`)."""
+        """A session made (the coordinator's :data:`~barnraise.actors.service.SESSION`)."""
         s.regions = RegionsImage(TileCanvas(int(s.info["grid_size"])))
 
     def op(self, op: Any, content: dict[str, Any]) -> None:
@@ -361,7 +363,8 @@ WORLD_EVENTS: Final = frozenset({"region_claimed", "region_released"})
 
 
 def world_session(s: WorldSession, info: dict[str, Any]) -> None:
-    """A session made (the coordinator's :data:`~actors.service.SESSION`): its empty canvas
+    """A session made (the coordinator's :data:`~barnraise.actors.service.SESSION`): its empty
+    canvas
     (unless a snapshot gave one)."""
     grid = int(info.get("grid_size", 0))
     if s.canvas is None:
@@ -487,7 +490,7 @@ class Figures:
     ``tiles_placed`` and ``lost_work`` from the answers regions gave each tile write (a
     rollback of the tiles restores ``tiles_placed`` as the service does), ``conflicts``
     (``conflict_detected`` events), and every blueprint set on regions, by its
-    :data:`~actors.regions.BLUEPRINT` operation or the ``blueprint_set`` tool."""
+    :data:`~barnraise.actors.regions.BLUEPRINT` operation or the ``blueprint_set`` tool."""
 
     tiles_placed: int = 0
     lost_work: int = 0

@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.base import A2AActor
-from actors.supervisor import ROOT, Supervisor
-from sim.events import AgentOffline, AgentOnline
-from sim.messages import Message
+from barnraise.actors.base import A2AActor
+from barnraise.actors.supervisor import ROOT, Supervisor
+from barnraise.sim.events import AgentOffline, AgentOnline
+from barnraise.sim.messages import Message
 
 __all__ = ["STATUSES", "AgentRecord", "Registry"]
 

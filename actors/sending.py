@@ -1,7 +1,7 @@
 """What an actor says: send, reply, publish, emit.
 
-:class:`Sending` is one room of :class:`actors.actor.A2AActor` (the others: its loop and
-receive path, its behaviours and their deadline queue, in ``actors.actor``). It is a
+:class:`Sending` is one room of :class:`barnraise.actors.actor.A2AActor` (the others: its loop and
+receive path, its behaviours and their deadline queue, in ``barnraise.actors.actor``). It is a
 base class of the actor rather than an object the actor holds because these are the
 calls an actor's own code makes on itself (``self.send``, ``self.reply``: the
 authoring API, and ``reply`` is every service's answer path, where one more attribute
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.dispatch.core import Dispatcher
-from sim.dispatch.values import SendReport
-from sim.events import Event
-from sim.messages import Message, Metadata, Priority, Region
+from barnraise.sim.dispatch.core import Dispatcher
+from barnraise.sim.dispatch.values import SendReport
+from barnraise.sim.events import Event
+from barnraise.sim.messages import Message, Metadata, Priority, Region
 
 __all__ = ["Sending"]
 

@@ -1,7 +1,7 @@
 """SessionService: the base of the actors that own a session's state and serve its tools.
 
 There are four, one owner per piece of state, each an actor named after its
-service in :data:`sim.tools.SERVICES`:
+service in :data:`barnraise.sim.tools.SERVICES`:
 
 * ``coordinator`` (actors/coordinator.py): sessions, membership, checkpoints, A2A tools
 * ``regions`` (actors/regions.py): claims, the canvas, artifacts, the blueprint
@@ -41,16 +41,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
 import msgspec
 import numpy as np
 
-from actors.base import A2AActor
-from sim.dispatch import seed_for
-from sim.events import AgentOffline, SessionEvent
-from sim.messages import Message, MessageError, Priority
-from sim.policy import Policy
-from sim.tools import READ_ONLY_TOOLS, SERVICES, TOOLS, Tool, ToolError, fail
-from sim.validation import validator
+from barnraise.actors.base import A2AActor
+from barnraise.sim.dispatch import seed_for
+from barnraise.sim.events import AgentOffline, SessionEvent
+from barnraise.sim.messages import Message, MessageError, Priority
+from barnraise.sim.policy import Policy
+from barnraise.sim.tools import READ_ONLY_TOOLS, SERVICES, TOOLS, Tool, ToolError, fail
+from barnraise.sim.validation import validator
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
+    from barnraise.actors.stored.image import SessionImage
 
 __all__ = ["CHECKPOINT", "DEFERRED", "MEMBER_JOINED", "MEMBER_LEFT", "OP_PREFIX", "REPLY_MARGIN",
            "ROLLBACK", "SESSION", "SESSION_CLOSED", "Call", "Deferred", "Member", "SessionInfo",
@@ -62,7 +62,7 @@ _encode: Final = msgspec.json.encode
 REPLY_MARGIN: Final = 4096
 #: Calls whose answers a service keeps under a fault plan, to answer a repeat the same.
 ANSWERS_KEPT: Final = 100_000
-#: The top supervisor (``actors.supervisor.ROOT``): it may tell the services of a crash.
+#: The top supervisor (``barnraise.actors.supervisor.ROOT``): it may tell the services of a crash.
 SUPERVISOR: Final = "supervisor"
 
 #: Every member of every session reaches its services through these mailboxes.
@@ -460,7 +460,8 @@ class SessionService(A2AActor):
 
     def restore(self, image: SessionImage, serials: Mapping[str, int]) -> None:
         """Take ``image``'s session as this service held it when a stored realtime run
-        stopped (:mod:`actors.stored.resume`): its info and members, then :meth:`restore_session`
+        stopped (:mod:`barnraise.actors.stored.resume`): its info and members, then
+        :meth:`restore_session`
         for this service's share. Run in this actor's context, before any agent is in."""
         info = SessionInfo(**image.info)
         self.sessions[info.session_id] = info
@@ -472,7 +473,7 @@ class SessionService(A2AActor):
         """Subclasses put back their share of ``image``."""
 
     def resume_ids(self, serials: Mapping[str, int]) -> None:
-        """A resumed run draws no id the stopped one drew (:mod:`actors.stored.resume`'s
+        """A resumed run draws no id the stopped one drew (:mod:`barnraise.actors.stored.resume`'s
         ``Image.serials``: the largest serial each service had drawn, and the log's
         length). Called once per service, before any session is restored, and whether
         or not the image holds any: a session the fold left out (its creation never

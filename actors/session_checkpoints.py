@@ -1,6 +1,6 @@
 """The coordinator's checkpoints: ``build_checkpoint``, ``build_rollback`` and autosave.
 
-A room of :class:`actors.coordinator.Coordinator`, the one owner of every session's
+A room of :class:`barnraise.actors.coordinator.Coordinator`, the one owner of every session's
 checkpoint index (id -> name, description, time, what it includes, its contents and
 size) and of its autosave timer. A checkpoint is kept where its data lives: each
 service stores its own part under the checkpoint id (``regions`` the canvas and the
@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from actors.service import CHECKPOINT, ROLLBACK, Call
-from sim.events import CheckpointCreated, Rollback
-from sim.tools import ToolError, ok
-from sim.views import CheckpointView, json_copy
+from barnraise.actors.service import CHECKPOINT, ROLLBACK, Call
+from barnraise.sim.events import CheckpointCreated, Rollback
+from barnraise.sim.tools import ToolError, ok
+from barnraise.sim.views import CheckpointView, json_copy
 
 if TYPE_CHECKING:
-    from actors.coordinator import Coordinator
+    from barnraise.actors.coordinator import Coordinator
 
 __all__ = ["SessionCheckpoints"]
 

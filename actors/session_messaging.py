@@ -1,7 +1,7 @@
 """The coordinator's A2A tools: messages between members, broadcasts, subscriptions to
 the session's topics, and discovery.
 
-A room of :class:`actors.coordinator.Coordinator` serving ``a2a_send_message``,
+A room of :class:`barnraise.actors.coordinator.Coordinator` serving ``a2a_send_message``,
 ``a2a_broadcast``, ``a2a_subscribe`` and ``a2a_discover``, the one owner of what
 ``a2a_subscribe`` gave each agent: an identical subscription is answered with the one
 held (a second would only deliver every event twice), an agent holds at most
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from actors.paging import cursor_offset, fit_lists
-from actors.service import Call
-from sim.messages import MESSAGE_TYPES, session_topic
-from sim.tools import STATE_PAGE_DEFAULT, ToolError, ok
+from barnraise.actors.paging import cursor_offset, fit_lists
+from barnraise.actors.service import Call
+from barnraise.sim.messages import MESSAGE_TYPES, session_topic
+from barnraise.sim.tools import STATE_PAGE_DEFAULT, ToolError, ok
 
 if TYPE_CHECKING:
-    from actors.coordinator import Coordinator
+    from barnraise.actors.coordinator import Coordinator
 
 __all__ = ["SessionMessaging"]
 

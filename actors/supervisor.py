@@ -39,9 +39,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from actors.actor import A2AActor
-from sim.events import ChildCrashed, ChildRestarted, SupervisorEscalated, SupervisorGaveUp
-from sim.messages import Priority
+from barnraise.actors.actor import A2AActor
+from barnraise.sim.events import ChildCrashed, ChildRestarted, SupervisorEscalated, SupervisorGaveUp
+from barnraise.sim.messages import Priority
 
 __all__ = ["ROOT", "Backoff", "Supervisor"]
 

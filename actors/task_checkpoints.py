@@ -1,6 +1,6 @@
 """The task queue's checkpoints: copies of a session's tasks, rollback and resume.
 
-A room of :class:`actors.taskqueue.TaskQueue` (internal operations ``_checkpoint`` and
+A room of :class:`barnraise.actors.taskqueue.TaskQueue` (internal operations ``_checkpoint`` and
 ``_rollback``, sent by the coordinator), the one owner of the copies it keeps: per
 session, checkpoint id -> the graph, records and next_seq encoded as JSON. Loading one
 (a rollback, or a stored realtime run resumed) makes it the session's tasks and arms
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from sim.taskgraph import TaskGraph, TaskStatus, parse_priority
-from sim.tools import ToolError, ok
+from barnraise.sim.taskgraph import TaskGraph, TaskStatus, parse_priority
+from barnraise.sim.tools import ToolError, ok
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
-    from actors.taskqueue import TaskQueue, TaskSession
+    from barnraise.actors.stored.image import SessionImage
+    from barnraise.actors.taskqueue import TaskQueue, TaskSession
 
 __all__ = ["TaskCheckpoints", "snapshot_of"]
 
@@ -31,12 +31,13 @@ _ACTIVE: Final = frozenset({TaskStatus.PENDING.value, TaskStatus.IN_PROGRESS.val
 
 
 def snapshot_of(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Folded task records (:class:`actors.stored.image.SessionImage`'s, with ``held``) in the form
+    """Folded task records (:class:`barnraise.actors.stored.image.SessionImage`'s, with ``held``) in
+    the form
     a checkpoint of the session state keeps: graph, records, next_seq."""
     records = [{k: v for k, v in t.items() if k != "held"} for t in tasks.values()]
     graph = {"version": 1, "next_seq": len(records), "tasks": [
         {"task_id": t["task_id"],
-         # awaiting approval is in progress in the graph (see actors.taskqueue's doc)
+         # awaiting approval is in progress in the graph (see barnraise.actors.taskqueue's doc)
          "status": t["status"], "priority": parse_priority(t["priority"]),
          "created_seq": t["seq"], "dependencies": list(t["dependencies"]),
          "held": t["held"], "data": {}} for t in tasks.values()]}

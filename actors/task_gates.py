@@ -1,6 +1,6 @@
 """The task queue's gates besides dependencies: deadlines and approvals.
 
-Two rooms of :class:`actors.taskqueue.TaskQueue`, each the one owner of its timers:
+Two rooms of :class:`barnraise.actors.taskqueue.TaskQueue`, each the one owner of its timers:
 
 * :class:`Deadlines`: a task with a ``deadline`` (absolute simulation time) fails
   when it passes while the task is still pending or in progress, with message
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from actors.service import Call
-from sim.dispatch import Timer
-from sim.events import ApprovalRequested, ApprovalResolved, body_of
-from sim.taskgraph import TaskStatus
-from sim.tools import ToolError, ok
+from barnraise.actors.service import Call
+from barnraise.sim.dispatch import Timer
+from barnraise.sim.events import ApprovalRequested, ApprovalResolved, body_of
+from barnraise.sim.taskgraph import TaskStatus
+from barnraise.sim.tools import ToolError, ok
 
 if TYPE_CHECKING:
-    from actors.taskqueue import TaskQueue, TaskRecord, TaskSession
+    from barnraise.actors.taskqueue import TaskQueue, TaskRecord, TaskSession
 
 __all__ = ["AWAITING_APPROVAL", "Approvals", "Deadlines"]
 

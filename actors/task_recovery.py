@@ -1,7 +1,7 @@
 """The task queue's recovery: what becomes of tasks whose agent leaves or crashes, or
 whose assignment letter is lost.
 
-A room of :class:`actors.taskqueue.TaskQueue` serving the internal operations
+A room of :class:`barnraise.actors.taskqueue.TaskQueue` serving the internal operations
 ``_requeue_agent`` (the coordinator, when a member leaves) and ``_agent_crashed`` (the
 top supervisor); under a fault plan it owns each session's redelivery timer, which
 sends every pending task's assignment to its assignee again until it is accepted.
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sim.events import TaskRequeued
-from sim.taskgraph import TaskStatus
-from sim.tools import ok
+from barnraise.sim.events import TaskRequeued
+from barnraise.sim.taskgraph import TaskStatus
+from barnraise.sim.tools import ok
 
 if TYPE_CHECKING:
-    from actors.taskqueue import TaskQueue, TaskSession
+    from barnraise.actors.taskqueue import TaskQueue, TaskSession
 
 __all__ = ["Recovery"]
 

@@ -1,12 +1,12 @@
 """The task queue: each session's task graph, its tasks, deadlines and approval gates.
 
-One :class:`~sim.taskgraph.TaskGraph` per session holds the dependencies and the
+One :class:`~barnraise.sim.taskgraph.TaskGraph` per session holds the dependencies and the
 statuses (see its docstring for the state machine); next to it a
 :class:`TaskRecord` per task holds everything else (type, region, assignee,
 times, retries, result). The graph is acyclic at all times and every tool
 either changes both or neither.
 
-Tools (arguments arrive validated, with defaults, see :data:`sim.tools.TOOLS`):
+Tools (arguments arrive validated, with defaults, see :data:`barnraise.sim.tools.TOOLS`):
 
 ``task_delegate``     create a task for a member or for ``"any"``
 ``task_add_dependencies``  make a task not yet started wait for more tasks
@@ -22,9 +22,9 @@ supervisor): ``_state``, ``_requeue_agent``, ``_agent_crashed``,
 
 The queue keeps the graph, the records and their counts; its rooms (each the one owner
 of its own state, serving some of the tools and operations) are the deadlines and the
-approval gates (:mod:`actors.task_gates`: ``approval_respond``), the checkpoints
-(:mod:`actors.task_checkpoints`: ``_checkpoint``, ``_rollback``, a resume) and
-recovery (:mod:`actors.task_recovery`: ``_requeue_agent``, ``_agent_crashed``,
+approval gates (:mod:`barnraise.actors.task_gates`: ``approval_respond``), the checkpoints
+(:mod:`barnraise.actors.task_checkpoints`: ``_checkpoint``, ``_rollback``, a resume) and
+recovery (:mod:`barnraise.actors.task_recovery`: ``_requeue_agent``, ``_agent_crashed``,
 redelivery under faults).
 
 What callers can rely on:
@@ -55,9 +55,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from actors.base import DeliveryError, WaitTimeout
-from actors.regions import CLAIM_FOR
-from actors.service import (
+from barnraise.actors.base import DeliveryError, WaitTimeout
+from barnraise.actors.regions import CLAIM_FOR
+from barnraise.actors.service import (
     DEFERRED,
     REPLY_MARGIN,
     Call,
@@ -66,10 +66,10 @@ from actors.service import (
     SessionService,
     fit_prefix,
 )
-from actors.task_checkpoints import TaskCheckpoints
-from actors.task_gates import AWAITING_APPROVAL, Approvals, Deadlines
-from actors.task_recovery import Recovery
-from sim.events import (
+from barnraise.actors.task_checkpoints import TaskCheckpoints
+from barnraise.actors.task_gates import AWAITING_APPROVAL, Approvals, Deadlines
+from barnraise.actors.task_recovery import Recovery
+from barnraise.sim.events import (
     TaskAccepted,
     TaskBlocked,
     TaskCancelled,
@@ -80,9 +80,9 @@ from sim.events import (
     TaskRequeued,
     TaskUnblocked,
 )
-from sim.geometry import Rect
-from sim.messages import Priority
-from sim.taskgraph import (
+from barnraise.sim.geometry import Rect
+from barnraise.sim.messages import Priority
+from barnraise.sim.taskgraph import (
     DependencyCycle,
     InvalidTransition,
     TaskGraph,
@@ -91,11 +91,11 @@ from sim.taskgraph import (
     UnknownDependency,
     parse_priority,
 )
-from sim.tools import ToolError, ok
-from sim.views import TasksPart, TaskView, json_copy
+from barnraise.sim.tools import ToolError, ok
+from barnraise.sim.views import TasksPart, TaskView, json_copy
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage
+    from barnraise.actors.stored.image import SessionImage
 
 __all__ = ["TaskQueue", "TaskRecord"]
 
@@ -114,8 +114,10 @@ _VIEW_FIELDS: Final = (
     "completed_at", "deadline", "max_retries", "retries_used", "result", "artifacts",
     "message", "claim_id", "approval_requested_at", "payload")
 if TaskView.__struct_fields__ != _VIEW_FIELDS:  # pragma: no cover - a guard for editors
-    raise ImportError("sim.views.TaskView's fields moved: update TaskQueue.view_of, which "
-                      "builds it by position, and _VIEW_FIELDS")
+    raise ImportError(
+        "barnraise.sim.views.TaskView's fields moved: update TaskQueue.view_of, which "
+        "builds it by position, and _VIEW_FIELDS"
+    )
 
 
 @dataclass(slots=True)
@@ -231,10 +233,11 @@ class TaskQueue(SessionService):
         return self.by_session[session_id].records
 
     def view_of(self, session_id: str) -> TasksPart:
-        """This service's part of a :class:`~sim.views.WorldView`: every task, oldest first.
+        """This service's part of a :class:`~barnraise.sim.views.WorldView`: every task, oldest
+        first.
 
         LookupError for an unknown session. Call it in this actor's own context:
-        ``actors.world.Simulation.view`` does.
+        ``barnraise.actors.world.Simulation.view`` does.
         """
         state = self.by_session.get(session_id)
         if state is None:

@@ -1,6 +1,6 @@
 """The task queue's state, folded from a stored log: its share of every reader's fold.
 
-The task queue (:mod:`actors.taskqueue`) owns the tasks, their graph and their approvals.
+The task queue (:mod:`barnraise.actors.taskqueue`) owns the tasks, their graph and their approvals.
 What it held, the log says:
 
 * **every task's record**: the ``task_assignment`` letter the queue sent its assignee
@@ -9,14 +9,14 @@ What it held, the log says:
   ``task_result`` letter);
 * **its history**: the task events (:data:`EVENTS`: created, accepted, completed,
   failed, requeued, blocked by a report or by a dependency, unblocked, cancelled,
-  approvals, dependencies added), each status as :func:`sim.events.status_after` gives it;
+  approvals, dependencies added), each status as :func:`barnraise.sim.events.status_after` gives it;
 * **the graph's edges**: the dependencies of the ``task_delegate`` call the queue took just
   before each ``task_created`` it recorded, and ``task_dependencies_added``;
-* **checkpoints of the session state**: a :data:`actors.service.CHECKPOINT` to the queue
-  keeps every task, a :data:`actors.service.ROLLBACK` puts every one back, with no event
+* **checkpoints of the session state**: a :data:`barnraise.actors.service.CHECKPOINT` to the queue
+  keeps every task, a :data:`barnraise.actors.service.ROLLBACK` puts every one back, with no event
   per task.
 
-The readers in :mod:`actors.stored` drive these folds: :class:`TasksFold` for a realtime
+The readers in :mod:`barnraise.actors.stored` drive these folds: :class:`TasksFold` for a realtime
 resume (``TaskQueue.restore_session`` takes what it makes), :func:`world_letter` and
 :func:`world_event` for the world at a time, :class:`GraphOps` for the task board.
 """
@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from actors.service import CHECKPOINT, ROLLBACK
-from sim.events import TASK_EVENTS, status_after
-from sim.log import CALL, Calls, decode
-from sim.taskgraph import parse_priority
-from sim.tools import SERVICES
-from sim.trace import TraceRecord
+from barnraise.actors.service import CHECKPOINT, ROLLBACK
+from barnraise.sim.events import TASK_EVENTS, status_after
+from barnraise.sim.log import CALL, Calls, decode
+from barnraise.sim.taskgraph import parse_priority
+from barnraise.sim.tools import SERVICES
+from barnraise.sim.trace import TraceRecord
 
 if TYPE_CHECKING:
-    from actors.stored.image import SessionImage, WorldSession
+    from barnraise.actors.stored.image import SessionImage, WorldSession
 
 __all__ = ["ANSWERS", "EVENTS", "LETTERS", "WORLD_EVENTS", "GraphOps", "TaskShape", "TasksFold",
            "graph", "graph_event", "graph_letter", "matches", "world_event", "world_letter"]
@@ -52,7 +52,7 @@ EVENTS: Final = frozenset({
     "approval_requested", "approval_resolved"})
 #: The letters from the task queue its fold reads.
 LETTERS: Final = frozenset({"task_assignment", "task_result"})
-#: Task events that end (or block) a task's work: its status from sim.events.status_after.
+#: Task events that end (or block) a task's work: its status from barnraise.sim.events.status_after.
 _ENDS: Final = frozenset({"task_completed", "task_failed", "task_cancelled", "task_blocked"})
 _AWAITING: Final = "awaiting_approval"
 
@@ -61,7 +61,7 @@ _AWAITING: Final = "awaiting_approval"
 
 
 class TasksFold:
-    """The task queue's share of a realtime resume's fold (:mod:`actors.stored.resume`):
+    """The task queue's share of a realtime resume's fold (:mod:`barnraise.actors.stored.resume`):
     each session's ``tasks`` and ``task_checkpoints`` in ``sessions``, ``serials["tasks"]``,
     and :attr:`completions`. ``calls``: the log's calls not yet answered (the fold's one
     pairing), which tell what a task was made with when the log holds nothing else."""

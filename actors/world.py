@@ -15,12 +15,12 @@ request to the service that owns the tool and returns the result dict; in
 deterministic mode the call runs the simulation until the answer arrives, in
 realtime mode it waits for it (bounded). After ``session_create`` or
 ``session_join`` the client is bound to that session and may omit
-``session_id`` (the rule is :func:`sim.binding.prepare_call` and
-:func:`sim.binding.bound_session_after`). Every result has ``success``; failures
+``session_id`` (the rule is :func:`barnraise.sim.binding.prepare_call` and
+:func:`barnraise.sim.binding.bound_session_after`). Every result has ``success``; failures
 carry ``error`` and ``message`` and are never raised.
 
 ``simu.view(session_id)`` reads a session's world as frozen values (a
-:class:`sim.views.WorldView`: members, claims, tasks, canvas, progress, ...), each
+:class:`barnraise.sim.views.WorldView`: members, claims, tasks, canvas, progress, ...), each
 part built by the service that owns it, in that service's own context; see
 :meth:`Simulation.view` for what a caller may rely on in each mode.
 """
@@ -36,32 +36,32 @@ from typing import Any, TypeVar
 import pykka
 from pykka.messages import ProxyCall
 
-from actors.base import A2AActor
-from actors.client import ClientActor, InlineClientActor
-from actors.coordination import CoordinationService
-from actors.coordinator import Coordinator
-from actors.regions import RegionManager
-from actors.registry import Registry
-from actors.stored.image import Image
-from actors.supervisor import ROOT, Supervisor
-from actors.taskqueue import TaskQueue
-from sim.binding import bound_session_after, prepare_call
-from sim.dispatch import (
+from barnraise.actors.base import A2AActor
+from barnraise.actors.client import ClientActor, InlineClientActor
+from barnraise.actors.coordination import CoordinationService
+from barnraise.actors.coordinator import Coordinator
+from barnraise.actors.regions import RegionManager
+from barnraise.actors.registry import Registry
+from barnraise.actors.stored.image import Image
+from barnraise.actors.supervisor import ROOT, Supervisor
+from barnraise.actors.taskqueue import TaskQueue
+from barnraise.sim.binding import bound_session_after, prepare_call
+from barnraise.sim.dispatch import (
     DeterministicDispatcher,
     Dispatcher,
     Faults,
     RealtimeDispatcher,
     make_dispatcher,
 )
-from sim.dispatch.core import SYSTEM
-from sim.log import RESUMED
-from sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
-from sim.policy import DEFAULT_MATRIX, Policy
-from sim.store import Store
-from sim.tokens import random_id
-from sim.tool_methods import ToolMethods
-from sim.tools import TOOLS, Tool, WorldLimits, fail
-from sim.views import TasksPart, WorldView
+from barnraise.sim.dispatch.core import SYSTEM
+from barnraise.sim.log import RESUMED
+from barnraise.sim.messages import DEFAULT_MAX_CONTENT_BYTES, Message, MessageError, Priority
+from barnraise.sim.policy import DEFAULT_MATRIX, Policy
+from barnraise.sim.store import Store
+from barnraise.sim.tokens import random_id
+from barnraise.sim.tool_methods import ToolMethods
+from barnraise.sim.tools import TOOLS, Tool, WorldLimits, fail
+from barnraise.sim.views import TasksPart, WorldView
 
 __all__ = ["Client", "Simulation"]
 
@@ -74,7 +74,7 @@ T = TypeVar("T")
 class Client(ToolMethods):
     """An outside participant: tool calls in, results and messages out.
 
-    A method per tool and ``call`` come typed from :class:`sim.tool_methods.ToolMethods`;
+    A method per tool and ``call`` come typed from :class:`barnraise.sim.tool_methods.ToolMethods`;
     :meth:`call_any` takes any name.
     """
 
@@ -91,7 +91,7 @@ class Client(ToolMethods):
         """Call tool ``name`` with ``args``; wait for and return its result dict.
 
         The untyped way in, for code that has the tool's name as data; ``call`` and
-        the methods named after the tools (:class:`sim.tool_methods.ToolMethods`)
+        the methods named after the tools (:class:`barnraise.sim.tool_methods.ToolMethods`)
         are the typed ones and come here.
         """
         return self.submit_any(name, args).result()
@@ -266,8 +266,8 @@ class Simulation:
         """A session world on a ``mode`` dispatcher seeded with ``seed``.
 
         ``limits``: what sessions may cost on this host (canvas sizes, session
-        count; :class:`sim.tools.WorldLimits`, whose defaults apply when None).
-        ``faults`` is a fault plan (:class:`sim.dispatch.Faults`, or its text
+        count; :class:`barnraise.sim.tools.WorldLimits`, whose defaults apply when None).
+        ``faults`` is a fault plan (:class:`barnraise.sim.dispatch.Faults`, or its text
         ``"drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"`` or a dict): letters
         to and from agents are dropped, duplicated, delayed and reordered, and
         agents crash, all drawn from ``seed`` (docs/reliability.md).
@@ -277,9 +277,9 @@ class Simulation:
         deterministic mode (see the dispatchers); giving one to the other mode is
         a ValueError. The rest go to the dispatcher as they are.
 
-        ``store``: keep the run durable in a SQLite store (:mod:`sim.store`): a path
+        ``store``: keep the run durable in a SQLite store (:mod:`barnraise.sim.store`): a path
         for a new store (an existing store is refused, StoreError), or a
-        :class:`~sim.store.Store` the caller opened (the runner, for a resume).
+        :class:`~barnraise.sim.store.Store` the caller opened (the runner, for a resume).
         In-memory only when None.
         """
         options: dict[str, Any] = {
@@ -373,10 +373,11 @@ class Simulation:
 
         ``remote``: it stands for an agent outside the process (the gateway's), so the
         ids it is given (its calls' correlation ids, its subscriptions) are random
-        tokens from the OS CSPRNG (:func:`sim.tokens.random_id`) rather than the seeded counter.
+        tokens from the OS CSPRNG (:func:`barnraise.sim.tokens.random_id`) rather than the seeded
+        counter.
 
         ``inline``: what reaches the client is recorded on the thread that sends it
-        (realtime mode; :class:`actors.client.InlineClientActor`) rather than on the
+        (realtime mode; :class:`barnraise.actors.client.InlineClientActor`) rather than on the
         client actor's own thread: one thread hop less a call, for a driver that
         hears of arrivals through :meth:`Client.on_arrival` (the gateway's event
         loop) or waits in :meth:`Client.call` alike. Off by default: the sender
@@ -440,7 +441,7 @@ class Simulation:
     def view(self, session_id: str | None = None, *, canvas: bool = True,
              completion: bool = False, tasks: bool = True,
              timeout: float | None = None) -> WorldView:
-        """A frozen :class:`~sim.views.WorldView` of session ``session_id`` (default: the
+        """A frozen :class:`~barnraise.sim.views.WorldView` of session ``session_id`` (default: the
         oldest open session).
 
         ``canvas``: copy the tile layer and the blueprint (else both are None);
@@ -500,7 +501,8 @@ class Simulation:
         return out
 
     def restore(self, image: Image, *, crash_crew: bool = True) -> None:
-        """Continue the stopped realtime run whose world ``image`` is (:mod:`actors.stored.resume`).
+        """Continue the stopped realtime run whose world ``image`` is
+        (:mod:`barnraise.actors.stored.resume`).
 
         The clock goes on from the image's time; every service takes its share of
         every session (on its own thread, the run held meanwhile); every agent the
@@ -513,7 +515,8 @@ class Simulation:
         agent starts. In deterministic mode it does the same (the tests use it
         to restore many images cheaply), though ``barnraise resume`` re-executes a
         deterministic run instead. ValueError: a Simulation that has sessions already,
-        or an image whose :meth:`~actors.stored.resume.Image.unsupported` says why it cannot be
+        or an image whose :meth:`~barnraise.actors.stored.resume.Image.unsupported` says why it
+        cannot be
         resumed.
         """
         d = self.dispatcher

@@ -11,12 +11,14 @@ helpers), :mod:`barnraise.plots` (figures) and :mod:`barnraise.gateway` (the net
 
 Everything else lives in the module that owns it: ``barnraise.runner`` (``resume``,
 ``replay``), ``barnraise.loading`` (``list_scenarios``), ``barnraise.outputs``
-(``RunSummary``), ``sim.tools`` (``TOOLS``),
-``sim.tool_methods`` (the typed tool methods and their argument and result types),
-``sim.dispatch`` (``Dispatcher``, ``RunReport``), ``sim.policy`` (``Policy``),
-``sim.metrics`` (``Metrics``), ``actors.stored.run`` (``StoredRun``), ``sim.views``
-(``WorldView``), ``sim.messages`` (``Region``), ``actors.recording`` (``Recorder``),
-``actors.registry`` (``Registry``), ``actors.base`` (``A2AActor``),
+(``RunSummary``), ``barnraise.sim.tools`` (``TOOLS``),
+``barnraise.sim.tool_methods`` (the typed tool methods and their argument and result types),
+``barnraise.sim.dispatch`` (``Dispatcher``, ``RunReport``), ``barnraise.sim.policy`` (``Policy``),
+``barnraise.sim.metrics`` (``Metrics``), ``barnraise.actors.stored.run`` (``StoredRun``),
+``barnraise.sim.views``
+(``WorldView``), ``barnraise.sim.messages`` (``Region``), ``barnraise.actors.recording``
+(``Recorder``),
+``barnraise.actors.registry`` (``Registry``), ``barnraise.actors.base`` (``A2AActor``),
 ``barnraise.gateway`` (``RemoteClient``). Those layers stay importable; names not
 listed in an ``__all__`` may change.
 
@@ -42,18 +44,18 @@ listed in an ``__all__`` may change.
 
 from importlib import metadata as _metadata
 
-from actors.base import Agent, DeliveryError, RequestError, WaitTimeout
-from actors.world import Client, Simulation
 from barnraise import gateway, kit, plots
+from barnraise.actors.base import Agent, DeliveryError, RequestError, WaitTimeout
+from barnraise.actors.world import Client, Simulation
 from barnraise.gateway.remote import RemoteError, connect
 from barnraise.outputs import RunResult
 from barnraise.runner import open_run, run
+from barnraise.scenarios import ParamError, ScenarioError
+from barnraise.sim.dispatch import make_dispatcher
+from barnraise.sim.messages import Message, MessageError, Priority
+from barnraise.sim.store import StoreError
+from barnraise.sim.trace import Trace
 from barnraise.sweeps import SweepError, sweep
-from scenarios import ParamError, ScenarioError
-from sim.dispatch import make_dispatcher
-from sim.messages import Message, MessageError, Priority
-from sim.store import StoreError
-from sim.trace import Trace
 
 __all__ = [
     "Agent",

@@ -38,8 +38,8 @@ from barnraise.runner import (
     resume_request,
     run_request,
 )
-from sim.clock import check_time_scale
-from sim.store import SNAPSHOT_EVERY
+from barnraise.sim.clock import check_time_scale
+from barnraise.sim.store import SNAPSHOT_EVERY
 
 #: Frame side (cells) of the canvas animation ``--out`` writes.
 OUT_FRAME_SIZE = 96

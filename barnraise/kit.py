@@ -1,13 +1,13 @@
 """The scenario-authoring kit: the helpers the shipped scenarios share, for your own.
 
-The same objects as :mod:`scenarios._kit` (where they live and are documented, one
+The same objects as :mod:`barnraise.scenarios._kit` (where they live and are documented, one
 function per job): sessions and crews (:func:`host_session`, :func:`spawn`,
 :data:`ROLE_BEHAVIOURS`), seeded data (:func:`rng_for`, :func:`kernel_blueprint`),
 rectangles (:func:`box`), and readers of what a run recorded (:func:`session_events`,
 :func:`deliveries`, :func:`calls_before`, :class:`Replay`, :func:`percentile`, ...).
 """
 
-from scenarios._kit import (
+from barnraise.scenarios._kit import (
     PATIENCE,
     ROLE_BEHAVIOURS,
     Replay,

@@ -6,7 +6,7 @@ A scenario is a Python module (in ``scenarios/``, or any file given by path) wit
 * a docstring: its first line is the one-line description ``barnraise scenarios``
   shows; the rest says what it shows, its parameters and its success check;
 * ``PARAMS``: a dict of parameter defaults, whose types are the parameters' types;
-* ``run(simu, **params) -> dict``: drives a :class:`~actors.world.Simulation`
+* ``run(simu, **params) -> dict``: drives a :class:`~barnraise.actors.world.Simulation`
   and returns the scenario's own figures (its ``metrics``); a ``session_id`` key
   names the session whose world figures go into the summary (else the first);
 * ``check(summary) -> bool``: the success check, over the whole summary;
@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-import scenarios
-from scenarios import ANY_NUMBER, Bound, ScenarioError
-from sim.store import StoreError
+from barnraise import scenarios
+from barnraise.scenarios import ANY_NUMBER, Bound, ScenarioError
+from barnraise.sim.store import StoreError
 
 if TYPE_CHECKING:
     pass
@@ -57,7 +57,7 @@ def list_scenarios() -> list[tuple[str, str]]:
     for info in sorted(pkgutil.iter_modules(scenarios.__path__), key=lambda i: i.name):
         if info.name.startswith("_") or info.ispkg:
             continue
-        module = importlib.import_module(f"scenarios.{info.name}")
+        module = importlib.import_module(f"barnraise.scenarios.{info.name}")
         if hasattr(module, "run") and hasattr(module, "PARAMS"):
             found.append((info.name, _first_line(module)))
     return found
@@ -124,7 +124,7 @@ def _load(name_or_path: str, expect_sha256: str | None = None, *, file: bool | N
         if name_or_path not in known:
             raise ScenarioError(f"unknown scenario {name_or_path!r}; known: "
                                 f"{', '.join(sorted(known))}")
-        module = importlib.import_module(f"scenarios.{name_or_path}")
+        module = importlib.import_module(f"barnraise.scenarios.{name_or_path}")
     for needed in ("PARAMS", "run", "check"):
         if not hasattr(module, needed):
             raise ScenarioError(f"{name_or_path}: a scenario needs {needed} "

@@ -1,4 +1,5 @@
-"""A run's outputs: :class:`RunResult` (the record of a run, :class:`sim.record.RunRecord`:
+"""A run's outputs: :class:`RunResult` (the record of a run,
+:class:`barnraise.sim.record.RunRecord`:
 its summary, frames, canvas, and the files ``--out`` writes) and :class:`RunSummary`
 (what ``barnraise run --json`` prints), and :func:`check_out_dir` (``--out``'s check,
 before a run starts). Running is :mod:`barnraise.runner`'s.
@@ -16,14 +17,20 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
-from actors.stored.rebuild import fold_records
-from actors.stored.run import StoredRun
-from scenarios import ScenarioError
-from sim.analyses import events_frame, messages_frame, task_intervals
-from sim.metrics import Metrics
-from sim.record import RunRecord, canvas_of, delegations_frame, fold_delegations, record_repr
-from sim.store import RunInfo
-from sim.trace import Trace, TraceRecord
+from barnraise.actors.stored.rebuild import fold_records
+from barnraise.actors.stored.run import StoredRun
+from barnraise.scenarios import ScenarioError
+from barnraise.sim.analyses import events_frame, messages_frame, task_intervals
+from barnraise.sim.metrics import Metrics
+from barnraise.sim.record import (
+    RunRecord,
+    canvas_of,
+    delegations_frame,
+    fold_delegations,
+    record_repr,
+)
+from barnraise.sim.store import RunInfo
+from barnraise.sim.trace import Trace, TraceRecord
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,7 +73,7 @@ class RunSummary(TypedDict):
     #: Tasks by status.
     tasks: dict[str, int]
     behaviour_errors: int
-    #: How the run ended (a :class:`sim.dispatch.RunReport` reason) and who still waited.
+    #: How the run ended (a :class:`barnraise.sim.dispatch.RunReport` reason) and who still waited.
     run_end: str
     waiting: list[str]
     #: What the scenario's own ``run`` returned.
@@ -125,14 +132,15 @@ class RunResult:
         return self.metrics
 
     def timeseries(self, session_id: str | None = None) -> pd.DataFrame:
-        """Model-level samples, one row each (:data:`sim.metrics.TIMESERIES_DTYPES`).
+        """Model-level samples, one row each (:data:`barnraise.sim.metrics.TIMESERIES_DTYPES`).
 
         Every session's by default; ``session_id`` keeps one.
         """
         return self._recorded().timeseries(session_id)
 
     def agent_timeseries(self, session_id: str | None = None) -> pd.DataFrame:
-        """Agent-level samples, one row per agent per sample (:data:`sim.metrics.AGENT_DTYPES`)."""
+        """Agent-level samples, one row per agent per sample
+        (:data:`barnraise.sim.metrics.AGENT_DTYPES`)."""
         return self._recorded().agent_timeseries(session_id)
 
     def canvas(self, at: float | None = None, session_id: str | None = None
@@ -141,7 +149,8 @@ class RunResult:
         summary's session, else the first) after every record at or before simulated
         time ``at``: at the end (``at`` None) of the summary's session, the canvas the
         run kept (:attr:`final_canvas`); else folded from the trace
-        (:func:`actors.stored.rebuild.fold_records`), as ``open_run(store).canvas(at)`` folds the
+        (:func:`barnraise.actors.stored.rebuild.fold_records`), as ``open_run(store).canvas(at)``
+        folds the
         stored log. None when that session has no canvas then."""
         if at is None and (session_id is None or session_id == self.session_id) \
                 and self.final_canvas is not None:
@@ -150,7 +159,8 @@ class RunResult:
                          self.summary)
 
     def events(self) -> pd.DataFrame:
-        """The run's domain events, one row each (see :func:`sim.analyses.events_frame`)."""
+        """The run's domain events, one row each (see
+        :func:`barnraise.sim.analyses.events_frame`)."""
         return events_frame(self.trace)
 
     def records(self) -> Iterator[TraceRecord]:
@@ -158,8 +168,8 @@ class RunResult:
         return self.trace.records()
 
     def delegations(self) -> pd.DataFrame:
-        """One row per task the run delegated (:data:`sim.record.DELEGATION_COLUMNS`),
-        folded from the trace (:func:`sim.record.fold_delegations`): the frame
+        """One row per task the run delegated (:data:`barnraise.sim.record.DELEGATION_COLUMNS`),
+        folded from the trace (:func:`barnraise.sim.record.fold_delegations`): the frame
         ``open_run(store).delegations()`` gives for the same run."""
         return delegations_frame(fold_delegations(self.trace.records()))
 
@@ -167,11 +177,12 @@ class RunResult:
         return record_repr("RunResult", self.summary, len(self.trace))
 
     def messages(self, start: float = 0.0, end: float = math.inf) -> pd.DataFrame:
-        """Deliveries and drops in a time window (see :func:`sim.analyses.messages_frame`)."""
+        """Deliveries and drops in a time window (see
+        :func:`barnraise.sim.analyses.messages_frame`)."""
         return messages_frame(self.trace, start, end)
 
     def task_intervals(self) -> pd.DataFrame:
-        """One row per attempt at a task (see :func:`sim.analyses.task_intervals`)."""
+        """One row per attempt at a task (see :func:`barnraise.sim.analyses.task_intervals`)."""
         return task_intervals(self.events(), self.tasks)
 
     def write(self, directory: str | pathlib.Path) -> list[pathlib.Path]:

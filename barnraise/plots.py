@@ -4,7 +4,7 @@ here and nowhere else, in the application layer: nothing in ``sim``, ``actors`` 
 when a figure is first drawn, never at import.
 
 Every function takes plain data (numpy arrays, lists of dicts, the DataFrames of
-:mod:`sim.metrics` and of a sweep), never actors, and returns a
+:mod:`barnraise.sim.metrics` and of a sweep), never actors, and returns a
 ``matplotlib.figure.Figure`` built with the object-oriented API (or, for the
 animation, a ``FuncAnimation`` over such a Figure). **Nothing here selects or
 switches a backend**: a Figure made this way needs none, so ``plt.show()`` and
@@ -160,7 +160,7 @@ def save_canvas_png(path: str | pathlib.Path, tiles: np.ndarray[Any, Any],
 
 
 def gantt_figure(spans: pd.DataFrame, *, title: str = "") -> Figure:
-    """Tasks per agent over time: :func:`sim.analyses.task_intervals`'s table as bars.
+    """Tasks per agent over time: :func:`barnraise.sim.analyses.task_intervals`'s table as bars.
 
     One row per agent (in order of first work), one bar per attempt coloured by
     its outcome; repairs are hatched; a wait for an approval is a yellow bar
@@ -299,7 +299,7 @@ def dag_figure(tasks: Sequence[Mapping[str, Any]], *, title: str = "") -> Figure
 
 def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = None,
                     title: str = "", max_messages: int = 60) -> Figure:
-    """A message sequence diagram of :func:`sim.analyses.messages_frame`'s table.
+    """A message sequence diagram of :func:`barnraise.sim.analyses.messages_frame`'s table.
 
     A lifeline per agent (``agents``, or everyone who appears, in order of first
     appearance), an arrow per delivery from sender to recipient, a cross at the
@@ -372,7 +372,7 @@ def timeseries_figure(series: pd.DataFrame, *, title: str = "",
                       panels: Mapping[str, Sequence[str]] | None = None) -> Figure:
     """The collector's figures over time, one panel per group, one line per column.
 
-    ``series`` is :func:`sim.metrics.timeseries_frame`'s table (one session's).
+    ``series`` is :func:`barnraise.sim.metrics.timeseries_frame`'s table (one session's).
     A column is drawn from the rows that measured it, as steps, with the value
     each instant ended on (several events at one instant show as one step);
     columns with no data, and panels left empty, are not drawn.
@@ -465,7 +465,7 @@ def canvas_animation(frames: Sequence[Any], *, title: str = "",
                      interval_ms: int = 200) -> FuncAnimation:
     """The build as an animation: one frame per recorded canvas frame.
 
-    ``frames`` are :class:`sim.metrics.Frame` values (``t``, ``tiles``). Save it
+    ``frames`` are :class:`barnraise.sim.metrics.Frame` values (``t``, ``tiles``). Save it
     with :func:`save_gif`; ``animation.to_jshtml()`` shows it in a notebook.
     ValueError when there is no frame.
     """

@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-import scenarios
-from actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
-from actors.stored.resume import Image, image_of
-from actors.stored.run import StoredRun
-from actors.world import Simulation
+from barnraise import scenarios
+from barnraise.actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
+from barnraise.actors.stored.resume import Image, image_of
+from barnraise.actors.stored.run import StoredRun
+from barnraise.actors.world import Simulation
 from barnraise.loading import UnverifiedScript, _load, coerce_params, is_script
 from barnraise.outputs import RunResult, RunSummary
-from scenarios import ParamError, ScenarioError
-from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
-from sim.dispatch import Faults, FaultsError
-from sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
-from sim.views import WorldView
+from barnraise.scenarios import ParamError, ScenarioError
+from barnraise.sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
+from barnraise.sim.dispatch import Faults, FaultsError
+from barnraise.sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
+from barnraise.sim.views import WorldView
 
 if TYPE_CHECKING:
     pass
@@ -158,7 +158,7 @@ def run(
     the counts the events moved with them (``RunResult.metrics.drift``; slower).
 
     ``faults`` is a fault plan (``"drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"``,
-    a dict or a :class:`sim.dispatch.Faults`; docs/reliability.md): drawn from the
+    a dict or a :class:`barnraise.sim.dispatch.Faults`; docs/reliability.md): drawn from the
     seed, recorded in the trace, and reported in the summary's ``faults``.
 
     ``store``: keep the run durable in a SQLite file there (see docs/store.md);
@@ -428,7 +428,7 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
                          world["tasks"], recorded)
 
 
-#: The summary's names for what an injector counts (sim.dispatch.FAULT_KINDS).
+#: The summary's names for what an injector counts (barnraise.sim.dispatch.FAULT_KINDS).
 _FAULT_WORDS = {"drop": "dropped", "duplicate": "duplicated", "delay": "delayed",
                 "reorder": "reordered", "crash": "crashed"}
 

@@ -20,7 +20,7 @@ PROBE = r'''
 import gc, json, statistics, time
 from benchmarks import runtime
 import barnraise
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 out = {}
 out["request_reply_per_s"] = runtime.barnraise_request_rate(20000)
 spent = []

@@ -19,9 +19,9 @@ import statistics
 import time
 from typing import Any
 
-from actors.base import Agent
+from barnraise.actors.base import Agent
+from barnraise.sim.dispatch import make_dispatcher
 from benchmarks.runtime import _Counter, _Echo, _summary, interleaved
-from sim.dispatch import make_dispatcher
 
 PLAN = "drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"
 

@@ -74,7 +74,7 @@ def _frozen_heap() -> Iterator[None]:
 
 def bench_world_only(clients: int = 100, calls: int = 200) -> dict[str, Any]:
     """The same call mix through in-process Clients on threads: the world's own cost."""
-    from actors.world import Simulation
+    from barnraise.actors.world import Simulation
 
     with Simulation(seed=1, mode="realtime", time_scale=1.0, trace=False) as simu:
         host = simu.client("host")

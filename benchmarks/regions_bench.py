@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from actors.world import Client, Simulation
+from barnraise.actors.world import Client, Simulation
 from benchmarks.runtime import _summary, interleaved
 
 #: (agent index, x, y, width, height, exclusive)

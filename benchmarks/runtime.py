@@ -22,10 +22,10 @@ from typing import Any
 
 import pykka
 
-from actors.base import A2AActor, Agent
-from actors.registry import Registry
-from sim.dispatch import Dispatcher, make_dispatcher
-from sim.messages import Message
+from barnraise.actors.base import A2AActor, Agent
+from barnraise.actors.registry import Registry
+from barnraise.sim.dispatch import Dispatcher, make_dispatcher
+from barnraise.sim.messages import Message
 
 
 def interleaved(repeats: int, **sides: Callable[[], float]) -> dict[str, list[float]]:
@@ -345,7 +345,7 @@ def bench_loop_collector(grid_size: int = 840, repeats: int = 5) -> dict[str, An
     trace digests must be equal (the collector changes when memory is freed, not what
     a run does)."""
     from barnraise.runner import run as run_scenario
-    from sim.dispatch import deterministic
+    from barnraise.sim.dispatch import deterministic
 
     shipped = deterministic.LOOP_GC_THRESHOLD
     params = {"grid_size": grid_size, "block": 30}

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from actors.base import A2AActor, Agent
+from barnraise.actors.base import A2AActor, Agent
 from barnraise.runner import run as run_scenario
+from barnraise.scenarios._kit import seeded_tiles
+from barnraise.sim.dispatch import make_dispatcher
+from barnraise.sim.messages import Message, Priority
+from barnraise.sim.seeds import seed_for
 from benchmarks.runtime import _summary, interleaved
-from scenarios._kit import seeded_tiles
-from sim.dispatch import make_dispatcher
-from sim.messages import Message, Priority
-from sim.seeds import seed_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -215,10 +215,10 @@ async def _joined(agent: Any) -> None:
 
 def join_phase(agents: int, grid: int = 1024, seed: int = 0) -> dict[str, Any]:
     """``agents`` builders join one session and meet at the crew's ready barrier, as
-    every scenario's crew does (``scenarios._kit.spawn``), and do nothing else: the
+    every scenario's crew does (``barnraise.scenarios._kit.spawn``), and do nothing else: the
     join phase alone, in wall and CPU seconds."""
-    from actors.world import Simulation
-    from scenarios._kit import host_session, spawn
+    from barnraise.actors.world import Simulation
+    from barnraise.scenarios._kit import host_session, spawn
 
     wall, cpu = time.perf_counter(), time.process_time()
     with Simulation(seed=seed) as simu:

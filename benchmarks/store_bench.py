@@ -140,8 +140,8 @@ def bench_resume_killed(records: int = 100_000, grid_size: int = 900, block: int
     target's measure); ``resume_s`` goes on to the run's end. ``grid_size`` is chosen
     so that the run goes well past the kill. The whole run in memory, interleaved,
     is ``memory_s``; medians."""
-    from actors.stored.run import StoredRun
-    from sim.store import GROUP_RECORDS
+    from barnraise.actors.stored.run import StoredRun
+    from barnraise.sim.store import GROUP_RECORDS
 
     params = {"grid_size": grid_size, "block": block}
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
@@ -200,10 +200,10 @@ def bench_resume_realtime(records: int = 100_000, grid_size: int = 840, builders
     up to there is what the target (< 2 s for 100,000 records) measures. The rest of the
     resumed run is the build's remaining work, not resume cost. Each round restores a
     fresh copy of the killed store; medians."""
-    from actors.stored.resume import image_of
-    from actors.stored.run import StoredRun
-    from actors.world import Simulation
-    from sim.store import Store, check_store
+    from barnraise.actors.stored.resume import image_of
+    from barnraise.actors.stored.run import StoredRun
+    from barnraise.actors.world import Simulation
+    from barnraise.sim.store import Store, check_store
 
     with tempfile.TemporaryDirectory(prefix="barnraise-store-bench-") as folder:
         path = pathlib.Path(folder) / "killed.db"

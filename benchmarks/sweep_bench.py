@@ -78,8 +78,8 @@ def _time_inside_the_recorder(grid_size: int, repeats: int = 5) -> tuple[dict[st
     a kernel_build run (medians of ``repeats`` runs), and the run's own seconds."""
     import statistics
 
-    from actors.recording import Recorder
-    from sim.metrics import MetricsCollector
+    from barnraise.actors.recording import Recorder
+    from barnraise.sim.metrics import MetricsCollector
 
     spent = {"events": 0.0, "intervals": 0.0}
     on_event, sample = MetricsCollector.on_event, Recorder.sample

@@ -4,7 +4,7 @@
 completes it in dependency order three ways, interleaved round by round:
 
 * **task_queue** (the figure that counts): the ``tasks`` actor in a
-  deterministic :class:`~actors.world.Simulation` with the trace off. An
+  deterministic :class:`~barnraise.actors.world.Simulation` with the trace off. An
   architect client delegates every task with ``task_delegate`` (timed apart as
   ``delegate_s``). Then the architect hands each of ``workers`` simulated
   agents (:class:`Worker`, session members) a share of the tasks that had no
@@ -24,7 +24,7 @@ completes it in dependency order three ways, interleaved round by round:
   messages) and marking them complete. Its rounds equal the DAG's depth, so
   its cost grows as depth x tasks.
 * **graph_only** (context, not compared): the same completion straight on a
-  :class:`~sim.taskgraph.TaskGraph` (``start_next`` / ``complete``), with no
+  :class:`~barnraise.sim.taskgraph.TaskGraph` (``start_next`` / ``complete``), with no
   actors: what the queue's bookkeeping costs without the machinery around it.
 
 ``ratio`` is notes ``execute_s`` over task_queue ``complete_s`` (medians), so it
@@ -41,11 +41,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.base import Agent
-from actors.world import Simulation
+from barnraise.actors.base import Agent
+from barnraise.actors.world import Simulation
+from barnraise.sim.messages import Message, Priority
+from barnraise.sim.taskgraph import TaskGraph
 from benchmarks.runtime import _summary, interleaved
-from sim.messages import Message, Priority
-from sim.taskgraph import TaskGraph
 
 __all__ = ["Worker", "bench_task_dag", "dag_depth", "dag_shape", "notes_build_dag",
            "notes_execute"]

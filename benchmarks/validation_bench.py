@@ -1,19 +1,19 @@
 """Tool-argument validation: the hand-compiled checkers against fastjsonschema and msgspec.
 
-Issue 7 lets ``sim.validation.validate`` stay hand-compiled only if the libraries
+Issue 7 lets ``barnraise.sim.validation.validate`` stay hand-compiled only if the libraries
 are slower on the hot path. Each side here does the whole job
 ``validate`` does for a service: check the arguments against the tool's
 schema (types, bounds, enums, required and unknown keys; a bool is never an
 integer) and hand back a fresh dict with the defaults filled in, leaving the
 caller's dict untouched.
 
-* ``hand``: the hand-compiled checkers (``sim.validation.compile_schema``), which
-  ``sim.validation.validate`` used until this comparison and still uses to word
+* ``hand``: the hand-compiled checkers (``barnraise.sim.validation.compile_schema``), which
+  ``barnraise.sim.validation.validate`` used until this comparison and still uses to word
   the error when an argument is refused.
 * ``fastjsonschema``: the same JSON schema compiled by fastjsonschema with
   ``use_default=True``; it fills defaults *into* the dict it checks, so the
   arguments are copied first (nested objects too, where a default could land).
-* ``msgspec``: ``sim.validation.validate`` as the services call it now: one
+* ``msgspec``: ``barnraise.sim.validation.validate`` as the services call it now: one
   ``msgspec.Struct`` per schema, generated from it (constraints as ``Meta``,
   enums as ``Literal``, absent optional keys as ``UNSET``),
   ``msgspec.convert(args, Struct)`` then ``msgspec.to_builtins`` back to a dict.
@@ -35,8 +35,8 @@ from typing import Any
 
 import fastjsonschema
 
-from sim.tools import TOOLS, ToolError
-from sim.validation import compile_schema, validate
+from barnraise.sim.tools import TOOLS, ToolError
+from barnraise.sim.validation import compile_schema, validate
 
 SAMPLES: dict[str, dict[str, Any]] = {
     "builder_place_tiles": {

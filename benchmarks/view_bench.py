@@ -43,10 +43,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.outputs import RunResult
 from barnraise.runner import check_request, run_request
-from sim.dispatch import DeterministicDispatcher, Gate
+from barnraise.sim.dispatch import DeterministicDispatcher, Gate
 
 #: The project's root: the page's process runs ``-m benchmarks.view_page`` from there.
 _ROOT = str(pathlib.Path(__file__).resolve().parents[1])

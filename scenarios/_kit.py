@@ -22,7 +22,7 @@ Reading what a run recorded
     :func:`mean`, :func:`percentile`.
 
 The world itself (claims, canvas, tasks, progress) is read with
-``simu.view(session_id)``, the frozen read API of ``actors.world.Simulation``;
+``simu.view(session_id)``, the frozen read API of ``barnraise.actors.world.Simulation``;
 nothing here reads a service's private state. The leading underscore keeps this
 module out of the scenario list.
 """
@@ -37,17 +37,17 @@ from typing import Any, Final, TypeVar
 
 import numpy as np
 
-from actors.agents import Participant, architect, builder, observer, tester
-from actors.agents.builder import rows_built
-from actors.agents.participant import Behaviour
-from actors.stored.run import StoredRun
-from actors.world import Client, Simulation
-from sim.canvas import Tile
-from sim.dispatch import seed_for
-from sim.geometry import Rect
-from sim.log import RESUMED, decode, is_call, paired
-from sim.messages import Message
-from sim.trace import TraceRecord
+from barnraise.actors.agents import Participant, architect, builder, observer, tester
+from barnraise.actors.agents.builder import rows_built
+from barnraise.actors.agents.participant import Behaviour
+from barnraise.actors.stored.run import StoredRun
+from barnraise.actors.world import Client, Simulation
+from barnraise.sim.canvas import Tile
+from barnraise.sim.dispatch import seed_for
+from barnraise.sim.geometry import Rect
+from barnraise.sim.log import RESUMED, decode, is_call, paired
+from barnraise.sim.messages import Message
+from barnraise.sim.trace import TraceRecord
 
 __all__ = [
     "PATIENCE",
@@ -359,7 +359,7 @@ def calls_before(simu: Simulation, agent_id: str) -> list[dict[str, Any]]:
     such a call of an earlier incarnation: the seq where the run that made it was
     resumed, with it dead; else None).
 
-    Calls and answers are paired by the log's one pairing (:func:`sim.log.paired`), each
+    Calls and answers are paired by the log's one pairing (:func:`barnraise.sim.log.paired`), each
     run of a log that was resumed before on its own.
     """
     image = simu.restored

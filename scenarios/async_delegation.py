@@ -34,12 +34,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from actors.agents.alerts import ALERT_EVENT, alert
-from actors.agents.delegation import Delegation, DelegationLedger, delegate_worker
-from actors.agents.participant import Participant
-from actors.world import Simulation
-from scenarios import COUNT, GRID, WAIT, Bound, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.alerts import ALERT_EVENT, alert
+from barnraise.actors.agents.delegation import Delegation, DelegationLedger, delegate_worker
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, GRID, WAIT, Bound, ParamError
+from barnraise.scenarios._kit import (
     answered_before,
     count,
     deliveries,

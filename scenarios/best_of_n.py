@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.agents.critic import best_of_n_lead, critic, writer
-from actors.world import Simulation
-from scenarios import COUNT, FRACTION, GRID, Bound, ParamError
-from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
+from barnraise.actors.agents.critic import best_of_n_lead, critic, writer
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, FRACTION, GRID, Bound, ParamError
+from barnraise.scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
 
 NAME = "best_of_n"
 PARAMS: dict[str, Any] = {

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant
-from actors.stored.run import StoredRun
-from actors.world import Simulation
-from scenarios import COUNT, GRID, Bound, ParamError
-from scenarios._kit import PATIENCE, box, host_session, mark, seeded_tiles, spawn
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.stored.run import StoredRun
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, GRID, Bound, ParamError
+from barnraise.scenarios._kit import PATIENCE, box, host_session, mark, seeded_tiles, spawn
 
 NAME = "checkpoint_rollback"
 PARAMS: dict[str, Any] = {"builders": 2, "band": 24, "before": 12, "after": 8, "overlap": 4}

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant
-from actors.world import Simulation
-from scenarios import GRID, Bound, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import GRID, Bound, ParamError
+from barnraise.scenarios._kit import (
     Replay,
     box,
     calls_before,
@@ -44,7 +44,7 @@ from scenarios._kit import (
     session_events,
     spawn,
 )
-from sim.geometry import find_free_placement
+from barnraise.sim.geometry import find_free_placement
 
 NAME = "conflict_resolution"
 PARAMS: dict[str, Any] = {

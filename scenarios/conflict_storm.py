@@ -43,10 +43,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.agents.participant import Participant
-from actors.world import Simulation
-from scenarios import COUNT, GRID, RATE, WAIT, Bound, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, GRID, RATE, WAIT, Bound, ParamError
+from barnraise.scenarios._kit import (
     Replay,
     calls_before,
     host_session,
@@ -56,7 +56,7 @@ from scenarios._kit import (
     spawn,
     total,
 )
-from sim.geometry import Rect
+from barnraise.sim.geometry import Rect
 
 NAME = "conflict_storm"
 PARAMS: dict[str, Any] = {

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
-from actors.agents.participant import FINISHED, Participant, my_delegations
-from actors.world import Simulation
-from scenarios import FRACTION, GRID, RATE, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.participant import FINISHED, Participant, my_delegations
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import FRACTION, GRID, RATE, ParamError
+from barnraise.scenarios._kit import (
     box,
     deliveries,
     host_session,
@@ -39,7 +39,7 @@ from scenarios._kit import (
     session_events,
     spawn,
 )
-from sim.messages import Message
+from barnraise.sim.messages import Message
 
 NAME = "delegation_chain"
 PARAMS: dict[str, Any] = {"size": 40, "tile_rate": 800.0, "error_rate": 0.0}

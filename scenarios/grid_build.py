@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant
-from actors.world import Simulation
-from scenarios import COUNT, GRID, WAIT, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, GRID, WAIT, ParamError
+from barnraise.scenarios._kit import (
     host_session,
     placed_before,
     restored_canvas,

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from actors.world import Client, Simulation
-from scenarios import GRID, RATE, WAIT, Bound, ParamError
-from scenarios._kit import (
+from barnraise.actors.world import Client, Simulation
+from barnraise.scenarios import GRID, RATE, WAIT, Bound, ParamError
+from barnraise.scenarios._kit import (
     box,
     calls_before,
     delivered_before,

@@ -32,10 +32,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from actors.agents.critic import critic_tester, writer
-from actors.world import Simulation
-from scenarios import COUNT, FRACTION, GRID, RATE, Bound, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.critic import critic_tester, writer
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, FRACTION, GRID, RATE, Bound, ParamError
+from barnraise.scenarios._kit import (
     current,
     host_session,
     kernel_blueprint,

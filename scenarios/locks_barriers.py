@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.agents.participant import Participant
-from actors.world import Simulation
-from scenarios import COUNT, WAIT, Bound, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, WAIT, Bound, ParamError
+from barnraise.scenarios._kit import (
     PATIENCE,
     Replay,
     calls_before,

@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant
-from actors.world import Client, Simulation
-from scenarios import COUNT, GRID, RATE, WAIT, Bound, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.world import Client, Simulation
+from barnraise.scenarios import COUNT, GRID, RATE, WAIT, Bound, ParamError
+from barnraise.scenarios._kit import (
     current,
     deliveries,
     host_session,

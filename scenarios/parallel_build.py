@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant
-from actors.world import Simulation
-from scenarios import COUNT, GRID, RATE, WAIT, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, GRID, RATE, WAIT, ParamError
+from barnraise.scenarios._kit import (
     PATIENCE,
     box,
     host_session,

@@ -29,16 +29,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.agents.participant import (
+from barnraise.actors.agents.participant import (
     FINISHED,
     Participant,
     accept_next,
     my_delegations,
     results_read,
 )
-from actors.world import Simulation
-from scenarios import COUNT, ParamError
-from scenarios._kit import answered_before, deliveries, host_session, mark, spawn
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, ParamError
+from barnraise.scenarios._kit import answered_before, deliveries, host_session, mark, spawn
 
 NAME = "permissions"
 PARAMS: dict[str, Any] = {"builders": 2}

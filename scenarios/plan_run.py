@@ -34,12 +34,22 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-from actors.agents.plans import PlanError, approver, load_plan, plan_runner, progress_watcher
-from actors.agents.plans.approvals import APPROVAL_REQUESTED, APPROVAL_RESOLVED, APPROVAL_RESPONSE
-from actors.agents.plans.runner import PLAN_EVENTS
-from actors.world import Simulation
-from scenarios import COUNT, GRID, RATE, Bound, ParamError
-from scenarios._kit import (
+from barnraise.actors.agents.plans import (
+    PlanError,
+    approver,
+    load_plan,
+    plan_runner,
+    progress_watcher,
+)
+from barnraise.actors.agents.plans.approvals import (
+    APPROVAL_REQUESTED,
+    APPROVAL_RESOLVED,
+    APPROVAL_RESPONSE,
+)
+from barnraise.actors.agents.plans.runner import PLAN_EVENTS
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, GRID, RATE, Bound, ParamError
+from barnraise.scenarios._kit import (
     answered_before,
     count,
     delivered_before,

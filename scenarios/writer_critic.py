@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.agents.architect import plan_blocks
-from actors.agents.critic import critic, refinement_lead, writer
-from actors.world import Simulation
-from scenarios import COUNT, FRACTION, GRID, Bound, ParamError
-from scenarios._kit import answered_before, host_session, kernel_blueprint, rng_for, spawn
+from barnraise.actors.agents.architect import plan_blocks
+from barnraise.actors.agents.critic import critic, refinement_lead, writer
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import COUNT, FRACTION, GRID, Bound, ParamError
+from barnraise.scenarios._kit import answered_before, host_session, kernel_blueprint, rng_for, spawn
 
 NAME = "writer_critic"
 PARAMS: dict[str, Any] = {

@@ -4,8 +4,8 @@ Nothing here imports ``actors``, ``scenarios`` or ``barnraise``: the layers abov
 build on these names. Everything not listed in ``__all__`` may change.
 """
 
-from sim.clock import VirtualClock, WallClock
-from sim.dispatch import (
+from barnraise.sim.clock import VirtualClock, WallClock
+from barnraise.sim.dispatch import (
     DeterministicDispatcher,
     Dispatcher,
     RealtimeDispatcher,
@@ -16,8 +16,8 @@ from sim.dispatch import (
     Waiter,
     make_dispatcher,
 )
-from sim.messages import Message, MessageError, Metadata, Priority, Region
-from sim.trace import Trace, TraceRecord
+from barnraise.sim.messages import Message, MessageError, Metadata, Priority, Region
+from barnraise.sim.trace import Trace, TraceRecord
 
 __all__ = [
     "DeterministicDispatcher",

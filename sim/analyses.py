@@ -2,7 +2,7 @@
 its deliveries and drops (:func:`messages_frame`) and the attempts at its tasks
 (:func:`task_intervals`). Analyses of a trace, live or stored (``RunResult`` and
 ``StoredRun`` give ``events()`` from :func:`events_frame`); the per-step samples a
-recorder takes are :mod:`sim.metrics`'.
+recorder takes are :mod:`barnraise.sim.metrics`'.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sim.trace import EVENT as EVENT_RECORD
-from sim.trace import Trace, TraceRecord
+from barnraise.sim.trace import EVENT as EVENT_RECORD
+from barnraise.sim.trace import Trace, TraceRecord
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sim.tools import TOOLS, Tool, fail
+from barnraise.sim.tools import TOOLS, Tool, fail
 
 __all__ = ["BINDING_TOOLS", "TAKES_SESSION", "bound_session_after", "prepare_call"]
 

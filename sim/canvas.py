@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from sim.geometry import Rect
+from barnraise.sim.geometry import Rect
 
 __all__ = [
     "CanvasSnapshot",

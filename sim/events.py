@@ -388,7 +388,7 @@ class ApprovalResolved(TaskEvent, frozen=True, kw_only=True, tag="approval_resol
 
 class TaskResultRead(Event, frozen=True, kw_only=True, tag="task_result_read"):
     """A restarted delegator read a finished task from the queue (a delivery of its
-    result; see ``actors.agents.participant.results_read``). Traced, not published."""
+    result; see ``barnraise.actors.agents.participant.results_read``). Traced, not published."""
 
     session_id: str | None
     task_id: str

@@ -1,14 +1,15 @@
 """The one reader of a stored run's log: its decoder, and the pairing of calls with answers.
 
-Every reader of a stored log (:func:`actors.stored.rebuild.world_at` and the view's
-:class:`actors.stored.index.LogIndex`, :func:`actors.stored.resume.image_of` for a realtime resume,
-the store's delegations table, ``scenarios._kit.calls_before``) decodes a record's
+Every reader of a stored log (:func:`barnraise.actors.stored.rebuild.world_at` and the view's
+:class:`barnraise.actors.stored.index.LogIndex`, :func:`barnraise.actors.stored.resume.image_of` for
+a realtime resume,
+the store's delegations table, ``barnraise.scenarios._kit.calls_before``) decodes a record's
 content with :data:`decode` and pairs an agent's tool call with its answer here.
 
 What a reader may rely on:
 
 * a **call** is a ``coordination_request`` delivered from an agent (any sender that is
-  not a service, :data:`sim.tools.SERVICES`) to a service (:func:`is_call`); an
+  not a service, :data:`barnraise.sim.tools.SERVICES`) to a service (:func:`is_call`); an
   **answer** is a ``coordination_response`` delivered from a service to an agent
   (:func:`is_answer`);
 * answers carry no request id in the log, but a service answers one agent's calls in
@@ -22,8 +23,9 @@ What a reader may rely on:
   unanswered is never answered (its services are gone), so the pairing starts afresh
   there (:meth:`Calls.clear`).
 
-:func:`paired` is that pass over records. A reader on a hot path (``actors.stored.resume``'s fold
-over raw rows, ``actors.stored.rebuild.pair_writes`` over regions' calls alone) drives a
+:func:`paired` is that pass over records. A reader on a hot path
+(``barnraise.actors.stored.resume``'s fold
+over raw rows, ``barnraise.actors.stored.rebuild.pair_writes`` over regions' calls alone) drives a
 :class:`Calls` itself by the same two rules; ``tests/test_log.py`` checks that they pair
 a real log as :func:`paired` does.
 """
@@ -36,8 +38,8 @@ from typing import Final, Generic, TypeVar
 
 import msgspec
 
-from sim.tools import SERVICES
-from sim.trace import DELIVER, EVENT, TraceRecord
+from barnraise.sim.tools import SERVICES
+from barnraise.sim.trace import DELIVER, EVENT, TraceRecord
 
 __all__ = ["ANSWER", "CALL", "RESUMED", "Calls", "decode", "is_answer", "is_call", "paired"]
 

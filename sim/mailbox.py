@@ -6,7 +6,7 @@ The class satisfies pykka's inbox protocol (``put``, ``get``, ``empty``);
 pykka's own control messages (stop, proxy calls) arrive through ``put`` at
 priority 0, which puts a stop request behind every letter already queued.
 ``get`` returns payloads as they were offered and envelopes as they were put:
-the actor's loop (``actors.base.A2AActor``) tells them apart.
+the actor's loop (``barnraise.actors.base.A2AActor``) tells them apart.
 
 Why not ``queue.PriorityQueue``: its every put and get takes a Python-level
 ``Condition``. Here each priority level is a ``collections.deque`` (append and
@@ -36,7 +36,7 @@ class PriorityMailbox:
     __slots__ = ("_levels", "_tokens", "capacity")
 
     #: True for a mailbox whose letters the sending thread hands over through
-    #: ``accept`` (``actors.client.InlineMailbox``): the realtime dispatcher asks.
+    #: ``accept`` (``barnraise.actors.client.InlineMailbox``): the realtime dispatcher asks.
     inline: ClassVar[bool] = False
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:

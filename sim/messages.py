@@ -84,7 +84,7 @@ def session_topic(session_id: str, topic: str | None = None,
     that name (``errors`` is ``session:<id>:errors``, where the session's
     agents' behaviour errors are published), so no name leads out of the
     session. ``event_type`` narrows to ``<topic>:<event_type>``. A name that is
-    not a topic (:func:`sim.messages.topic_name`) is a ValueError.
+    not a topic (:func:`barnraise.sim.messages.topic_name`) is a ValueError.
     """
     own = f"session:{session_id}"
     name = f"{own}:events" if topic is None else topic_name(topic)

@@ -8,15 +8,15 @@ row per step), for a world that has no steps: :class:`MetricsCollector` samples
   from the event alone: it keeps counters that each event moves, so an event
   sample costs one small row and reads nothing;
 * at **every simulated interval** (and once at the end), from a frozen
-  :class:`~sim.views.WorldView` per session and the dispatcher's
-  :class:`~sim.dispatch.Statistics`: the figures no event carries (tiles placed,
+  :class:`~barnraise.sim.views.WorldView` per session and the dispatcher's
+  :class:`~barnraise.sim.dispatch.Statistics`: the figures no event carries (tiles placed,
   completion percent, messages delivered and dropped, the deepest mailbox,
   tiles per agent) and the expensive one (completion compares the whole canvas
   with the blueprint) are read only here.
 
 This module only turns what it is given into rows (a trace's events, letters and task
-attempts as frames are :mod:`sim.analyses`'); ``actors/recording.py``
-(:class:`~actors.recording.Recorder`) feeds it from a running Simulation (an event
+attempts as frames are :mod:`barnraise.sim.analyses`'); ``actors/recording.py``
+(:class:`~barnraise.actors.recording.Recorder`) feeds it from a running Simulation (an event
 listener on the trace and a daemon timer, or a thread in realtime mode).
 
 What a caller may rely on:
@@ -54,7 +54,7 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.events import status_after
+from barnraise.sim.events import status_after
 
 if TYPE_CHECKING:
     import os
@@ -135,7 +135,7 @@ class _Progress(Protocol):
 
 
 class SampledWorld(Protocol):
-    """What an interval sample reads of a session: a :class:`~sim.views.WorldView` (live),
+    """What an interval sample reads of a session: a :class:`~barnraise.sim.views.WorldView` (live),
     or the world folded from a stored log (``StoredRun.timeseries()``)."""
 
     @property
@@ -394,7 +394,7 @@ _EVENTS_SUFFIX: Final = ":events"
 class MetricsCollector:
     """Turns domain events and world views into :class:`Sample` / :class:`AgentSample` rows.
 
-    Feed it with :meth:`on_event` (a :meth:`sim.trace.Trace.listen` listener) and
+    Feed it with :meth:`on_event` (a :meth:`barnraise.sim.trace.Trace.listen` listener) and
     :meth:`sample`; :meth:`result` is what it recorded. Thread-safe: in realtime
     mode events arrive on the services' threads and samples on a sampler thread.
     ``resync``: take the world's task statuses, claims and conflicts at every

@@ -1,20 +1,24 @@
 """The record of a run, the same live and stored: :class:`RunRecord` names what
-``barnraise.run`` (``RunResult``) and ``barnraise.open_run`` (``actors.stored.run.StoredRun``)
+``barnraise.run`` (``RunResult``) and ``barnraise.open_run``
+(``barnraise.actors.stored.run.StoredRun``)
 both answer, and the frames both build theirs with.
 
 * ``.summary``: the run's summary (a stored run's is None until it finished);
-* ``.events()``: the domain events as a DataFrame (:func:`sim.analyses.events_frame`'s
+* ``.events()``: the domain events as a DataFrame (:func:`barnraise.sim.analyses.events_frame`'s
   columns), one row per event, the same rows for the same run;
-* ``.records()``: the raw trace records (:class:`sim.trace.TraceRecord`), in order;
+* ``.records()``: the raw trace records (:class:`barnraise.sim.trace.TraceRecord`), in order;
 * ``.delegations()``: one row per task the run delegated (:func:`delegations_frame`);
 * ``.timeseries(session_id=None)`` and ``.agent_timeseries(session_id=None)``: the
-  recorder's samples (:class:`sim.metrics.Sample`, :class:`sim.metrics.AgentSample`;
-  :data:`sim.metrics.TIMESERIES_DTYPES`, :data:`sim.metrics.AGENT_DTYPES`), live as the
+  recorder's samples (:class:`barnraise.sim.metrics.Sample`,
+  :class:`barnraise.sim.metrics.AgentSample`;
+  :data:`barnraise.sim.metrics.TIMESERIES_DTYPES`, :data:`barnraise.sim.metrics.AGENT_DTYPES`), live
+  as the
   recorder took them, stored fed from the log through the same collector
   (``StoredRun.samples``): the same rows for the same deterministic run;
 * ``.canvas(at=None, session_id=None)``: a session's canvas after every record at or
   before simulated time ``at`` (None: the end), folded from the log (a live run's from
-  its trace, :func:`actors.stored.rebuild.fold_records`; a stored one's from its snapshots and
+  its trace, :func:`barnraise.actors.stored.rebuild.fold_records`; a stored one's from its snapshots
+  and
   log); a live run answers the end from the canvas it kept (:func:`canvas_of` picks
   the session alike);
 * a repr naming the scenario, seed, mode, success, virtual time and records (and the
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 
-from sim.events import (
+from barnraise.sim.events import (
     TaskAccepted,
     TaskCancelled,
     TaskCompleted,
@@ -43,8 +47,8 @@ from sim.events import (
     TaskResultRead,
     status_after,
 )
-from sim.log import decode
-from sim.trace import DELIVER, EVENT, TraceRecord
+from barnraise.sim.log import decode
+from barnraise.sim.trace import DELIVER, EVENT, TraceRecord
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,8 +62,8 @@ DELEGATION_COLUMNS: Final = ("task_id", "session_id", "delegator", "delegatee", 
                              "status", "result", "delivered_at")
 
 #: The events the delegations follow: a task's creation, acceptance and end (its status
-#: from sim.events.status_after), and a restarted delegator reading a result from the
-#: queue (actors.agents.participant.results_read): a delivery. The store's writer keeps
+#: from barnraise.sim.events.status_after), and a restarted delegator reading a result from the
+#: queue (barnraise.actors.agents.participant.results_read): a delivery. The store's writer keeps
 #: its table by them too.
 DELEGATION_EVENTS: Final = frozenset({
     TaskCreated.kind, TaskAccepted.kind, TaskCompleted.kind, TaskFailed.kind,
@@ -90,7 +94,8 @@ class RunRecord(Protocol):
 def canvas_of(world: Mapping[str, Mapping[str, Any]], session_id: str | None,
               summary: Mapping[str, Any] | None) -> np.ndarray[Any, Any] | None:
     """The canvas (``[y, x]`` tile codes, read-only) of ``session_id`` in a folded world
-    (:meth:`actors.stored.rebuild.World.state`'s shape, by session id); by default of the summary's
+    (:meth:`barnraise.actors.stored.rebuild.World.state`'s shape, by session id); by default of the
+    summary's
     session, else of the first. None when that session has no canvas (or is not open)."""
     if not world:
         return None

@@ -1,13 +1,13 @@
 """The tool table: every tool, once, with its JSON input schema, owner and result keys.
 
 Every surface is generated from :data:`TOOLS`: the Python clients' typed methods, one
-per tool, and ``call`` (:mod:`sim.tool_methods`, written by ``python -m
-sim.tool_codegen`` from the schemas and :data:`RESULT_KEYS`), the WebSocket endpoint,
+per tool, and ``call`` (:mod:`barnraise.sim.tool_methods`, written by ``python -m
+barnraise.sim.tool_codegen`` from the schemas and :data:`RESULT_KEYS`), the WebSocket endpoint,
 the agent card and the MCP server. A tool is served by the actor that owns the state
 it touches (``Tool.service``); that actor checks the arguments against the tool's
-schema (:func:`sim.validation.validate`) and enforces the policy, so no surface can go
+schema (:func:`barnraise.sim.validation.validate`) and enforces the policy, so no surface can go
 around either. How a caller's session fills in ``session_id`` is
-:mod:`sim.binding`.
+:mod:`barnraise.sim.binding`.
 
 Results are JSON-able dicts with ``success``. A failure is
 ``{"success": False, "error": CODE, "message": ...}`` and never an exception in the
@@ -85,7 +85,7 @@ class Tool:
     member_only: bool = True
     #: The keys a success carries besides ``success``, each with its JSON type (a
     #: tuple: any of them). Declared in :data:`RESULT_KEYS`; the typed client methods
-    #: (:mod:`sim.tool_methods`) are generated from them.
+    #: (:mod:`barnraise.sim.tool_methods`) are generated from them.
     result: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -468,6 +468,6 @@ TOOLS: Final[Mapping[str, Tool]] = {
 
 #: The tools that only read the world. A result too large to send is a failure for
 #: these (nothing changed); any other tool's is cut to fit and stays a success
-#: (``actors.service.shrink_to_fit``): a call that answers failure changed nothing.
+#: (``barnraise.actors.service.shrink_to_fit``): a call that answers failure changed nothing.
 READ_ONLY_TOOLS: Final = frozenset({"session_get_state", "region_query", "build_test",
                                     "task_get_queue", "a2a_discover"})

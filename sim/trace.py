@@ -32,7 +32,7 @@ DELIVER: Final = "deliver"
 DROP: Final = "drop"
 EVENT: Final = "event"
 ERROR: Final = "error"
-#: An injected fault (``sim.dispatch.faults``): its type is the fault, drop, delay, ...
+#: An injected fault (``barnraise.sim.dispatch.faults``): its type is the fault, drop, delay, ...
 FAULT: Final = "fault"
 
 _encoder: Final = msgspec.json.Encoder(order="sorted")

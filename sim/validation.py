@@ -1,8 +1,8 @@
-"""A tool's arguments checked against its JSON schema (:data:`sim.tools.TOOLS`).
+"""A tool's arguments checked against its JSON schema (:data:`barnraise.sim.tools.TOOLS`).
 
 :func:`validate` (and :func:`validator`, the same as a function of the arguments
 alone) returns the arguments with their defaults filled in, or raises
-:class:`sim.tools.ToolError` with code ``invalid_argument`` naming the field. Two
+:class:`barnraise.sim.tools.ToolError` with code ``invalid_argument`` naming the field. Two
 checkers are compiled from each schema, once: a msgspec Struct, the fast path every
 call takes, and a hand-compiled checker (:func:`compile_schema`) that runs only
 when msgspec refuses, to word the error (and to accept what msgspec is stricter
@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from sim.tools import TOOLS, Tool, ToolError
+from barnraise.sim.tools import TOOLS, Tool, ToolError
 
 __all__ = ["compile_schema", "validate", "validator"]
 

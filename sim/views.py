@@ -43,8 +43,8 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.canvas import TileCanvas
-from sim.geometry import Rect
+from barnraise.sim.canvas import TileCanvas
+from barnraise.sim.geometry import Rect
 
 __all__ = [
     "ArtifactView",
@@ -234,7 +234,7 @@ class TaskView(msgspec.Struct, frozen=True):
     ``status`` is the shown status: a graph status, or ``awaiting_approval``
     for a finished build task waiting for an architect. ``dependents`` and
     ``ready`` (pending with every dependency completed) come from the task
-    graph. (``sim.taskgraph.TaskView`` is the graph's own, smaller node view.)
+    graph. (``barnraise.sim.taskgraph.TaskView`` is the graph's own, smaller node view.)
     """
 
     task_id: str

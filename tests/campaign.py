@@ -2,7 +2,7 @@
 world's invariants. tests/test_campaign.py drives every tool with them in process and
 over the gateway's WebSocket.
 
-Values are drawn from each tool's own JSON schema (``sim.tools.TOOLS``), so a tool or
+Values are drawn from each tool's own JSON schema (``barnraise.sim.tools.TOOLS``), so a tool or
 an argument added to the table is in the campaign without a line here: valid values
 within the schema's bounds, and invalid ones of every class the adversarial pass found
 (wrong types, missing and extra fields, NaN and infinity, huge and negative numbers,
@@ -32,10 +32,10 @@ import numpy as np
 from hypothesis import strategies as st
 from websockets.sync.client import connect
 
-from actors.world import Simulation
-from sim.geometry import Rect
-from sim.messages import Message, Metadata, encode
-from sim.tools import ERROR_CODES, FAILURE_KEYS, TOOLS
+from barnraise.actors.world import Simulation
+from barnraise.sim.geometry import Rect
+from barnraise.sim.messages import Message, Metadata, encode
+from barnraise.sim.tools import ERROR_CODES, FAILURE_KEYS, TOOLS
 
 #: The campaign's sessions are small, so valid regions often fit.
 GRID = 24
@@ -198,7 +198,7 @@ def check_result(tool: str, result: Any) -> None:
         assert result.get("error") in ERROR_CODES, (tool, result)
         assert result.get("error") != "internal_error", (tool, result)
         assert isinstance(result.get("message"), str), (tool, result)
-    # every key is one the typed results (sim.tool_methods) declare
+    # every key is one the typed results (barnraise.sim.tool_methods) declare
     known = TOOLS.get(tool)
     declared = {*FAILURE_KEYS, *(known.result if known is not None else ())}
     assert set(result) <= declared, (tool, sorted(set(result) - declared))

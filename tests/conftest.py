@@ -9,7 +9,7 @@ import pykka
 import pytest
 from hypothesis import settings
 
-from sim.dispatch import Dispatcher, make_dispatcher
+from barnraise.sim.dispatch import Dispatcher, make_dispatcher
 
 # `python -m pytest --hypothesis-profile=long` runs the property tests and the bad-input
 # campaign (tests/test_campaign.py) twenty times deeper than the default CI run.

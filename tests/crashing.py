@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from barnraise.cli import main
-from sim.store import Store
+from barnraise.sim.store import Store
 
 __all__ = ["KillSwitch", "command", "install"]
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from actors.base import A2AActor, Agent
-from actors.world import Client, Simulation
-from sim.canvas import parse_tile
-from sim.messages import Message
+from barnraise.actors.base import A2AActor, Agent
+from barnraise.actors.world import Client, Simulation
+from barnraise.sim.canvas import parse_tile
+from barnraise.sim.messages import Message
 
 
 class Recorder(Agent):

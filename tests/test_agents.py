@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actors.agents.builder import BUILD_TYPES, accept_with_backoff, builder
-from actors.agents.observer import observer
-from actors.agents.participant import Participant, start_next
-from actors.world import Simulation
-from scenarios._kit import host_session, kernel_blueprint, spawn
-from sim.seeds import seed_for
+from barnraise.actors.agents.builder import BUILD_TYPES, accept_with_backoff, builder
+from barnraise.actors.agents.observer import observer
+from barnraise.actors.agents.participant import Participant, start_next
+from barnraise.actors.world import Simulation
+from barnraise.scenarios._kit import host_session, kernel_blueprint, spawn
+from barnraise.sim.seeds import seed_for
 from tests.conftest import MODES
 from tests.helpers import session_crew
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from actors.region_args import tile_rows as _tile_rows
-from actors.regions import RegionManager
-from actors.world import Simulation
-from sim.tools import ToolError
+from barnraise.actors.region_args import tile_rows as _tile_rows
+from barnraise.actors.regions import RegionManager
+from barnraise.actors.world import Simulation
+from barnraise.sim.tools import ToolError
 from tests.helpers import box, session_crew
 
 #: Every character str.isdigit() accepts that int() does not (superscripts, circled
@@ -136,8 +136,8 @@ def test_a_client_call_never_raises_for_what_it_is_given(simu: Simulation) -> No
 def test_a_behaviour_hears_that_its_message_cannot_be_sent() -> None:
     """``await agent.request(..., {"x": object()})`` raised in the actor, not in the
     behaviour: its ``except`` never ran and the run called itself quiescent."""
-    from actors.base import Agent
-    from sim.messages import MessageError
+    from barnraise.actors.base import Agent
+    from barnraise.sim.messages import MessageError
 
     heard: list[str] = []
 

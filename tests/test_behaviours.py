@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from actors.base import Agent, DeliveryError, RequestError, WaitTimeout
-from sim.dispatch import Dispatcher
-from sim.messages import Message
+from barnraise.actors.base import Agent, DeliveryError, RequestError, WaitTimeout
+from barnraise.sim.dispatch import Dispatcher
+from barnraise.sim.messages import Message
 from tests.helpers import Echo, Recorder
 
 

@@ -15,7 +15,7 @@ def test_runtime_benchmarks_produce_their_figures() -> None:
     assert runtime.bench_fanout(subscribers=8, events=3, repeats=1)["ratio"] > 0
     scale = runtime.bench_scale(agents=300, pykka_actors=20, repeats=1)
     assert scale["peak_rss_mib"] > 0 and scale["time_ratio"] > 0
-    from sim.dispatch import deterministic
+    from barnraise.sim.dispatch import deterministic
 
     shipped = deterministic.LOOP_GC_THRESHOLD
     collector = runtime.bench_loop_collector(grid_size=60, repeats=1)

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.gateway.hub import Hub, Limits
 from barnraise.gateway.server import GatewayServer
-from sim.tools import WorldLimits
+from barnraise.sim.tools import WorldLimits
 from tests.gateway_support import counters, served
 from tests.helpers import session_crew
 

@@ -50,9 +50,9 @@ from hypothesis.stateful import (
 )
 from websockets.sync.client import connect as ws_connect
 
-from actors.world import Client, Simulation
+from barnraise.actors.world import Client, Simulation
 from barnraise.gateway.hub import Limits
-from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
+from barnraise.sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from tests.campaign import (
     EVENT_TYPES,
     GRID,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sim.canvas import (
+from barnraise.sim.canvas import (
     CanvasSnapshot,
     Defect,
     MatchResult,
@@ -18,7 +18,7 @@ from sim.canvas import (
     completion_percent,
     parse_tile,
 )
-from sim.geometry import Rect
+from barnraise.sim.geometry import Rect
 
 # -------------------------------------------------------------------- tiles
 

@@ -15,7 +15,7 @@ import barnraise
 from barnraise.cli import main
 from barnraise.loading import coerce_params
 from barnraise.runner import ScenarioError
-from sim.metrics import read_agent_timeseries, read_timeseries
+from barnraise.sim.metrics import read_agent_timeseries, read_timeseries
 
 REQUIRED = {"scenario", "seed", "mode", "success", "trace_digest", "virtual_time",
             "wall_seconds", "messages_delivered", "messages_dropped", "agents",
@@ -190,8 +190,8 @@ def test_barnraise_run_from_python() -> None:
     assert result.summary["mode"] == "deterministic"
     assert result.trace_digest == result.summary["trace_digest"]
     # the canvas is the final tile layer and, at 100%, equal to the seeded blueprint
-    from scenarios._kit import kernel_blueprint
-    from sim.dispatch import seed_for
+    from barnraise.scenarios._kit import kernel_blueprint
+    from barnraise.sim.dispatch import seed_for
 
     blueprint = kernel_blueprint(60, np.random.default_rng(seed_for(9, "scenario:blueprint")))
     assert result.canvas() is not None and np.array_equal(result.canvas(), blueprint)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pytest import approx
 
-from actors.world import Client, Simulation
+from barnraise.actors.world import Client, Simulation
 
 
 def session_of(simu: Simulation, *names: str, role: str = "builder") -> tuple[list[Client], str]:

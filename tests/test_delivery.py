@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from actors.base import Agent, WaitTimeout
-from sim.dispatch import Dispatcher, make_dispatcher
-from sim.messages import Message
+from barnraise.actors.base import Agent, WaitTimeout
+from barnraise.sim.dispatch import Dispatcher, make_dispatcher
+from barnraise.sim.messages import Message
 from tests.conftest import new_dispatcher
 from tests.helpers import Echo, Recorder
 
@@ -239,8 +239,8 @@ def test_realtime_idle_waits_for_a_pending_request_and_not_for_an_answered_one()
 def test_spawn_returns_the_class_it_was_given_to_static_tools(tmp_path: pathlib.Path) -> None:
     snippet = tmp_path / "uses_spawn.py"
     snippet.write_text(
-        "from actors.registry import Registry\n"
-        "from sim.dispatch import make_dispatcher\n"
+        "from barnraise.actors.registry import Registry\n"
+        "from barnraise.sim.dispatch import make_dispatcher\n"
         "d = make_dispatcher()\n"
         "registry = d.spawn(Registry, 'registry')\n"
         "reveal_type(registry)\n"
@@ -253,7 +253,7 @@ def test_spawn_returns_the_class_it_was_given_to_static_tools(tmp_path: pathlib.
         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
     )
     out = done.stdout
-    assert 'Revealed type is "actors.registry.Registry"' in out, out
+    assert 'Revealed type is "barnraise.actors.registry.Registry"' in out, out
     assert '"Registry" has no attribute "no_such_attribute"' in out, out
     # the one error is the missing attribute: .records type-checks
     assert out.count("error:") == 1, out

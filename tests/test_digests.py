@@ -59,7 +59,7 @@ def test_a_redacted_trace_shows_the_stand_in_everywhere_and_digests_line_by_line
     and the records in memory keep what was delivered."""
     import hashlib
 
-    from sim.trace import Trace
+    from barnraise.sim.trace import Trace
 
     trace = Trace()
     trace.redact("s3cret", "tok-1")

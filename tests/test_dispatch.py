@@ -9,10 +9,10 @@ import sys
 import msgspec
 import pytest
 
-from actors.base import Agent
-from sim.dispatch import DELIVERED, DROPPED, OFFLINE, Dispatcher, make_dispatcher
-from sim.events import Event, register
-from sim.messages import Message, MessageError, Priority, Region, encode, sign
+from barnraise.actors.base import Agent
+from barnraise.sim.dispatch import DELIVERED, DROPPED, OFFLINE, Dispatcher, make_dispatcher
+from barnraise.sim.events import Event, register
+from barnraise.sim.messages import Message, MessageError, Priority, Region, encode, sign
 from tests.conftest import new_dispatcher
 from tests.helpers import Echo, Recorder, Service
 
@@ -343,7 +343,7 @@ def test_the_loop_raises_the_collector_threshold_while_it_runs_and_puts_it_back(
     chose a higher threshold, or turned collection off, keeps its choice."""
     import gc
 
-    from sim.dispatch.deterministic import LOOP_GC_THRESHOLD
+    from barnraise.sim.dispatch.deterministic import LOOP_GC_THRESHOLD
 
     seen: list[int] = []
 

@@ -13,11 +13,11 @@ import msgspec
 import pytest
 
 import barnraise
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.loading import list_scenarios
-from sim import events as ev
-from sim.dispatch import make_dispatcher
-from sim.events import (
+from barnraise.sim import events as ev
+from barnraise.sim.dispatch import make_dispatcher
+from barnraise.sim.events import (
     EVENTS,
     MEMBER_STATUSES,
     TASK_EVENTS,
@@ -29,7 +29,7 @@ from sim.events import (
     register,
     status_after,
 )
-from sim.trace import EVENT
+from barnraise.sim.trace import EVENT
 from tests.helpers import box, session_crew
 
 _ENCODE = msgspec.json.Encoder(order="sorted").encode  # the trace's canonical form
@@ -100,7 +100,7 @@ def test_the_runs_reach_every_event_type_but_the_rare_ones(
     emits (and so is never checked against a real body) shows up."""
     not_reached = {"agent_expired", "agent_offline", "agent_online", "supervisor_escalated",
                    "supervisor_gave_up"}
-    library = {name for name, cls in EVENTS.items() if cls.__module__ == "sim.events"}
+    library = {name for name, cls in EVENTS.items() if cls.__module__ == "barnraise.sim.events"}
     assert library - set(emitted) == not_reached
 
 
@@ -184,7 +184,7 @@ def test_the_dispatcher_refuses_an_unregistered_event_and_records_nothing() -> N
 
 # -- status_after against the maps the consumers kept before it --------------------------------
 #
-# Each function below is one consumer's old rule, as it read before sim.events (the maps
+# Each function below is one consumer's old rule, as it read before barnraise.sim.events (the maps
 # restore._STATUS, rebuild._DONE_EVENTS and _REQUEUED_FROM, the store's delegations,
 # a2a_binding._EVENT_STATE, the metrics collector's handlers): (event, status) -> status.
 

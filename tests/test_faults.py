@@ -1,4 +1,4 @@
-"""Seeded fault injection (sim.dispatch.faults) and the protocol that survives it.
+"""Seeded fault injection (barnraise.sim.dispatch.faults) and the protocol that survives it.
 
 The plan of issue 11 is ``drop=0.05,duplicate=0.02,delay=0.5,crash=0.001``: kernel_build
 must reach 100% with every task completed exactly once, in both modes. A few seeds
@@ -14,10 +14,10 @@ from collections import Counter
 import pytest
 
 import barnraise
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.cli import main
-from sim.dispatch import Faults, FaultsError
-from sim.trace import FAULT
+from barnraise.sim.dispatch import Faults, FaultsError
+from barnraise.sim.trace import FAULT
 
 PLAN = "drop=0.05,duplicate=0.02,delay=0.5,crash=0.001"
 DEEP = os.environ.get("BARNRAISE_DEEP") == "1"
@@ -157,7 +157,7 @@ def test_kernel_build_survives_the_plan_in_realtime(seed: int) -> None:
 
 
 def test_the_check_fails_a_task_completed_twice() -> None:
-    from scenarios import kernel_build
+    from barnraise.scenarios import kernel_build
 
     summary = barnraise.run("kernel_build", seed=0, grid_size=60).summary
     assert kernel_build.check(summary)

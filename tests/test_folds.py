@@ -4,10 +4,10 @@ route records to them."""
 
 from __future__ import annotations
 
-from actors import coordination_log, coordinator_log, regions_log, taskqueue_log
-from actors.stored import resume
-from sim.events import TASK_EVENTS
-from sim.tools import TOOLS
+from barnraise.actors import coordination_log, coordinator_log, regions_log, taskqueue_log
+from barnraise.actors.stored import resume
+from barnraise.sim.events import TASK_EVENTS
+from barnraise.sim.tools import TOOLS
 from tests.test_ops import ROOT, served_operations, spelt_operations
 
 #: Each service's fold, by the service's name in the tool table.

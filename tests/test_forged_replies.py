@@ -18,14 +18,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.base import Agent
-from actors.client import ClientActor
-from actors.errors import RequestError
-from actors.world import Simulation
-from sim.dispatch import Dispatcher
-from sim.dispatch.core import SYSTEM
-from sim.messages import Message
-from sim.trace import DROP
+from barnraise.actors.base import Agent
+from barnraise.actors.client import ClientActor
+from barnraise.actors.errors import RequestError
+from barnraise.actors.world import Simulation
+from barnraise.sim.dispatch import Dispatcher
+from barnraise.sim.dispatch.core import SYSTEM
+from barnraise.sim.messages import Message
+from barnraise.sim.trace import DROP
 from tests.helpers import Service
 
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.runner import check_request, run_request
-from sim.dispatch import DeterministicDispatcher, Gate, GateAborted
+from barnraise.sim.dispatch import DeterministicDispatcher, Gate, GateAborted
 
 PARAMS = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}
 
@@ -176,7 +176,7 @@ def test_wait_held_sees_the_loop_stand_and_abort_ends_the_run_where_it_stands() 
 
 
 def test_a_wall_clock_freezes_thaws_and_rescales_without_a_jump() -> None:
-    from sim.clock import WallClock
+    from barnraise.sim.clock import WallClock
 
     clock = WallClock(100.0)
     clock.freeze()
@@ -196,7 +196,7 @@ def test_a_wall_clock_freezes_thaws_and_rescales_without_a_jump() -> None:
 
 
 def test_a_held_realtime_run_keeps_its_letters_and_handles_them_on_resume() -> None:
-    from sim.dispatch import RealtimeDispatcher
+    from barnraise.sim.dispatch import RealtimeDispatcher
 
     with Simulation(seed=1, mode="realtime", time_scale=50.0) as simu:
         dispatcher = simu.dispatcher

@@ -11,7 +11,7 @@ from a2a.types import AgentCard
 from google.protobuf.json_format import ParseDict
 
 from barnraise.gateway.card import CARD_PATHS, agent_card, tool_groups
-from sim.tools import TOOLS, Tool
+from barnraise.sim.tools import TOOLS, Tool
 from tests.gateway_support import get_json, served
 
 

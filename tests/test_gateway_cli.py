@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import barnraise
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from tests.gateway_support import get_json
 
 #: The operator token the served processes take (from the environment).

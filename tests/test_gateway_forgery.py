@@ -19,7 +19,7 @@ from mcp import Client as McpClient
 
 from barnraise.gateway.hub import AgentSlot
 from barnraise.gateway.server import GatewayServer
-from sim.messages import Message, Metadata, encode
+from barnraise.sim.messages import Message, Metadata, encode
 from tests.gateway_support import served
 from tests.test_gateway_a2a import a2a_client, call, join
 from tests.test_gateway_mcp import structured

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.gateway import hub as hub_module
 from barnraise.gateway.hub import Hub
 

@@ -11,7 +11,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from sim.tools import TOOLS
+from barnraise.sim.tools import TOOLS
 from tests.gateway_support import counters, served
 
 

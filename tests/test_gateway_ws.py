@@ -14,7 +14,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from barnraise.gateway.hub import Limits
 from barnraise.gateway.server import GatewayServer
-from sim.messages import Message, decode, encode
+from barnraise.sim.messages import Message, decode, encode
 from tests.gateway_support import counters, served
 
 REGION = {"x": 0, "y": 0, "width": 6, "height": 6}

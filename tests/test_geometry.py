@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.lib.stride_tricks import sliding_window_view
 
-from sim.geometry import (
+from barnraise.sim.geometry import (
     OccupancyIndex,
     Rect,
     find_free_placement,
@@ -388,7 +388,7 @@ def test_find_free_placement_in_a_crowd_matches_brute_force_at_every_edge() -> N
     points inside, at the edges and outside it (windows clipped differently, the kept
     distance tables reused), each the brute-force nearest with its (y, x) tie rule; the
     kept tables stay read-only."""
-    from sim.geometry import _distances
+    from barnraise.sim.geometry import _distances
 
     rng = np.random.default_rng(5)
     mask = np.zeros((160, 160), dtype=bool)
@@ -465,7 +465,7 @@ def test_free_rectangles_trivial_cases() -> None:
        st.integers(0, 50), st.integers(0, 50), st.booleans())
 def test_free_rectangles_by_rows_and_vectorised_agree(mask: np.ndarray, ox: int, oy: int,
                                                      strided: bool) -> None:
-    from sim.geometry import _free_rectangles_numpy, _free_rectangles_scan
+    from barnraise.sim.geometry import _free_rectangles_numpy, _free_rectangles_scan
 
     if strided:  # a region of a larger grid is a view, not a contiguous array
         grid = np.ones((mask.shape[0] + 2, 2 * mask.shape[1] + 3), dtype=bool)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from actors.client import InlineClientActor, InlineMailbox
-from actors.world import Simulation
-from sim.dispatch import DELIVERED, RealtimeDispatcher
-from sim.trace import DELIVER
+from barnraise.actors.client import InlineClientActor, InlineMailbox
+from barnraise.actors.world import Simulation
+from barnraise.sim.dispatch import DELIVERED, RealtimeDispatcher
+from barnraise.sim.trace import DELIVER
 
 WAIT = 10.0  # wall seconds any one wait in this file may take
 

@@ -19,16 +19,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.actor import A2AActor
-from actors.effects import PENDING, Behaviour, Effect, Receive, Request, Sleep, ToolCall
-from actors.errors import DeliveryError, RequestError
-from actors.service import SessionService
-from actors.world import Simulation
-from sim.dispatch import DeterministicDispatcher
-from sim.dispatch.values import Timer, region_of
-from sim.events import AgentJoined, Event, RegionClaimed, body_of
-from sim.messages import Message, MessageError, Priority, verify
-from sim.tools import SERVICES
+from barnraise.actors.actor import A2AActor
+from barnraise.actors.effects import PENDING, Behaviour, Effect, Receive, Request, Sleep, ToolCall
+from barnraise.actors.errors import DeliveryError, RequestError
+from barnraise.actors.service import SessionService
+from barnraise.actors.world import Simulation
+from barnraise.sim.dispatch import DeterministicDispatcher
+from barnraise.sim.dispatch.values import Timer, region_of
+from barnraise.sim.events import AgentJoined, Event, RegionClaimed, body_of
+from barnraise.sim.messages import Message, MessageError, Priority, verify
+from barnraise.sim.tools import SERVICES
 from tests.helpers import Service
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -232,7 +232,8 @@ def test_a_reply_resumes_a_request_as_outcome_and_resume_do(
         assert value.content == content and error is None
 
 
-# -- actors.effects: Effect.__init__, Request.arm and Dispatcher.call_later, inlined ------
+# -- barnraise.actors.effects: Effect.__init__, Request.arm and Dispatcher.call_later, inlined
+# ------
 
 TIMEOUTS = [None, 0.0, 2.5, -1.0, float("nan")]
 
@@ -338,7 +339,8 @@ def test_a_tool_call_arms_as_request_arm_does_with_its_failures_as_results(
     assert result["error"] == expected
 
 
-# -- actors.service: A2AActor.emit and Dispatcher.make_durable, inlined ---------------------
+# -- barnraise.actors.service: A2AActor.emit and Dispatcher.make_durable, inlined
+# ---------------------
 
 
 def test_emit_event_records_and_publishes_what_a2aactor_emit_does() -> None:

@@ -15,10 +15,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.coordinator import JOIN_STATE_LIMIT
-from actors.service import fit_prefix
-from actors.world import Client, Simulation
-from sim.tools import MAX_CAPABILITIES, MAX_NAME, STATE_PAGE_DEFAULT, STATE_PAGE_MAX
+from barnraise.actors.coordinator import JOIN_STATE_LIMIT
+from barnraise.actors.service import fit_prefix
+from barnraise.actors.world import Client, Simulation
+from barnraise.sim.tools import MAX_CAPABILITIES, MAX_NAME, STATE_PAGE_DEFAULT, STATE_PAGE_MAX
 from tests.helpers import box
 
 
@@ -201,7 +201,7 @@ def test_a_join_that_cannot_answer_leaves_no_member_and_no_claim(
         simu: Simulation, monkeypatch: pytest.MonkeyPatch) -> None:
     """A join that fails after letting the member in (here a bug in building its answer)
     takes it all back: no member, no auto-assigned region, the name free again."""
-    from actors.coordinator import Coordinator
+    from barnraise.actors.coordinator import Coordinator
 
     _, sid = _session(simu, config={"auto_assign_regions": True, "auto_region_size": 10})
     (first,) = _crew(simu, sid, 1)
@@ -359,8 +359,8 @@ def test_a_participant_keeps_its_join_answer_without_the_first_look() -> None:
     """The crew's members keep what their join answered but the ``session_state`` page
     (kept, a crew of 10,000 held 2 million lists and dicts that every full collection
     walked); the answer on the wire, in the trace, still carries it."""
-    from actors.agents.participant import kept_of_join
-    from scenarios._kit import host_session, spawn
+    from barnraise.actors.agents.participant import kept_of_join
+    from barnraise.scenarios._kit import host_session, spawn
 
     with Simulation(seed=0) as simu:
         _, sid = host_session(simu, session_name="Lean", grid_size=64, max_agents=5)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from actors.world import Simulation
-from sim.tools import MAX_WAIT, TOOLS, ToolError, WorldLimits
-from sim.validation import validate
+from barnraise.actors.world import Simulation
+from barnraise.sim.tools import MAX_WAIT, TOOLS, ToolError, WorldLimits
+from barnraise.sim.validation import validate
 from tests.helpers import box, session_crew
 
 
@@ -151,7 +151,7 @@ def test_every_tools_fast_validator_can_be_used() -> None:
     checker (for a blueprint, a Python pass over every cell)."""
     import msgspec
 
-    from sim.validation import _struct
+    from barnraise.sim.validation import _struct
 
     for name, tool in TOOLS.items():
         struct = _struct("Args", tool.input_schema)

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from actors.agents.participant import HEARTBEAT, Participant
-from actors.base import Agent
-from actors.supervisor import Backoff
-from actors.world import Client, Simulation
-from sim.messages import Message
+from barnraise.actors.agents.participant import HEARTBEAT, Participant
+from barnraise.actors.base import Agent
+from barnraise.actors.supervisor import Backoff
+from barnraise.actors.world import Client, Simulation
+from barnraise.sim.messages import Message
 
 
 @pytest.fixture
@@ -242,8 +242,8 @@ def test_a_builder_its_supervisor_restarts_is_not_expired(simu: Simulation) -> N
 
 
 def test_a_stored_run_folds_an_expiry_as_the_world_had_it(tmp_path: Path) -> None:
-    from actors.stored.rebuild import world_at
     from barnraise import open_run
+    from barnraise.actors.stored.rebuild import world_at
     from tests.test_rebuild import _plain, _same
 
     with Simulation(seed=3, store=tmp_path / "expired.db") as simu:
@@ -288,7 +288,7 @@ def test_realtime_offline_takes_a_wall_second_of_silence_at_least() -> None:
     waits for MIN_WALL_SILENCE of wall time (the trace shows how long it waited)."""
     import time
 
-    from actors.registry import MIN_WALL_SILENCE
+    from barnraise.actors.registry import MIN_WALL_SILENCE
 
     with Simulation(seed=1, mode="realtime", time_scale=1000.0) as simu:
         quiet = simu.dispatcher.spawn(Agent, "quiet", heartbeat_interval=5.0)
@@ -313,8 +313,8 @@ def test_realtime_offline_takes_a_wall_second_of_silence_at_least() -> None:
 def test_realtime_heartbeats_are_a_quarter_wall_second_apart_at_least() -> None:
     import time
 
-    from actors.agent import MIN_WALL_HEARTBEAT
-    from actors.registry import MIN_WALL_SILENCE
+    from barnraise.actors.agent import MIN_WALL_HEARTBEAT
+    from barnraise.actors.registry import MIN_WALL_SILENCE
 
     with Simulation(seed=1, mode="realtime", time_scale=1000.0) as simu:
         simu.dispatcher.spawn(Agent, "fast", heartbeat_interval=5.0)

@@ -9,12 +9,12 @@ from typing import Any
 
 import msgspec
 
-from actors.stored.rebuild import pair_writes
-from actors.stored.resume import _Fold
 from barnraise import open_run
+from barnraise.actors.stored.rebuild import pair_writes
+from barnraise.actors.stored.resume import _Fold
 from barnraise.runner import check_request, open_store, run_request
-from sim.log import RESUMED, Calls, decode, is_answer, is_call, paired
-from sim.trace import TraceRecord
+from barnraise.sim.log import RESUMED, Calls, decode, is_answer, is_call, paired
+from barnraise.sim.trace import TraceRecord
 
 
 def _log(*rows: tuple[str, str, str, str, Any]) -> list[TraceRecord]:
@@ -105,7 +105,8 @@ class _Watched(Calls[tuple[int, Any]]):
 
 def test_the_resume_fold_the_worlds_fold_and_paired_pair_a_real_log_alike(
         tmp_path: Path) -> None:
-    """actors.stored.resume goes through raw rows for speed and drives the pairing itself: on a
+    """barnraise.actors.stored.resume goes through raw rows for speed and drives the pairing itself:
+    on a
     realtime run's log it pairs every answer with the call paired() does, and the
     writes pair_writes finds succeeded are those whose paired answer says so."""
     request = check_request("kernel_build", 0, "realtime", grid_size=60, block=30,

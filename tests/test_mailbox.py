@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from sim.mailbox import PriorityMailbox
+from barnraise.sim.mailbox import PriorityMailbox
 
 
 def drain(box: PriorityMailbox) -> list[object]:

@@ -7,7 +7,7 @@ import json
 import msgspec
 import pytest
 
-from sim.messages import (
+from barnraise.sim.messages import (
     MESSAGE_TYPES,
     Message,
     MessageError,

@@ -15,15 +15,15 @@ import pytest
 
 import barnraise
 import barnraise.loading
-from actors.recording import Recorder
+from barnraise.actors.recording import Recorder
 from barnraise.outputs import RunResult
-from sim.metrics import (
+from barnraise.sim.metrics import (
     AGENT_DTYPES,
     TIMESERIES_DTYPES,
     read_agent_timeseries,
     read_timeseries,
 )
-from sim.trace import Trace
+from barnraise.sim.trace import Trace
 
 SCENARIOS = [name for name, _ in barnraise.loading.list_scenarios()]
 MOVING = ("region_claimed", "region_released", "conflict_detected", "task_created",

@@ -28,16 +28,16 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 import barnraise
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.cli import exposure_warning
 from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.operator import ENV, Operator, is_loopback, operator_token
 from barnraise.gateway.server import Gateway, GatewayServer
+from barnraise.sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE, WallClock, check_time_scale
+from barnraise.sim.dispatch import RealtimeDispatcher
 from barnraise.view.server import ViewSurface
 from barnraise.view.stored import ReplaySource, StoredServer
 from barnraise.view.watch import Watcher
-from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE, WallClock, check_time_scale
-from sim.dispatch import RealtimeDispatcher
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "operator-token-for-tests-0123456789"

@@ -10,8 +10,8 @@ import pathlib
 
 import pytest
 
-import actors.regions as regions
-import actors.service as service
+import barnraise.actors.regions as regions
+import barnraise.actors.service as service
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

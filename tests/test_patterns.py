@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actors.agents.alerts import SEVERITIES, alert
-from actors.agents.critic import propose_layout, rank, revise_layout, score_layout
-from actors.agents.delegation import DelegationLedger, delegate_worker
-from actors.agents.participant import Participant
-from actors.agents.plans import (
+from barnraise.actors.agents.alerts import SEVERITIES, alert
+from barnraise.actors.agents.critic import propose_layout, rank, revise_layout, score_layout
+from barnraise.actors.agents.delegation import DelegationLedger, delegate_worker
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.agents.plans import (
     Debouncer,
     PlanError,
     approval_response,
@@ -22,12 +22,12 @@ from actors.agents.plans import (
     parse_plan,
     plan_runner,
 )
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.outputs import RunResult
 from barnraise.runner import run as run_scenario
-from scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
-from sim.dispatch import seed_for
-from sim.trace import TraceRecord
+from barnraise.scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
+from barnraise.sim.dispatch import seed_for
+from barnraise.sim.trace import TraceRecord
 
 SCENARIOS = pathlib.Path(__file__).resolve().parents[1] / "scenarios"
 PLANS = SCENARIOS / "plans"

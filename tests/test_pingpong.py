@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from actors.base import Agent
-from actors.registry import Registry
-from sim.messages import Message
+from barnraise.actors.base import Agent
+from barnraise.actors.registry import Registry
+from barnraise.sim.messages import Message
 from tests.conftest import MODES, new_dispatcher
 
 

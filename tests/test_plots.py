@@ -81,7 +81,7 @@ from barnraise.plots import (  # noqa: E402
     t_critical,
     timeseries_figure,
 )
-from sim.analyses import messages_frame  # noqa: E402
+from barnraise.sim.analyses import messages_frame  # noqa: E402
 
 
 @pytest.fixture(scope="module")

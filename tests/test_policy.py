@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from sim.policy import DEFAULT_MATRIX, Policy, PolicyError
+from barnraise.sim.policy import DEFAULT_MATRIX, Policy, PolicyError
 
 
 def test_the_default_matrix_of_the_design_notes() -> None:
@@ -84,7 +84,7 @@ def test_bad_rules_are_named(source: object, needle: str) -> None:
 
 
 def test_every_matrix_tool_exists() -> None:
-    from sim.tools import TOOLS
+    from barnraise.sim.tools import TOOLS
 
     for tools in DEFAULT_MATRIX.values():
         assert tools <= set(TOOLS)

@@ -18,7 +18,9 @@ LAYERS = ("sim", "actors", "scenarios", "barnraise")
 OUTSIDE = ("benchmarks", "tests")
 
 
-@pytest.mark.parametrize("module", ["barnraise", "sim", "actors", "actors.agents", "scenarios"])
+@pytest.mark.parametrize(
+    "module", ["barnraise", "sim", "actors", "barnraise.actors.agents", "scenarios"]
+)
 def test_every_public_name_resolves_and_none_is_private(module: str) -> None:
     mod = importlib.import_module(module)
     assert len(set(mod.__all__)) == len(mod.__all__)
@@ -28,18 +30,18 @@ def test_every_public_name_resolves_and_none_is_private(module: str) -> None:
 
 
 def test_the_public_face_hands_on_the_real_objects() -> None:
-    import actors.world
     import barnraise
+    import barnraise.actors.world
     import barnraise.runner
-    import sim.dispatch
-    import sim.messages
+    import barnraise.sim.dispatch
+    import barnraise.sim.messages
 
-    assert barnraise.Simulation is actors.world.Simulation
-    assert barnraise.Client is actors.world.Client
+    assert barnraise.Simulation is barnraise.actors.world.Simulation
+    assert barnraise.Client is barnraise.actors.world.Client
     assert barnraise.run is barnraise.runner.run
-    assert barnraise.make_dispatcher is sim.dispatch.make_dispatcher
-    assert barnraise.Message is sim.messages.Message
-    assert not hasattr(importlib.import_module("sim"), "__getattr__")  # no lazy names
+    assert barnraise.make_dispatcher is barnraise.sim.dispatch.make_dispatcher
+    assert barnraise.Message is barnraise.sim.messages.Message
+    assert not hasattr(importlib.import_module("barnraise.sim"), "__getattr__")  # no lazy names
 
 
 def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
@@ -83,14 +85,16 @@ def test_the_layering_check_catches_a_lazy_import_upward(tmp_path: pathlib.Path)
     for layer in LAYERS:
         (tmp_path / layer).mkdir()
     (tmp_path / "sim" / "engine.py").write_text(
-        "def later():\n    from actors.world import Simulation\n    return Simulation\n")
+        "def later():\n    from barnraise.actors.world import Simulation\n    return Simulation\n")
     (tmp_path / "actors" / "agent.py").write_text(
-        "import importlib\nmod = importlib.import_module('scenarios.kernel_build')\n")
-    (tmp_path / "scenarios" / "fine.py").write_text("import sim.messages\nimport actors.base\n")
+        "import importlib\nmod = importlib.import_module('barnraise.scenarios.kernel_build')\n")
+    (tmp_path / "scenarios" / "fine.py").write_text(
+        "import barnraise.sim.messages\nimport barnraise.actors.base\n"
+    )
     found = layering_violations(tmp_path)
     assert len(found) == 2
-    assert "sim/engine.py:2 imports actors.world" in found[0]
-    assert "actors/agent.py:2 imports scenarios.kernel_build" in found[1]
+    assert "sim/engine.py:2 imports barnraise.actors.world" in found[0]
+    assert "actors/agent.py:2 imports barnraise.scenarios.kernel_build" in found[1]
 
 
 #: The layers whose modules load each other at import, never later: a lazy import between
@@ -150,15 +154,17 @@ def test_the_lazy_import_check_catches_one_and_lets_an_extra_be(tmp_path: pathli
         (tmp_path / layer).mkdir()
     (tmp_path / "sim" / "store.py").write_text(
         "import json\n\nclass Run:\n    def world(self):\n"
-        "        from actors.stored.rebuild import world_at\n        return world_at(self)\n")
+        "        from barnraise.actors.stored.rebuild import world_at\n"
+        "        return world_at(self)\n"
+    )
     (tmp_path / "sim" / "canvas.py").write_text(
         "def figure():\n    import matplotlib.figure\n    return matplotlib.figure\n")
     (tmp_path / "actors" / "agent.py").write_text(
-        "async def later():\n    import actors.world\n")
-    (tmp_path / "barnraise" / "cli.py").write_text("def main():\n    import sim.store\n")
+        "async def later():\n    import barnraise.actors.world\n")
+    (tmp_path / "barnraise" / "cli.py").write_text("def main():\n    import barnraise.sim.store\n")
     assert lazy_imports(tmp_path) == [
-        "actors/agent.py:2 imports actors.world inside a function",
-        "sim/store.py:5 imports actors.stored.rebuild inside a function"]
+        "actors/agent.py:2 imports barnraise.actors.world inside a function",
+        "sim/store.py:5 imports barnraise.actors.stored.rebuild inside a function"]
 
 
 def test_static_tools_see_the_real_types_of_the_public_names(tmp_path: pathlib.Path) -> None:
@@ -178,7 +184,7 @@ def test_static_tools_see_the_real_types_of_the_public_names(tmp_path: pathlib.P
         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
     )
     out = done.stdout
-    assert "-> actors.world.Simulation" in out, out
+    assert "-> barnraise.actors.world.Simulation" in out, out
     assert "barnraise.outputs.RunResult" in out, out
     assert 'Revealed type is "Any"' not in out, out
     # and so a typo in a keyword or a wrong type is caught before anything runs
@@ -206,7 +212,7 @@ def test_every_data_file_the_packages_read_is_installed_with_them() -> None:
 def test_the_public_face_is_the_names_a_user_needs_first() -> None:
     import barnraise
     import barnraise.gateway
-    import scenarios._kit
+    import barnraise.scenarios._kit
 
     assert sorted(barnraise.__all__) == sorted([
         "Simulation", "Client", "run", "RunResult", "open_run", "sweep", "connect", "Agent",
@@ -217,9 +223,9 @@ def test_the_public_face_is_the_names_a_user_needs_first() -> None:
     assert barnraise.gateway is importlib.import_module("barnraise.gateway")
     # the kit re-exports the objects where they live, every one of them; plots is the
     # application layer's own module, their one home
-    assert barnraise.kit.__all__ == scenarios._kit.__all__
+    assert barnraise.kit.__all__ == barnraise.scenarios._kit.__all__
     for name in barnraise.kit.__all__:
-        assert getattr(barnraise.kit, name) is getattr(scenarios._kit, name), name
+        assert getattr(barnraise.kit, name) is getattr(barnraise.scenarios._kit, name), name
     assert barnraise.plots is importlib.import_module("barnraise.plots")
     assert {getattr(barnraise.plots, name).__module__ for name in barnraise.plots.__all__
             if callable(getattr(barnraise.plots, name))} == {"barnraise.plots"}

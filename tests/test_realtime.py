@@ -10,10 +10,10 @@ import msgspec
 import numpy as np
 import pytest
 
-from actors.base import Agent
-from sim.clock import VirtualClock, WallClock
-from sim.dispatch import DELIVERED, DROPPED, Dispatcher, RealtimeDispatcher, seed_for
-from sim.messages import Message
+from barnraise.actors.base import Agent
+from barnraise.sim.clock import VirtualClock, WallClock
+from barnraise.sim.dispatch import DELIVERED, DROPPED, Dispatcher, RealtimeDispatcher, seed_for
+from barnraise.sim.messages import Message
 from tests.conftest import new_dispatcher
 from tests.helpers import Recorder
 

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actors.stored.rebuild import pair_writes, world_at
-from actors.stored.run import StoredRun
 from barnraise import open_run
+from barnraise.actors.stored.rebuild import pair_writes, world_at
+from barnraise.actors.stored.run import StoredRun
 from barnraise.loading import list_scenarios
 from barnraise.runner import check_request, open_store, run_request
-from sim.store import SNAPSHOT_EVERY
+from barnraise.sim.store import SNAPSHOT_EVERY
 from tests.helpers import HandSession, canvas_from_log
 
 SMALL = {"grid_size": 60, "block": 30, "builders": 2, "testers": 1}
@@ -172,7 +172,7 @@ def test_the_world_folded_from_the_log_equals_the_world_in_memory_at_every_prefi
     (from nothing, no snapshots) must be the same world."""
     import tempfile
 
-    from actors.world import Simulation
+    from barnraise.actors.world import Simulation
 
     path = Path(tempfile.mkdtemp(dir=tmp_path)) / "p.db"
     seen: list[tuple[int, dict[str, Any]]] = []

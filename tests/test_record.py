@@ -13,9 +13,9 @@ import pytest
 
 import barnraise
 from barnraise.loading import list_scenarios
-from sim.metrics import AGENT_DTYPES, TIMESERIES_DTYPES
-from sim.record import DELEGATION_COLUMNS, RunRecord, delegations_frame, fold_delegations
-from sim.trace import DELIVER, EVENT, TraceRecord
+from barnraise.sim.metrics import AGENT_DTYPES, TIMESERIES_DTYPES
+from barnraise.sim.record import DELEGATION_COLUMNS, RunRecord, delegations_frame, fold_delegations
+from barnraise.sim.trace import DELIVER, EVENT, TraceRecord
 
 SCENARIOS = sorted(name for name, _ in list_scenarios())
 
@@ -132,9 +132,11 @@ def test_a_run_with_latency_gives_its_mailbox_depths_live_and_stored(
     """With a latency, letters wait between instants: the stored samples count them from
     the deliveries after each sample, as the recorder read them from the runtime."""
     script = tmp_path / "slow_kernel.py"
-    script.write_text('"""kernel_build with every letter 0.05 s on its way."""\n'
-                      "from scenarios.kernel_build import PARAMS, check, run  # noqa: F401\n"
-                      "SIMULATION = {'latency': 0.05}\n")
+    script.write_text(
+        '"""kernel_build with every letter 0.05 s on its way."""\n'
+        "from barnraise.scenarios.kernel_build import PARAMS, check, run  # noqa: F401\n"
+        "SIMULATION = {'latency': 0.05}\n"
+    )
     path = tmp_path / "run.db"
     live = barnraise.run(str(script), seed=0, store=path, grid_size=60, block=30)
     series = live.timeseries()

@@ -16,10 +16,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.coordinator import Coordinator
-from actors.world import Client, Simulation
-from sim.policy import Policy
-from sim.tools import ERROR_CODES, FAILURE_KEYS, TOOLS
+from barnraise.actors.coordinator import Coordinator
+from barnraise.actors.world import Client, Simulation
+from barnraise.sim.policy import Policy
+from barnraise.sim.tools import ERROR_CODES, FAILURE_KEYS, TOOLS
 from tests.helpers import box
 
 

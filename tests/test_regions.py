@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.region_args import tile_bytes as _tile_bytes
-from actors.region_args import tile_rows as _tile_rows
-from actors.regions import SEQUENTIAL_IDLE, RegionManager
-from actors.world import Client, Simulation
-from sim.canvas import Tile
-from sim.geometry import Rect
-from sim.messages import Message
-from sim.tools import ToolError
+from barnraise.actors.region_args import tile_bytes as _tile_bytes
+from barnraise.actors.region_args import tile_rows as _tile_rows
+from barnraise.actors.regions import SEQUENTIAL_IDLE, RegionManager
+from barnraise.actors.world import Client, Simulation
+from barnraise.sim.canvas import Tile
+from barnraise.sim.geometry import Rect
+from barnraise.sim.messages import Message
+from barnraise.sim.tools import ToolError
 from tests.helpers import Crew, box, session_crew
 
 
@@ -705,11 +705,11 @@ def _watch_answers(monkeypatch: pytest.MonkeyPatch, faults: str | None = None,
     """Run a small kernel_build; every (tool, result, content sent) of a fresh answer, and
     every other content the run sent, published or kept (events, messages, task records,
     artifacts)."""
-    from actors.service import SessionService
-    from actors.taskqueue import TaskQueue
+    from barnraise.actors.service import SessionService
+    from barnraise.actors.taskqueue import TaskQueue
     from barnraise.runner import run
-    from sim.dispatch.core import Dispatcher
-    from sim.events import Event
+    from barnraise.sim.dispatch.core import Dispatcher
+    from barnraise.sim.events import Event
 
     answered: list[tuple[str, dict[str, Any], Any]] = []
     elsewhere: list[Any] = []
@@ -833,7 +833,7 @@ def test_a_fresh_result_that_is_not_json_data_is_still_an_internal_error(
 def test_a_new_policy_is_asked_again_by_the_service(simu: Simulation) -> None:
     """The service keeps the policy's answers per tool, role and agent; putting another
     Policy in place forgets them."""
-    from sim.policy import Policy
+    from barnraise.sim.policy import Policy
 
     c = crew(simu)
     assert c.a.region_claim(region=box(0, 0, 10))["success"]
@@ -852,7 +852,7 @@ def test_claim_index_lookups_match_a_pass_over_every_claim() -> None:
     across bucket edges, overlapping ones, whole-grid ones), ``overlapping`` is exactly
     the claims sharing a cell with the rectangle, oldest first, ``at`` holds every claim
     on the cell, and the masks are the claims' union."""
-    from actors.regions import ClaimIndex, _Claim
+    from barnraise.actors.regions import ClaimIndex, _Claim
 
     rng = np.random.default_rng(4)
     index = ClaimIndex(100)

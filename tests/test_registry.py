@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.base import Agent
-from actors.registry import Registry
-from sim.dispatch import DELIVERED, OFFLINE, Dispatcher
-from sim.messages import Message, Region
+from barnraise.actors.base import Agent
+from barnraise.actors.registry import Registry
+from barnraise.sim.dispatch import DELIVERED, OFFLINE, Dispatcher
+from barnraise.sim.messages import Message, Region
 from tests.helpers import Recorder
 
 

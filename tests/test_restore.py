@@ -20,17 +20,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from actors.regions_log import codes as _codes
-from actors.regions_log import rows as _rows
-from actors.stored.rebuild import pair_writes
-from actors.stored.resume import Image, _matches, fold, image_of
-from actors.world import Simulation
 from barnraise import open_run
+from barnraise.actors.regions_log import codes as _codes
+from barnraise.actors.regions_log import rows as _rows
+from barnraise.actors.stored.rebuild import pair_writes
+from barnraise.actors.stored.resume import Image, _matches, fold, image_of
+from barnraise.actors.world import Simulation
 from barnraise.loading import list_scenarios, load
 from barnraise.runner import check_request, open_store, resume, run_request
-from sim.canvas import TileCanvas, parse_tile
-from sim.geometry import Rect
-from sim.store import Store, StoreError
+from barnraise.sim.canvas import TileCanvas, parse_tile
+from barnraise.sim.geometry import Rect
+from barnraise.sim.store import Store, StoreError
 from tests import crashing
 from tests.helpers import HandSession
 
@@ -734,7 +734,7 @@ def test_restore_refuses_a_simulation_that_has_a_world_already_and_an_unusable_i
 
 @pytest.mark.parametrize("at", [-1.0, float("nan"), float("inf")])
 def test_a_clock_does_not_jump_to_a_bad_time(at: float) -> None:
-    from sim.clock import VirtualClock, WallClock
+    from barnraise.sim.clock import VirtualClock, WallClock
 
     for clock in (VirtualClock(5.0), WallClock(10.0)):
         before = clock.now

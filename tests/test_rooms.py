@@ -1,6 +1,6 @@
 """Rooms with one concern: no class of the library defines more than ``MAX_METHODS``
 methods in its own body (issue 24: a class past that holds several concerns; split it
-into classes of its own, as ``sim.dispatch`` splits the dispatcher into routing,
+into classes of its own, as ``barnraise.sim.dispatch`` splits the dispatcher into routing,
 lifecycle and timers)."""
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ import pytest
 
 from barnraise.outputs import RunResult
 from barnraise.runner import run
+from barnraise.scenarios import conflict_storm, mode_comparison, parallel_speedup
+from barnraise.scenarios._kit import overlapping_pairs
 from benchmarks import scenarios_bench
-from scenarios import conflict_storm, mode_comparison, parallel_speedup
-from scenarios._kit import overlapping_pairs
 
 
 def _run(name: str, seed: int = 3, **params: Any) -> RunResult:

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.outputs import RunResult
 from barnraise.runner import run
-from scenarios import permissions
-from scenarios._kit import overlapping_pairs
+from barnraise.scenarios import permissions
+from barnraise.scenarios._kit import overlapping_pairs
 
 
 def events(result: RunResult, *types: str) -> list[dict[str, Any]]:

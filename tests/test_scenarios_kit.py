@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actors.world import Simulation
-from scenarios._kit import (
+from barnraise.actors.world import Simulation
+from barnraise.scenarios._kit import (
     Replay,
     count,
     host_session,
@@ -20,7 +20,7 @@ from scenarios._kit import (
     seeded_tiles,
     session_events,
 )
-from sim.geometry import Rect
+from barnraise.sim.geometry import Rect
 
 
 def test_percentile_is_nearest_rank() -> None:

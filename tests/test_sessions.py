@@ -7,8 +7,8 @@ from typing import Any, cast
 
 import pytest
 
-from actors.coordinator import Coordinator
-from actors.world import Client, Simulation
+from barnraise.actors.coordinator import Coordinator
+from barnraise.actors.world import Client, Simulation
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_invite_and_role_tokens_are_compared_in_constant_time(
     """A token compared with != answers a wrong guess sooner the earlier it differs."""
     import hmac
 
-    import actors.coordinator
+    import barnraise.actors.coordinator
 
     compared: list[tuple[bytes, bytes]] = []
     constant_time = hmac.compare_digest
@@ -115,7 +115,7 @@ def test_invite_and_role_tokens_are_compared_in_constant_time(
         compared.append((a, b))
         return constant_time(a, b)
 
-    monkeypatch.setattr(actors.coordinator.hmac, "compare_digest", spy)
+    monkeypatch.setattr(barnraise.actors.coordinator.hmac, "compare_digest", spy)
     owner = simu.client()
     made = owner.call("session_create", session_name="Secret", config={"private": True})
     sid, invite = made["session_id"], made["invite_token"]
@@ -263,7 +263,7 @@ def test_same_seed_same_trace(simu: Simulation) -> None:
 
 
 def test_a_simulated_agent_calls_tools_from_its_behaviour(simu: Simulation) -> None:
-    from actors.base import Agent
+    from barnraise.actors.base import Agent
 
     seen: dict[str, Any] = {}
 
@@ -290,7 +290,7 @@ def test_a_simulated_agent_calls_tools_from_its_behaviour(simu: Simulation) -> N
 def test_call_fresh_answers_as_call_does(simu: Simulation) -> None:
     import numpy as np
 
-    from actors.base import Agent
+    from barnraise.actors.base import Agent
 
     seen: dict[str, Any] = {}
 
@@ -329,7 +329,7 @@ def test_call_fresh_answers_as_call_does(simu: Simulation) -> None:
 def test_a_member_that_stops_heartbeating_goes_offline_in_its_session(
     simu: Simulation,
 ) -> None:
-    from actors.base import Agent
+    from barnraise.actors.base import Agent
 
     arch, sid = session(simu)
     arch.a2a_subscribe(event_type="agent_offline")

@@ -24,12 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import barnraise
-import sim.store.divergence as divergence_module
-from actors.world import Simulation
+import barnraise.sim.store.divergence as divergence_module
+from barnraise.actors.world import Simulation
 from barnraise.cli import main
 from barnraise.loading import list_scenarios
 from barnraise.runner import open_run, replay, resume, run
-from sim.store import (
+from barnraise.sim.store import (
     SCHEMA_VERSION,
     SNAPSHOT_EVERY,
     Store,
@@ -37,7 +37,7 @@ from sim.store import (
     check_store,
     read_snapshot,
 )
-from sim.trace import Trace, TraceRecord
+from barnraise.sim.trace import Trace, TraceRecord
 from tests import crashing
 
 SMALL_KERNEL = {"grid_size": 40, "block": 20}
@@ -750,7 +750,7 @@ def test_resume_and_replay_refuse_what_they_cannot_do(
     # A scenario of the user's that does not say how it resumes (RESUMABLE) in realtime.
     script = tmp_path / "plain_scenario.py"
     script.write_text(
-        "from scenarios._kit import host_session\n"
+        "from barnraise.scenarios._kit import host_session\n"
         "PARAMS = {}\n"
         "def run(simu):\n"
         "    _, sid = host_session(simu, session_name='S', grid_size=8)\n"

@@ -22,7 +22,7 @@ import pytest
 
 from barnraise import open_run, run
 from barnraise.cli import main
-from sim.store import SCHEMA_VERSION, StoreError
+from barnraise.sim.store import SCHEMA_VERSION, StoreError
 
 STORES = pathlib.Path(__file__).parent / "fixtures" / "stores"
 MADE = json.loads((STORES / "stores.json").read_text())

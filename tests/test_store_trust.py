@@ -20,8 +20,8 @@ import pytest
 from barnraise.cli import main
 from barnraise.loading import UnverifiedScript
 from barnraise.runner import open_run, replay, resume, run, stored_request
+from barnraise.sim.store import SCHEMA_VERSION, StoreError, check_store
 from barnraise.view.stored import ReplaySource, open_source
-from sim.store import SCHEMA_VERSION, StoreError, check_store
 
 SMALL_KERNEL = {"grid_size": 40, "block": 20}
 
@@ -108,7 +108,9 @@ def test_a_store_naming_a_file_runs_nothing_without_the_users_word(
     assert _folder(path) == before
 
 
-@pytest.mark.parametrize("name", ["os", "no_such_scenario", "_kit", "scenarios.kernel_build"])
+@pytest.mark.parametrize(
+    "name", ["os", "no_such_scenario", "_kit", "barnraise.scenarios.kernel_build"]
+)
 def test_a_name_the_installed_scenarios_do_not_have_is_refused(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     path = _kernel_store(tmp_path)
@@ -124,7 +126,7 @@ def test_a_name_the_installed_scenarios_do_not_have_is_refused(
 def _user_scenario(path: pathlib.Path, marker: pathlib.Path) -> pathlib.Path:
     path.write_text(textwrap.dedent(f"""\
         import pathlib
-        from scenarios._kit import host_session
+        from barnraise.scenarios._kit import host_session
         PARAMS = {{"size": 8}}
         def run(simu, *, size):
             pathlib.Path({str(marker)!r}).write_text("ran")
@@ -331,7 +333,7 @@ def test_reading_a_store_leaves_no_wal_or_shm_beside_it(
 def test_an_id_in_a_log_ending_in_other_digits_folds_without_a_traceback() -> None:
     """str.isdigit() takes a superscript two, int() does not: a crafted claim id in a
     realtime log made the fold (and so resume) a ValueError traceback."""
-    from actors.regions_log import serial_of as _serial
+    from barnraise.actors.regions_log import serial_of as _serial
 
     assert _serial("claim_000012") == 12
     assert _serial("claim_\u00b2") == 0 and _serial("claim_\uff11") == 0

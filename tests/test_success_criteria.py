@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from actors.world import Client, Simulation
+from barnraise.actors.world import Client, Simulation
 from tests.conftest import MODES
 
 

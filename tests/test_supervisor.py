@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from actors.base import Agent
-from actors.supervisor import Backoff, Supervisor
-from actors.world import Simulation
-from scenarios import kernel_build
-from scenarios._kit import current
+from barnraise.actors.base import Agent
+from barnraise.actors.supervisor import Backoff, Supervisor
+from barnraise.actors.world import Simulation
+from barnraise.scenarios import kernel_build
+from barnraise.scenarios._kit import current
 
 
 @pytest.fixture

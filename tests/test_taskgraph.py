@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.taskgraph import (
+from barnraise.sim.taskgraph import (
     DependencyCycle,
     DuplicateTask,
     InvalidTransition,

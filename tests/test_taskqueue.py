@@ -17,12 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.taskqueue import TaskQueue
-from actors.world import Client, Simulation
-from sim.messages import Message
-from sim.seeds import seed_for
-from sim.taskgraph import TaskStatus
-from sim.tools import ToolError
+from barnraise.actors.taskqueue import TaskQueue
+from barnraise.actors.world import Client, Simulation
+from barnraise.sim.messages import Message
+from barnraise.sim.seeds import seed_for
+from barnraise.sim.taskgraph import TaskStatus
+from barnraise.sim.tools import ToolError
 
 # -- helpers ------------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@
 The regression: every WebSocket tool call drew its correlation id with its own
 ``secrets.token_urlsafe`` call, one ``os.urandom`` system call each (which lets go
 of the GIL: a thread switch a call), +17% server CPU a call in
-``benchmarks/gateway_bench.bench_ws_calls``. :mod:`sim.tokens` draws them in bulk:
-still random, still never repeated, one draw per :data:`sim.tokens.BATCH` ids.
+``benchmarks/gateway_bench.bench_ws_calls``. :mod:`barnraise.sim.tokens` draws them in bulk:
+still random, still never repeated, one draw per :data:`barnraise.sim.tokens.BATCH` ids.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sim import tokens
+from barnraise.sim import tokens
 from tests.gateway_support import served
 from tests.test_gateway_ws import joined, run
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from actors.base import Agent
-from actors.world import Simulation
-from sim.messages import Message, Region
+from barnraise.actors.base import Agent
+from barnraise.actors.world import Simulation
+from barnraise.sim.messages import Message, Region
 from tests.helpers import Crew, box, session_crew
 
 

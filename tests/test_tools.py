@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.binding import BINDING_TOOLS, bound_session_after, prepare_call
-from sim.tools import TOOLS, ToolError
-from sim.validation import validate
+from barnraise.sim.binding import BINDING_TOOLS, bound_session_after, prepare_call
+from barnraise.sim.tools import TOOLS, ToolError
+from barnraise.sim.validation import validate
 
 PHASE_G = {"session_create", "session_join", "session_leave", "session_get_state",
            "region_claim", "region_release", "region_query", "task_delegate", "task_accept",
@@ -123,7 +123,7 @@ def test_only_the_binding_tools_can_change_a_binding() -> None:
 
 
 def test_a_client_binds_and_answers_unknown_tools_by_the_shared_rule() -> None:
-    from actors.world import Simulation
+    from barnraise.actors.world import Simulation
 
     with Simulation(seed=1) as simu:
         host = simu.client()

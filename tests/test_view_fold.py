@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from actors.stored.index import LogIndex, board
-from actors.stored.rebuild import pair_writes, world_at
-from actors.stored.run import StoredRun
 from barnraise import open_run
+from barnraise.actors.stored.index import LogIndex, board
+from barnraise.actors.stored.rebuild import pair_writes, world_at
+from barnraise.actors.stored.run import StoredRun
 from barnraise.runner import check_request, open_store, run_request
+from barnraise.sim.store import SNAPSHOT_EVERY
 from barnraise.view.stored import ReplaySource, StoredSource
 from barnraise.view.watch import _board
-from sim.store import SNAPSHOT_EVERY
 
 #: The figures of a chart's point (everything but its time).
 FIGURES = ("completion", "tiles_placed", "conflicts", "lost_work", "claims", "tasks_completed",
@@ -166,7 +166,7 @@ def test_the_folded_board_and_figures_equal_the_world_in_memory_at_every_prefix(
     session state kept and rolled back. After each call the board of the world in memory
     (as the live Watcher makes it) and its figures are kept with the log's length; the
     fold of the log up to there must give the same."""
-    from actors.world import Simulation
+    from barnraise.actors.world import Simulation
 
     path = Path(tempfile.mkdtemp(dir=tmp_path)) / "p.db"
     seen: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
@@ -285,7 +285,7 @@ def test_concurrent_delegations_in_realtime_pair_with_their_tasks(tmp_path: Path
     import random
     import threading
 
-    from actors.world import Simulation
+    from barnraise.actors.world import Simulation
 
     path = tmp_path / "rt.db"
     with Simulation(seed=1, mode="realtime", time_scale=20.0, store=path) as simu:
@@ -340,12 +340,12 @@ def test_concurrent_delegations_in_realtime_pair_with_their_tasks(tmp_path: Path
 
 
 def test_a_resumed_runs_answers_are_not_paired_with_the_stopped_runs_calls() -> None:
-    """A realtime resume (sim.store: a ``run_resumed`` event, then the new run's records)
+    """A realtime resume (barnraise.sim.store: a ``run_resumed`` event, then the new run's records)
     leaves the stopped run's unanswered calls so: the answers after it pair with the calls
-    after it (sim.log.paired)."""
+    after it (barnraise.sim.log.paired)."""
     import msgspec
 
-    from sim.trace import TraceRecord
+    from barnraise.sim.trace import TraceRecord
 
     def record(seq: int, kind: str, sender: str, recipient: str, type_: str,
                body: dict[str, Any]) -> TraceRecord:

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from barnraise.sim.dispatch import RealtimeDispatcher
 from barnraise.view import headless
-from sim.dispatch import RealtimeDispatcher
 from tests.test_operator import REMOTE, TOKEN, served_view
 
 WHY = headless.missing()

@@ -22,7 +22,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.plots import TILE_COLOURS
 from barnraise.runner import check_request, run_request
 from barnraise.view import Watcher, changed_rectangles

@@ -11,11 +11,11 @@ import msgspec
 import numpy as np
 import pytest
 
-from actors.regions import RegionManager
-from actors.world import Simulation
-from sim.canvas import Tile
-from sim.geometry import Rect
-from sim.views import WorldView
+from barnraise.actors.regions import RegionManager
+from barnraise.actors.world import Simulation
+from barnraise.sim.canvas import Tile
+from barnraise.sim.geometry import Rect
+from barnraise.sim.views import WorldView
 from tests.conftest import REALTIME_OPTIONS
 from tests.helpers import Crew, box, session_crew
 

@@ -9,14 +9,14 @@ best-of-N (``critic``), async delegation (``delegation``), approval-gated plans
 (``plans``) and alerts (``alerts``). Scenario authors may pass their own.
 """
 
-from actors.agents.alerts import SEVERITIES, alert
-from actors.agents.architect import architect, plan_blocks
-from actors.agents.builder import builder
-from actors.agents.critic import best_of_n, critic, refine, score_layout, writer
-from actors.agents.delegation import Delegation, DelegationError, DelegationLedger
-from actors.agents.observer import observer
-from actors.agents.participant import Participant, accept_next
-from actors.agents.plans import (
+from barnraise.actors.agents.alerts import SEVERITIES, alert
+from barnraise.actors.agents.architect import architect, plan_blocks
+from barnraise.actors.agents.builder import builder
+from barnraise.actors.agents.critic import best_of_n, critic, refine, score_layout, writer
+from barnraise.actors.agents.delegation import Delegation, DelegationError, DelegationLedger
+from barnraise.actors.agents.observer import observer
+from barnraise.actors.agents.participant import Participant, accept_next
+from barnraise.actors.agents.plans import (
     Debouncer,
     Plan,
     PlanError,
@@ -27,7 +27,7 @@ from actors.agents.plans import (
     plan_runner,
     run_plan,
 )
-from actors.agents.tester import tester
+from barnraise.actors.agents.tester import tester
 
 __all__ = [
     "SEVERITIES",

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from actors.base import Agent
-from sim.events import AgentAlert, body_of
+from barnraise.actors.base import Agent
+from barnraise.sim.events import AgentAlert, body_of
 
 __all__ = ["ALERT_EVENT", "SEVERITIES", "alert", "events_topic", "session_of"]
 

@@ -10,8 +10,8 @@ Inputs (``agent.params``):
                block is delegated when this one's test has passed), or
                ``cluster`` (the design notes' writer/critic cluster: each block's build
                asks its builder, a
-               :func:`~actors.agents.critic.writer`, to refine a draft with a
-               critic, a :func:`~actors.agents.critic.critic_tester`, before it
+               :func:`~barnraise.actors.agents.critic.writer`, to refine a draft with a
+               critic, a :func:`~barnraise.actors.agents.critic.critic_tester`, before it
                commits; then the block is tested as in the other strategies)
 ``threshold``, ``max_iterations``  the cluster's approval score (7) and rounds (3)
 ``max_repairs`` repairs and rebuilds after which the architect gives up (default 1000)
@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant, results_read, wait_for
-from actors.base import WaitTimeout
-from sim.messages import Message
+from barnraise.actors.agents.participant import Participant, results_read, wait_for
+from barnraise.actors.base import WaitTimeout
+from barnraise.sim.messages import Message
 
 __all__ = ["ResumePlan", "architect", "finished_tasks", "plan_blocks", "resume_plan"]
 

@@ -10,7 +10,7 @@ Inputs (``agent.params``):
 ``shader``      if set, a shader of that name is loaded over each region built
 ``cartridge``   if set, each region built is assembled into a cartridge named
                 ``{cartridge}-{x}-{y}``
-``built``       a resumed run's restored canvas (``scenarios._kit.restored_canvas``):
+``built``       a resumed run's restored canvas (``barnraise.scenarios._kit.restored_canvas``):
                 resuming (``agent.resuming``), a build starts at the first row of its
                 region that differs from the blueprint there, where the stopped run's
                 builder had got to (a builder cannot read the canvas itself)
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from actors.agents.participant import Participant, start_next
+from barnraise.actors.agents.participant import Participant, start_next
 
 __all__ = ["BUILD_TYPES", "accept_with_backoff", "build_task", "builder", "load_artifacts",
            "rows_built"]

@@ -51,12 +51,12 @@ from typing import Any, Final
 
 import numpy as np
 
-from actors.agents.builder import accept_with_backoff, build_task, load_artifacts
-from actors.agents.delegation import DelegationLedger
-from actors.agents.participant import Participant, start_next
-from actors.agents.tester import tester
-from actors.base import Agent
-from sim.canvas import Tile
+from barnraise.actors.agents.builder import accept_with_backoff, build_task, load_artifacts
+from barnraise.actors.agents.delegation import DelegationLedger
+from barnraise.actors.agents.participant import Participant, start_next
+from barnraise.actors.agents.tester import tester
+from barnraise.actors.base import Agent
+from barnraise.sim.canvas import Tile
 
 __all__ = [
     "CriticError",

@@ -54,11 +54,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from actors.agents.alerts import events_topic
-from actors.agents.participant import FINISHED, Participant, accept_next, my_delegations
-from actors.base import Agent
-from sim.events import DelegationCompleted, DelegationFailed
-from sim.messages import Message
+from barnraise.actors.agents.alerts import events_topic
+from barnraise.actors.agents.participant import FINISHED, Participant, accept_next, my_delegations
+from barnraise.actors.base import Agent
+from barnraise.sim.events import DelegationCompleted, DelegationFailed
+from barnraise.sim.messages import Message
 
 __all__ = [
     "DELEGATION_COMPLETED",

@@ -5,8 +5,8 @@ Outcome: ``events`` (how many) and ``record`` (``[t, event type]`` pairs, in ord
 
 from __future__ import annotations
 
-from actors.agents.participant import Participant
-from sim.messages import Message
+from barnraise.actors.agents.participant import Participant
+from barnraise.sim.messages import Message
 
 __all__ = ["observer"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Final
 
-from actors.base import Agent
-from actors.effects import Receive
-from sim.events import TaskResultRead, body_of
-from sim.messages import Message
+from barnraise.actors.base import Agent
+from barnraise.actors.effects import Receive
+from barnraise.sim.events import TaskResultRead, body_of
+from barnraise.sim.messages import Message
 
 __all__ = ["FINISHED", "RESULT_READ", "Behaviour", "Participant", "accept_next",
            "kept_of_join", "my_delegations", "my_ready_tasks", "results_read", "start_next",

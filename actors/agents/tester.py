@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.agents.participant import Participant, accept_next
-from sim.canvas import Tile
+from barnraise.actors.agents.participant import Participant, accept_next
+from barnraise.sim.canvas import Tile
 
 __all__ = ["tester"]
 

@@ -2,16 +2,16 @@
 
 Each service owns the fold of its own state from a stored log, beside it in ``actors/``
 (``regions_log``, ``taskqueue_log``, ``coordinator_log``, ``coordination_log``); the log's
-one decoder and call/answer pairing are :mod:`sim.log`'s. The readers here drive those
+one decoder and call/answer pairing are :mod:`barnraise.sim.log`'s. The readers here drive those
 folds over a log and put their parts together:
 
-* :mod:`actors.stored.resume`: what every service held when a realtime run stopped
-  (:func:`~actors.stored.resume.image_of`), for ``Simulation.restore``;
-* :mod:`actors.stored.rebuild`: the world at any simulated time
-  (:func:`~actors.stored.rebuild.world_at`), from the snapshots and the log;
-* :mod:`actors.stored.index`: one pass for what snapshots do not keep, the task graph's
-  edges and the chart's figures (:class:`~actors.stored.index.LogIndex`, the task
-  :func:`~actors.stored.index.board`);
-* :mod:`actors.stored.run`: :class:`~actors.stored.run.StoredRun`, what
+* :mod:`barnraise.actors.stored.resume`: what every service held when a realtime run stopped
+  (:func:`~barnraise.actors.stored.resume.image_of`), for ``Simulation.restore``;
+* :mod:`barnraise.actors.stored.rebuild`: the world at any simulated time
+  (:func:`~barnraise.actors.stored.rebuild.world_at`), from the snapshots and the log;
+* :mod:`barnraise.actors.stored.index`: one pass for what snapshots do not keep, the task graph's
+  edges and the chart's figures (:class:`~barnraise.actors.stored.index.LogIndex`, the task
+  :func:`~barnraise.actors.stored.index.board`);
+* :mod:`barnraise.actors.stored.run`: :class:`~barnraise.actors.stored.run.StoredRun`, what
   ``barnraise.open_run`` hands out.
 """

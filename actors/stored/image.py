@@ -1,11 +1,11 @@
 """The shapes the services' folds of a stored log fill, each service its share.
 
 * :class:`Image` and :class:`SessionImage`: what the services held when a stored realtime
-  run stopped, the image a resume restores (:func:`actors.stored.resume.image_of` drives
+  run stopped, the image a resume restores (:func:`barnraise.actors.stored.resume.image_of` drives
   the folds; ``Simulation.restore`` hands every service the image, their
   ``restore_session``);
 * :class:`WorldSession`: one session of the world at a time, as a snapshot keeps it
-  (:func:`actors.stored.rebuild.world_at` drives the folds).
+  (:func:`barnraise.actors.stored.rebuild.world_at` drives the folds).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from actors.regions_log import RegionsImage
+from barnraise.actors.regions_log import RegionsImage
 
 __all__ = ["Image", "SessionImage", "WorldSession"]
 
@@ -80,7 +80,7 @@ class Image:
     problems: list[str] = field(default_factory=list)
     #: task_completed events by task id: a resumed scenario counts on from these.
     completions: dict[str, int] = field(default_factory=dict)
-    #: Session ids a resumed scenario has found again (``scenarios._kit.host_session``).
+    #: Session ids a resumed scenario has found again (``barnraise.scenarios._kit.host_session``).
     taken: set[str] = field(default_factory=set)
 
     def unsupported(self) -> str | None:

@@ -1,4 +1,4 @@
-"""What :func:`~actors.stored.rebuild.world_at` does not fold: the task graph's edges and
+"""What :func:`~barnraise.actors.stored.rebuild.world_at` does not fold: the task graph's edges and
 the run's figures.
 
 A store's snapshots keep each task's status and assignee, not its type or what it
@@ -7,8 +7,9 @@ view's task board (the DAG's frontier) and chart need both. :class:`LogIndex` is
 one pass over a stored run's whole log that keeps them in a form any time can be
 answered from:
 
-Each service folds its own part (the task queue's graph, :func:`actors.taskqueue_log.graph`;
-regions' figures, :class:`actors.regions_log.Figures`); this pass drives them:
+Each service folds its own part (the task queue's graph,
+:func:`barnraise.actors.taskqueue_log.graph`;
+regions' figures, :class:`barnraise.actors.regions_log.Figures`); this pass drives them:
 
 * **the task graph**: a task's dependencies are in the ``task_delegate`` call the
   ``tasks`` service took (its ``args.dependencies``), and its id and type in the
@@ -17,20 +18,22 @@ regions' figures, :class:`actors.regions_log.Figures`); this pass drives them:
   comes before anything the handler records, so the first ``task_created`` from
   ``tasks`` after a ``task_delegate`` delivery (and before its next delivery) is
   that call's task. ``task_dependencies_added`` events add edges; the session
-  state's checkpoints and rollbacks (:data:`~actors.service.CHECKPOINT` and
-  :data:`~actors.service.ROLLBACK` from a service to ``tasks``) keep and put back the
+  state's checkpoints and rollbacks (:data:`~barnraise.actors.service.CHECKPOINT` and
+  :data:`~barnraise.actors.service.ROLLBACK` from a service to ``tasks``) keep and put back the
   graph as the service does. :meth:`LogIndex.graph` replays these few operations up to a record.
 * **the figures** the live view's chart plots (``Watcher``'s series point):
   ``tiles_placed`` and ``lost_work`` from the answers ``regions`` gave each tile
-  write (:attr:`actors.stored.rebuild.Pairing.placed`, the log's one pairing of calls and
+  write (:attr:`barnraise.actors.stored.rebuild.Pairing.placed`, the log's one pairing of calls and
   answers; a rollback of the tiles restores ``tiles_placed`` as the service does),
   ``conflicts`` (``conflict_detected`` events), ``messages_delivered`` and
   ``messages_dropped`` (``deliver`` and ``drop`` records: the dispatcher counts
   one for each), ``completion`` (the canvas against the last blueprint set on
-  ``regions``, by its :data:`~actors.regions.BLUEPRINT` operation or the ``blueprint_set`` tool, as
+  ``regions``, by its :data:`~barnraise.actors.regions.BLUEPRINT` operation or the ``blueprint_set``
+  tool, as
   the service computes it), and the claims and task counts of the
   folded world. :meth:`LogIndex.point` makes one point from a folded world; given a
-  visitor, the pass also folds the world forward as :func:`~actors.stored.rebuild.world_at`
+  visitor, the pass also folds the world forward as
+  :func:`~barnraise.actors.stored.rebuild.world_at`
   does, and the visitor reads it between records (``StoredRun.samples()`` feeds the
   metrics collector so: the run's series, which the view's chart draws).
 
@@ -45,15 +48,15 @@ import bisect
 from collections.abc import Callable
 from typing import Any, Final
 
-from actors import regions_log, taskqueue_log
-from actors.regions_log import Figures
-from actors.service import SESSION
-from actors.stored.rebuild import Pairing, World, WorldFold
-from actors.taskqueue_log import GraphOps, TaskShape
-from sim.canvas import completion_percent
-from sim.log import CALL, RESUMED, decode
-from sim.store import StoredLog
-from sim.trace import DELIVER, DROP, EVENT, TraceRecord
+from barnraise.actors import regions_log, taskqueue_log
+from barnraise.actors.regions_log import Figures
+from barnraise.actors.service import SESSION
+from barnraise.actors.stored.rebuild import Pairing, World, WorldFold
+from barnraise.actors.taskqueue_log import GraphOps, TaskShape
+from barnraise.sim.canvas import completion_percent
+from barnraise.sim.log import CALL, RESUMED, decode
+from barnraise.sim.store import StoredLog
+from barnraise.sim.trace import DELIVER, DROP, EVENT, TraceRecord
 
 __all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
 
@@ -64,10 +67,11 @@ _DONE: Final = frozenset({"completed", "failed", "cancelled"})
 
 class LogIndex:
     """One pass over ``run``'s log: the task graph's operations and the figures' timelines
-    (see the module doc). ``pairing`` is :func:`actors.stored.rebuild.pair_writes` of the
+    (see the module doc). ``pairing`` is :func:`barnraise.actors.stored.rebuild.pair_writes` of the
     same log.
 
-    With ``visit``, the same pass folds the world forward as :func:`~actors.stored.rebuild.world_at`
+    With ``visit``, the same pass folds the world forward as
+    :func:`~barnraise.actors.stored.rebuild.world_at`
     does (it drives that module's fold), and ``visit`` is called with the index and each
     record before the pass takes the record in (and with None at the end), while
     :attr:`fold` and :meth:`figures_now` hold the world and figures after the records

@@ -8,10 +8,10 @@ folds the records after it, in order, up to that time:
 * **the canvas**: every tile write an agent sent the ``regions`` service
   (``builder_place_tile``, ``builder_place_tiles``) that succeeded, applied when
   the service handled it; a write succeeded when its answer says so, the answer
-  paired with its call by :func:`sim.log.paired` in a first pass over the log
+  paired with its call by :func:`barnraise.sim.log.paired` in a first pass over the log
   (:func:`pair_writes`). A checkpoint of the tiles (the coordinator's
-  :data:`~actors.service.CHECKPOINT` to ``regions``) keeps a copy; a rollback to it
-  (:data:`~actors.service.ROLLBACK`) puts it back;
+  :data:`~barnraise.actors.service.CHECKPOINT` to ``regions``) keeps a copy; a rollback to it
+  (:data:`~barnraise.actors.service.ROLLBACK`) puts it back;
 * **members, claims, tasks**: from the domain events (``agent_joined`` and
   ``agent_left``; ``region_claimed`` and ``region_released``; the task events and
   approvals: a task requeued because its member left is anyone's again), with each
@@ -21,12 +21,14 @@ folds the records after it, in order, up to that time:
   does so with no event per task).
 
 Each service folds its own part, beside it: the coordinator's sessions and members
-(:func:`actors.coordinator_log.world_op`, :func:`~actors.coordinator_log.world_event`),
+(:func:`barnraise.actors.coordinator_log.world_op`,
+:func:`~barnraise.actors.coordinator_log.world_event`),
 regions' canvas, checkpoints of the tiles and claims
-(:func:`actors.regions_log.world_letter`, :func:`~actors.regions_log.world_event`, and
-which writes succeeded, :func:`~actors.regions_log.placed_of`), the task queue's
-statuses and checkpoints (:func:`actors.taskqueue_log.world_letter`,
-:func:`~actors.taskqueue_log.world_event`); :class:`WorldFold` routes each record to them.
+(:func:`barnraise.actors.regions_log.world_letter`,
+:func:`~barnraise.actors.regions_log.world_event`, and
+which writes succeeded, :func:`~barnraise.actors.regions_log.placed_of`), the task queue's
+statuses and checkpoints (:func:`barnraise.actors.taskqueue_log.world_letter`,
+:func:`~barnraise.actors.taskqueue_log.world_event`); :class:`WorldFold` routes each record to them.
 
 The result has the shape of ``Simulation.world_state()`` (what a snapshot keeps),
 plus the members' colours. What the fold cannot know is said in
@@ -46,14 +48,14 @@ from typing import Any, Final
 
 import numpy as np
 
-from actors import coordinator_log, regions_log, taskqueue_log
-from actors.regions_log import is_write, placed_of
-from actors.stored.image import WorldSession
-from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
-from sim.store import StoredLog
-from sim.tools import SERVICES
-from sim.trace import DELIVER, EVENT, TraceRecord
-from sim.views import member_colour
+from barnraise.actors import coordinator_log, regions_log, taskqueue_log
+from barnraise.actors.regions_log import is_write, placed_of
+from barnraise.actors.stored.image import WorldSession
+from barnraise.sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
+from barnraise.sim.store import StoredLog
+from barnraise.sim.tools import SERVICES
+from barnraise.sim.trace import DELIVER, EVENT, TraceRecord
+from barnraise.sim.views import member_colour
 
 __all__ = ["Pairing", "World", "WorldFold", "WorldSession", "fold_records", "pair_writes",
            "world_at"]
@@ -117,7 +119,8 @@ class Pairing:
 
 def pair_writes(records: Iterable[TraceRecord]) -> Pairing:
     """Pair each agent's calls to ``regions`` with the answers it got, by the log's one
-    pairing (:mod:`sim.log`: its rules and :class:`~sim.log.Calls`; each service's calls
+    pairing (:mod:`barnraise.sim.log`: its rules and :class:`~barnraise.sim.log.Calls`; each
+    service's calls
     wait apart, so regions' alone are queued here), and keep the writes that succeeded,
     with what their answers counted."""
     placed: dict[int, tuple[int, int]] = {}

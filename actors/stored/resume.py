@@ -2,26 +2,26 @@
 
 A realtime run cannot be re-executed (its interleaving came from the operating
 system's threads), so an interrupted one resumes from its state: :func:`image_of`
-folds the whole log into an :class:`~actors.stored.image.Image`, each service's share
+folds the whole log into an :class:`~barnraise.actors.stored.image.Image`, each service's share
 of each session at the last committed record, and ``Simulation.restore`` hands every
 service its share (their ``restore`` methods) before any agent is let in.
 
 Each service folds its own share, beside it (their module docs say what the log gives
 and where from): the sessions, members, owners and checkpoint index
-(:class:`actors.coordinator_log.CoordinatorFold`); the canvas, blueprint, claims, shaders,
+(:class:`barnraise.actors.coordinator_log.CoordinatorFold`); the canvas, blueprint, claims, shaders,
 cartridges and what each checkpoint kept of them
-(:class:`actors.regions_log.RegionsFold`); the tasks and their checkpoints
-(:class:`actors.taskqueue_log.TasksFold`); the locks and barriers
-(:class:`actors.coordination_log.CoordinationFold`). This module is the pass that drives
+(:class:`barnraise.actors.regions_log.RegionsFold`); the tasks and their checkpoints
+(:class:`barnraise.actors.taskqueue_log.TasksFold`); the locks and barriers
+(:class:`barnraise.actors.coordination_log.CoordinationFold`). This module is the pass that drives
 them: one loop over the log's rows, the log's one decoder and pairing of calls with
-answers (:mod:`sim.log`), and the routing of each record to the fold of the service it
+answers (:mod:`barnraise.sim.log`), and the routing of each record to the fold of the service it
 concerns: an operation by the service it asks (the coordinator's operations to every
 service by regions' copy), an answer by the tool it answers, an event by its type.
 
 Every answer the fold uses is checked against the call it was paired with (same
 region, same task: each service's ``matches``); one that does not fit makes the image
 unsupported. What the fold cannot give is refused by
-:meth:`~actors.stored.image.Image.unsupported` rather than guessed: a run under a fault
+:meth:`~barnraise.actors.stored.image.Image.unsupported` rather than guessed: a run under a fault
 plan (lost and doubled letters break the pairing of calls and answers), a log whose
 calls and answers do not pair. Role tokens are secrets the log keeps only stand-ins of:
 a restored session has a new invite token and no role tokens.
@@ -33,17 +33,17 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from actors import coordination_log, coordinator_log, regions_log, taskqueue_log
-from actors.coordination_log import CoordinationFold
-from actors.coordinator_log import CoordinatorFold
-from actors.regions_log import RegionsFold
-from actors.service import CHECKPOINT, ROLLBACK
-from actors.stored.image import Image, SessionImage
-from actors.taskqueue_log import TasksFold
-from sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
-from sim.store import StoredLog
-from sim.tools import SERVICES
-from sim.trace import DELIVER, EVENT, TraceRecord
+from barnraise.actors import coordination_log, coordinator_log, regions_log, taskqueue_log
+from barnraise.actors.coordination_log import CoordinationFold
+from barnraise.actors.coordinator_log import CoordinatorFold
+from barnraise.actors.regions_log import RegionsFold
+from barnraise.actors.service import CHECKPOINT, ROLLBACK
+from barnraise.actors.stored.image import Image, SessionImage
+from barnraise.actors.taskqueue_log import TasksFold
+from barnraise.sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
+from barnraise.sim.store import StoredLog
+from barnraise.sim.tools import SERVICES
+from barnraise.sim.trace import DELIVER, EVENT, TraceRecord
 
 __all__ = ["Image", "SessionImage", "fold", "image_of"]
 
@@ -211,13 +211,13 @@ class _Fold:
 
 def fold(records: Iterable[TraceRecord], *, faults: bool = False,
          upto: int | None = None, last: TraceRecord | None = None) -> Image:
-    """The :class:`~actors.stored.image.Image` after ``records`` (a log from its first
+    """The :class:`~barnraise.actors.stored.image.Image` after ``records`` (a log from its first
     record; with ``upto``, only its records before seq ``upto``).
 
     ``last``: the log's last record (before ``upto``), when ``records`` leave some out
     (:func:`image_of` reads only the types the fold uses). The image stands after it,
     not after the last record folded: :attr:`Image.seq` is where the stopped run's log
-    ends and the resumed run's begins (``scenarios._kit.run_records`` and the
+    ends and the resumed run's begins (``barnraise.scenarios._kit.run_records`` and the
     scenarios' reading of what was done before the kill count on it), whatever type
     the log's last records are of (a ``delegation.*`` event, a status update)."""
     return _folded(((*r, 0) for r in records), faults=faults, upto=upto, last=last)

@@ -1,9 +1,11 @@
-"""A stored run, read: its log as stored (:class:`sim.store.StoredLog`) and what folds of
+"""A stored run, read: its log as stored (:class:`barnraise.sim.store.StoredLog`) and what folds of
 the log show: the world at any time, the canvas, and the run's samples (the live
-recorder's :class:`sim.metrics.MetricsCollector` fed from the log, :meth:`StoredRun.samples`).
+recorder's :class:`barnraise.sim.metrics.MetricsCollector` fed from the log,
+:meth:`StoredRun.samples`).
 
-The readers depend on the store's schema, not the other way round: :mod:`sim.store`
-writes and reads the file, :mod:`actors.stored.rebuild` and :mod:`actors.stored.index` fold what it
+The readers depend on the store's schema, not the other way round: :mod:`barnraise.sim.store`
+writes and reads the file, :mod:`barnraise.actors.stored.rebuild` and
+:mod:`barnraise.actors.stored.index` fold what it
 reads, and this module, above both, is what ``barnraise.open_run`` hands out.
 """
 
@@ -15,15 +17,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from actors.stored.index import LogIndex
-from actors.stored.rebuild import Pairing, pair_writes, world_at
-from sim.analyses import events_frame
-from sim.canvas import completion_percent
-from sim.log import decode
-from sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector
-from sim.record import canvas_of, delegations_frame, record_repr
-from sim.store import StoredLog
-from sim.trace import DELIVER, DROP, EVENT, TraceRecord
+from barnraise.actors.stored.index import LogIndex
+from barnraise.actors.stored.rebuild import Pairing, pair_writes, world_at
+from barnraise.sim.analyses import events_frame
+from barnraise.sim.canvas import completion_percent
+from barnraise.sim.log import decode
+from barnraise.sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector
+from barnraise.sim.record import canvas_of, delegations_frame, record_repr
+from barnraise.sim.store import StoredLog
+from barnraise.sim.trace import DELIVER, DROP, EVENT, TraceRecord
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,7 +35,7 @@ __all__ = ["StoredRun"]
 
 class StoredRun(StoredLog):
     """A read-only view of a store (see ``barnraise.open_run``): :class:`StoredLog`, and
-    the folds of its log. A :class:`sim.record.RunRecord`: ``.events()``,
+    the folds of its log. A :class:`barnraise.sim.record.RunRecord`: ``.events()``,
     ``.delegations()``, ``.timeseries()`` and ``.agent_timeseries()`` are the frames
     ``RunResult`` gives for the same run."""
 
@@ -43,12 +45,12 @@ class StoredRun(StoredLog):
                         path=self.path, status=self.status)
 
     def events(self) -> pd.DataFrame:
-        """The run's domain events, one row each (:func:`sim.analyses.events_frame`'s
+        """The run's domain events, one row each (:func:`barnraise.sim.analyses.events_frame`'s
         columns; the raw log is :meth:`records`)."""
         return events_frame(self.records(kind=EVENT))
 
     def delegations(self) -> pd.DataFrame:
-        """One row per task the run delegated (:data:`sim.record.DELEGATION_COLUMNS`):
+        """One row per task the run delegated (:data:`barnraise.sim.record.DELEGATION_COLUMNS`):
         the store's delegations table (:meth:`StoredLog.delegation_rows`) as a frame.
         ``delivered_at``: when the task's ``task_result`` letter reached the delegator,
         or, for a result the stopped run had not delivered, when the resumed delegator
@@ -58,7 +60,8 @@ class StoredRun(StoredLog):
     def world(self, at: float | None = None) -> dict[str, Any]:
         """Every session's world after each record at or before simulated time ``at``
         (default: the end), folded from the last snapshot before it and the log
-        (:func:`actors.stored.rebuild.world_at`): canvas bytes and shape, members, claims, task
+        (:func:`barnraise.actors.stored.rebuild.world_at`): canvas bytes and shape, members, claims,
+        task
         statuses, checkpoints and the members' colours, by session id."""
         return world_at(self, at).state()
 
@@ -67,13 +70,13 @@ class StoredRun(StoredLog):
         """The canvas (``[y, x]`` tile codes) of ``session_id`` (default: the summary's
         session, else the first) after every record at or before simulated time ``at``
         (default: the end), folded from the snapshots and the log. None when that
-        session has no canvas then (:func:`sim.record.canvas_of`)."""
+        session has no canvas then (:func:`barnraise.sim.record.canvas_of`)."""
         return canvas_of(self.world(at), session_id, self.summary)
 
     def timeseries(self, session_id: str | None = None, *,
                    interval: float = DEFAULT_INTERVAL) -> pd.DataFrame:
         """The run's model-level samples, one row each, as ``RunResult.timeseries()`` gives
-        them for the same run (:data:`sim.metrics.TIMESERIES_DTYPES`; every session's by
+        them for the same run (:data:`barnraise.sim.metrics.TIMESERIES_DTYPES`; every session's by
         default, ``session_id`` keeps one): the log's records fed through the collector the
         live recorder feeds (:meth:`samples`). ``interval``: the simulated seconds between
         interval samples the run was recorded with. ValueError for an interval that is not
@@ -82,17 +85,17 @@ class StoredRun(StoredLog):
 
     def agent_timeseries(self, session_id: str | None = None, *,
                          interval: float = DEFAULT_INTERVAL) -> pd.DataFrame:
-        """The run's agent-level samples (:data:`sim.metrics.AGENT_DTYPES`), as
+        """The run's agent-level samples (:data:`barnraise.sim.metrics.AGENT_DTYPES`), as
         ``RunResult.agent_timeseries()`` gives them for the same run (see :meth:`timeseries`)."""
         return self.samples(interval).agent_timeseries(session_id)
 
     def samples(self, interval: float = DEFAULT_INTERVAL) -> Metrics:
         """The run's samples folded from its log by the live recorder's collector
-        (:class:`sim.metrics.MetricsCollector`): each domain event goes to
-        :meth:`~sim.metrics.MetricsCollector.on_event` as the trace's listener gives it
+        (:class:`barnraise.sim.metrics.MetricsCollector`): each domain event goes to
+        :meth:`~barnraise.sim.metrics.MetricsCollector.on_event` as the trace's listener gives it
         to the recorder, and every ``interval`` simulated seconds the sessions open then,
-        as the log folds them (:class:`actors.stored.index.LogIndex`), go to
-        :meth:`~sim.metrics.MetricsCollector.sample`, after every record at or before
+        as the log folds them (:class:`barnraise.actors.stored.index.LogIndex`), go to
+        :meth:`~barnraise.sim.metrics.MetricsCollector.sample`, after every record at or before
         that time (where the deterministic recorder's tick runs), while the log goes on
         past it; a finished run's final sample comes at its end. Mailbox depths: letters
         handled after the sample that were sent by then (the store's ``latency`` option;
@@ -100,13 +103,15 @@ class StoredRun(StoredLog):
         run these are the rows the live run recorded (``tests/test_record.py``); a
         realtime run's recorder sampled by the wall clock, so its rows differ; under a
         fault plan that drops letters a tile write can pair with another call's answer
-        (:func:`actors.stored.rebuild.world_at`'s note), and the tile figures may differ."""
+        (:func:`barnraise.actors.stored.rebuild.world_at`'s note), and the tile figures may
+        differ."""
         return self.fold_samples(interval)[0]
 
     def fold_samples(self, interval: float = DEFAULT_INTERVAL, *,
                      pairing: Pairing | None = None) -> tuple[Metrics, LogIndex]:
         """:meth:`samples`, and the :class:`LogIndex` of the same pass over the log (the
-        view's scrubber needs both). ``pairing``: :func:`actors.stored.rebuild.pair_writes` of
+        view's scrubber needs both). ``pairing``:
+        :func:`barnraise.actors.stored.rebuild.pair_writes` of
         this log, when the caller has it."""
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
                 or not math.isfinite(interval) or interval <= 0:
@@ -163,7 +168,7 @@ class _Progress(NamedTuple):
 
 class _Folded(NamedTuple):
     """One session of the folded world, as an interval sample reads it
-    (:class:`sim.metrics.SampledWorld`)."""
+    (:class:`barnraise.sim.metrics.SampledWorld`)."""
 
     session_id: str
     members: tuple[_Member, ...]

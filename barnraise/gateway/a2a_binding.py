@@ -46,9 +46,9 @@ from barnraise.gateway import jsonrpc
 from barnraise.gateway.hub import AgentSlot, Hub, Refused
 from barnraise.gateway.jsonrpc import RpcError
 from barnraise.gateway.ws import bearer_token
-from sim.events import TASK_EVENTS, status_after
-from sim.messages import Message
-from sim.tools import TOOLS
+from barnraise.sim.events import TASK_EVENTS, status_after
+from barnraise.sim.messages import Message
+from barnraise.sim.tools import TOOLS
 
 __all__ = ["STATE_OF", "A2ABinding", "TaskWatch"]
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from barnraise.gateway.slots import WAITS, AgentSlot, Counters, Limits, digest_of, fingerprint_of
-from sim.tools import fail
+from barnraise.sim.tools import fail
 
 __all__ = ["Bounds"]
 

@@ -1,7 +1,7 @@
 """The A2A agent card, generated from the tool table.
 
 Nothing here is written by hand per tool: every skill is one *group* of tools
-from :data:`sim.tools.TOOLS` (the first word of a tool's name, with a few words
+from :data:`barnraise.sim.tools.TOOLS` (the first word of a tool's name, with a few words
 folded together: ``builder_*``, ``blueprint_set`` and ``build_*`` are one
 group), and its tags and description are read off the tools in it. Add a tool
 to the table and it appears on the card.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from sim.tools import TOOLS, Tool
+from barnraise.sim.tools import TOOLS, Tool
 
 __all__ = ["A2A_PROTOCOL_VERSION", "CARD_PATHS", "RPC_PATH", "WS_PATH", "agent_card",
            "tool_groups"]

@@ -8,7 +8,7 @@ outside agents join their session. Either way the world stays up after the
 script returns, until :meth:`close`. ``HostedWorld(simulation=simu)`` hosts a
 Simulation someone else drives (``barnraise run --view`` puts its run on the
 gateway this way): no session is made, no script started, and :meth:`close`
-leaves it to its owner. ``limits`` (a :class:`sim.tools.WorldLimits`) is what the
+leaves it to its owner. ``limits`` (a :class:`barnraise.sim.tools.WorldLimits`) is what the
 world lets sessions and agents cost; the gateway's own bounds per remote agent
 and connection are ``Gateway(world, limits=Limits(...))``. A bad scenario name or parameter raises
 :class:`scenarios.ScenarioError` before anything starts.
@@ -22,12 +22,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.loading import coerce_params, load_with_sha256
 from barnraise.runner import package_version
-from sim.clock import check_time_scale
-from sim.store import Store
-from sim.tools import WorldLimits
+from barnraise.sim.clock import check_time_scale
+from barnraise.sim.store import Store
+from barnraise.sim.tools import WorldLimits
 
 __all__ = ["HostedWorld"]
 

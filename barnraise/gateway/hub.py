@@ -1,7 +1,7 @@
 """The hub: remote agents as in-process Clients, driven from one asyncio loop.
 
 Every surface (WebSocket, A2A over HTTP, MCP) calls tools through the hub, and
-the hub calls them through :class:`actors.world.Client`, the same path as any
+the hub calls them through :class:`barnraise.actors.world.Client`, the same path as any
 in-process participant: each remote agent is one Client (one mailbox actor),
 the services validate the arguments, check membership and apply the policy.
 The hub adds only what a network needs:
@@ -55,7 +55,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.gateway.bounds import Bounds
 from barnraise.gateway.signed import SignedMail
 from barnraise.gateway.slots import (
@@ -68,8 +68,8 @@ from barnraise.gateway.slots import (
     Refused,
     fingerprint_of,
 )
-from sim.messages import Message, encode
-from sim.tools import fail
+from barnraise.sim.messages import Message, encode
+from barnraise.sim.tools import fail
 
 __all__ = ["WAITS", "AgentSlot", "Counters", "Hub", "Limits", "Refused"]
 

@@ -1,7 +1,7 @@
 """MCP: the tool table as MCP tools, over stdio (``barnraise mcp``) or streamable HTTP (``/mcp``).
 
 Built on the official ``mcp`` SDK's low-level server: ``tools/list`` gives every
-tool of :data:`sim.tools.TOOLS` with its JSON input schema, ``tools/call`` calls
+tool of :data:`barnraise.sim.tools.TOOLS` with its JSON input schema, ``tools/call`` calls
 it through the hub (so as a Client would) and returns the result dict as
 structured content, with the same dict as JSON text for clients that read
 text only; a failure result is flagged ``isError``.
@@ -49,7 +49,7 @@ from barnraise.gateway import jsonrpc
 from barnraise.gateway.hub import AgentSlot, Hub, Refused
 from barnraise.gateway.jsonrpc import RpcError
 from barnraise.gateway.ws import bearer_token
-from sim.tools import TOOLS, fail
+from barnraise.sim.tools import TOOLS, fail
 
 __all__ = ["McpSurface", "read_lines", "serve_stdio"]
 

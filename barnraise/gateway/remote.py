@@ -9,8 +9,8 @@
     builder.close()
 
 :class:`RemoteClient` has ``call(tool, **args)``, a method per tool (both typed, from
-:class:`sim.tool_methods.ToolMethods`), ``call_any(tool, args)``, ``receive(timeout)``,
-``messages()``, ``session_id`` and ``agent_id`` as :class:`actors.world.Client` has, so
+:class:`barnraise.sim.tool_methods.ToolMethods`), ``call_any(tool, args)``, ``receive(timeout)``,
+``messages()``, ``session_id`` and ``agent_id`` as :class:`barnraise.actors.world.Client` has, so
 a script written against a local Simulation's client runs against a server. It
 speaks JSON-RPC over the server's WebSocket ``/a2a`` (see :mod:`.ws`) and adds
 ``send(...)``: a barnraise Message signed with the agent's key.
@@ -51,10 +51,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from sim.binding import prepare_call
-from sim.messages import Message, MessageError, Priority, decode, encode, session_topic
-from sim.tool_methods import ToolMethods
-from sim.tools import fail
+from barnraise.sim.binding import prepare_call
+from barnraise.sim.messages import Message, MessageError, Priority, decode, encode, session_topic
+from barnraise.sim.tool_methods import ToolMethods
+from barnraise.sim.tools import fail
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -124,7 +124,7 @@ class _Waiter:
 class RemoteClient(ToolMethods):
     """A remote agent's connection (see the module doc).
 
-    A method per tool and ``call`` come typed from :class:`sim.tool_methods.ToolMethods`;
+    A method per tool and ``call`` come typed from :class:`barnraise.sim.tool_methods.ToolMethods`;
     :meth:`call_any` takes any name.
     """
 
@@ -386,7 +386,7 @@ class RemoteClient(ToolMethods):
         """Call tool ``name`` as this agent; its result dict (see the module doc).
 
         The untyped way in, for code that has the tool's name as data; ``call`` and
-        the methods named after the tools (:class:`sim.tool_methods.ToolMethods`)
+        the methods named after the tools (:class:`barnraise.sim.tool_methods.ToolMethods`)
         are the typed ones and come here.
         """
         prepared = prepare_call(name, args, None)  # the server binds the session

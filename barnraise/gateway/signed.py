@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from barnraise.gateway.slots import AgentSlot, Refused
-from sim.messages import TOPIC_PREFIX, MessageError, decode, encode, topic_name, verify
+from barnraise.sim.messages import TOPIC_PREFIX, MessageError, decode, encode, topic_name, verify
 
 if TYPE_CHECKING:
     from barnraise.gateway.hub import Hub

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 import msgspec
 
-from actors.world import Client, PendingCall
-from sim.messages import Message
+from barnraise.actors.world import Client, PendingCall
+from barnraise.sim.messages import Message
 
 __all__ = ["BINDING", "BOUNDED", "WAITS", "AgentSlot", "Counters", "Limits", "Refused",
            "digest_of", "fingerprint_of"]

@@ -48,9 +48,9 @@ from starlette.websockets import WebSocket
 from barnraise.gateway import jsonrpc
 from barnraise.gateway.hub import AgentSlot, Hub, Refused
 from barnraise.gateway.jsonrpc import RpcError
-from sim.messages import Message
-from sim.tools import TOOLS, ToolError
-from sim.validation import validate
+from barnraise.sim.messages import Message
+from barnraise.sim.tools import TOOLS, ToolError
+from barnraise.sim.validation import validate
 
 __all__ = ["WebSocketSession", "bearer_token"]
 

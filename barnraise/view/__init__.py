@@ -5,7 +5,7 @@ server's base URL: the canvas (tiles as they are placed, claims outlined in
 their agent's colour, conflicts flashing), the agents, the task board, a log of
 domain events, the progress and a chart of the run's figures, updated over
 the WebSocket ``/view/ws`` with deltas; in deterministic mode its controls
-start, pause, step and pace the run (``sim.dispatch.Gate``).
+start, pause, step and pace the run (``barnraise.sim.dispatch.Gate``).
 
 ``barnraise view PATH`` serves the same page over a stored run, with a time
 slider over its snapshots.

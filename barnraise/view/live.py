@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.server import Gateway, GatewayServer, check_hosts
 from barnraise.view.server import ViewSurface

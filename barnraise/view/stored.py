@@ -15,9 +15,9 @@ Two sources answer the page as a :class:`~barnraise.view.watch.Watcher` does
   shown on the page, and the scrubber falls back to the snapshots.
 * :class:`StoredSource`, for the rest (a realtime run, a run driven by hand): the
   world at T folded from the last snapshot before it and the log
-  (:func:`actors.stored.rebuild.world_at`: canvas, claims, members, task statuses), the
+  (:func:`barnraise.actors.stored.rebuild.world_at`: canvas, claims, members, task statuses), the
   domain events logged up to T, and what a second pass over the log gives
-  (:class:`actors.stored.index.LogIndex`): the task board's frontier, the chart's
+  (:class:`barnraise.actors.stored.index.LogIndex`): the task board's frontier, the chart's
   point at T and the completion. Mailbox depths are sent as unknown (None): the log
   records a letter when it is handled, never when it is sent.
 
@@ -38,16 +38,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from actors.stored.index import board as task_board
-from actors.stored.rebuild import pair_writes, world_at
-from actors.stored.run import StoredRun
+from barnraise.actors.stored.index import board as task_board
+from barnraise.actors.stored.rebuild import pair_writes, world_at
+from barnraise.actors.stored.run import StoredRun
+from barnraise.sim.dispatch import GateAborted
+from barnraise.sim.store import StoreError
+from barnraise.sim.trace import EVENT
 from barnraise.view.watch import chart_series, picture
-from sim.dispatch import GateAborted
-from sim.store import StoreError
-from sim.trace import EVENT
 
 if TYPE_CHECKING:
-    from actors.world import Simulation
+    from barnraise.actors.world import Simulation
     from barnraise.runner import Request
     from barnraise.view.watch import Watcher
 
@@ -89,7 +89,7 @@ class _Scrubber:
 
 class StoredSource(_Scrubber):
     """What the view's page shows of a stored run at a chosen simulated time, folded
-    from its snapshots and log (:func:`actors.stored.rebuild.world_at`)."""
+    from its snapshots and log (:func:`barnraise.actors.stored.rebuild.world_at`)."""
 
     def __init__(self, run: StoredRun) -> None:
         self.run = run
@@ -377,7 +377,7 @@ class StoredServer:
                  allowed_hosts: Sequence[str] = ()) -> None:
         """``allowed_hosts``: ``Host`` values served besides the bound address
         (``--allow-host``; :class:`ValueError` for a malformed one)."""
-        from actors.world import Simulation
+        from barnraise.actors.world import Simulation
         from barnraise.gateway.hosting import HostedWorld
         from barnraise.gateway.server import Gateway, GatewayServer
         from barnraise.view.server import ViewSurface

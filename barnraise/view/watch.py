@@ -1,13 +1,13 @@
 """The live view's model: what a running Simulation looks like, as frames and deltas.
 
-A :class:`Watcher` follows one session of a :class:`~actors.world.Simulation`
+A :class:`Watcher` follows one session of a :class:`~barnraise.actors.world.Simulation`
 (the oldest, once there is one) without taking part in it:
 
-* it hears every domain event through :meth:`sim.trace.Trace.listen` (a cheap
+* it hears every domain event through :meth:`barnraise.sim.trace.Trace.listen` (a cheap
   append on the thread that records it; the trace is unchanged);
 * a pump thread reads the world ``rate`` times a wall second through the read
   API (:meth:`Simulation.view`): in deterministic mode at the run gate, between
-  two steps (:meth:`sim.dispatch.Gate.call`), so the picture is one moment of the
+  two steps (:meth:`barnraise.sim.dispatch.Gate.call`), so the picture is one moment of the
   run; directly when no run is passing the gate (before the scenario starts
   the loop, after it ends) or in realtime mode, where each service builds its
   part on its own thread;
@@ -18,7 +18,7 @@ A :class:`Watcher` follows one session of a :class:`~actors.world.Simulation`
   the new events, one point of the time series; :meth:`Watcher.frame` is the
   whole picture, which a page gets on connecting.
 
-In deterministic mode it also holds the run's :class:`~sim.dispatch.Gate`, so
+In deterministic mode it also holds the run's :class:`~barnraise.sim.dispatch.Gate`, so
 the page's controls pause, step (by domain event or simulated second) and pace
 the run (:meth:`Watcher.control`). In realtime mode they pause and resume the
 run (``RealtimeDispatcher.pause``: the clock stops, timers and letters wait),
@@ -44,12 +44,12 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from actors.world import Simulation
+from barnraise.actors.world import Simulation
 from barnraise.plots import STATUS_COLOURS, TILE_COLOURS, TILE_NAMES
-from sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE, check_time_scale
-from sim.dispatch import DeterministicDispatcher, Gate, GateClosed, RealtimeDispatcher
-from sim.metrics import FINAL, INTERVAL, Sample
-from sim.views import WorldView
+from barnraise.sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE, check_time_scale
+from barnraise.sim.dispatch import DeterministicDispatcher, Gate, GateClosed, RealtimeDispatcher
+from barnraise.sim.metrics import FINAL, INTERVAL, Sample
+from barnraise.sim.views import WorldView
 
 __all__ = ["CHART_FIGURES", "Watcher", "changed_rectangles", "chart_point", "chart_series",
            "picture", "rect_payload"]
@@ -169,7 +169,7 @@ def chart_point(t: float, completion: float | None, tiles_placed: int | None,
 def chart_series(samples: list[Sample], session_id: str | None, before: float
                  ) -> list[dict[str, Any]]:
     """The chart's points of a recorded run: its interval and final samples
-    (:class:`sim.metrics.Sample`, what ``timeseries()`` holds) of ``session_id``, those
+    (:class:`barnraise.sim.metrics.Sample`, what ``timeseries()`` holds) of ``session_id``, those
     before simulated time ``before``, in order. A stored run's page draws these
     (``StoredRun.samples()``), and the point of the time it shows after them."""
     return [chart_point(s.t, s.completion_percent, s.tiles_placed, s.conflicts, s.lost_work,
@@ -532,7 +532,8 @@ class Watcher:
         """Drive the run: ``start`` (or ``resume``), ``pause``, ``step_event`` (value: how
         many events, default 1), ``step_time`` (value: simulated seconds, default 1),
         ``speed`` (value: simulated seconds per wall second, from
-        :data:`~sim.clock.MIN_TIME_SCALE` to :data:`~sim.clock.MAX_TIME_SCALE`; null:
+        :data:`~barnraise.sim.clock.MIN_TIME_SCALE` to :data:`~barnraise.sim.clock.MAX_TIME_SCALE`;
+        null:
         flat out, deterministic mode only).
 
         Returns ``{"success": True, **status}`` or ``{"success": False, "error",

@@ -6,17 +6,17 @@ the same trace and dead-letter counts, and deliver through one step,
 it. As SimPy splits its core from its realtime loop, the modules split by
 concern:
 
-* ``sim.dispatch.values``: the value types and the :class:`Endpoint` contract;
-* ``sim.dispatch.core``: :class:`Dispatcher`, routing, dead letters,
+* ``barnraise.sim.dispatch.values``: the value types and the :class:`Endpoint` contract;
+* ``barnraise.sim.dispatch.core``: :class:`Dispatcher`, routing, dead letters,
   subscriptions, timers and the delivery step, shared by both modes;
-* ``sim.dispatch.deterministic``: :class:`DeterministicDispatcher`, one heap
+* ``barnraise.sim.dispatch.deterministic``: :class:`DeterministicDispatcher`, one heap
   ordered by ``(time, -priority, seq)``, handlers called in turn on the
   thread that runs it, virtual time; same seed, same trace digest;
-* ``sim.dispatch.faults``: :class:`Faults`, a seeded fault plan, and the
+* ``barnraise.sim.dispatch.faults``: :class:`Faults`, a seeded fault plan, and the
   injector that a dispatcher given one routes every agent's letters through;
-* ``sim.dispatch.realtime``: :class:`RealtimeDispatcher`, every actor a pykka
+* ``barnraise.sim.dispatch.realtime``: :class:`RealtimeDispatcher`, every actor a pykka
   ``ThreadingActor``, one timer thread, wall time times ``time_scale``;
-* ``sim.dispatch.gate``: :class:`Gate`, which a viewer puts in front of the
+* ``barnraise.sim.dispatch.gate``: :class:`Gate`, which a viewer puts in front of the
   deterministic loop to pause, step and pace it.
 
 A run ends in one of the reasons of :class:`RunReport`. When nothing is left to
@@ -26,12 +26,12 @@ produce, the reason is ``"deadlock"`` and the report names every waiter.
 
 from typing import Any, Final, Literal, Unpack, overload
 
-from sim.dispatch.core import Dispatcher, DispatcherOptions
-from sim.dispatch.deterministic import DeterministicDispatcher, DeterministicOptions
-from sim.dispatch.faults import FAULT_KINDS, Faults, FaultsError
-from sim.dispatch.gate import Gate, GateAborted, GateClosed
-from sim.dispatch.realtime import RealtimeDispatcher, RealtimeOptions
-from sim.dispatch.values import (
+from barnraise.sim.dispatch.core import Dispatcher, DispatcherOptions
+from barnraise.sim.dispatch.deterministic import DeterministicDispatcher, DeterministicOptions
+from barnraise.sim.dispatch.faults import FAULT_KINDS, Faults, FaultsError
+from barnraise.sim.dispatch.gate import Gate, GateAborted, GateClosed
+from barnraise.sim.dispatch.realtime import RealtimeDispatcher, RealtimeOptions
+from barnraise.sim.dispatch.values import (
     DELIVERED,
     DROPPED,
     OFFLINE,
@@ -43,7 +43,7 @@ from sim.dispatch.values import (
     Timer,
     Waiter,
 )
-from sim.seeds import seed_for
+from barnraise.sim.seeds import seed_for
 
 __all__ = [
     "DELIVERED",

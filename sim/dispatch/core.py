@@ -1,22 +1,24 @@
 """The dispatcher: its rooms put together, and what a run of either mode answers.
 
-:class:`Dispatcher` is the base of both modes (``sim.dispatch.deterministic``,
-``sim.dispatch.realtime``). It is made of three rooms, each a module of its own:
+:class:`Dispatcher` is the base of both modes (``barnraise.sim.dispatch.deterministic``,
+``barnraise.sim.dispatch.realtime``). It is made of three rooms, each a module of its own:
 
-* :mod:`sim.dispatch.routing` (:class:`~sim.dispatch.routing.Router`): messages,
+* :mod:`barnraise.sim.dispatch.routing` (:class:`~barnraise.sim.dispatch.routing.Router`): messages,
   routing, topics, domain events, dead letters and the one delivery step both
-  schedulers call (:meth:`~sim.dispatch.routing.Router.deliver`);
-* :mod:`sim.dispatch.lifecycle` (:class:`~sim.dispatch.lifecycle.Lifecycle`): spawn,
+  schedulers call (:meth:`~barnraise.sim.dispatch.routing.Router.deliver`);
+* :mod:`barnraise.sim.dispatch.lifecycle` (:class:`~barnraise.sim.dispatch.lifecycle.Lifecycle`):
+  spawn,
   stop, crash, respawn and death watch;
-* :mod:`sim.dispatch.timers` (:class:`~sim.dispatch.timers.Timers`): timers and the
+* :mod:`barnraise.sim.dispatch.timers` (:class:`~barnraise.sim.dispatch.timers.Timers`): timers and
+  the
   work that keeps a run alive.
 
 Here: the state the rooms share (made once, in :meth:`Dispatcher.__init__`), the
 options both modes take, and running, statistics and durability. The rooms are base
 classes rather than held objects because the hot path reads their shared state on
-every message (see :mod:`sim.dispatch.routing`).
+every message (see :mod:`barnraise.sim.dispatch.routing`).
 
-Actors are anything that satisfies :class:`~sim.dispatch.values.Endpoint`;
+Actors are anything that satisfies :class:`~barnraise.sim.dispatch.values.Endpoint`;
 this package never imports ``actors``.
 """
 
@@ -32,13 +34,13 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from sim.dispatch.faults import FaultInjector, Faults
-from sim.dispatch.lifecycle import Lifecycle, Lives
-from sim.dispatch.routing import ERRORS_TOPIC, SYSTEM, Router, answers
-from sim.dispatch.timers import Timers
-from sim.dispatch.values import RunReport, Statistics
-from sim.messages import DEFAULT_MAX_CONTENT_BYTES
-from sim.trace import Trace
+from barnraise.sim.dispatch.faults import FaultInjector, Faults
+from barnraise.sim.dispatch.lifecycle import Lifecycle, Lives
+from barnraise.sim.dispatch.routing import ERRORS_TOPIC, SYSTEM, Router, answers
+from barnraise.sim.dispatch.timers import Timers
+from barnraise.sim.dispatch.values import RunReport, Statistics
+from barnraise.sim.messages import DEFAULT_MAX_CONTENT_BYTES
+from barnraise.sim.trace import Trace
 
 __all__ = ["ERRORS_TOPIC", "SYSTEM", "Dispatcher", "DispatcherOptions", "answers"]
 
@@ -136,7 +138,7 @@ class Dispatcher(Lifecycle, Timers):
 
     def make_durable(self, caller: str) -> None:
         """About to answer ``caller``: commit what the run has recorded, when a store
-        keeps it and its policy says so (see sim.store)."""
+        keeps it and its policy says so (see barnraise.sim.store)."""
         durable = self.durable
         if durable is not None:
             durable(caller)

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from heapq import heappop, heappush
 from typing import Any, Unpack
 
-from sim.clock import VirtualClock
-from sim.dispatch.core import SYSTEM, Dispatcher, DispatcherOptions
-from sim.dispatch.gate import Gate
-from sim.dispatch.values import (
+from barnraise.sim.clock import VirtualClock
+from barnraise.sim.dispatch.core import SYSTEM, Dispatcher, DispatcherOptions
+from barnraise.sim.dispatch.gate import Gate
+from barnraise.sim.dispatch.values import (
     DELIVERED,
     DROPPED,
     OFFLINE,
@@ -28,7 +28,7 @@ from sim.dispatch.values import (
     Statistics,
     Timer,
 )
-from sim.messages import Message
+from barnraise.sim.messages import Message
 
 __all__ = ["LOOP_GC_THRESHOLD", "DeterministicDispatcher", "DeterministicOptions"]
 
@@ -104,7 +104,7 @@ class DeterministicDispatcher(Dispatcher):
         self.gate: Gate | None = None
 
     def attach_gate(self, gate: Gate) -> Callable[[], None]:
-        """Put ``gate`` in front of every entry (see :mod:`sim.dispatch.gate`); returns
+        """Put ``gate`` in front of every entry (see :mod:`barnraise.sim.dispatch.gate`); returns
         the function that takes it away again (and opens it)."""
         if self.gate is not None:
             raise RuntimeError("this dispatcher already has a gate")

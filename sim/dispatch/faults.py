@@ -7,8 +7,8 @@ which decides its fate with draws from the run's own seeded stream
 exactly, failures included. Every injected fault is one ``fault`` record in the
 trace (its type is the fault: ``drop``, ``duplicate``, ``delay``, ``reorder``,
 ``crash``), so the digest covers them. A crash is the dispatcher's
-(:meth:`~sim.dispatch.core.Dispatcher.crash`); whoever set ``crash_handler`` (the
-supervisors of ``actors.supervisor``) brings the agent back.
+(:meth:`~barnraise.sim.dispatch.core.Dispatcher.crash`); whoever set ``crash_handler`` (the
+supervisors of ``barnraise.actors.supervisor``) brings the agent back.
 
 What is subject to faults: letters to or from an *agent* (an endpoint with an
 ``agent_type``). Letters between the services, and between a host's in-process
@@ -32,15 +32,15 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import numpy as np
 
-from sim.dispatch.values import DELIVERED
-from sim.messages import Metadata
-from sim.seeds import seed_for
-from sim.trace import FAULT
+from barnraise.sim.dispatch.values import DELIVERED
+from barnraise.sim.messages import Metadata
+from barnraise.sim.seeds import seed_for
+from barnraise.sim.trace import FAULT
 
 if TYPE_CHECKING:
-    from sim.dispatch.core import Dispatcher
-    from sim.dispatch.values import Endpoint, SendReport
-    from sim.messages import Message, Region
+    from barnraise.sim.dispatch.core import Dispatcher
+    from barnraise.sim.dispatch.values import Endpoint, SendReport
+    from barnraise.sim.messages import Message, Region
 
 __all__ = ["FAULT_KINDS", "FaultInjector", "Faults", "FaultsError"]
 
@@ -260,7 +260,7 @@ class FaultInjector:
         Every ``retry`` simulated seconds (the gap doubling up to four times that),
         while the agent still awaits the answer (``Endpoint.awaits``), a copy goes
         out with the first one's correlation id: its idempotency key, by which the
-        services answer it once (``actors.service.SessionService``). The timer keeps
+        services answer it once (``barnraise.actors.service.SessionService``). The timer keeps
         the run going while the request is unanswered, as its lost letter would
         have; a crashed sender's requests are not sent again.
         """

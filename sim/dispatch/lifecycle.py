@@ -1,11 +1,11 @@
 """Actors' lives: spawning, stopping, crashes and respawns, death watch, and what
 routing needs to know of each actor (its type, its session, whether it is online).
 
-:class:`Lifecycle` is one room of the dispatcher (:class:`sim.dispatch.core.Dispatcher`
+:class:`Lifecycle` is one room of the dispatcher (:class:`barnraise.sim.dispatch.core.Dispatcher`
 puts the rooms together); it changes the endpoint tables that routing
-(:mod:`sim.dispatch.routing`) reads, under the dispatcher's topology lock, and it is
+(:mod:`barnraise.sim.dispatch.routing`) reads, under the dispatcher's topology lock, and it is
 a base class of the dispatcher rather than an object it holds because routing reads
-those tables on every message (see :mod:`sim.dispatch.routing`). Starting and
+those tables on every message (see :mod:`barnraise.sim.dispatch.routing`). Starting and
 stopping an actor's loop (``_start``, ``_stop``) is each mode's own.
 """
 
@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sim.dispatch.routing import SYSTEM, Router, _encode_content, _encode_obj
-from sim.dispatch.values import Endpoint, Waiter
-from sim.messages import BROADCAST, Priority
-from sim.trace import FAULT
+from barnraise.sim.dispatch.routing import SYSTEM, Router, _encode_content, _encode_obj
+from barnraise.sim.dispatch.values import Endpoint, Waiter
+from barnraise.sim.messages import BROADCAST, Priority
+from barnraise.sim.trace import FAULT
 
 if TYPE_CHECKING:
-    from sim.dispatch.core import Dispatcher
+    from barnraise.sim.dispatch.core import Dispatcher
 
 __all__ = ["Lifecycle", "Lives"]
 

@@ -2,10 +2,10 @@
 
 Each message is offered straight into the recipient's mailbox; the actor's
 thread takes it out and runs the same delivery step as the deterministic loop
-(:meth:`~sim.dispatch.core.Dispatcher.deliver`). One timer thread serves every
+(:meth:`~barnraise.sim.dispatch.core.Dispatcher.deliver`). One timer thread serves every
 timer and sleep. Time is wall time times ``time_scale``.
 
-An actor whose mailbox is ``inline`` (a gateway's Client: ``actors.client.InlineMailbox``)
+An actor whose mailbox is ``inline`` (a gateway's Client: ``barnraise.actors.client.InlineMailbox``)
 has its letters handed over through the mailbox's ``accept`` on the sending thread
 instead: no hop through a thread of its own for a reply to an outside caller.
 """
@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from heapq import heapify, heappop, heappush
 from typing import Unpack
 
-from sim.clock import WallClock
-from sim.dispatch.core import SYSTEM, Dispatcher, DispatcherOptions
-from sim.dispatch.values import (
+from barnraise.sim.clock import WallClock
+from barnraise.sim.dispatch.core import SYSTEM, Dispatcher, DispatcherOptions
+from barnraise.sim.dispatch.values import (
     DELIVERED,
     DROPPED,
     OFFLINE,
@@ -32,7 +32,7 @@ from sim.dispatch.values import (
     Statistics,
     Timer,
 )
-from sim.messages import Message
+from barnraise.sim.messages import Message
 
 __all__ = ["RealtimeDispatcher", "RealtimeOptions"]
 

@@ -5,19 +5,19 @@ routes them (direct, ``broadcast``, ``topic:NAME``, ``type:ROLE``), keeps the
 subscriptions a topic is published to, publishes domain events
 (:meth:`~Router.emit`), counts and traces dead letters, and owns the one delivery
 step (:meth:`~Router.deliver`) that both schedulers call: the deterministic one
-(``sim.dispatch.deterministic``) from its heap loop, the realtime one from each
+(``barnraise.sim.dispatch.deterministic``) from its heap loop, the realtime one from each
 actor's thread. How a routed message reaches that step (``_route_one``) is each
 mode's own.
 
 The dispatcher's other concerns are rooms of their own: actors' lives
-(:mod:`sim.dispatch.lifecycle`) and timers (:mod:`sim.dispatch.timers`);
-:class:`sim.dispatch.core.Dispatcher` puts them together and makes the state they
+(:mod:`barnraise.sim.dispatch.lifecycle`) and timers (:mod:`barnraise.sim.dispatch.timers`);
+:class:`barnraise.sim.dispatch.core.Dispatcher` puts them together and makes the state they
 share. They are base classes of it rather than objects it holds because every
 message reads that state (the endpoint tables, the topics, the clock): one more
 attribute hop per read is a measurable share of a round trip (see the note on
 ``Dispatcher``'s class attributes; ``benchmarks/ab.py``).
 
-Actors are anything that satisfies :class:`~sim.dispatch.values.Endpoint`; this
+Actors are anything that satisfies :class:`~barnraise.sim.dispatch.values.Endpoint`; this
 module never imports ``actors``.
 """
 
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from sim.clock import VirtualClock, WallClock
-from sim.dispatch.faults import FaultInjector, Faults
-from sim.dispatch.values import (
+from barnraise.sim.clock import VirtualClock, WallClock
+from barnraise.sim.dispatch.faults import FaultInjector, Faults
+from barnraise.sim.dispatch.values import (
     DROPPED,
     DeadReason,
     Endpoint,
@@ -41,8 +41,8 @@ from sim.dispatch.values import (
     SubscriptionFilter,
     region_of,
 )
-from sim.events import Event, body_of
-from sim.messages import (
+from barnraise.sim.events import Event, body_of
+from barnraise.sim.messages import (
     BROADCAST,
     TOPIC_PREFIX,
     TYPE_PREFIX,
@@ -57,11 +57,11 @@ from sim.messages import (
     topic_name,
     verify,
 )
-from sim.tokens import random_id
-from sim.trace import DELIVER, DROP, ERROR, Trace
+from barnraise.sim.tokens import random_id
+from barnraise.sim.trace import DELIVER, DROP, ERROR, Trace
 
 if TYPE_CHECKING:
-    from sim.dispatch.lifecycle import Lives
+    from barnraise.sim.dispatch.lifecycle import Lives
 
 __all__ = ["ERRORS_TOPIC", "SYSTEM", "Router", "answers"]
 
@@ -100,7 +100,7 @@ class _Subscription:
 
 class Router:
     """Messages, routing, topics, delivery and dead letters; the state is made by
-    :class:`sim.dispatch.core.Dispatcher` (these annotations name it)."""
+    :class:`barnraise.sim.dispatch.core.Dispatcher` (these annotations name it)."""
 
     mode: str = "abstract"
     # Class-level defaults, set on an instance only when in use (see Dispatcher).
@@ -463,14 +463,14 @@ class Router:
     ) -> None:
         """Record a domain event and publish it on ``topic`` and ``topic:<its name>``.
 
-        The event's body (:func:`sim.events.body_of`) is built once and encoded once.
+        The event's body (:func:`barnraise.sim.events.body_of`) is built once and encoded once.
         An event about a place (a ``region`` in its payload) carries that region
         in its metadata too, so subscription filters on regions see it.
         """
         event_type = event.kind
         if not event_type:
             raise TypeError(f"{type(event).__qualname__} is no registered event type "
-                            "(sim.events.register)")
+                            "(barnraise.sim.events.register)")
         body = body_of(event)
         now = self.clock.now
         # One encoding for the trace's record and every publication of it (the same

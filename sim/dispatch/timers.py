@@ -1,8 +1,8 @@
 """Timers: run a callback in an actor's context later, once or every so often, and
 count the work that keeps a run alive.
 
-:class:`Timers` is one room of the dispatcher (:class:`sim.dispatch.core.Dispatcher`
-puts the rooms together). It makes the :class:`~sim.dispatch.values.Timer`; each mode
+:class:`Timers` is one room of the dispatcher (:class:`barnraise.sim.dispatch.core.Dispatcher`
+puts the rooms together). It makes the :class:`~barnraise.sim.dispatch.values.Timer`; each mode
 keeps its own queue of them (``_schedule``, ``cancel_timer``, ``add_live_work``): the
 deterministic heap, or the realtime timer thread. A base class of the dispatcher
 rather than an object it holds because actors set a timer for every sleep and
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sim.dispatch.routing import Router
-from sim.dispatch.values import Endpoint, Timer
-from sim.messages import Priority
+from barnraise.sim.dispatch.routing import Router
+from barnraise.sim.dispatch.values import Endpoint, Timer
+from barnraise.sim.messages import Priority
 
 __all__ = ["Timers"]
 

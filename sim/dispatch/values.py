@@ -1,7 +1,7 @@
 """The value types both dispatchers share, and what they ask of an actor.
 
 :class:`Endpoint` is the contract between a dispatcher and an actor (in
-practice ``actors.base.A2AActor``); the rest are values a dispatcher hands
+practice ``barnraise.actors.base.A2AActor``); the rest are values a dispatcher hands
 out: :class:`SendReport` per send, :class:`RunReport` per run,
 :class:`Statistics` on demand, :class:`Waiter` per suspended behaviour, and
 :class:`Timer` per scheduled call. :class:`SubscriptionFilter` is what a
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import msgspec
 
-from sim.messages import Message, MessageError, Region
+from barnraise.sim.messages import Message, MessageError, Region
 
 if TYPE_CHECKING:
-    from sim.dispatch.core import Dispatcher
+    from barnraise.sim.dispatch.core import Dispatcher
 
 __all__ = [
     "DELIVERED",
@@ -73,7 +73,7 @@ class Waiter:
 
 
 class Endpoint(Protocol):
-    """What a dispatcher needs from an actor. ``actors.base.A2AActor`` provides it.
+    """What a dispatcher needs from an actor. ``barnraise.actors.base.A2AActor`` provides it.
 
     ``pending`` (deterministic mode: letters queued for it), ``delivered`` and
     ``handled`` (realtime mode: letters handled, daemon timers aside) are

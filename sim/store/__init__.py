@@ -17,27 +17,27 @@ One file per run, on the standard library's :mod:`sqlite3`, in WAL mode with
 
 One concern a module:
 
-* :mod:`sim.store.migrations`: the schema (:data:`SCHEMA_VERSION`) and the steps
+* :mod:`barnraise.sim.store.migrations`: the schema (:data:`SCHEMA_VERSION`) and the steps
   that bring an older store up to it;
-* :mod:`sim.store.files`: whether a path is a store and what run it holds
+* :mod:`barnraise.sim.store.files`: whether a path is a store and what run it holds
   (:func:`check_store`, :class:`RunInfo`, :class:`StoreError`), read-only opening,
   the writer's lock;
-* :mod:`sim.store.divergence`: a re-execution checked against a stored log
+* :mod:`barnraise.sim.store.divergence`: a re-execution checked against a stored log
   (:class:`Divergence`, the resume check);
-* :mod:`sim.store.writer`: :class:`Store`, the writer (group commit, snapshots,
+* :mod:`barnraise.sim.store.writer`: :class:`Store`, the writer (group commit, snapshots,
   the delegations table, resume);
-* :mod:`sim.store.reader`: :class:`StoredLog`, the store read as stored.
+* :mod:`barnraise.sim.store.reader`: :class:`StoredLog`, the store read as stored.
 
-Every public name is importable from :mod:`sim.store` itself.
+Every public name is importable from :mod:`barnraise.sim.store` itself.
 """
 
 from __future__ import annotations
 
-from sim.store.divergence import Divergence
-from sim.store.files import RunInfo, StoreError, check_store
-from sim.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from sim.store.reader import StoredLog, read_snapshot
-from sim.store.writer import GROUP_RECORDS, GROUP_SECONDS, SNAPSHOT_EVERY, Store
+from barnraise.sim.store.divergence import Divergence
+from barnraise.sim.store.files import RunInfo, StoreError, check_store
+from barnraise.sim.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from barnraise.sim.store.reader import StoredLog, read_snapshot
+from barnraise.sim.store.writer import GROUP_RECORDS, GROUP_SECONDS, SNAPSHOT_EVERY, Store
 
 __all__ = ["GROUP_RECORDS", "GROUP_SECONDS", "MIGRATIONS", "SCHEMA_VERSION", "SNAPSHOT_EVERY",
            "Divergence", "RunInfo", "Store", "StoreError", "StoredLog", "check_store",

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from sim.trace import Trace, TraceRecord
+from barnraise.sim.trace import Trace, TraceRecord
 
 __all__ = ["Divergence", "ResumeCheck", "first_difference"]
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sim.store.migrations import SCHEMA_VERSION
+from barnraise.sim.store.migrations import SCHEMA_VERSION
 
 __all__ = ["RunInfo", "StoreError", "check_store", "locked_by_other", "reading"]
 

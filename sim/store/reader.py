@@ -1,8 +1,9 @@
 """A store read: :class:`StoredLog`, its run row, log, snapshots and delegations as stored.
 
 Every read goes through a read-only connection that leaves the folder as it found it
-(:func:`sim.store.files.reading`), so a reader may read a store a live run is writing.
-:class:`actors.stored.run.StoredRun` (what ``barnraise.open_run`` returns) adds what folds of
+(:func:`barnraise.sim.store.files.reading`), so a reader may read a store a live run is writing.
+:class:`barnraise.actors.stored.run.StoredRun` (what ``barnraise.open_run`` returns) adds what folds
+of
 the log show.
 """
 
@@ -19,9 +20,9 @@ from typing import Any, Final
 
 import msgspec
 
-from sim.store.divergence import Divergence, first_difference
-from sim.store.files import RunInfo, check_store, locked_by_other, reading
-from sim.trace import Trace, TraceRecord
+from barnraise.sim.store.divergence import Divergence, first_difference
+from barnraise.sim.store.files import RunInfo, check_store, locked_by_other, reading
+from barnraise.sim.trace import Trace, TraceRecord
 
 __all__ = ["StoredLog", "read_snapshot"]
 
@@ -70,7 +71,8 @@ def _filters(start: int | None, upto: int | None, types: Iterable[str] | None
 
 class StoredLog:
     """A read-only view of a store: its run row, log, snapshots and delegations as stored.
-    :class:`actors.stored.run.StoredRun` (what ``barnraise.open_run`` returns) adds what folds
+    :class:`barnraise.actors.stored.run.StoredRun` (what ``barnraise.open_run`` returns) adds what
+    folds
     of the log show."""
 
     def __init__(self, path: str | os.PathLike[str], info: RunInfo | None = None) -> None:
@@ -119,7 +121,7 @@ class StoredLog:
         content, packed), a content ``packed`` being zlib-compressed. With ``types``,
         only the records of those types; with ``upto``, only those before that seq
         (both filtered in SQL). For a reader that goes through a whole log and makes
-        no record object of most rows (``actors.stored.resume.image_of``)."""
+        no record object of most rows (``barnraise.actors.stored.resume.image_of``)."""
         where, args = _filters(None, upto, types)
         return self._select(where, args)
 

@@ -8,7 +8,7 @@ committed.
 
 **Resume.** :meth:`Store.resume` opens an interrupted store for appending: a
 re-execution's first records are checked against the stored ones
-(:class:`sim.store.divergence.ResumeCheck`), and records past the stored end are
+(:class:`barnraise.sim.store.divergence.ResumeCheck`), and records past the stored end are
 appended.
 
 **Snapshots.** Every ``snapshot_every`` records (a parameter of :meth:`Store.create`
@@ -32,13 +32,13 @@ from typing import Any, Final
 
 import msgspec
 
-from sim.events import status_after
-from sim.log import decode
-from sim.record import DELEGATION_EVENTS
-from sim.store.divergence import Divergence, ResumeCheck
-from sim.store.files import RunInfo, StoreError, check_store
-from sim.store.migrations import fresh_image, migrate
-from sim.trace import DELIVER, EVENT, Trace, TraceRecord
+from barnraise.sim.events import status_after
+from barnraise.sim.log import decode
+from barnraise.sim.record import DELEGATION_EVENTS
+from barnraise.sim.store.divergence import Divergence, ResumeCheck
+from barnraise.sim.store.files import RunInfo, StoreError, check_store
+from barnraise.sim.store.migrations import fresh_image, migrate
+from barnraise.sim.trace import DELIVER, EVENT, Trace, TraceRecord
 
 __all__ = ["GROUP_RECORDS", "GROUP_SECONDS", "PACK_OVER", "SNAPSHOT_EVERY", "Store"]
 

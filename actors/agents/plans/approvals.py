@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from actors.agents.participant import Participant
-from actors.base import Agent
-from sim.events import HitlApprovalRequested, HitlApprovalResolved
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.base import Agent
+from barnraise.sim.events import HitlApprovalRequested, HitlApprovalResolved
 
 __all__ = [
     "APPROVAL_REQUESTED",

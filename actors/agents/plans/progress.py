@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from actors.agents.participant import Participant
-from actors.agents.plans.runner import (
+from barnraise.actors.agents.participant import Participant
+from barnraise.actors.agents.plans.runner import (
     PLAN_COMPLETED,
     PLAN_STARTED,
     STEP_COMPLETED,
     STEP_FAILED,
     STEP_STARTED,
 )
-from actors.agents.plans.schema import TIME_TOLERANCE
-from actors.base import WaitTimeout
+from barnraise.actors.agents.plans.schema import TIME_TOLERANCE
+from barnraise.actors.base import WaitTimeout
 
 __all__ = ["Debouncer", "progress_watcher"]
 

@@ -4,7 +4,7 @@
 each step once its dependencies have completed, delegating it with
 ``task_delegate`` (a test or review step gets its region in the payload, a
 build step as the task's region, which the assignee claims). A step with
-``approval`` first waits at its gate (``actors.agents.plans.approvals``).
+``approval`` first waits at its gate (``barnraise.actors.agents.plans.approvals``).
 Session events, on ``session:<id>:events``: ``plan.started``,
 ``plan.step.started``, ``plan.step.completed`` (``skipped`` true for a skipped
 step), ``plan.step.failed`` (``reason``; ``blocked_by`` for a step whose
@@ -24,18 +24,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from actors.agents.alerts import alert, events_topic
-from actors.agents.delegation import Delegation, DelegationError, DelegationLedger
-from actors.agents.participant import Participant, my_delegations
-from actors.agents.plans.approvals import (
+from barnraise.actors.agents.alerts import alert, events_topic
+from barnraise.actors.agents.delegation import Delegation, DelegationError, DelegationLedger
+from barnraise.actors.agents.participant import Participant, my_delegations
+from barnraise.actors.agents.plans.approvals import (
     APPROVAL_REQUESTED,
     APPROVAL_RESOLVED,
     APPROVAL_RESPONSE,
     DECISIONS,
 )
-from actors.agents.plans.schema import TIME_TOLERANCE, Plan, PlanError, Step, load_plan
-from actors.base import Agent, WaitTimeout
-from sim.events import (
+from barnraise.actors.agents.plans.schema import TIME_TOLERANCE, Plan, PlanError, Step, load_plan
+from barnraise.actors.base import Agent, WaitTimeout
+from barnraise.sim.events import (
     HitlApprovalRequested,
     HitlApprovalResolved,
     PlanCompleted,
@@ -45,7 +45,7 @@ from sim.events import (
     PlanStepFailed,
     PlanStepStarted,
 )
-from sim.messages import Message
+from barnraise.sim.messages import Message
 
 __all__ = [
     "PLAN_COMPLETED",

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sim.tools import TOOLS
+from barnraise.sim.tools import TOOLS
 
 __all__ = [
     "DEFAULT_APPROVAL_TIMEOUT",
