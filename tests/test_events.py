@@ -105,7 +105,7 @@ def test_the_runs_reach_every_event_type_but_the_rare_ones(
 
 
 def _library_modules() -> Iterator[str]:
-    for package in ("sim", "actors", "scenarios", "barnraise"):
+    for package in ("barnraise",):  # barnraise.sim, .actors and .scenarios among them
         module = importlib.import_module(package)
         yield package
         for info in pkgutil.walk_packages(module.__path__, f"{package}."):

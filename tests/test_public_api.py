@@ -62,6 +62,15 @@ def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
     return found
 
 
+def layer_of(module: str) -> str:
+    """The layer a module is in by its name: ``barnraise.sim.store`` is in ``sim``,
+    ``barnraise.runner`` in ``barnraise``; any other name's first part."""
+    parts = module.split(".")
+    if parts[0] == "barnraise" and len(parts) > 1 and parts[1] in LAYERS[:-1]:
+        return parts[1]
+    return parts[0]
+
+
 def layering_violations(root: pathlib.Path) -> list[str]:
     problems = []
     for rank, layer in enumerate(LAYERS):
@@ -70,7 +79,10 @@ def layering_violations(root: pathlib.Path) -> list[str]:
             for line, module in _imports(path):
                 if module.startswith("."):
                     problems.append(f"{path.relative_to(root)}:{line} relative import {module}")
-                elif module.split(".")[0] in above:
+                elif module.split(".")[0] in LAYERS[:-1]:
+                    problems.append(f"{path.relative_to(root)}:{line} imports {module} by a "
+                                    f"top-level name (installed, it is barnraise.{module})")
+                elif layer_of(module) in above:
                     problems.append(f"{path.relative_to(root)}:{line} imports {module}, "
                                     f"a layer above {layer}")
     return problems
@@ -205,7 +217,8 @@ def test_every_data_file_the_packages_read_is_installed_with_them() -> None:
             if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in str(path):
                 continue
             relative = path.relative_to(ROOT / package).as_posix()
-            assert any(fnmatch.fnmatch(relative, p) for p in patterns.get(package, ())), (
+            installed = package if package == "barnraise" else f"barnraise.{package}"
+            assert any(fnmatch.fnmatch(relative, p) for p in patterns.get(installed, ())), (
                 f"{package}/{relative} is not in [tool.setuptools.package-data]")
 
 
