@@ -18,7 +18,7 @@ AREA = 60  # every claim falls in this corner of the canvas, so claims collide
 
 def _canvas(server: GatewayServer, session_id: str) -> np.ndarray[Any, Any]:
     regions = server.gateway.world.simulation.dispatcher.actor("regions")
-    tiles: np.ndarray[Any, Any] = regions._world(session_id).canvas.tiles  # type: ignore[attr-defined]
+    tiles: np.ndarray[Any, Any] = regions.world_of(session_id).canvas.tiles  # type: ignore[attr-defined]
     return tiles.copy()
 
 
