@@ -506,7 +506,7 @@ def _view_stored(args: argparse.Namespace) -> int:
         with _script_warnings():
             return serve_stored(run, host=VIEW_HOST, port=args.port, script=args.script,
                                 allowed_hosts=allowed_hosts)
-    except ValueError as exc:
+    except (ValueError, StoreError) as exc:
         print(f"barnraise: error: {args.store}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # taken since the check above

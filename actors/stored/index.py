@@ -51,11 +51,12 @@ from typing import Any, Final
 from barnraise.actors import regions_log, taskqueue_log
 from barnraise.actors.regions_log import Figures
 from barnraise.actors.service import SESSION
-from barnraise.actors.stored.rebuild import Pairing, World, WorldFold
+from barnraise.actors.stored.rebuild import MALFORMED, Pairing, World, WorldFold, malformed
 from barnraise.actors.taskqueue_log import GraphOps, TaskShape
 from barnraise.sim.canvas import completion_percent
 from barnraise.sim.log import CALL, RESUMED, decode
 from barnraise.sim.store import StoredLog
+from barnraise.sim.tools import SERVICES
 from barnraise.sim.trace import DELIVER, DROP, EVENT, TraceRecord
 
 __all__ = ["FRONTIER_SIZE", "LogIndex", "TaskShape", "board"]
@@ -103,20 +104,23 @@ class LogIndex:
             for r in records:
                 if visit is not None:
                     visit(self, r)
-                if r.kind == DELIVER:
-                    self._delivered.append(r.seq)
-                    if r.recipient == "tasks":
-                        delegate = taskqueue_log.graph_letter(self.graph_ops, r)
-                    elif r.recipient == "regions" and r.type == CALL:
-                        self._to_regions(r, answers)
-                elif r.kind == DROP:
-                    self._dropped.append(r.seq)
-                elif r.kind == EVENT:
-                    self._event(r, delegate, orders)
-                    if r.type in ("task_created", RESUMED):  # (a stopped run's call
-                        delegate = None  # may have made no task before the stop)
-                if fold is not None:
-                    fold.apply(r)
+                try:
+                    if r.kind == DELIVER:
+                        self._delivered.append(r.seq)
+                        if r.recipient == "tasks":
+                            delegate = taskqueue_log.graph_letter(self.graph_ops, r)
+                        elif r.recipient == "regions" and r.type == CALL:
+                            self._to_regions(r, answers)
+                    elif r.kind == DROP:
+                        self._dropped.append(r.seq)
+                    elif r.kind == EVENT:
+                        self._event(r, delegate, orders)
+                        if r.type in ("task_created", RESUMED):  # (a stopped run's call
+                            delegate = None  # may have made no task before the stop)
+                    if fold is not None:
+                        fold.apply(r)
+                except MALFORMED as exc:
+                    raise malformed(r, exc) from exc
         finally:
             records.close()
         if visit is not None:
@@ -136,8 +140,8 @@ class LogIndex:
         if not regions_log.may_concern_figures(r.content):
             return
         content = decode(r.content)
-        if not isinstance(content, dict):
-            return
+        if not isinstance(content, dict) or ("op" in content and r.sender not in SERVICES):
+            return  # (an operation from an agent is refused: it changed nothing)
         if content.get("op") == SESSION and isinstance(content.get("session"), dict):
             sid = content["session"].get("session_id")
             if isinstance(sid, str) and sid not in self.sessions:

@@ -46,19 +46,20 @@ from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
 import numpy as np
 
 from barnraise.actors import coordinator_log, regions_log, taskqueue_log
 from barnraise.actors.regions_log import is_write, placed_of
 from barnraise.actors.stored.image import WorldSession
 from barnraise.sim.log import ANSWER, CALL, RESUMED, Calls, decode, is_answer, is_call
-from barnraise.sim.store import StoredLog
+from barnraise.sim.store import StoredLog, StoreError
 from barnraise.sim.tools import SERVICES
 from barnraise.sim.trace import DELIVER, EVENT, TraceRecord
 from barnraise.sim.views import member_colour
 
-__all__ = ["Pairing", "World", "WorldFold", "WorldSession", "fold_records", "pair_writes",
-           "world_at"]
+__all__ = ["MALFORMED", "Pairing", "World", "WorldFold", "WorldSession", "fold_records",
+           "malformed", "pair_writes", "world_at"]
 
 _AWAITING: Final = "awaiting_approval"
 #: Each service's part of the world, by the event types it reads.
@@ -188,8 +189,12 @@ class WorldFold:
         return self.sessions.get(sid) if isinstance(sid, str) else None
 
     def apply(self, r: TraceRecord) -> None:
+        # Only the services' own events and operations move the world: an agent may emit an
+        # event of a world type, or send a service an operation (which it refuses), and
+        # neither changed the live world.
         if r.kind == EVENT:
-            self.event(r)
+            if r.sender in SERVICES:
+                self.event(r)
         elif r.kind == DELIVER and r.type == "coordination_request":
             if r.recipient == "regions":
                 self.to_regions(r)
@@ -207,6 +212,8 @@ class WorldFold:
         if not isinstance(content, dict):
             return
         op = content.get("op")
+        if op is not None and r.sender not in SERVICES:
+            return
         if op in coordinator_log.OPS:
             made = coordinator_log.world_op(self.sessions, op, content)
             if made is not None:
@@ -226,6 +233,18 @@ class WorldFold:
         if s is None:
             return
         part(s, r.type, body)
+
+
+#: What a fold raises on a record that barnraise never writes (a key missing, a value of
+#: the wrong type, content that is not JSON): :func:`malformed` names the record instead.
+MALFORMED: Final = (KeyError, TypeError, ValueError, IndexError, AttributeError,
+                    msgspec.DecodeError)
+
+
+def malformed(r: TraceRecord, exc: Exception) -> StoreError:
+    """The error for record ``r``, which a fold could not read (``exc``)."""
+    return StoreError(f"record {r.seq} ({r.kind} {r.type!r} from {r.sender!r}) is not what "
+                      f"barnraise writes: {type(exc).__name__}: {exc}")
 
 
 def world_at(run: StoredLog, at: float | None = None, *, upto: int | None = None,
@@ -256,7 +275,10 @@ def world_at(run: StoredLog, at: float | None = None, *, upto: int | None = None
         for r in records:
             if (at is not None and r.t > at) or (upto is not None and r.seq >= upto):
                 break
-            fold.apply(r)
+            try:
+                fold.apply(r)
+            except MALFORMED as exc:
+                raise malformed(r, exc) from exc
             seq = r.seq + 1
     finally:
         records.close()  # its connection to the file

@@ -197,8 +197,8 @@ class _Fold:
             self.resumed()
             return
         folds = self.events.get(kind)
-        if folds is None:
-            return
+        if folds is None or r.sender not in SERVICES:
+            return  # (an agent's event of a service's type moved no service's state)
         body = decode(r.content)
         if not isinstance(body, dict):
             return

@@ -13,24 +13,30 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+import msgspec
 import numpy as np
 
 from barnraise.actors.stored.index import LogIndex
-from barnraise.actors.stored.rebuild import Pairing, pair_writes, world_at
+from barnraise.actors.stored.rebuild import Pairing, malformed, pair_writes, world_at
 from barnraise.sim.analyses import events_frame
 from barnraise.sim.canvas import completion_percent
 from barnraise.sim.log import decode
 from barnraise.sim.metrics import DEFAULT_INTERVAL, Metrics, MetricsCollector
 from barnraise.sim.record import canvas_of, delegations_frame, record_repr
-from barnraise.sim.store import StoredLog
+from barnraise.sim.store import StoredLog, StoreError
 from barnraise.sim.trace import DELIVER, DROP, EVENT, TraceRecord
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["StoredRun"]
+__all__ = ["MAX_SAMPLES", "StoredRun"]
+
+#: The most interval samples one fold of a stored log makes (:meth:`StoredRun.samples`):
+#: past it, a ValueError asks for a wider interval instead of a pass whose time and memory
+#: grow with the run's simulated span (a long realtime run, or a store that says t=1e15).
+MAX_SAMPLES: Final = 100_000
 
 
 class StoredRun(StoredLog):
@@ -46,8 +52,20 @@ class StoredRun(StoredLog):
 
     def events(self) -> pd.DataFrame:
         """The run's domain events, one row each (:func:`barnraise.sim.analyses.events_frame`'s
-        columns; the raw log is :meth:`records`)."""
-        return events_frame(self.records(kind=EVENT))
+        columns; the raw log is :meth:`records`). StoreError for an event whose content
+        is not the JSON object barnraise writes."""
+        try:
+            return events_frame(self.records(kind=EVENT))
+        except (msgspec.DecodeError, AttributeError, TypeError):
+            for r in self.records(kind=EVENT):  # (only to name the record)
+                try:
+                    body = decode(r.content)
+                except msgspec.DecodeError as exc:
+                    raise malformed(r, exc) from exc
+                if not isinstance(body, dict):
+                    kind = type(body).__name__
+                    raise malformed(r, TypeError(f"its content is {kind}")) from None
+            raise
 
     def delegations(self) -> pd.DataFrame:
         """One row per task the run delegated (:data:`barnraise.sim.record.DELEGATION_COLUMNS`):
@@ -62,7 +80,11 @@ class StoredRun(StoredLog):
         (default: the end), folded from the last snapshot before it and the log
         (:func:`barnraise.actors.stored.rebuild.world_at`): canvas bytes and shape, members, claims,
         task
-        statuses, checkpoints and the members' colours, by session id."""
+        statuses, checkpoints and the members' colours, by session id. ValueError for an
+        ``at`` that is not a finite number."""
+        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float))
+                               or not math.isfinite(at)):
+            raise ValueError(f"at must be a finite simulated time in seconds, got {at!r}")
         return world_at(self, at).state()
 
     def canvas(self, at: float | None = None, session_id: str | None = None
@@ -70,7 +92,8 @@ class StoredRun(StoredLog):
         """The canvas (``[y, x]`` tile codes) of ``session_id`` (default: the summary's
         session, else the first) after every record at or before simulated time ``at``
         (default: the end), folded from the snapshots and the log. None when that
-        session has no canvas then (:func:`barnraise.sim.record.canvas_of`)."""
+        session has no canvas then (:func:`barnraise.sim.record.canvas_of`). ValueError
+        for an ``at`` that is not a finite number."""
         return canvas_of(self.world(at), session_id, self.summary)
 
     def timeseries(self, session_id: str | None = None, *,
@@ -81,12 +104,14 @@ class StoredRun(StoredLog):
         live recorder feeds (:meth:`samples`). ``interval``: the simulated seconds between
         interval samples the run was recorded with. ValueError for an interval that is not
         a number > 0; LookupError for a session never sampled."""
+        _check_session(session_id)
         return self.samples(interval).timeseries(session_id)
 
     def agent_timeseries(self, session_id: str | None = None, *,
                          interval: float = DEFAULT_INTERVAL) -> pd.DataFrame:
         """The run's agent-level samples (:data:`barnraise.sim.metrics.AGENT_DTYPES`), as
         ``RunResult.agent_timeseries()`` gives them for the same run (see :meth:`timeseries`)."""
+        _check_session(session_id)
         return self.samples(interval).agent_timeseries(session_id)
 
     def samples(self, interval: float = DEFAULT_INTERVAL) -> Metrics:
@@ -139,6 +164,12 @@ class StoredRun(StoredLog):
         if self.status == "finished" and summary is not None:
             sampler.finish(summary.get("virtual_time"))
         return sampler.collector.result(), index
+
+
+def _check_session(session_id: object) -> None:
+    if session_id is not None and not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a session's id (a str), got {session_id!r}; "
+                        f"the interval is keyword-only: interval={session_id!r}")
 
 
 class _Member(NamedTuple):
@@ -205,20 +236,28 @@ class _Sampler:
         self.delivered = 0
         self.dropped = 0
         self.last_t: float | None = None
+        self.taken = 0  # interval samples taken
 
     def visit(self, index: LogIndex, r: TraceRecord | None) -> None:
         self.index = index
         if r is None:
             return
-        while self.tick < r.t:
-            self._sample(self.tick)
-            self.tick = self.tick + self.interval
+        t = r.t
+        if type(t) not in (float, int) or not 0.0 <= t < math.inf:
+            raise StoreError(f"record {r.seq}: time {t!r} is not a finite simulated time "
+                             ">= 0; barnraise writes no such record")
+        if self.tick < t:
+            self._ticks_before(t)
         if r.kind == DELIVER:
             self.delivered += 1
         elif r.kind == DROP:
             self.dropped += 1
         elif r.kind == EVENT:
-            self.collector.on_event(r.t, r.sender, r.recipient, r.type, decode(r.content))
+            try:
+                body = decode(r.content)
+            except msgspec.DecodeError as exc:
+                raise malformed(r, exc) from exc
+            self.collector.on_event(r.t, r.sender, r.recipient, r.type, body)
         self.last_t = r.t
 
     def finish(self, virtual_time: Any) -> None:
@@ -228,12 +267,26 @@ class _Sampler:
         entries, so the recorder ticked at every interval before it (not at the end
         itself, where the run stopped): those samples come first."""
         end = self.last_t if self.last_t is not None else 0.0
-        if isinstance(virtual_time, (int, float)) and round(end, 6) != virtual_time:
+        if type(virtual_time) in (int, float) and math.isfinite(virtual_time) \
+                and round(end, 6) != virtual_time:
             end = float(virtual_time)
-            while self.tick < end:
-                self._sample(self.tick)
-                self.tick = self.tick + self.interval
+            self._ticks_before(end)
         self._sample(end, final=True)
+
+    def _ticks_before(self, end: float) -> None:
+        """The interval samples due before ``end``: ValueError, before any is taken, when
+        they would bring the samples past :data:`MAX_SAMPLES` (a long run at a short
+        interval asks for a wider one)."""
+        due = math.ceil((end - self.tick) / self.interval)
+        if self.taken + due > MAX_SAMPLES:
+            raise ValueError(
+                f"the run goes on to t={end:g} s: {self.taken + due:,} samples at an interval "
+                f"of {self.interval:g} s, over the {MAX_SAMPLES:,} a fold makes; ask for an "
+                f"interval of at least {end / MAX_SAMPLES:.3g} s")
+        while self.tick < end:
+            self._sample(self.tick)
+            self.taken += 1
+            self.tick = self.tick + self.interval
 
     def _sample(self, t: float, final: bool = False) -> None:
         index = self.index

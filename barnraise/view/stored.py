@@ -42,6 +42,7 @@ from barnraise.actors.stored.index import board as task_board
 from barnraise.actors.stored.rebuild import pair_writes, world_at
 from barnraise.actors.stored.run import StoredRun
 from barnraise.sim.dispatch import GateAborted
+from barnraise.sim.metrics import DEFAULT_INTERVAL
 from barnraise.sim.store import StoreError
 from barnraise.sim.trace import EVENT
 from barnraise.view.watch import chart_series, picture
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
     from barnraise.runner import Request
     from barnraise.view.watch import Watcher
 
-__all__ = ["ReplaySource", "StoredServer", "StoredSource", "open_source", "serve_stored"]
+__all__ = ["CHART_POINTS", "ReplaySource", "StoredServer", "StoredSource", "chart_interval",
+           "open_source", "serve_stored"]
 
 #: Wall seconds a seek may take to re-execute the run up to its time.
 SEEK_TIMEOUT: Final = 300.0
@@ -87,6 +89,31 @@ class _Scrubber:
         return {"success": True, "frame": True, "resync": True, "at": at}
 
 
+#: The most interval points of a stored run's chart: a run longer than this many of the
+#: recorder's default intervals is charted at a wider one (its ``.timeseries(interval=)``
+#: at :func:`chart_interval`), so the fold and every frame stay small.
+CHART_POINTS: Final = 2_000
+
+
+def chart_interval(end: float) -> float:
+    """The interval a stored run of ``end`` simulated seconds is charted at: the
+    recorder's default, or ``end / CHART_POINTS`` when that is wider."""
+    return max(DEFAULT_INTERVAL, end / CHART_POINTS)
+
+
+def _end_of(run: StoredRun, snapshots: Sequence[tuple[int, float]]) -> float:
+    """The last record's time, or the last snapshot's (a finished run's is its summary's
+    virtual_time, rounded), whichever is later: the slider reaches both. StoreError for
+    a time that is not a finite number >= 0 (barnraise writes none)."""
+    last = run.last()
+    times = [(f"record {last.seq}", last.t)] if last is not None else []
+    times += [(f"the snapshot at record {seq}", t) for seq, t in snapshots]
+    for what, t in times:
+        if type(t) not in (int, float) or not 0.0 <= t < math.inf:
+            raise StoreError(f"{what}: time {t!r} is not a finite simulated time >= 0")
+    return float(max([0.0, *(t for _, t in times)]))
+
+
 class StoredSource(_Scrubber):
     """What the view's page shows of a stored run at a chosen simulated time, folded
     from its snapshots and log (:func:`barnraise.actors.stored.rebuild.world_at`)."""
@@ -97,13 +124,11 @@ class StoredSource(_Scrubber):
         # one pass over the log: which tile writes succeeded (every fold needs it)
         self.pairing = pair_writes(run.records())
         self.events = run.entries(kind=EVENT)
-        last = run.last()
-        self.end = max([t for _, t in self.snapshots]
-                       + [last.t if last is not None else 0.0])
+        self.end = _end_of(run, self.snapshots)
         self.at = self.end
         # a second pass: the task graph's edges and the chart's figures (actors/stored/index.py),
         # and the run's samples (the chart's points) from the same pass
-        metrics, self.index = run.fold_samples(pairing=self.pairing)
+        metrics, self.index = run.fold_samples(chart_interval(self.end), pairing=self.pairing)
         self.samples = metrics.samples
         self._seq = itertools.count(1)
         self._at_lock = threading.Lock()
@@ -264,17 +289,14 @@ class ReplaySource(_Scrubber):
         self.snapshots = run.snapshots()
         self._stored: StoredSource | None = None  # made when first needed (a fallback)
         last = run.last()
-        # The last record's time, or the last snapshot's (a finished run's is its summary's
-        # virtual_time, rounded), whichever is later: the slider reaches both.
-        self.end = max([last.t if last is not None else 0.0]
-                       + [t for _, t in self.snapshots])
+        self.end = _end_of(run, self.snapshots)
         self.records = last.seq + 1 if last is not None else 0
         self.at = self.end
         self._at_lock = threading.Lock()
         self._lock = threading.Lock()  # one re-execution or fold at a time
         self._replay: _Replay | None = None
         #: The run's samples, folded from the log (the chart's points before a seek's time).
-        self.samples = run.samples().samples
+        self.samples = run.samples(chart_interval(self.end)).samples
         self._checked = 0
         self._seq = itertools.count(1)  # frame numbers, rising across re-executions
         #: Why the re-execution is not shown (it differs from the log, it failed), or None.

@@ -21,16 +21,40 @@ from typing import Any, Final
 import msgspec
 
 from barnraise.sim.store.divergence import Divergence, first_difference
-from barnraise.sim.store.files import RunInfo, check_store, locked_by_other, reading
+from barnraise.sim.store.files import (
+    RunInfo,
+    StoreError,
+    check_store,
+    locked_by_other,
+    reading,
+)
 from barnraise.sim.trace import Trace, TraceRecord
 
 __all__ = ["StoredLog", "read_snapshot"]
 
 
+#: The most bytes one record's content may unpack to. The writer packs only what the run
+#: sent, far below this; a store whose record unpacks to more was not written by barnraise
+#: (a few megabytes packed can unpack to gigabytes) and is refused at that record.
+MAX_RECORD_BYTES: Final = 256 * 1024 * 1024
+
+
+def _unpack(seq: Any, content: bytes) -> bytes:
+    unpacker = zlib.decompressobj()
+    try:
+        data = unpacker.decompress(content, MAX_RECORD_BYTES + 1)
+    except zlib.error as exc:
+        raise StoreError(f"record {seq}: its packed content does not unpack ({exc})") from None
+    if len(data) > MAX_RECORD_BYTES or unpacker.unconsumed_tail:
+        raise StoreError(f"record {seq}: its packed content unpacks to more than "
+                         f"{MAX_RECORD_BYTES:,} bytes; barnraise writes no such record")
+    return data
+
+
 def _record(row: Any) -> TraceRecord:
     content = bytes(row[6])
     return TraceRecord(row[0], row[1], row[2], row[3], row[4], row[5],
-                       zlib.decompress(content) if row[7] else content)
+                       _unpack(row[0], content) if row[7] else content)
 
 
 _COLUMNS: Final = "seq, t, kind, sender, recipient, type, content, packed"
