@@ -9,6 +9,7 @@ cannot quietly grow one back beside its own.
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 import pytest
@@ -42,6 +43,12 @@ CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def top_level_names(path: pathlib.Path) -> set[str]:
     """The names a module defines at its top level (functions, classes, assignments)."""
+    return set(_top_level_names(path, path.stat().st_mtime_ns))
+
+
+@functools.cache
+def _top_level_names(path: pathlib.Path, mtime_ns: int) -> frozenset[str]:
+    # (each parametrized case reads every module: parse each once a version of its file)
     names: set[str] = set()
     for node in ast.parse(path.read_text(), str(path)).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -50,7 +57,7 @@ def top_level_names(path: pathlib.Path) -> set[str]:
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
-    return names
+    return frozenset(names)
 
 
 def homes(root: pathlib.Path, names: tuple[str, ...]) -> dict[str, list[str]]:
