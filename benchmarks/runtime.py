@@ -10,6 +10,7 @@ is its own).
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import random
 import resource
@@ -17,15 +18,17 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
+import msgspec
 import pykka
 
 from barnraise.actors.base import A2AActor, Agent
 from barnraise.actors.registry import Registry
 from barnraise.sim.dispatch import Dispatcher, make_dispatcher
-from barnraise.sim.messages import Message
+from barnraise.sim.messages import Message, Metadata
 
 
 def interleaved(repeats: int, **sides: Callable[[], float]) -> dict[str, list[float]]:
@@ -192,9 +195,80 @@ def barnraise_request_rate(round_trips: int) -> float:
     return round_trips / elapsed
 
 
+class _Await:
+    """An awaitable made as barnraise's effects are: a generator that yields itself."""
+
+    __slots__ = ("content", "to")
+
+    def __init__(self, to: str, content: dict[str, Any]) -> None:
+        self.to = to
+        self.content = content
+
+    def __await__(self) -> Generator[_Await, Any, Any]:
+        return (yield self)
+
+
+def request_floor_rate(round_trips: int) -> float:
+    """Round trips/s of the steps no deterministic request/reply can leave out, in one
+    flat loop: the asker's coroutine awaiting an effect that ``request`` makes and
+    resumed with the reply; per message a fresh id, a checked :class:`Message` (the
+    request's with its correlation id in a :class:`Metadata`), its content encoded
+    once, a pass through a FIFO queue and a trace record; the handler found by the
+    message's type and called, answering through a ``reply`` call; the reply matched
+    to its waiter by correlation id. No dispatcher, actor, mailbox bound, timeout or
+    live-work count: the most any runtime that keeps these steps could reach."""
+    encode = msgspec.json.Encoder(order="sorted").encode
+    queue: deque[tuple[str, Message, bytes]] = deque()
+    records: list[tuple[float, str, str, str, str, bytes]] = []
+    waiting: dict[str | None, Coroutine[Any, Any, None]] = {}
+    ids = itertools.count()
+    now = 0.0
+
+    def request(to: str, content: dict[str, Any]) -> _Await:
+        return _Await(to, content)
+
+    def reply(asked: Message, content: dict[str, Any]) -> None:
+        queue.append((asked.from_agent,
+                      Message(f"m{next(ids)}", now, "echo", asked.from_agent, "task_result",
+                              asked.priority, content, asked.metadata, None, None),
+                      encode(content)))
+
+    def echo(message: Message) -> None:
+        reply(message, message.content)
+
+    handlers = {"task_assignment": echo}
+
+    async def asker() -> None:
+        for i in range(round_trips):
+            await request("echo", {"i": i})
+
+    coro = asker()
+    start = time.perf_counter()
+    effect = coro.send(None)
+    while True:
+        message_id = f"m{next(ids)}"
+        queue.append((effect.to, Message(message_id, now, "asker", effect.to, "task_assignment",
+                                         5, effect.content, Metadata(None, (), message_id),
+                                         None, None), encode(effect.content)))
+        waiting[message_id] = coro
+        while queue:
+            name, message, encoded = queue.popleft()
+            records.append((now, "deliver", message.from_agent, name, message.message_type,
+                            encoded))
+            if name != "asker":
+                handlers[message.message_type](message)
+                continue
+            try:
+                effect = waiting.pop(message.metadata.correlation_id).send(message)
+            except StopIteration:
+                assert len(records) == 2 * round_trips
+                return round_trips / (time.perf_counter() - start)
+
+
 def bench_request_reply(round_trips: int, repeats: int) -> dict[str, Any]:
     runs = interleaved(repeats, pykka_ask=lambda: pykka_ask_rate(round_trips),
-                       deterministic=lambda: barnraise_request_rate(round_trips))
+                       deterministic=lambda: barnraise_request_rate(round_trips),
+                       floor=lambda: request_floor_rate(round_trips))
     med = _summary(runs)
     # pykka's ask has a slow and a fast regime on this machine (docs/benchmarks.md),
     # and the target holds in every round: each round's ratio, and the least.
@@ -206,6 +280,9 @@ def bench_request_reply(round_trips: int, repeats: int) -> dict[str, Any]:
         "ratio_per_round": [round(r, 2) for r in ratios],
         "ratio_min": round(min(ratios), 2),
         "us_per_round_trip": round(1e6 / med["deterministic"], 2),
+        # the unavoidable steps alone (request_floor_rate): what the path could reach
+        "floor": round(med["floor"]), "floor_us_per_round_trip": round(1e6 / med["floor"], 2),
+        "ratio_floor": round(med["floor"] / med["pykka_ask"], 2),
         "runs": {k: [round(r) for r in v] for k, v in runs.items()},
     }
 

@@ -12,6 +12,7 @@ def test_runtime_benchmarks_produce_their_figures() -> None:
     request_reply = runtime.bench_request_reply(round_trips=30, repeats=2)
     assert request_reply["ratio"] > 0 and len(request_reply["ratio_per_round"]) == 2
     assert request_reply["ratio_min"] == min(request_reply["ratio_per_round"])
+    assert request_reply["floor"] > 0 and len(request_reply["runs"]["floor"]) == 2
     assert runtime.bench_fanout(subscribers=8, events=3, repeats=1)["ratio"] > 0
     scale = runtime.bench_scale(agents=300, pykka_actors=20, repeats=1)
     assert scale["peak_rss_mib"] > 0 and scale["time_ratio"] > 0
