@@ -20,6 +20,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
+from queue import SimpleQueue
 from typing import Any
 
 import msgspec
@@ -137,6 +138,132 @@ def bench_throughput(agents: int, messages: int, repeats: int) -> dict[str, Any]
         "target_realtime": 1.0, "target_deterministic": 1.0,
         "runs": {k: [round(r) for r in v] for k, v in runs.items()},
     }
+
+
+def _tell_all(refs: list[pykka.ActorRef[Any]], pairs: list[tuple[int, int]]) -> float:
+    """pykka's sending loop; returns the sending thread's CPU seconds."""
+    start = time.thread_time()
+    for sender, recipient in pairs:
+        refs[recipient].tell({"from": sender, "n": 1})
+    return time.thread_time() - start
+
+
+def _send_all(dispatcher: Dispatcher, names: list[str], pairs: list[tuple[int, int]]) -> float:
+    """barnraise's sending loop (as barnraise_throughput's); the sending thread's CPU s."""
+    start = time.thread_time()
+    for sender, recipient in pairs:
+        dispatcher.send(dispatcher.message(names[sender], names[recipient], "task_update",
+                                           {"n": 1}))
+    return time.thread_time() - start
+
+
+def realtime_cpu(side: str, agents: int, messages: int) -> tuple[float, float, float]:
+    """One throughput run of ``side`` (``pykka_tell`` or ``realtime``), as
+    :func:`bench_throughput` runs it: µs per message of wall time, of the process's CPU
+    (every thread) and of the sending thread's CPU."""
+    pairs = _pairs(agents, messages)
+    if side == "pykka_tell":
+        refs = [_PykkaCounter.start() for _ in range(agents)]
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            sending = _tell_all(refs, pairs)
+            total = sum(ref.proxy().total().get(timeout=120) for ref in refs)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        finally:
+            for ref in refs:
+                ref.stop()
+    else:
+        dispatcher = make_dispatcher("realtime", seed=1, mailbox_capacity=messages + 1)
+        names = [f"agent-{i}" for i in range(agents)]
+        for name in names:
+            dispatcher.spawn(_Counter, name)
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            sending = _send_all(dispatcher, names, pairs)
+            assert dispatcher.wait_idle(timeout=120, settle=0.0)  # type: ignore[attr-defined]
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            total = sum(dispatcher.actor(n).count for n in names)  # type: ignore[attr-defined]
+        finally:
+            dispatcher.shutdown()
+    assert total == messages, total
+    return wall / messages * 1e6, cpu / messages * 1e6, sending / messages * 1e6
+
+
+def send_side_cpu(side: str, agents: int, messages: int) -> float:
+    """The sending thread's CPU µs per message with nobody taking the letters out:
+    pykka's ``tell`` into actors never started, barnraise's send into realtime actors
+    held by ``start_together``, and ``floor``: a checked Message with a fresh id and
+    its content encoded, into a deque with a token in a SimpleQueue for the reader
+    (what a priority mailbox level does) and a count of letters offered."""
+    pairs = _pairs(agents, messages)
+    if side == "pykka_tell":
+        refs: list[pykka.ActorRef[Any]] = [_PykkaCounter().actor_ref for _ in range(agents)]
+        return _tell_all(refs, pairs) / messages * 1e6
+    if side == "realtime":
+        dispatcher = make_dispatcher("realtime", seed=1, mailbox_capacity=messages + 1)
+        names = [f"agent-{i}" for i in range(agents)]
+        try:
+            with dispatcher.start_together():  # type: ignore[attr-defined]
+                for name in names:
+                    dispatcher.spawn(_Counter, name)
+                sending = _send_all(dispatcher, names, pairs)
+                for name in names:
+                    dispatcher.stop_actor(name)
+        finally:
+            dispatcher.shutdown()
+        return sending / messages * 1e6
+    encode = msgspec.json.Encoder(order="sorted").encode
+    names = [f"agent-{i}" for i in range(agents)]
+    boxes = [(deque[tuple[Message, bytes]](), SimpleQueue[None]()) for _ in range(agents)]
+    ids, offered = itertools.count(), itertools.count()
+    no_metadata = Metadata()
+    start = time.thread_time()
+    for sender, recipient in pairs:
+        content = {"n": 1}
+        level, tokens = boxes[recipient]
+        level.append((Message(f"m{next(ids)}", 0.0, names[sender], names[recipient],
+                              "task_update", 5, content, no_metadata, None, None),
+                      encode(content)))
+        tokens.put(None)
+        next(offered)
+    elapsed = time.thread_time() - start
+    assert sum(len(level) for level, _ in boxes) == messages
+    return elapsed / messages * 1e6
+
+
+def bench_realtime_cpu(agents: int, messages: int, repeats: int) -> dict[str, Any]:
+    """Where realtime throughput's time goes, in CPU (steadier than wall time on a
+    shared machine): per message, the whole process and the sending thread, pykka
+    against barnraise, interleaved; then the sending side alone against its floor."""
+    whole = interleaved_tuples(repeats, {s: (lambda s=s: realtime_cpu(s, agents, messages))
+                                         for s in ("pykka_tell", "realtime")})
+    sending = interleaved(repeats, **{s: (lambda s=s: send_side_cpu(s, agents, messages))
+                                      for s in ("pykka_tell", "realtime", "floor")})
+    out: dict[str, Any] = {"agents": agents, "messages": messages,
+                           "unit": "µs per message (median)"}
+    for side, runs in whole.items():
+        out[side] = {
+            "wall": round(statistics.median(r[0] for r in runs), 2),
+            "cpu": round(statistics.median(r[1] for r in runs), 2),
+            "cpu_sending_thread": round(statistics.median(r[2] for r in runs), 2),
+            "cpu_actor_threads": round(statistics.median(r[1] - r[2] for r in runs), 2),
+        }
+    out["ratio_cpu"] = round(out["pykka_tell"]["cpu"] / out["realtime"]["cpu"], 3)
+    out["send_side_alone_cpu"] = {k: round(statistics.median(v), 2) for k, v in sending.items()}
+    out["runs"] = {k: [[round(x, 2) for x in r] for r in v] for k, v in whole.items()}
+    return out
+
+
+def interleaved_tuples(
+    repeats: int, sides: dict[str, Callable[[], tuple[float, ...]]],
+) -> dict[str, list[tuple[float, ...]]]:
+    """:func:`interleaved` for sides that return several figures a run."""
+    runs: dict[str, list[tuple[float, ...]]] = {name: [] for name in sides}
+    for _ in range(repeats):
+        for name, fn in sides.items():
+            gc.collect()
+            runs[name].append(fn())
+    return runs
 
 
 # -- request / reply ---------------------------------------------------------------------
@@ -455,6 +582,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     if quick:  # a smoke run: the code paths, at sizes that take seconds
         return {
             "throughput": bench_throughput(10, 5_000, 1),
+            "realtime_cpu": bench_realtime_cpu(10, 5_000, 1),
             "request_reply": bench_request_reply(500, 1),
             "fanout": bench_fanout(50, 20, 1),
             "scale": bench_scale(2_000, 200, 1),
@@ -462,6 +590,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         }
     return {
         "throughput": bench_throughput(100, 200_000, 5),
+        "realtime_cpu": bench_realtime_cpu(100, 200_000, 5),
         "request_reply": bench_request_reply(20_000, 5),
         "fanout": bench_fanout(1_000, 200, 3),
         "scale": bench_scale(100_000, 10_000, 3),
