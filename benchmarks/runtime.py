@@ -10,6 +10,7 @@ is its own).
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import random
 import resource
@@ -17,15 +18,18 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Coroutine, Generator
+from queue import SimpleQueue
 from typing import Any
 
+import msgspec
 import pykka
 
 from barnraise.actors.base import A2AActor, Agent
 from barnraise.actors.registry import Registry
 from barnraise.sim.dispatch import Dispatcher, make_dispatcher
-from barnraise.sim.messages import Message
+from barnraise.sim.messages import Message, Metadata
 
 
 def interleaved(repeats: int, **sides: Callable[[], float]) -> dict[str, list[float]]:
@@ -136,6 +140,132 @@ def bench_throughput(agents: int, messages: int, repeats: int) -> dict[str, Any]
     }
 
 
+def _tell_all(refs: list[pykka.ActorRef[Any]], pairs: list[tuple[int, int]]) -> float:
+    """pykka's sending loop; returns the sending thread's CPU seconds."""
+    start = time.thread_time()
+    for sender, recipient in pairs:
+        refs[recipient].tell({"from": sender, "n": 1})
+    return time.thread_time() - start
+
+
+def _send_all(dispatcher: Dispatcher, names: list[str], pairs: list[tuple[int, int]]) -> float:
+    """barnraise's sending loop (as barnraise_throughput's); the sending thread's CPU s."""
+    start = time.thread_time()
+    for sender, recipient in pairs:
+        dispatcher.send(dispatcher.message(names[sender], names[recipient], "task_update",
+                                           {"n": 1}))
+    return time.thread_time() - start
+
+
+def realtime_cpu(side: str, agents: int, messages: int) -> tuple[float, float, float]:
+    """One throughput run of ``side`` (``pykka_tell`` or ``realtime``), as
+    :func:`bench_throughput` runs it: µs per message of wall time, of the process's CPU
+    (every thread) and of the sending thread's CPU."""
+    pairs = _pairs(agents, messages)
+    if side == "pykka_tell":
+        refs = [_PykkaCounter.start() for _ in range(agents)]
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            sending = _tell_all(refs, pairs)
+            total = sum(ref.proxy().total().get(timeout=120) for ref in refs)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        finally:
+            for ref in refs:
+                ref.stop()
+    else:
+        dispatcher = make_dispatcher("realtime", seed=1, mailbox_capacity=messages + 1)
+        names = [f"agent-{i}" for i in range(agents)]
+        for name in names:
+            dispatcher.spawn(_Counter, name)
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            sending = _send_all(dispatcher, names, pairs)
+            assert dispatcher.wait_idle(timeout=120, settle=0.0)  # type: ignore[attr-defined]
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            total = sum(dispatcher.actor(n).count for n in names)  # type: ignore[attr-defined]
+        finally:
+            dispatcher.shutdown()
+    assert total == messages, total
+    return wall / messages * 1e6, cpu / messages * 1e6, sending / messages * 1e6
+
+
+def send_side_cpu(side: str, agents: int, messages: int) -> float:
+    """The sending thread's CPU µs per message with nobody taking the letters out:
+    pykka's ``tell`` into actors never started, barnraise's send into realtime actors
+    held by ``start_together``, and ``floor``: a checked Message with a fresh id and
+    its content encoded, into a deque with a token in a SimpleQueue for the reader
+    (what a priority mailbox level does) and a count of letters offered."""
+    pairs = _pairs(agents, messages)
+    if side == "pykka_tell":
+        refs: list[pykka.ActorRef[Any]] = [_PykkaCounter().actor_ref for _ in range(agents)]
+        return _tell_all(refs, pairs) / messages * 1e6
+    if side == "realtime":
+        dispatcher = make_dispatcher("realtime", seed=1, mailbox_capacity=messages + 1)
+        names = [f"agent-{i}" for i in range(agents)]
+        try:
+            with dispatcher.start_together():  # type: ignore[attr-defined]
+                for name in names:
+                    dispatcher.spawn(_Counter, name)
+                sending = _send_all(dispatcher, names, pairs)
+                for name in names:
+                    dispatcher.stop_actor(name)
+        finally:
+            dispatcher.shutdown()
+        return sending / messages * 1e6
+    encode = msgspec.json.Encoder(order="sorted").encode
+    names = [f"agent-{i}" for i in range(agents)]
+    boxes = [(deque[tuple[Message, bytes]](), SimpleQueue[None]()) for _ in range(agents)]
+    ids, offered = itertools.count(), itertools.count()
+    no_metadata = Metadata()
+    start = time.thread_time()
+    for sender, recipient in pairs:
+        content = {"n": 1}
+        level, tokens = boxes[recipient]
+        level.append((Message(f"m{next(ids)}", 0.0, names[sender], names[recipient],
+                              "task_update", 5, content, no_metadata, None, None),
+                      encode(content)))
+        tokens.put(None)
+        next(offered)
+    elapsed = time.thread_time() - start
+    assert sum(len(level) for level, _ in boxes) == messages
+    return elapsed / messages * 1e6
+
+
+def bench_realtime_cpu(agents: int, messages: int, repeats: int) -> dict[str, Any]:
+    """Where realtime throughput's time goes, in CPU (steadier than wall time on a
+    shared machine): per message, the whole process and the sending thread, pykka
+    against barnraise, interleaved; then the sending side alone against its floor."""
+    whole = interleaved_tuples(repeats, {s: (lambda s=s: realtime_cpu(s, agents, messages))
+                                         for s in ("pykka_tell", "realtime")})
+    sending = interleaved(repeats, **{s: (lambda s=s: send_side_cpu(s, agents, messages))
+                                      for s in ("pykka_tell", "realtime", "floor")})
+    out: dict[str, Any] = {"agents": agents, "messages": messages,
+                           "unit": "µs per message (median)"}
+    for side, runs in whole.items():
+        out[side] = {
+            "wall": round(statistics.median(r[0] for r in runs), 2),
+            "cpu": round(statistics.median(r[1] for r in runs), 2),
+            "cpu_sending_thread": round(statistics.median(r[2] for r in runs), 2),
+            "cpu_actor_threads": round(statistics.median(r[1] - r[2] for r in runs), 2),
+        }
+    out["ratio_cpu"] = round(out["pykka_tell"]["cpu"] / out["realtime"]["cpu"], 3)
+    out["send_side_alone_cpu"] = {k: round(statistics.median(v), 2) for k, v in sending.items()}
+    out["runs"] = {k: [[round(x, 2) for x in r] for r in v] for k, v in whole.items()}
+    return out
+
+
+def interleaved_tuples(
+    repeats: int, sides: dict[str, Callable[[], tuple[float, ...]]],
+) -> dict[str, list[tuple[float, ...]]]:
+    """:func:`interleaved` for sides that return several figures a run."""
+    runs: dict[str, list[tuple[float, ...]]] = {name: [] for name in sides}
+    for _ in range(repeats):
+        for name, fn in sides.items():
+            gc.collect()
+            runs[name].append(fn())
+    return runs
+
+
 # -- request / reply ---------------------------------------------------------------------
 
 
@@ -192,9 +322,80 @@ def barnraise_request_rate(round_trips: int) -> float:
     return round_trips / elapsed
 
 
+class _Await:
+    """An awaitable made as barnraise's effects are: a generator that yields itself."""
+
+    __slots__ = ("content", "to")
+
+    def __init__(self, to: str, content: dict[str, Any]) -> None:
+        self.to = to
+        self.content = content
+
+    def __await__(self) -> Generator[_Await, Any, Any]:
+        return (yield self)
+
+
+def request_floor_rate(round_trips: int) -> float:
+    """Round trips/s of the steps no deterministic request/reply can leave out, in one
+    flat loop: the asker's coroutine awaiting an effect that ``request`` makes and
+    resumed with the reply; per message a fresh id, a checked :class:`Message` (the
+    request's with its correlation id in a :class:`Metadata`), its content encoded
+    once, a pass through a FIFO queue and a trace record; the handler found by the
+    message's type and called, answering through a ``reply`` call; the reply matched
+    to its waiter by correlation id. No dispatcher, actor, mailbox bound, timeout or
+    live-work count: the most any runtime that keeps these steps could reach."""
+    encode = msgspec.json.Encoder(order="sorted").encode
+    queue: deque[tuple[str, Message, bytes]] = deque()
+    records: list[tuple[float, str, str, str, str, bytes]] = []
+    waiting: dict[str | None, Coroutine[Any, Any, None]] = {}
+    ids = itertools.count()
+    now = 0.0
+
+    def request(to: str, content: dict[str, Any]) -> _Await:
+        return _Await(to, content)
+
+    def reply(asked: Message, content: dict[str, Any]) -> None:
+        queue.append((asked.from_agent,
+                      Message(f"m{next(ids)}", now, "echo", asked.from_agent, "task_result",
+                              asked.priority, content, asked.metadata, None, None),
+                      encode(content)))
+
+    def echo(message: Message) -> None:
+        reply(message, message.content)
+
+    handlers = {"task_assignment": echo}
+
+    async def asker() -> None:
+        for i in range(round_trips):
+            await request("echo", {"i": i})
+
+    coro = asker()
+    start = time.perf_counter()
+    effect = coro.send(None)
+    while True:
+        message_id = f"m{next(ids)}"
+        queue.append((effect.to, Message(message_id, now, "asker", effect.to, "task_assignment",
+                                         5, effect.content, Metadata(None, (), message_id),
+                                         None, None), encode(effect.content)))
+        waiting[message_id] = coro
+        while queue:
+            name, message, encoded = queue.popleft()
+            records.append((now, "deliver", message.from_agent, name, message.message_type,
+                            encoded))
+            if name != "asker":
+                handlers[message.message_type](message)
+                continue
+            try:
+                effect = waiting.pop(message.metadata.correlation_id).send(message)
+            except StopIteration:
+                assert len(records) == 2 * round_trips
+                return round_trips / (time.perf_counter() - start)
+
+
 def bench_request_reply(round_trips: int, repeats: int) -> dict[str, Any]:
     runs = interleaved(repeats, pykka_ask=lambda: pykka_ask_rate(round_trips),
-                       deterministic=lambda: barnraise_request_rate(round_trips))
+                       deterministic=lambda: barnraise_request_rate(round_trips),
+                       floor=lambda: request_floor_rate(round_trips))
     med = _summary(runs)
     # pykka's ask has a slow and a fast regime on this machine (docs/benchmarks.md),
     # and the target holds in every round: each round's ratio, and the least.
@@ -206,6 +407,9 @@ def bench_request_reply(round_trips: int, repeats: int) -> dict[str, Any]:
         "ratio_per_round": [round(r, 2) for r in ratios],
         "ratio_min": round(min(ratios), 2),
         "us_per_round_trip": round(1e6 / med["deterministic"], 2),
+        # the unavoidable steps alone (request_floor_rate): what the path could reach
+        "floor": round(med["floor"]), "floor_us_per_round_trip": round(1e6 / med["floor"], 2),
+        "ratio_floor": round(med["floor"] / med["pykka_ask"], 2),
         "runs": {k: [round(r) for r in v] for k, v in runs.items()},
     }
 
@@ -378,6 +582,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     if quick:  # a smoke run: the code paths, at sizes that take seconds
         return {
             "throughput": bench_throughput(10, 5_000, 1),
+            "realtime_cpu": bench_realtime_cpu(10, 5_000, 1),
             "request_reply": bench_request_reply(500, 1),
             "fanout": bench_fanout(50, 20, 1),
             "scale": bench_scale(2_000, 200, 1),
@@ -385,6 +590,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         }
     return {
         "throughput": bench_throughput(100, 200_000, 5),
+        "realtime_cpu": bench_realtime_cpu(100, 200_000, 5),
         "request_reply": bench_request_reply(20_000, 5),
         "fanout": bench_fanout(1_000, 200, 3),
         "scale": bench_scale(100_000, 10_000, 3),

@@ -9,9 +9,13 @@ def test_runtime_benchmarks_produce_their_figures() -> None:
     throughput = runtime.bench_throughput(agents=5, messages=300, repeats=1)
     assert throughput["pykka_tell"] > 0 and throughput["deterministic"] > 0
     assert set(throughput["runs"]) == {"pykka_tell", "realtime", "deterministic"}
+    split = runtime.bench_realtime_cpu(agents=5, messages=300, repeats=1)
+    assert split["pykka_tell"]["cpu_sending_thread"] > 0 and split["realtime"]["cpu"] > 0
+    assert set(split["send_side_alone_cpu"]) == {"pykka_tell", "realtime", "floor"}
     request_reply = runtime.bench_request_reply(round_trips=30, repeats=2)
     assert request_reply["ratio"] > 0 and len(request_reply["ratio_per_round"]) == 2
     assert request_reply["ratio_min"] == min(request_reply["ratio_per_round"])
+    assert request_reply["floor"] > 0 and len(request_reply["runs"]["floor"]) == 2
     assert runtime.bench_fanout(subscribers=8, events=3, repeats=1)["ratio"] > 0
     scale = runtime.bench_scale(agents=300, pykka_actors=20, repeats=1)
     assert scale["peak_rss_mib"] > 0 and scale["time_ratio"] > 0
