@@ -72,14 +72,22 @@ class Lifecycle(Router):
         self._check_name(name)
         actor.a2a_bind(cast("Dispatcher", self), name)
         with self._lock:
-            self._endpoints[name] = actor
-            if actor.agent_type is not None:
-                self._agents[name] = actor
-                self._by_type.setdefault(actor.agent_type, {})[name] = actor
+            self._list(name, actor)
+        self._launch(actor)
+        return actor
+
+    def _list(self, name: str, actor: Endpoint) -> None:
+        """Route ``name`` to ``actor`` (and list an agent by its type). Under ``_lock``."""
+        self._endpoints[name] = actor
+        if actor.agent_type is not None:
+            self._agents[name] = actor
+            self._by_type.setdefault(actor.agent_type, {})[name] = actor
+
+    def _launch(self, actor: Endpoint) -> None:
+        """Start a listed actor, and arm its crashes when a fault plan has them."""
         self._start(actor)
         if self.injector is not None and actor.agent_type is not None:
             self.injector.arm_crash(actor)
-        return actor
 
     def _start(self, actor: Endpoint) -> None:
         raise NotImplementedError
@@ -152,14 +160,9 @@ class Lifecycle(Router):
         actor.a2a_bind(cast("Dispatcher", self), name)
         with self._lock:
             self._lives.retired.append(old)
-            self._endpoints[name] = actor
             self._offline.discard(name)
-            if actor.agent_type is not None:
-                self._agents[name] = actor
-                self._by_type.setdefault(actor.agent_type, {})[name] = actor
-        self._start(actor)
-        if self.injector is not None and actor.agent_type is not None:
-            self.injector.arm_crash(actor)
+            self._list(name, actor)
+        self._launch(actor)
 
     def watch(self, watcher: str, watched: str) -> None:
         """Have ``watcher`` told when ``watched`` stops for good: a ``status_update`` whose
