@@ -31,12 +31,17 @@ from barnraise.sim.trace import DELIVER, DROP, EVENT, TraceRecord
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MAX_SAMPLES", "StoredRun"]
+__all__ = ["MAX_SAMPLES", "StoredRun", "is_time"]
 
 #: The most interval samples one fold of a stored log makes (:meth:`StoredRun.samples`):
 #: past it, a ValueError asks for a wider interval instead of a pass whose time and memory
 #: grow with the run's simulated span (a long realtime run, or a store that says t=1e15).
 MAX_SAMPLES: Final = 100_000
+
+
+def is_time(t: object) -> bool:
+    """Is ``t`` a simulated time as barnraise writes one: a finite number >= 0?"""
+    return type(t) in (float, int) and 0.0 <= t < math.inf  # type: ignore[operator]
 
 
 class StoredRun(StoredLog):
@@ -243,7 +248,7 @@ class _Sampler:
         if r is None:
             return
         t = r.t
-        if type(t) not in (float, int) or not 0.0 <= t < math.inf:
+        if not is_time(t):
             raise StoreError(f"record {r.seq}: time {t!r} is not a finite simulated time "
                              ">= 0; barnraise writes no such record")
         if self.tick < t:

@@ -40,7 +40,7 @@ import numpy as np
 
 from barnraise.actors.stored.index import board as task_board
 from barnraise.actors.stored.rebuild import pair_writes, world_at
-from barnraise.actors.stored.run import StoredRun
+from barnraise.actors.stored.run import StoredRun, is_time
 from barnraise.sim.dispatch import GateAborted
 from barnraise.sim.metrics import DEFAULT_INTERVAL
 from barnraise.sim.store import StoreError
@@ -109,7 +109,7 @@ def _end_of(run: StoredRun, snapshots: Sequence[tuple[int, float]]) -> float:
     times = [(f"record {last.seq}", last.t)] if last is not None else []
     times += [(f"the snapshot at record {seq}", t) for seq, t in snapshots]
     for what, t in times:
-        if type(t) not in (int, float) or not 0.0 <= t < math.inf:
+        if not is_time(t):
             raise StoreError(f"{what}: time {t!r} is not a finite simulated time >= 0")
     return float(max([0.0, *(t for _, t in times)]))
 
