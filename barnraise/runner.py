@@ -141,7 +141,7 @@ def run(
     check_metrics: bool = False,
     store: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
-    snapshot_every: int = SNAPSHOT_EVERY,
+    snapshot_every: int | None = None,
     **params: Any,
 ) -> RunResult:
     """Run ``scenario`` (a shipped name or a file path) and summarise it.
@@ -163,15 +163,20 @@ def run(
 
     ``store``: keep the run durable in a SQLite file there (see docs/store.md);
     an existing store is refused (StoreError) unless ``overwrite``. ``snapshot_every``:
-    records between two snapshots of the world in it (more often: a stored run's
-    world at a time is folded from a nearer snapshot; the store grows).
+    records between two snapshots of the world in it (default 1,000; more often: a stored
+    run's world at a time is folded from a nearer snapshot; the store grows). Both are
+    refused (ValueError) without a ``store``: they would be ignored.
     """
+    if store is None and (overwrite or snapshot_every is not None):
+        given = "overwrite" if overwrite else "snapshot_every"
+        raise ValueError(f"{given} applies to a store: give store= too, or leave {given} out")
     request = check_request(scenario, seed, mode, time_scale=time_scale, faults=faults,
                             **params)
     if record:
         _check_recording(interval, frame_size)
-    opened = open_store(request, store, overwrite, snapshot_every=snapshot_every) \
-        if store is not None else None
+    opened = open_store(request, store, overwrite,
+                        snapshot_every=SNAPSHOT_EVERY if snapshot_every is None
+                        else snapshot_every) if store is not None else None
     return run_request(request, progress=progress, record=record, interval=interval,
                        frame_size=frame_size, check_metrics=check_metrics, store=opened)
 

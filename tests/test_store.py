@@ -311,9 +311,21 @@ def test_a_bad_snapshot_interval_is_refused_before_any_store_is_made(
     with pytest.raises(ValueError, match="snapshot_every must be a positive int"):
         Store.create(path, seed=0, mode="deterministic", snapshot_every=bad)
     assert not path.exists()
+    if bad is None:  # run()'s "not given": the default interval
+        return
     with pytest.raises(ValueError, match="snapshot_every must be a positive int"):
         run("kernel_build", record=False, store=path, snapshot_every=bad, **SMALL_KERNEL)
     assert not path.exists()
+
+
+@pytest.mark.parametrize("given", [{"snapshot_every": 50}, {"overwrite": True}])
+def test_a_store_option_without_a_store_is_refused_not_ignored(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, given: dict[str, Any]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (name,) = given
+    with pytest.raises(ValueError, match=f"{name} applies to a store: give store="):
+        run("kernel_build", record=False, **given, **SMALL_KERNEL)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_cli_takes_snapshot_every_with_a_store_only(
