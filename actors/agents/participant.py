@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Final
 
 from barnraise.actors.base import Agent
+from barnraise.actors.effects import Behaviour as Task
 from barnraise.actors.effects import Receive
 from barnraise.sim.events import TaskResultRead, body_of
 from barnraise.sim.messages import Message
@@ -85,9 +86,20 @@ class Participant(Agent):
     #: not kept). A class default: an agent without one has no extra attribute.
     tap: Callable[[Message], bool] | None = None
 
+    #: The behaviour that joins and then runs :attr:`behaviour` (set on start).
+    life: Task | None = None
+
     def on_start(self) -> None:
         super().on_start()
-        self.start_behaviour(_resume if self.resuming else _life, name=self.role)
+        self.life = self.start_behaviour(_resume if self.resuming else _life, name=self.role)
+
+    def behaviour_name(self, task: Task) -> str:
+        """An error in its life is its behaviour's: named by the function (``builder``,
+        or one's own), not by the role the life was started under."""
+        if task is self.life:
+            return str(getattr(self.behaviour, "__qualname__", None)
+                       or getattr(self.behaviour, "__name__", None) or task.name)
+        return super().behaviour_name(task)
 
     def handle_message(self, message: Message) -> None:
         tap = self.tap
