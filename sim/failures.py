@@ -104,19 +104,21 @@ class Failure:
     full: str
 
     @classmethod
-    def of(cls, agent: str, where: str, exc: BaseException, *, skip: int = 1) -> Failure:
+    def of(cls, agent: str, where: str, exc: BaseException, *, skip: int = 1,
+           handler: bool = False) -> Failure:
         """The failure of ``exc`` as ``agent``'s reporter caught it at ``where``.
 
         ``skip``: the outermost frames of the traceback that are the reporter's own (the
-        loop that caught it), left out of both forms. A ``handle_<type>`` frame in the
-        traceback (the innermost one) names ``where``.
+        loop that caught it), left out of both forms. ``handler``: it was caught around a
+        delivery, so the innermost ``handle_<type>`` frame in the traceback, if there is
+        one, names ``where`` (the message type, else).
         """
         tb = exc.__traceback__
         for _ in range(skip):
             if tb is not None and tb.tb_next is not None:
                 tb = tb.tb_next
         frames = _frames(tb)
-        handlers = [f.name for f in frames if f.name.startswith("handle_")]
+        handlers = [f.name for f in frames if f.name.startswith("handle_")] if handler else []
         if handlers:
             where = handlers[-1]
         lines = ["Traceback (most recent call last):\n"]

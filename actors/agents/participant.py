@@ -31,11 +31,20 @@ RESULT_READ = TaskResultRead.kind
 class Participant(Agent):
     """Joins ``session_id`` as ``agent_name`` / ``role``, then runs ``behaviour``.
 
-    ``crew`` is how many non-observer participants the scenario starts: each
-    waits at the session barrier ``ready`` until all have joined, so no one
-    delegates to a member that has not joined yet (in realtime mode they start
-    concurrently). Observers may not use barriers; they start watching at once.
-    ``params`` are the behaviour's inputs; ``outcome`` is where it reports.
+    A scenario starts one with :func:`barnraise.kit.spawn`. ``crew`` is how many
+    non-observer participants the scenario starts: each waits at the session barrier
+    ``ready`` until all have joined, so no one delegates to a member that has not joined
+    yet (in realtime mode they start concurrently). Observers may not use barriers; they
+    start watching at once. ``params`` are the behaviour's inputs; ``outcome`` is where it
+    reports.
+
+    What a behaviour (``async def b(agent: Participant)``) may use: ``agent.name``,
+    ``agent.role``, ``agent.session_id`` (the session it joined), ``agent.params``,
+    ``agent.outcome``, ``agent.now`` (simulated seconds), ``agent.rng`` (its own seeded
+    stream); the awaitables ``agent.call(tool, **args)`` (a session tool: the result is a
+    dict with ``success``, and ``error`` and ``message`` when it failed),
+    ``agent.sleep(seconds)``, ``agent.receive(...)``, ``agent.request(to, type,
+    content)``; and ``agent.send(to, type, content)``. docs/agents.md has the rest.
     """
 
     def __init__(

@@ -388,7 +388,7 @@ class Router:
         try:
             target.a2a_receive(message)
         except Exception as exc:
-            self.report_error(name, message.message_type, exc)
+            self.report_error(name, message.message_type, exc, handler=True)
 
     def dead_letter(self, message: Message, reason: DeadReason, recipient: str) -> None:
         """Count, keep (bounded) and trace a message that reached nobody, and why.
@@ -515,16 +515,16 @@ class Router:
                 self._publish(message, encoded, name)
 
     def report_error(self, agent: str, where: str, exc: BaseException, *,
-                     skip: int = 1) -> Failure:
+                     skip: int = 1, handler: bool = False) -> Failure:
         """A handler or behaviour raised: count it, trace it with its traceback, keep it,
         log it, tell :attr:`on_error`, and publish an error_report (without the traceback).
 
-        ``where`` names what raised (a behaviour's name, ``timer``, a message type: a
-        ``handle_<type>`` frame in the traceback names it instead); ``skip``, the
-        outermost frames of the traceback that are the caller's own (see
+        ``where`` names what raised (a behaviour's name, ``timer``, a message type);
+        ``skip``, the outermost frames of the traceback that are the caller's own;
+        ``handler``: raised by a delivery, whose ``handle_<type>`` frame names it (see
         :meth:`barnraise.sim.failures.Failure.of`)."""
         self.behaviour_errors += 1
-        failure = Failure.of(agent, where, exc, skip=skip)
+        failure = Failure.of(agent, where, exc, skip=skip, handler=handler)
         self.trace.append(self.now, ERROR, agent, agent, "exception",
                           _encode_obj(failure.record()))
         if len(self.failures) < KEPT_FAILURES:
