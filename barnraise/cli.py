@@ -47,7 +47,7 @@ from barnraise.runner import (
 )
 from barnraise.sim.clock import check_time_scale
 from barnraise.sim.dispatch.routing import ERRORS_LOGGER
-from barnraise.sim.failures import Failure
+from barnraise.sim.failures import Failure, portable_path
 from barnraise.sim.store import SNAPSHOT_EVERY
 
 #: Frame side (cells) of the canvas animation ``--out`` writes.
@@ -266,9 +266,27 @@ def _debugger() -> Callable[[Failure, BaseException], None]:
         entered = True
         print(f"barnraise: --pdb: {failure.headline()}; the post-mortem debugger "
               "(c or q: go on with the run)", file=sys.stderr, flush=True)
-        pdb.post_mortem(exc.__traceback__)
+        debugger = _AtOwnFrame()
+        debugger.reset()
+        debugger.interaction(None, exc.__traceback__)
 
     return post_mortem
+
+
+class _AtOwnFrame(pdb.Pdb):
+    """The post-mortem debugger, starting in the innermost frame of the run's own code
+    (the line the error names) rather than inside Python's library (``up`` and ``down``
+    go on from there)."""
+
+    def setup(self, f: Any, tb: Any) -> Any:
+        stop = super().setup(f, tb)
+        own = [i for i, (frame, _) in enumerate(self.stack)
+               if portable_path(frame.f_code.co_filename)[1]]
+        if own and own[-1] != self.curindex:
+            self.curindex = own[-1]
+            self.curframe = self.stack[self.curindex][0]
+            self.curframe_locals = self.curframe.f_locals
+        return stop
 
 
 def main(argv: Sequence[str] | None = None) -> int:
