@@ -139,20 +139,25 @@ def test_members_hear_type_and_detail_only_and_a_handler_is_named(det: Dispatche
     assert kept["a"].line is not None and "raise RuntimeError" in kept["a"].portable
 
 
-def test_the_hook_hears_each_with_its_live_traceback(det: Dispatcher) -> None:
-    heard: list[tuple[str, str]] = []
+def test_the_hook_hears_each_with_its_live_traceback(dispatcher: Dispatcher) -> None:
+    """Both runtimes: in realtime mode on the actor's own thread."""
+    heard: list[tuple[str, str, int | None]] = []
 
     def hook(failure: Failure, exc: BaseException) -> None:
         assert exc.__traceback__ is not None
-        heard.append((failure.where, type(exc).__name__))
+        heard.append((failure.where, type(exc).__name__, failure.line))
 
     async def broken(agent: Agent) -> None:
+        await agent.sleep(0.5)
         raise KeyError("x")
 
-    det.on_error = hook
-    det.spawn(Agent, "a", behaviours=(broken,))
-    det.run()
-    assert heard == [("broken", "KeyError")]
+    dispatcher.on_error = hook
+    dispatcher.spawn(Agent, "a", behaviours=(broken,))
+    dispatcher.run()
+    line = broken.__code__.co_firstlineno + 2
+    assert heard == [("broken", "KeyError", line)]
+    [failure] = dispatcher.failures
+    assert failure.summary()["traceback"].endswith("KeyError: 'x'\n")
 
 
 def test_files_are_named_by_where_they_belong() -> None:
@@ -238,3 +243,22 @@ def test_the_digest_of_a_run_with_errors_does_not_depend_on_where_the_code_lives
     [record] = error_records(here)
     assert there["record"] == record
     assert there["digest"] == here.trace_digest
+
+
+def test_every_one_is_counted_and_traced_the_first_hundred_kept_five_shown(
+        tmp_path: pathlib.Path, det: Dispatcher) -> None:
+    from barnraise.cli import summary_lines
+    from barnraise.sim.dispatch.routing import KEPT_FAILURES
+
+    for n in range(KEPT_FAILURES + 3):
+        det.report_error("svc", "timer", RuntimeError(f"boom {n}"))
+    assert det.behaviour_errors == KEPT_FAILURES + 3
+    assert len(det.failures) == KEPT_FAILURES
+    assert det.failures[-1].detail == f"boom {KEPT_FAILURES - 1}"
+    assert sum(1 for _ in det.trace.records("error")) == KEPT_FAILURES + 3
+    summary = dict(barnraise.run(str(scenario(tmp_path)), seed=3).summary)
+    summary["behaviour_errors"] = 7
+    summary["errors"] = summary["errors"] * 7
+    lines = summary_lines(summary)
+    assert sum(1 for line in lines if "careless raised JSONDecodeError" in line) == 5
+    assert "    ... and 2 more" in lines
