@@ -118,8 +118,9 @@ class Router:
     faults: Faults | None = None
     injector: FaultInjector | None = None
     #: Called with each reported exception (its :class:`Failure` and the exception, its
-    #: traceback live) on the thread that caught it, after it is traced and counted: where
-    #: ``barnraise run --pdb`` starts the debugger. An exception from the hook propagates.
+    #: traceback live) on the thread that caught it, once it is counted, traced, logged and
+    #: published: where ``barnraise run --pdb`` starts the debugger. An exception from the
+    #: hook propagates.
     on_error: Callable[[Failure, BaseException], None] | None = None
 
     seed: int
@@ -515,24 +516,22 @@ class Router:
                 self._publish(message, encoded, name)
 
     def report_error(self, agent: str, where: str, exc: BaseException, *,
-                     skip: int = 1, handler: bool = False) -> Failure:
+                     handler: bool = False) -> Failure:
         """A handler or behaviour raised: count it, trace it with its traceback, keep it,
-        log it, tell :attr:`on_error`, and publish an error_report (without the traceback).
+        log it, publish an error_report (without the traceback), then tell
+        :attr:`on_error`.
 
         ``where`` names what raised (a behaviour's name, ``timer``, a message type);
-        ``skip``, the outermost frames of the traceback that are the caller's own;
-        ``handler``: raised by a delivery, whose ``handle_<type>`` frame names it (see
+        ``handler``: raised by a delivery, whose ``handle_<type>`` frame names it. The
+        traceback's outermost frame, the caller's own, is left out (see
         :meth:`barnraise.sim.failures.Failure.of`)."""
         self.behaviour_errors += 1
-        failure = Failure.of(agent, where, exc, skip=skip, handler=handler)
+        failure = Failure.of(agent, where, exc, handler=handler)
         self.trace.append(self.now, ERROR, agent, agent, "exception",
                           _encode_obj(failure.record()))
         if len(self.failures) < KEPT_FAILURES:
             self.failures.append(failure)
         ERRORS_LOGGER.error("%s\n%s", failure.headline(), failure.full.rstrip("\n"))
-        hook = self.on_error
-        if hook is not None:
-            hook(failure, exc)
         body = failure.letter()
         # The global topic is the host's (in-process code subscribes to it); a session's
         # members see only their own session's errors, never another's details.
@@ -544,4 +543,7 @@ class Router:
             if topic in self._topics:
                 self.send(self.seal(self.message(agent, TOPIC_PREFIX + topic, "error_report",
                                                  body, priority=Priority.CRITICAL)))
+        hook = self.on_error
+        if hook is not None:
+            hook(failure, exc)
         return failure
