@@ -222,7 +222,8 @@ def _copy_checkout(to: pathlib.Path) -> pathlib.Path:
 def test_the_digest_of_a_run_with_errors_does_not_depend_on_where_the_code_lives(
         tmp_path: pathlib.Path) -> None:
     """The same scenario, run here and from a copy of the checkout elsewhere (another
-    scenario folder too): the same error record, so the same digest."""
+    scenario folder too): the same error record, so the same digest. (The copy runs it
+    through ``barnraise.run`` with no logging set up: the traceback is on stderr.)"""
     here = barnraise.run(str(scenario(tmp_path / "one")), seed=5)
     copy = _copy_checkout(tmp_path / "elsewhere" / "checkout")
     program = textwrap.dedent("""
@@ -233,11 +234,14 @@ def test_the_digest_of_a_run_with_errors_does_not_depend_on_where_the_code_lives
         print(json.dumps({"file": barnraise.__file__, "digest": result.trace_digest,
                           "record": record}))
     """)
-    done = subprocess.run([sys.executable, "-c", program,
-                           str(scenario(tmp_path / "two" / "deeper"))],
+    elsewhere = scenario(tmp_path / "two" / "deeper")
+    done = subprocess.run([sys.executable, "-c", program, str(elsewhere)],
                           capture_output=True, text=True, timeout=120, env=_env(copy),
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    # a library user who configured no logging still sees it, as it happened
+    assert done.stderr.startswith("builder-1: careless raised JSONDecodeError: ")
+    assert f'File "{elsewhere}", line {LINE}, in careless' in done.stderr
     there = json.loads(done.stdout.splitlines()[-1])
     assert there["file"].startswith(str(copy))  # the copy ran, not this checkout
     [record] = error_records(here)
