@@ -106,8 +106,7 @@ class Participant(Agent):
         """An error in its life is its behaviour's: named by the function (``builder``,
         or one's own), not by the role the life was started under."""
         if task is self.life:
-            return str(getattr(self.behaviour, "__qualname__", None)
-                       or getattr(self.behaviour, "__name__", None) or task.name)
+            return str(getattr(self.behaviour, "__name__", None) or task.name)
         return super().behaviour_name(task)
 
     def handle_message(self, message: Message) -> None:
