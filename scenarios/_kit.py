@@ -103,24 +103,26 @@ ROLE_BEHAVIOURS: Final[dict[str, Behaviour]] = {
 
 
 def host_session(simu: Simulation, *, host: Client | None = None,
-                 **create: Any) -> tuple[Client, str]:
-    """Create a session (``create``: session_create's arguments); the host and the session id.
+                 **session: Any) -> tuple[Client, str]:
+    """Create a session; the host and the session's id.
+
+    ``session``: ``session_create``'s arguments (``session_name``, ``grid_size``,
+    ``max_agents`` (default 10), ``blueprint``, ``config``, ...; ``simu.tools`` has the
+    schema). The host is a client that does not join: ``host`` if given (one host can
+    create several sessions), else a new client called ``host-N``. RuntimeError, with
+    session_create's answer (its ``error`` and ``message``), when it refuses.
 
     ``simu.guest_seats`` more agents than ``max_agents`` may join (none by default).
-
-    The host is a client that does not join: ``host`` if given (one host can
-    create several sessions), else a new client called ``host-N``. RuntimeError
-    if session_create fails.
     """
     if host is None:
         host = simu.client(f"host-{len(simu.clients) + 1}")
     if simu.restored is not None:
-        found = _resumed_session(simu, host, create)
+        found = _resumed_session(simu, host, session)
         if found is not None:
             return host, found
     if simu.guest_seats:  # room for outsiders beside the crew (a served scenario)
-        create["max_agents"] = create.get("max_agents", 10) + simu.guest_seats
-    created = host.call("session_create", **create)
+        session["max_agents"] = session.get("max_agents", 10) + simu.guest_seats
+    created = host.call("session_create", **session)
     if not created.get("success"):
         raise RuntimeError(f"session_create failed: {created}")
     return host, str(created["session_id"])
