@@ -365,6 +365,11 @@ class A2AActor(Sending, pykka.ThreadingActor):
         self.dispatcher.call_later(0.0, self, self._advance, task, None, None)
         return task
 
+    def behaviour_name(self, task: Behaviour) -> str:
+        """The name an error report gives ``task`` (its ``where``): the name it was
+        started under. A subclass that wraps its behaviours names the one inside."""
+        return task.name
+
     def request(
         self, to: str, message_type: str, content: dict[str, Any] | None = None, *,
         priority: int = Priority.NORMAL, region: Region | None = None,
@@ -436,7 +441,7 @@ class A2AActor(Sending, pykka.ThreadingActor):
                 return
             except Exception as exc:
                 task.done, task.error, task.waiting = True, exc, None
-                self.dispatcher.report_error(self.name, task.name, exc)
+                self.dispatcher.report_error(self.name, self.behaviour_name(task), exc)
                 if self.crash_on_error:
                     self.dispatcher.crash(self.name, f"behaviour_error: {type(exc).__name__}")
                 return

@@ -9,6 +9,11 @@ every run's check held, 1 when one did not. ``resume`` exits like ``run``, and 1
 naming the first differing record when the re-execution does not reproduce the
 stored log; ``replay`` exits 0 when the stored run's trace is reproduced, 1
 naming the first record that differs.
+
+An exception that escapes an agent's handler or behaviour is printed on stderr as it
+happens (``barnraise: AGENT: WHERE raised ERROR at FILE:LINE`` and its traceback) and
+fails the run unless the scenario sets ``EXPECTED_ERRORS = True``; ``run --pdb`` opens
+the post-mortem debugger at the first one.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import argparse
 import contextlib
 import errno
 import json
+import logging
 import math
+import pdb
 import re
 import socket
 import sys
@@ -39,6 +46,8 @@ from barnraise.runner import (
     run_request,
 )
 from barnraise.sim.clock import check_time_scale
+from barnraise.sim.dispatch.routing import ERRORS_LOGGER
+from barnraise.sim.failures import Failure, portable_path
 from barnraise.sim.store import SNAPSHOT_EVERY
 
 #: Frame side (cells) of the canvas animation ``--out`` writes.
@@ -98,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
                      "proxy's name; HOST or HOST:PORT (repeatable)")
     run.add_argument("--store", metavar="PATH",
                      help="keep the run durable in a SQLite store there (see docs/store.md)")
+    run.add_argument("--pdb", action="store_true",
+                     help="open the post-mortem debugger (pdb) at the first exception that "
+                     "escapes an agent's handler or behaviour; c or q goes on with the run")
     run.add_argument("--overwrite", action="store_true",
                      help="with --store: replace a store that already holds a run")
     run.add_argument("--snapshot-every", type=_positive_int, metavar="N",
@@ -226,8 +238,64 @@ def _script_warnings() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _errors_on_stderr() -> Iterator[None]:
+    """While a command runs, the agents' exceptions (``barnraise.errors``) go to stderr,
+    each as it happens, whatever the logging configuration (then as it was)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("barnraise: %(message)s"))
+    propagate = ERRORS_LOGGER.propagate
+    ERRORS_LOGGER.addHandler(handler)
+    ERRORS_LOGGER.propagate = False  # printed once, not again by a root handler
+    try:
+        yield
+    finally:
+        ERRORS_LOGGER.removeHandler(handler)
+        ERRORS_LOGGER.propagate = propagate
+
+
+def _debugger() -> Callable[[Failure, BaseException], None]:
+    """``run --pdb``: the post-mortem debugger on the first reported exception, on the
+    thread that caught it (deterministic mode: the run waits; realtime: that actor)."""
+    entered = False
+
+    def post_mortem(failure: Failure, exc: BaseException) -> None:
+        nonlocal entered
+        if entered:
+            return
+        entered = True
+        print(f"barnraise: --pdb: {failure.headline()}; the post-mortem debugger "
+              "(c or q: go on with the run)", file=sys.stderr, flush=True)
+        debugger = _AtOwnFrame()
+        debugger.reset()
+        debugger.interaction(None, exc.__traceback__)
+
+    return post_mortem
+
+
+class _AtOwnFrame(pdb.Pdb):
+    """The post-mortem debugger, starting in the innermost frame of the run's own code
+    (the line the error names) rather than inside Python's library (``up`` and ``down``
+    go on from there)."""
+
+    def setup(self, f: Any, tb: Any) -> Any:
+        stop = super().setup(f, tb)
+        own = [i for i, (frame, _) in enumerate(self.stack)
+               if portable_path(frame.f_code.co_filename)[1]]
+        if own and own[-1] != self.curindex:
+            self.curindex = own[-1]
+            self.curframe = self.stack[self.curindex][0]
+            self.curframe_locals = self.curframe.f_locals
+        return stop
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    with _errors_on_stderr():
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         _check_flags(args)  # before anything is printed, opened or started
         if args.command == "scenarios":
@@ -406,7 +474,8 @@ def _run(args: argparse.Namespace) -> int:
         result = run_request(request, progress=bar[0] if bar else None,
                              interval=args.interval,
                              frame_size=OUT_FRAME_SIZE if args.out else 0, store=store,
-                             watch=None if viewer is None else viewer.watch)
+                             watch=None if viewer is None else viewer.watch,
+                             on_error=_debugger() if args.pdb else None)
     except KeyboardInterrupt:
         if viewer is None:
             raise
@@ -539,7 +608,10 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 def summary_lines(summary: Mapping[str, Any], module: Any = None) -> list[str]:
     """The text summary of a run: what each count means, only figures that apply,
     and the scenario's own lines (its ``describe(summary)``, if it has one)."""
-    verdict = "succeeded" if summary["success"] else "FAILED its success check"
+    errors = summary["behaviour_errors"]
+    verdict = "succeeded" if summary["success"] else (
+        f"FAILED ({_count(errors, 'behaviour error')}, below)" if errors
+        else "FAILED its success check")
     lines = [f"{summary['scenario']} ({summary['mode']}, seed {summary['seed']}) {verdict}"]
     dropped = summary["messages_dropped"]
     lines.append(
@@ -578,14 +650,29 @@ def summary_lines(summary: Mapping[str, Any], module: Any = None) -> list[str]:
     if faults:
         lines.append(f"  faults ({faults['plan']}): " + ", ".join(
             f"{n} {word}" for word, n in faults.items() if word != "plan"))
-    if summary["behaviour_errors"]:
-        lines.append(f"  {_count(summary['behaviour_errors'], 'behaviour error')} (see the "
-                     "trace's error records)")
+    if errors:
+        expected = module is not None and getattr(module, "EXPECTED_ERRORS", False) is True
+        lines.append(f"  {_count(errors, 'behaviour error')} ("
+                     + ("the scenario expects them: EXPECTED_ERRORS" if expected else
+                        "each fails the run; a scenario that raises on purpose sets "
+                        "EXPECTED_ERRORS = True")
+                     + "; tracebacks in summary['errors'] and the trace's error records):")
+        kept = summary.get("errors") or []
+        lines.extend(f"    {_error_line(e)}" for e in kept[:5])
+        if errors > len(kept[:5]):
+            lines.append(f"    ... and {errors - len(kept[:5])} more")
     if summary["run_end"] != "quiescent":
         lines.append(f"  the run ended in {summary['run_end']}: "
                      + "; ".join(summary["waiting"][:5]))
     lines.append(f"  trace digest {summary['trace_digest']}")
     return lines
+
+
+def _error_line(error: Mapping[str, Any]) -> str:
+    """One kept error (``summary["errors"]``) in a line: who, where, what, the line."""
+    at = f" at {error['file']}:{error['line']}" if error.get("file") else ""
+    detail = f": {error['detail']}" if error.get("detail") else ""
+    return f"{error['agent']}: {error['where']} raised {error['error']}{detail}{at}"
 
 
 def _reasons(dead: dict[str, int]) -> str:

@@ -1,15 +1,35 @@
-"""The scenario-authoring kit: the helpers the shipped scenarios share, for your own.
+"""The authoring kit: put behaviours of your own in a session, in a scenario of your own.
 
-The same objects as :mod:`barnraise.scenarios._kit` (where they live and are documented, one
-function per job): sessions and crews (:func:`host_session`, :func:`spawn`,
-:data:`ROLE_BEHAVIOURS`), seeded data (:func:`rng_for`, :func:`kernel_blueprint`),
-rectangles (:func:`box`), and readers of what a run recorded (:func:`session_events`,
-:func:`deliveries`, :func:`calls_before`, :class:`Replay`, :func:`percentile`, ...).
+docs/writing.md is the guide. A scenario module hosts a session (:func:`host_session`)
+and starts agents in it (:func:`spawn`); each is a :class:`Participant` that joins, then
+runs its behaviour, an ``async def`` taking the agent (:data:`Behaviour`; the roles'
+shipped ones are :data:`ROLE_BEHAVIOURS`)::
+
+    from barnraise.kit import Participant, host_session, spawn
+
+    async def greeter(agent: Participant) -> None:
+        await agent.sleep(1.0)
+        agent.outcome["said"] = await agent.call("session_get_state")
+
+    def run(simu, *, grid_size):
+        _, session_id = host_session(simu, session_name="mine", grid_size=grid_size)
+        spawn(simu, session_id, "greeter-1", "builder", crew=1, behaviour=greeter)
+        simu.run()
+        return {"session_id": session_id}
+
+The same objects as :mod:`barnraise.scenarios._kit` (below ``scenarios/`` in the layers,
+where the shipped scenarios use them too, one function per job): sessions and crews
+(:func:`host_session`, :func:`spawn`, :class:`Participant`, :data:`ROLE_BEHAVIOURS`),
+seeded data (:func:`rng_for`, :func:`kernel_blueprint`), rectangles (:func:`box`), and
+readers of what a run recorded (:func:`session_events`, :func:`deliveries`,
+:func:`calls_before`, :class:`Replay`, :func:`percentile`, ...).
 """
 
 from barnraise.scenarios._kit import (
     PATIENCE,
     ROLE_BEHAVIOURS,
+    Behaviour,
+    Participant,
     Replay,
     answered_before,
     box,
@@ -41,6 +61,8 @@ from barnraise.scenarios._kit import (
 __all__ = [
     "PATIENCE",
     "ROLE_BEHAVIOURS",
+    "Behaviour",
+    "Participant",
     "Replay",
     "answered_before",
     "box",

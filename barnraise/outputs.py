@@ -72,7 +72,12 @@ class RunSummary(TypedDict):
     tasks_failed: int
     #: Tasks by status.
     tasks: dict[str, int]
+    #: Exceptions that escaped a handler or a behaviour: all are counted here, and any
+    #: fails the run unless the scenario sets ``EXPECTED_ERRORS = True``.
     behaviour_errors: int
+    #: The first 100 of them, whole (``barnraise.sim.failures.Failure.summary``): agent,
+    #: where (the behaviour or handler), error, detail, function, file, line, traceback.
+    errors: list[dict[str, Any]]
     #: How the run ended (a :class:`barnraise.sim.dispatch.RunReport` reason) and who still waited.
     run_end: str
     waiting: list[str]

@@ -37,6 +37,7 @@ from barnraise.outputs import RunResult, RunSummary
 from barnraise.scenarios import ParamError, ScenarioError
 from barnraise.sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from barnraise.sim.dispatch import Faults, FaultsError
+from barnraise.sim.failures import Failure
 from barnraise.sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
 from barnraise.sim.views import WorldView
 
@@ -357,13 +358,17 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
                 frame_size: int = 0, check_metrics: bool = False,
                 store: Store | None = None,
                 watch: Callable[[Simulation], Callable[[], None]] | None = None,
-                restore: Image | None = None) -> RunResult:
+                restore: Image | None = None,
+                on_error: Callable[[Failure, BaseException], None] | None = None
+                ) -> RunResult:
     """Run a request :func:`check_request` made (see :func:`run`); ``store`` keeps it
     (a new store from :func:`open_store`, or a resumed one).
 
     ``watch`` (a live view, say) is called with the Simulation before the
     scenario starts; the function it returns is called once the run has ended,
-    while the world is still up, even when the scenario raised.
+    while the world is still up, even when the scenario raised. ``on_error`` is called
+    with every exception an agent's handler or behaviour lets escape, as it happens
+    (``Dispatcher.on_error``: ``barnraise run --pdb``'s debugger).
     """
     module, mode, seed = request.module, request.mode, request.seed
     options = request.simulation
@@ -380,6 +385,8 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             if store is not None:
                 store.live_at = time.perf_counter()
         simu.progress = progress
+        if on_error is not None:
+            simu.dispatcher.on_error = on_error
         recorder = (Recorder(simu, interval=interval, frame_size=frame_size,
                              check=check_metrics) if record else None)
         ended = watch(simu) if watch is not None else None
@@ -411,12 +418,14 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             "tasks_completed": world["tasks_completed"],
             "tasks_failed": world["tasks_failed"], "tasks": world["task_counts"],
             "behaviour_errors": stats.behaviour_errors,
+            "errors": [f.summary() for f in simu.dispatcher.failures],
             "run_end": ending.reason, "waiting": [str(w) for w in ending.waiters],
             "metrics": metrics,
             "faults": _faults_summary(simu),
             "success": False,  # until the check below says (it reads the rest)
         }
-        summary["success"] = bool(module.check(summary))
+        summary["success"] = bool(module.check(summary)) and (
+            not summary["behaviour_errors"] or errors_excused(module, simu))
         if store is not None:
             store.commit()
             if store.divergence is None and store.written < store.expected:
@@ -431,6 +440,17 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
         simu.dispatcher.trace.enabled = False
         return RunResult(summary, simu.dispatcher.trace, world["canvas"], world["claims"],
                          world["tasks"], recorded)
+
+
+def errors_excused(module: ModuleType, simu: Simulation) -> bool:
+    """Whether exceptions escaping handlers or behaviours leave a run's success to its
+    check: when the scenario says it raises on purpose (``EXPECTED_ERRORS = True``).
+    Otherwise any one fails the run, whatever the check says.
+
+    The one place that decides: issue 27's exemption (an agent its supervisor restarted
+    while a fault plan was on) goes here, from ``simu``'s injector.
+    """
+    return getattr(module, "EXPECTED_ERRORS", False) is True
 
 
 #: The summary's names for what an injector counts (barnraise.sim.dispatch.FAULT_KINDS).

@@ -1,8 +1,14 @@
-"""The helpers the shipped scenarios share, one function per job.
+"""The helpers the shipped scenarios share, one function per job: the authoring kit.
+
+Public as :mod:`barnraise.kit` (the same objects; docs/writing.md shows them in use). A
+scenario of one's own hosts a session (:func:`host_session`) and puts agents in it
+(:func:`spawn`), each a :class:`Participant` that joins and then runs a behaviour: an
+``async def`` taking the agent, a shipped one (:data:`ROLE_BEHAVIOURS`) or one's own.
 
 Sessions and crews
     :func:`host_session` (create a session from a client that does not join it),
-    :func:`spawn` (start a participant), :data:`ROLE_BEHAVIOURS`, :func:`total`,
+    :func:`spawn` (start a participant), :class:`Participant` (what a behaviour is
+    given), :data:`Behaviour` (its type), :data:`ROLE_BEHAVIOURS`, :func:`total`,
     :func:`restored_canvas` and :func:`rows_built` (where a row-by-row builder had got
     to, for one that resumes), :func:`placed_before` and :func:`placed_at` (what it had
     been told, and when).
@@ -29,6 +35,7 @@ module out of the scenario list.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import weakref
@@ -47,11 +54,14 @@ from barnraise.sim.dispatch import seed_for
 from barnraise.sim.geometry import Rect
 from barnraise.sim.log import RESUMED, decode, is_call, paired
 from barnraise.sim.messages import Message
+from barnraise.sim.policy import DEFAULT_MATRIX
 from barnraise.sim.trace import TraceRecord
 
 __all__ = [
     "PATIENCE",
     "ROLE_BEHAVIOURS",
+    "Behaviour",
+    "Participant",
     "Replay",
     "answered_before",
     "box",
@@ -93,24 +103,26 @@ ROLE_BEHAVIOURS: Final[dict[str, Behaviour]] = {
 
 
 def host_session(simu: Simulation, *, host: Client | None = None,
-                 **create: Any) -> tuple[Client, str]:
-    """Create a session (``create``: session_create's arguments); the host and the session id.
+                 **session: Any) -> tuple[Client, str]:
+    """Create a session; the host and the session's id.
+
+    ``session``: ``session_create``'s arguments (``session_name``, ``grid_size``,
+    ``max_agents`` (default 10), ``blueprint``, ``config``, ...; ``simu.tools`` has the
+    schema). The host is a client that does not join: ``host`` if given (one host can
+    create several sessions), else a new client called ``host-N``. RuntimeError, with
+    session_create's answer (its ``error`` and ``message``), when it refuses.
 
     ``simu.guest_seats`` more agents than ``max_agents`` may join (none by default).
-
-    The host is a client that does not join: ``host`` if given (one host can
-    create several sessions), else a new client called ``host-N``. RuntimeError
-    if session_create fails.
     """
     if host is None:
         host = simu.client(f"host-{len(simu.clients) + 1}")
     if simu.restored is not None:
-        found = _resumed_session(simu, host, create)
+        found = _resumed_session(simu, host, session)
         if found is not None:
             return host, found
     if simu.guest_seats:  # room for outsiders beside the crew (a served scenario)
-        create["max_agents"] = create.get("max_agents", 10) + simu.guest_seats
-    created = host.call("session_create", **create)
+        session["max_agents"] = session.get("max_agents", 10) + simu.guest_seats
+    created = host.call("session_create", **session)
     if not created.get("success"):
         raise RuntimeError(f"session_create failed: {created}")
     return host, str(created["session_id"])
@@ -132,7 +144,21 @@ def _resumed_session(simu: Simulation, host: Client, create: Mapping[str, Any]) 
 
 def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: int,
           behaviour: Behaviour | None = None, **params: Any) -> Participant:
-    """Start one participant of ``role`` (``agent_id`` is also its display name).
+    """Start one agent in session ``session_id``: it joins as ``agent_id`` (also its
+    display name) in ``role``, then runs ``behaviour``; returns the agent.
+
+    ``role``: one of the session's roles (``architect``, ``builder``, ``tester``,
+    ``observer``; it decides which tools the agent may call). ``behaviour``: an ``async
+    def`` taking the agent (a :class:`Participant`); by default the role's shipped one
+    (:data:`ROLE_BEHAVIOURS`). ``crew``: how many agents the scenario starts in this
+    session, observers aside: each waits at the session barrier ``ready`` until that
+    many have joined, so none asks a member that has not joined yet (1: start at once).
+    ``params``: the behaviour's inputs, as ``agent.params``; it reports in
+    ``agent.outcome``, which the scenario reads after ``simu.run()``.
+
+    ValueError or TypeError, naming what is wrong, before anything is started or
+    granted: an unknown role, no behaviour for a role without a shipped one, a behaviour
+    that is not an ``async def``, a crew below 1. LookupError for an unknown session.
 
     The scenario is the session's host: it grants the role first, for a role
     the session grants rather than opens (the architect's, by default).
@@ -143,6 +169,23 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
     published (see ``DelegationLedger.recover``); one of a session made only now
     starts afresh, as in a new run.
     """
+    if not isinstance(agent_id, str) or not agent_id:
+        raise ValueError(f"spawn: agent_id must be a non-empty string, got {agent_id!r}")
+    if isinstance(crew, bool) or not isinstance(crew, int) or crew < 1:
+        raise ValueError(f"spawn {agent_id}: crew must be an int of at least 1 (the agents "
+                         f"the scenario starts in the session), got {crew!r}")
+    if role not in DEFAULT_MATRIX:
+        raise ValueError(f"spawn {agent_id}: role must be one of "
+                         f"{', '.join(sorted(DEFAULT_MATRIX))}, got {role!r}")
+    if behaviour is None:
+        if role not in ROLE_BEHAVIOURS:
+            raise ValueError(f"spawn {agent_id}: role {role!r} has no shipped behaviour "
+                             f"(those of {', '.join(sorted(ROLE_BEHAVIOURS))} do): give "
+                             "behaviour=")
+        behaviour = ROLE_BEHAVIOURS[role]
+    elif not inspect.iscoroutinefunction(behaviour):
+        raise TypeError(f"spawn {agent_id}: behaviour must be an async def function taking "
+                        f"the agent, got {behaviour!r}")
     simu.grant(session_id, agent_id, role)
     restored = simu.restored
     resumed = restored is not None and session_id in restored.sessions
@@ -151,7 +194,7 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
         params.setdefault("published_before", _published_before(simu, agent_id))
     agent: Participant = simu.supervisor.start_child(
         Participant, agent_id, session_id=session_id, agent_name=agent_id, role=role,
-        behaviour=behaviour or ROLE_BEHAVIOURS[role], crew=crew, params=params,
+        behaviour=behaviour, crew=crew, params=params,
         resumed=None if restored is None else resumed, **options)
     return agent
 

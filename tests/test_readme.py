@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from tests.snippets import blocks, check_output, run_document
+
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -19,16 +21,34 @@ def test_quick_start_has_exactly_two_commands() -> None:
                         "pip install '.[test]' && python -m pytest"]
 
 
-def test_the_python_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) == 2
-    for code in blocks:
-        exec(compile(code, str(README), "exec"), {"__name__": "readme_example"})
-    out = capsys.readouterr().out
-    assert "final ball 6" in out
-    assert "run ended: quiescent" in out
-    assert "True 400" in out  # the task's 20 x 20 tiles
-    assert "region_conflict {'x':" in out
+def test_the_python_examples_run_and_print_what_the_readme_shows(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every python block is marked (tests/snippets.py) and runs; a scenario file it
+    shows is written and run by name, as a reader would."""
+    monkeypatch.chdir(tmp_path)
+    ran = run_document(README, tmp_path)
+    assert len(ran) == 3
+    assert (tmp_path / "pair.py").is_file()
+    assert "final ball 6" in ran[0][1]
+    assert "region_conflict {'x':" in ran[2][1]
+
+
+def test_a_snippet_whose_output_differs_fails(tmp_path: pathlib.Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check can fail: a wrong output, an unmarked block, an output of nothing."""
+    monkeypatch.chdir(tmp_path)
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- snippet -->\n```python\nprint('one')\nprint('two')\n```\n\n"
+                   "<!-- output -->\n```text\ntwo\none\n```\n")
+    with pytest.raises(AssertionError, match="expected the line 'one'"):
+        run_document(doc, tmp_path)
+    doc.write_text("```python\nprint(1)\n```\n")
+    with pytest.raises(ValueError, match="1 python blocks but 0 marked"):
+        blocks(doc.read_text())
+    doc.write_text("<!-- output -->\n```text\nx\n```\n")
+    with pytest.raises(ValueError, match="follows no snippet"):
+        blocks(doc.read_text())
+    check_output("run ended: quiescent ...", "a\nrun ended: quiescent at t=1\n", "doc")
 
 
 def test_every_scenario_is_in_the_readme_table() -> None:

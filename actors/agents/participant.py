@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Final
 
 from barnraise.actors.base import Agent
+from barnraise.actors.effects import Behaviour as Task
 from barnraise.actors.effects import Receive
 from barnraise.sim.events import TaskResultRead, body_of
 from barnraise.sim.messages import Message
@@ -30,11 +31,20 @@ RESULT_READ = TaskResultRead.kind
 class Participant(Agent):
     """Joins ``session_id`` as ``agent_name`` / ``role``, then runs ``behaviour``.
 
-    ``crew`` is how many non-observer participants the scenario starts: each
-    waits at the session barrier ``ready`` until all have joined, so no one
-    delegates to a member that has not joined yet (in realtime mode they start
-    concurrently). Observers may not use barriers; they start watching at once.
-    ``params`` are the behaviour's inputs; ``outcome`` is where it reports.
+    A scenario starts one with :func:`barnraise.kit.spawn`. ``crew`` is how many
+    non-observer participants the scenario starts: each waits at the session barrier
+    ``ready`` until all have joined, so no one delegates to a member that has not joined
+    yet (in realtime mode they start concurrently). Observers may not use barriers; they
+    start watching at once. ``params`` are the behaviour's inputs; ``outcome`` is where it
+    reports.
+
+    What a behaviour (``async def b(agent: Participant)``) may use: ``agent.name``,
+    ``agent.role``, ``agent.session_id`` (the session it joined), ``agent.params``,
+    ``agent.outcome``, ``agent.now`` (simulated seconds), ``agent.rng`` (its own seeded
+    stream); the awaitables ``agent.call(tool, **args)`` (a session tool: the result is a
+    dict with ``success``, and ``error`` and ``message`` when it failed),
+    ``agent.sleep(seconds)``, ``agent.receive(...)``, ``agent.request(to, type,
+    content)``; and ``agent.send(to, type, content)``. docs/agents.md has the rest.
     """
 
     def __init__(
@@ -85,9 +95,19 @@ class Participant(Agent):
     #: not kept). A class default: an agent without one has no extra attribute.
     tap: Callable[[Message], bool] | None = None
 
+    #: The behaviour that joins and then runs :attr:`behaviour` (set on start).
+    life: Task | None = None
+
     def on_start(self) -> None:
         super().on_start()
-        self.start_behaviour(_resume if self.resuming else _life, name=self.role)
+        self.life = self.start_behaviour(_resume if self.resuming else _life, name=self.role)
+
+    def behaviour_name(self, task: Task) -> str:
+        """An error in its life is its behaviour's: named by the function (``builder``,
+        or one's own), not by the role the life was started under."""
+        if task is self.life:
+            return str(getattr(self.behaviour, "__name__", None) or task.name)
+        return super().behaviour_name(task)
 
     def handle_message(self, message: Message) -> None:
         tap = self.tap

@@ -110,6 +110,7 @@ class Dispatcher(Lifecycle, Timers):
         self._dead = Counter()
         self.dead_letters = deque(maxlen=dead_letter_log)
         self.behaviour_errors = 0
+        self.failures = []
         #: True while a realtime run is held (``RealtimeDispatcher.pause``): actors keep
         #: the letters they take instead of handling them. Never set in deterministic
         #: mode, whose loop a ``Gate`` holds instead.

@@ -24,9 +24,10 @@ module never imports ``actors``.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -42,6 +43,7 @@ from barnraise.sim.dispatch.values import (
     region_of,
 )
 from barnraise.sim.events import Event, body_of
+from barnraise.sim.failures import Failure
 from barnraise.sim.messages import (
     BROADCAST,
     TOPIC_PREFIX,
@@ -63,7 +65,7 @@ from barnraise.sim.trace import DELIVER, DROP, ERROR, Trace
 if TYPE_CHECKING:
     from barnraise.sim.dispatch.lifecycle import Lives
 
-__all__ = ["ERRORS_TOPIC", "SYSTEM", "Router", "answers"]
+__all__ = ["ERRORS_LOGGER", "ERRORS_TOPIC", "KEPT_FAILURES", "SYSTEM", "Router", "answers"]
 
 SYSTEM: Final = "system"
 """The sender name of messages the runtime itself produces (error reports)."""
@@ -79,6 +81,14 @@ def answers(message: Message, asked: str) -> bool:
 
 
 ERRORS_TOPIC: Final = "errors"
+
+#: The logger every reported exception goes to, at ERROR, with its traceback as Python
+#: prints it. Unconfigured, Python's last-resort handler prints it on stderr as it happens;
+#: the CLI gives it a handler of its own; a library user configures it like any logger.
+ERRORS_LOGGER: Final = logging.getLogger("barnraise.errors")
+#: How many reported exceptions a dispatcher keeps whole (``Router.failures``); every one
+#: is counted (``behaviour_errors``) and traced however many there are.
+KEPT_FAILURES: Final = 100
 
 _NO_METADATA: Final = Metadata()
 _obj_encoder: Final = msgspec.json.Encoder(order="sorted")
@@ -107,6 +117,11 @@ class Router:
     #: The fault plan in force (None: no faults, and routing is the plain one).
     faults: Faults | None = None
     injector: FaultInjector | None = None
+    #: Called with each reported exception (its :class:`Failure` and the exception, its
+    #: traceback live) on the thread that caught it, once it is counted, traced, logged and
+    #: published: where ``barnraise run --pdb`` starts the debugger. An exception from the
+    #: hook propagates.
+    on_error: Callable[[Failure, BaseException], None] | None = None
 
     seed: int
     mailbox_capacity: int
@@ -116,6 +131,8 @@ class Router:
     trace: Trace
     clock: VirtualClock | WallClock
     behaviour_errors: int
+    #: The first :data:`KEPT_FAILURES` reported exceptions, whole, in order.
+    failures: list[Failure]
     #: True while a realtime run is held (``RealtimeDispatcher.pause``).
     holding: bool
     dead_letters: deque[tuple[str, Message]]
@@ -372,7 +389,7 @@ class Router:
         try:
             target.a2a_receive(message)
         except Exception as exc:
-            self.report_error(name, message.message_type, exc)
+            self.report_error(name, message.message_type, exc, handler=True)
 
     def dead_letter(self, message: Message, reason: DeadReason, recipient: str) -> None:
         """Count, keep (bounded) and trace a message that reached nobody, and why.
@@ -498,11 +515,24 @@ class Router:
                     message = sign(message, self.secret)
                 self._publish(message, encoded, name)
 
-    def report_error(self, agent: str, where: str, exc: BaseException) -> None:
-        """A handler or behaviour raised: trace it, count it, publish an error_report."""
+    def report_error(self, agent: str, where: str, exc: BaseException, *,
+                     handler: bool = False) -> Failure:
+        """A handler or behaviour raised: count it, trace it with its traceback, keep it,
+        log it, publish an error_report (without the traceback), then tell
+        :attr:`on_error`.
+
+        ``where`` names what raised (a behaviour's name, ``timer``, a message type);
+        ``handler``: raised by a delivery, whose ``handle_<type>`` frame names it. The
+        traceback's outermost frame, the caller's own, is left out (see
+        :meth:`barnraise.sim.failures.Failure.of`)."""
         self.behaviour_errors += 1
-        body = {"agent": agent, "where": where, "error": type(exc).__name__, "detail": str(exc)}
-        self.trace.append(self.now, ERROR, agent, agent, "exception", _encode_obj(body))
+        failure = Failure.of(agent, where, exc, handler=handler)
+        self.trace.append(self.now, ERROR, agent, agent, "exception",
+                          _encode_obj(failure.record()))
+        if len(self.failures) < KEPT_FAILURES:
+            self.failures.append(failure)
+        ERRORS_LOGGER.error("%s\n%s", failure.headline(), failure.full.rstrip("\n"))
+        body = failure.letter()
         # The global topic is the host's (in-process code subscribes to it); a session's
         # members see only their own session's errors, never another's details.
         topics = [ERRORS_TOPIC]
@@ -513,3 +543,7 @@ class Router:
             if topic in self._topics:
                 self.send(self.seal(self.message(agent, TOPIC_PREFIX + topic, "error_report",
                                                  body, priority=Priority.CRITICAL)))
+        hook = self.on_error
+        if hook is not None:
+            hook(failure, exc)
+        return failure
