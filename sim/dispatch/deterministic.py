@@ -102,6 +102,10 @@ class DeterministicDispatcher(Dispatcher):
         self._steps = 0
         #: The run gate a viewer pauses, steps and paces the loop with (None: none).
         self.gate: Gate | None = None
+        #: Simulated seconds past which nothing runs (None: no limit): every ``run`` and
+        #: ``run_until`` stops at it as at its own ``until`` or deadline (a sweep's
+        #: ``max_time``). Nothing past it is dropped; it stays queued.
+        self.horizon: float | None = None
 
     def attach_gate(self, gate: Gate) -> Callable[[], None]:
         """Put ``gate`` in front of every entry (see :mod:`barnraise.sim.dispatch.gate`); returns
@@ -235,6 +239,9 @@ class DeterministicDispatcher(Dispatcher):
             return self._run_until(done, deadline)
 
     def _run_until(self, done: Callable[[], bool], deadline: float | None) -> bool:
+        horizon = self.horizon
+        if horizon is not None:
+            deadline = horizon if deadline is None else min(deadline, horizon)
         while not done():
             head = self._head()
             if deadline is None:
@@ -258,6 +265,9 @@ class DeterministicDispatcher(Dispatcher):
         """
         if until is not None and until < self.clock.now:
             raise ValueError(f"until={until} is before now={self.clock.now}")
+        horizon = self.horizon
+        if horizon is not None and (until is None or until > horizon):
+            until = max(horizon, self.clock.now)
         if _any:  # one step of run_until's, which has seen to the collector
             return self._run(until, max_steps, _any)
         with _fewer_collections():
