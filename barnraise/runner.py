@@ -473,7 +473,11 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             if store.divergence is not None:
                 raise ResumeDivergence(f"the re-execution does not reproduce the stored log: "
                                        f"{store.divergence.describe()}")
-            store.finish(summary, summary["trace_digest"], simu.world_state(views))
+            store.finish(summary, summary["trace_digest"], simu.world_state(views),
+                         **({} if recorded is None else {
+                             "reporters": recorded.reporters,
+                             "agent_reporters": recorded.agent_reporters,
+                             "reported": recorded.reported}))
         # What shutting down records (unregistrations dropped as offline) is not
         # part of the run: the trace handed back is the one the digest covers.
         simu.dispatcher.trace.enabled = False
