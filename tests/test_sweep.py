@@ -90,6 +90,79 @@ def test_a_blueprint_scenario_sweeps_alike_on_every_engine(dask_address: str) ->
                                   engine="dask", dask_address=dask_address))
 
 
+def test_per_step_rows_with_a_reporter_are_the_same_on_every_engine(
+        dask_address: str, tmp_path: pathlib.Path) -> None:
+    from tests import reporting
+
+    args: dict[str, Any] = {"collect": "timeseries", "reporters": {"mine": reporting.tiles}}
+    serial = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], **args)
+    runs = serial.attrs["runs"]
+    assert len(runs) == 2 and runs["success"].all()
+    assert list(serial.columns[:3]) == ["scenario", "grid_size", "seed"]
+    assert set(serial["trigger"]) == {"interval", "final"}
+    assert (serial["mine"] == serial["tiles_placed"]).all() and len(serial) > 2
+    # each run's rows are its own time series' interval and final samples
+    alone = barnraise.run("kernel_build", seed=1, grid_size=60).timeseries()
+    kept = alone[alone["trigger"] != "event"]
+    mine = serial[serial["seed"] == 1]
+    assert list(mine["t"]) == list(kept["t"])
+    assert list(mine["completion_percent"]) == list(kept["completion_percent"])
+    pd.testing.assert_frame_equal(serial, barnraise.sweep(
+        "kernel_build", {"grid_size": [60]}, [0, 1], engine="processes", workers=2, **args))
+    pd.testing.assert_frame_equal(serial, barnraise.sweep(
+        "kernel_build", {"grid_size": [60]}, [0, 1], engine="dask",
+        dask_address=dask_address, **args))
+    # saved with each run: a sweep run again on the same out reuses the rows
+    out = tmp_path / "steps"
+    first = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], out=out, **args)
+    again = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], out=out, **args)
+    assert again.attrs["reused"] == 2 and again.attrs["computed"] == 0
+    pd.testing.assert_frame_equal(first, serial)
+    pd.testing.assert_frame_equal(again, serial)
+    assert len(pd.read_csv(out / "timeseries.csv")) == len(serial)
+
+
+def test_max_time_stops_every_run_and_keys_its_runs(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "cut"
+    whole = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=out)
+    cut = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=out, max_time=2.5,
+                          collect="timeseries")
+    assert cut.attrs["computed"] == 1  # a run stopped early is not the saved whole run
+    assert whole["virtual_time"].iloc[0] > 2.5
+    assert cut.attrs["runs"]["virtual_time"].iloc[0] == 2.5 and cut["t"].max() == 2.5
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"engine": "processes", "workers": 2, "collect": "timeseries",
+      "reporters": {"x": lambda view: 1}}, "reporter 'x': engine 'processes' runs in other "
+     "processes, which need a module-level function"),
+    ({"collect": "timeseries", "reporters": {"tiles_placed": len}}, "built-in column"),
+    ({"reporters": {"x": len}}, "go with collect='timeseries'"),
+    ({"collect": "timeseries", "agent_reporters": {"x": len}}, "agent reporters go with"),
+    ({"collect": "steps"}, "collect must be 'runs' or 'timeseries'"),
+    ({"max_time": 0}, "max_time must be"),
+])
+def test_bad_collect_requests_are_refused_in_one_line_before_any_run(
+        tmp_path: pathlib.Path, kwargs: dict[str, Any], words: str) -> None:
+    out = tmp_path / "never"
+    with pytest.raises(SweepError, match=words) as caught:
+        barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=out, **kwargs)
+    assert "\n" not in str(caught.value) and not out.exists()
+
+
+def test_the_sweep_command_writes_per_step_rows(tmp_path: pathlib.Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "kernel_build", "--timeseries"]) == 2
+    assert "give --out DIR" in capsys.readouterr().err
+    out = tmp_path / "cli"
+    assert main(["sweep", "kernel_build", "--param", "grid_size=60", "--seeds", "0",
+                 "--timeseries", "--max-time", "2.5", "--out", str(out), "--json"]) == 1
+    said = json.loads(capsys.readouterr().out)
+    rows = pd.read_csv(out / "timeseries.csv")
+    assert said["steps"] == len(rows) == 3 and list(rows["t"]) == [1.0, 2.0, 2.5]
+    assert list(rows["trigger"]) == ["interval", "interval", "final"]
+
+
 def _sweep_command(out: pathlib.Path) -> list[str]:
     return [sys.executable, "-m", "barnraise.cli", "sweep", "kernel_build",
             "--param", "grid_size=60", "--param", "error_rate=0.0,0.002", "--seeds", "0-19",
