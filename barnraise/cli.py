@@ -336,7 +336,7 @@ def _params(items: Sequence[str]) -> dict[str, str]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    params = _params(args.param)
+    params: dict[str, Any] = dict(_params(args.param))
     if params and not args.scenario:
         print("barnraise: error: --param needs --scenario", file=sys.stderr)
         return 2
@@ -391,7 +391,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    params = _params(args.param)
+    params: dict[str, Any] = dict(_params(args.param))
     if not math.isfinite(args.interval) or not 0 < args.interval <= MAX_INTERVAL:
         raise ScenarioError(f"--interval must be a number of seconds > 0 and at most "
                             f"{MAX_INTERVAL:g}, got {args.interval:g}")

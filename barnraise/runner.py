@@ -37,7 +37,7 @@ from barnraise.outputs import RunResult, RunSummary
 from barnraise.scenarios import ParamError, ScenarioError
 from barnraise.sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from barnraise.sim.dispatch import DeterministicDispatcher, Faults, FaultsError
-from barnraise.sim.reporters import ReporterError, ReporterSampler, Reporters, check_reporters
+from barnraise.sim.reporters import ReporterError, Reporters, ReporterSampler, check_reporters
 from barnraise.sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
 from barnraise.sim.views import WorldView
 
@@ -473,11 +473,13 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             if store.divergence is not None:
                 raise ResumeDivergence(f"the re-execution does not reproduce the stored log: "
                                        f"{store.divergence.describe()}")
-            store.finish(summary, summary["trace_digest"], simu.world_state(views),
-                         **({} if recorded is None else {
-                             "reporters": recorded.reporters,
-                             "agent_reporters": recorded.agent_reporters,
-                             "reported": recorded.reported}))
+            if recorded is None:
+                store.finish(summary, summary["trace_digest"], simu.world_state(views))
+            else:
+                store.finish(summary, summary["trace_digest"], simu.world_state(views),
+                             reporters=recorded.reporters,
+                             agent_reporters=recorded.agent_reporters,
+                             reported=recorded.reported)
         # What shutting down records (unregistrations dropped as offline) is not
         # part of the run: the trace handed back is the one the digest covers.
         simu.dispatcher.trace.enabled = False

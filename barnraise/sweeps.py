@@ -66,11 +66,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENGINES",
-    "STEP_TRIGGERS",
-    "Collect",
     "MAX_RUNS",
     "MAX_VALUES",
     "MAX_WORKERS",
+    "STEP_TRIGGERS",
+    "Collect",
     "RunSpec",
     "SweepError",
     "plan",
@@ -522,8 +522,9 @@ def sweep(
     row led by ``scenario``, the parameters and ``seed``, with a column per reporter
     (``reporters`` added to the scenario's ``REPORTERS``, as for :func:`barnraise.run`;
     only with ``"timeseries"``, and on ``processes`` or ``dask`` only module-level
-    functions; ``agent_reporters`` are refused: the rows are the model-level samples); the one-row-per-run table is then in
-    ``attrs["runs"]``. ``max_time``: simulated seconds each run stops at.
+    functions; ``agent_reporters`` are refused: the rows are the model-level samples);
+    the one-row-per-run table is then in ``attrs["runs"]``. ``max_time``: simulated
+    seconds each run stops at.
     See the module docstring for the columns, the order and ``out``.
     """
     count = _check_engine(engine, workers, dask_address)
