@@ -21,7 +21,7 @@ def test_quick_start_has_exactly_two_commands() -> None:
 
 def test_the_python_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     for code in blocks:
         exec(compile(code, str(README), "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
@@ -29,6 +29,7 @@ def test_the_python_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "run ended: quiescent" in out
     assert "True 400" in out  # the task's 20 x 20 tiles
     assert "region_conflict {'x':" in out
+    assert "open_claims" in out and "builders  seed    t  open_claims" in out
 
 
 def test_every_scenario_is_in_the_readme_table() -> None:

@@ -160,3 +160,21 @@ def test_max_time_stops_a_run_at_that_simulated_time(plain: barnraise.RunResult)
         barnraise.run(SCENARIO, max_time=-1)
     with pytest.raises(barnraise.ScenarioError, match="deterministic mode only"):
         barnraise.run(SCENARIO, mode="realtime", max_time=1.0)
+
+
+def test_a_scenario_with_a_bad_reporters_table_is_refused_when_loaded(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "bad.py"
+    script.write_text(textwrap.dedent("""\
+        PARAMS = {}
+        REPORTERS = {"conflicts": len}
+        def run(simu):
+            raise AssertionError("never run")
+        def check(summary):
+            return True
+        """))
+    with pytest.raises(barnraise.ScenarioError, match=r"bad.py: the scenario's REPORTERS: "
+                       r"the reporter name 'conflicts' is a built-in column"):
+        barnraise.run(str(script))
+    assert main(["run", str(script)]) == 2
+    assert "'conflicts' is a built-in column" in capsys.readouterr().err

@@ -80,46 +80,53 @@ def test_processes_and_a_dask_cluster_give_the_same_table(serial: pd.DataFrame,
     assert on_dask.attrs["computed"] == 12 and on_dask.attrs["reused"] == 0
 
 
-def test_a_blueprint_scenario_sweeps_alike_on_every_engine(dask_address: str) -> None:
-    params = {"builders": [2, 3]}
-    serial = barnraise.sweep("kernel_build", {"grid_size": [60], **params}, [0, 1])
-    assert serial["success"].all() and (serial["completion_percent"] == 100.0).all()
-    _same(serial, barnraise.sweep("kernel_build", {"grid_size": [60], **params}, [0, 1],
-                                  engine="processes", workers=2))
-    _same(serial, barnraise.sweep("kernel_build", {"grid_size": [60], **params}, [0, 1],
-                                  engine="dask", dask_address=dask_address))
+def test_a_blueprint_scenario_sweeps_alike_on_every_engine_with_its_steps(
+        dask_address: str) -> None:
+    """The run rows, and the per-step rows with a reporter of one's own (module-level, so
+    that the workers can import it), are the same serially, on two processes and on the
+    module's Dask cluster."""
+    from tests import reporting
+
+    params = {"grid_size": [60], "builders": [2, 3]}
+    args: dict[str, Any] = {"collect": "timeseries", "reporters": {"mine": reporting.tiles}}
+    serial = barnraise.sweep("kernel_build", params, [0, 1], **args)
+    runs = serial.attrs["runs"]
+    assert runs["success"].all() and (runs["completion_percent"] == 100.0).all()
+    assert list(serial.columns[:4]) == ["scenario", "grid_size", "builders", "seed"]
+    assert set(serial["trigger"]) == {"interval", "final"}
+    assert (serial["mine"] == serial["tiles_placed"]).all()
+    assert list(serial.groupby(["builders", "seed"], sort=False).size().index) == [
+        (2, 0), (2, 1), (3, 0), (3, 1)]
+    for engine in ({"engine": "processes", "workers": 2},
+                   {"engine": "dask", "dask_address": dask_address}):
+        other = barnraise.sweep("kernel_build", params, [0, 1], **args, **engine)
+        _same(runs, other.attrs["runs"])
+        pd.testing.assert_frame_equal(serial, other)
 
 
-def test_per_step_rows_with_a_reporter_are_the_same_on_every_engine(
-        dask_address: str, tmp_path: pathlib.Path) -> None:
+def test_per_step_rows_are_a_runs_own_samples_and_are_saved_with_it(
+        tmp_path: pathlib.Path) -> None:
     from tests import reporting
 
     args: dict[str, Any] = {"collect": "timeseries", "reporters": {"mine": reporting.tiles}}
-    serial = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], **args)
-    runs = serial.attrs["runs"]
-    assert len(runs) == 2 and runs["success"].all()
-    assert list(serial.columns[:3]) == ["scenario", "grid_size", "seed"]
-    assert set(serial["trigger"]) == {"interval", "final"}
-    assert (serial["mine"] == serial["tiles_placed"]).all() and len(serial) > 2
+    out = tmp_path / "steps"
+    first = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], out=out, **args)
     # each run's rows are its own time series' interval and final samples
     alone = barnraise.run("kernel_build", seed=1, grid_size=60).timeseries()
     kept = alone[alone["trigger"] != "event"]
-    mine = serial[serial["seed"] == 1]
-    assert list(mine["t"]) == list(kept["t"])
+    mine = first[first["seed"] == 1]
+    assert list(mine["t"]) == list(kept["t"]) and len(mine) > 1
     assert list(mine["completion_percent"]) == list(kept["completion_percent"])
-    pd.testing.assert_frame_equal(serial, barnraise.sweep(
-        "kernel_build", {"grid_size": [60]}, [0, 1], engine="processes", workers=2, **args))
-    pd.testing.assert_frame_equal(serial, barnraise.sweep(
-        "kernel_build", {"grid_size": [60]}, [0, 1], engine="dask",
-        dask_address=dask_address, **args))
     # saved with each run: a sweep run again on the same out reuses the rows
-    out = tmp_path / "steps"
-    first = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], out=out, **args)
     again = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], out=out, **args)
     assert again.attrs["reused"] == 2 and again.attrs["computed"] == 0
-    pd.testing.assert_frame_equal(first, serial)
-    pd.testing.assert_frame_equal(again, serial)
-    assert len(pd.read_csv(out / "timeseries.csv")) == len(serial)
+    pd.testing.assert_frame_equal(again, first)
+    assert len(pd.read_csv(out / "timeseries.csv")) == len(first)
+    # a run saved without its steps (a sweep that did not collect them) is computed again
+    other = tmp_path / "plain"
+    barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=other)
+    assert barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=other,
+                           **args).attrs["computed"] == 1
 
 
 def test_max_time_stops_every_run_and_keys_its_runs(tmp_path: pathlib.Path) -> None:
