@@ -154,12 +154,13 @@ class Recorder:
                     continue  # closed meanwhile
                 read.append(tasks)
             stats = simu.dispatcher.statistics()
+            now = simu.now  # once: a realtime clock moves between two reads
             number, agents = collector.sample(
-                simu.now, views, delivered=stats.delivered,
+                now, views, delivered=stats.delivered,
                 dropped=sum(stats.dead_letters.values()), mailbox=self._deepest(),
                 final=final, frame_size=self.frame_size, tasks_read=read)
             if self.reporters is not None:
-                self.reporters.sample(number, simu.now, views, agents)
+                self.reporters.sample(number, now, views, agents)
             return stats
         except Exception as exc:  # a failed sample must not stop the run
             collector.note_error(f"t={simu.now:g}: {type(exc).__name__}: {exc}")

@@ -178,3 +178,18 @@ def test_a_scenario_with_a_bad_reporters_table_is_refused_when_loaded(
         barnraise.run(str(script))
     assert main(["run", str(script)]) == 2
     assert "'conflicts' is a built-in column" in capsys.readouterr().err
+
+
+def test_a_realtime_run_has_its_reporters_on_the_sampler_threads_rows() -> None:
+    result = barnraise.run(SCENARIO, seed=1, mode="realtime", time_scale=50,
+                           reporters={"mine": reporting.tiles},
+                           agent_reporters={"mine_too": reporting.agent_tiles})
+    series = result.timeseries()
+    read = series[series["trigger"] != "event"]
+    # each value on the row of the sample it was taken at (the clock is read once)
+    assert len(read) and read["trigger"].iloc[-1] == "final"
+    assert list(read["mine"]) == list(read["tiles_placed"])
+    agents = result.agent_timeseries()
+    last = agents[agents["trigger"] == "final"]
+    assert len(last) == result.summary["agents"]
+    assert list(last["mine_too"]) == list(last["tiles_placed"])
