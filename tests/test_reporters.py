@@ -193,3 +193,48 @@ def test_a_realtime_run_has_its_reporters_on_the_sampler_threads_rows() -> None:
     last = agents[agents["trigger"] == "final"]
     assert len(last) == result.summary["agents"]
     assert list(last["mine_too"]) == list(last["tiles_placed"])
+
+
+def test_the_horizon_stops_step_and_run_until_too() -> None:
+    from barnraise.sim.dispatch import DeterministicDispatcher
+
+    d = DeterministicDispatcher(seed=0)
+    fired: list[float] = []
+
+    class Target:
+        name = "target"
+        stopped = False
+
+        def a2a_timer(self, timer: object) -> None:
+            fired.append(d.clock.now)
+
+    d.horizon = 2.0
+    for t in (1.0, 3.0):
+        d.call_later(t, Target(), lambda: None)  # type: ignore[arg-type]
+    assert d.step() and fired == [1.0]
+    assert not d.step() and fired == [1.0]  # the next is past the horizon: it waits
+    assert not d.run_until(lambda: len(fired) == 2) and d.clock.now == 2.0
+    assert d.run().reason == "until" and fired == [1.0]
+    d.horizon = None
+    assert d.run().reason == "quiescent" and fired == [1.0, 3.0]
+
+
+def test_a_failing_reporter_in_a_scenario_file_exits_1_with_its_file_and_line(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "oops.py"
+    script.write_text(textwrap.dedent("""\
+        from barnraise.scenarios._kit import host_session
+        PARAMS = {}
+        def ratio(view):
+            return len(view.members) / len(view.claims)
+        REPORTERS = {"ratio": ratio}
+        def run(simu):
+            client, sid = host_session(simu, session_name="S", grid_size=8)
+            return {"session_id": sid}
+        def check(summary):
+            return True
+        """))
+    assert main(["run", str(script)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and f'File "{script}", line 4, in ratio' in err
+    assert "barnraise: the run failed: reporter 'ratio' raised ZeroDivisionError" in err

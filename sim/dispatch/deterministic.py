@@ -222,8 +222,10 @@ class DeterministicDispatcher(Dispatcher):
         return None
 
     def step(self) -> bool:
-        """Process the next entry (a delivery, a fan-out or a timer). False if none."""
-        if self._head() is None:
+        """Process the next entry (a delivery, a fan-out or a timer). False if none (or
+        none before the :attr:`horizon`)."""
+        head = self._head()
+        if head is None or (self.horizon is not None and head[0] > self.horizon):
             return False
         self.run(max_steps=1, _any=True)
         return True
