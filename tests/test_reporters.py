@@ -238,3 +238,13 @@ def test_a_failing_reporter_in_a_scenario_file_exits_1_with_its_file_and_line(
     err = capsys.readouterr().err
     assert "Traceback" in err and f'File "{script}", line 4, in ratio' in err
     assert "barnraise: the run failed: reporter 'ratio' raised ZeroDivisionError" in err
+
+
+def test_a_stored_run_cut_at_max_time_replays_to_its_digest(tmp_path: pathlib.Path) -> None:
+    from barnraise.runner import replay
+
+    path = tmp_path / "cut.db"
+    cut = barnraise.run(SCENARIO, seed=1, max_time=1.5, record=False, store=path)
+    digest, difference = replay(path)  # the store keeps max_time; the replay stops there too
+    assert difference is None and digest == cut.trace_digest
+    assert barnraise.open_run(path).info.options["max_time"] == 1.5  # type: ignore[union-attr]
