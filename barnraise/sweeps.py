@@ -250,16 +250,17 @@ def _plain(value: Any, missing: Any) -> Any:
 
 def steps_of(spec: RunSpec, table: pd.DataFrame) -> list[dict[str, Any]]:
     """The per-step rows of one run: its interval and final samples (every session's),
-    each led by the scenario, the run's parameters and its seed."""
+    each led by the scenario, the run's parameters and its seed (a time-series column
+    whose name one of those has is prefixed ``timeseries.``)."""
     import pandas as pd
 
     key = row_of(spec, None)
     lead = {"scenario": key["scenario"], **{k: key[k] for k in spec.params},
             "seed": spec.seed}
     kept = table[table["trigger"].isin(STEP_TRIGGERS)]
-    columns = [c for c in kept.columns if c not in lead]
-    return [{**lead, **{c: _plain(v, pd.NA) for c, v in zip(columns, values, strict=True)}}
-            for values in kept[columns].itertuples(index=False, name=None)]
+    names = [f"timeseries.{c}" if c in lead else str(c) for c in kept.columns]
+    return [{**lead, **{n: _plain(v, pd.NA) for n, v in zip(names, values, strict=True)}}
+            for values in kept.itertuples(index=False, name=None)]
 
 
 def run_one(spec: RunSpec, collect: Collect | None = None) -> dict[str, Any]:

@@ -129,6 +129,20 @@ def test_per_step_rows_are_a_runs_own_samples_and_are_saved_with_it(
                            **args).attrs["computed"] == 1
 
 
+def test_a_step_column_named_as_a_parameter_is_prefixed_not_lost() -> None:
+    from barnraise.sweeps import RunSpec, steps_of
+
+    spec = RunSpec(0, "mine", 3, {"event": "storm", "t": 0.5}, "k")
+    table = pd.DataFrame({"sample": [0, 1, 2], "t": [1.0, 1.5, 2.0],
+                          "trigger": ["interval", "event", "final"], "event": ["", "x", ""],
+                          "mine": pd.array([4, None, 6], dtype="Int64")})
+    assert steps_of(spec, table) == [
+        {"scenario": "mine", "event": "storm", "t": 0.5, "seed": 3, "sample": 0,
+         "timeseries.t": 1.0, "trigger": "interval", "timeseries.event": "", "mine": 4},
+        {"scenario": "mine", "event": "storm", "t": 0.5, "seed": 3, "sample": 2,
+         "timeseries.t": 2.0, "trigger": "final", "timeseries.event": "", "mine": 6}]
+
+
 def test_max_time_stops_every_run_and_keys_its_runs(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "cut"
     whole = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=out)
