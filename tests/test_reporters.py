@@ -4,6 +4,7 @@ from its store, refused when wrong before the run, failing the run when they fai
 from __future__ import annotations
 
 import pathlib
+import pickle
 import textwrap
 
 import pandas as pd
@@ -57,6 +58,10 @@ def test_reporters_are_columns_sampled_with_the_figures_that_read_the_world(
     assert len(last) == result.summary["agents"]
     assert list(last["my_agent_tiles"]) == list(last["tiles_placed"])
     assert list(last["my_role"]) == list(last["role"])
+    # A result pickles (it comes back from worker processes) with its columns.
+    again = pickle.loads(pickle.dumps(result))
+    pd.testing.assert_frame_equal(again.timeseries(), series)
+    pd.testing.assert_frame_equal(again.agent_timeseries(), agents)
 
 
 def test_a_store_keeps_the_values_and_gives_the_live_columns(tmp_path: pathlib.Path) -> None:
