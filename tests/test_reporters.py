@@ -253,3 +253,21 @@ def test_a_stored_run_cut_at_max_time_replays_to_its_digest(tmp_path: pathlib.Pa
     digest, difference = replay(path)  # the store keeps max_time; the replay stops there too
     assert difference is None and digest == cut.trace_digest
     assert barnraise.open_run(path).info.options["max_time"] == 1.5  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("statement", "words"), [
+    ("UPDATE reported SET data = x'c1' WHERE rowid = 1", "a reporter's values are not what"),
+    ("UPDATE reported SET data = x'91a178' WHERE rowid = 1", "holds 1 reporter values, not 3"),
+])
+def test_reporter_values_a_store_did_not_write_are_a_store_error(
+        tmp_path: pathlib.Path, statement: str, words: str) -> None:
+    import sqlite3
+
+    path = tmp_path / "run.db"
+    barnraise.run(SCENARIO, seed=1, store=path, reporters=REPORTERS)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute(statement)
+    db.close()
+    with pytest.raises(barnraise.StoreError, match=words):
+        barnraise.open_run(path).timeseries()
