@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from barnraise.sim.dispatch import DeterministicDispatcher, Statistics, Timer
 from barnraise.sim.metrics import DEFAULT_INTERVAL, TICK_PRIORITY, Metrics, MetricsCollector
+from barnraise.sim.reporters import ReporterSampler
 
 if TYPE_CHECKING:
     from barnraise.actors.world import Simulation
@@ -64,11 +65,15 @@ class Recorder:
     :data:`MAX_FRAME_SIZE`). ``check`` (deterministic mode): read every task at
     every interval sample and compare the counts the events moved with them
     (``Metrics.drift``); otherwise tasks are read only at the end and after a
-    rollback. ValueError for a bad value, before anything starts.
+    rollback. ``reporters``: the run's own reporters (:mod:`barnraise.sim.reporters`),
+    called at every interval and final sample with full views (canvas and tasks); a
+    failure of one is kept in its :attr:`~ReporterSampler.failure`, not raised here.
+    ValueError for a bad value, before anything starts.
     """
 
     def __init__(self, simu: Simulation, *, interval: float = DEFAULT_INTERVAL,
-                 frame_size: int = 0, check: bool = False) -> None:
+                 frame_size: int = 0, check: bool = False,
+                 reporters: ReporterSampler | None = None) -> None:
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) \
                 or not math.isfinite(interval) or interval <= 0:
             raise ValueError(f"interval must be a finite number of seconds > 0, got {interval!r}")
@@ -80,6 +85,7 @@ class Recorder:
         self.interval = float(interval)
         self.frame_size = frame_size
         self.check = bool(check)
+        self.reporters = reporters if reporters else None
         dispatcher = simu.dispatcher
         self._deterministic = isinstance(dispatcher, DeterministicDispatcher)
         self.collector = MetricsCollector(self.interval, resync=self._deterministic,
@@ -137,17 +143,24 @@ class Recorder:
                 # Reading every task is most of a sample's cost; the events keep the
                 # counts, so tasks are read only when they cannot (or to check them).
                 tasks = final or self.check or collector.needs_tasks(session_id)
+                # The run's own reporters see the whole view; the collector still takes
+                # the task counts from the events unless ``tasks`` (its rows stay the
+                # ones a run without reporters records).
+                whole = self.reporters is not None
                 try:
-                    views.append(simu.view(session_id, canvas=self.frame_size > 0,
-                                           completion=True, tasks=tasks))
+                    views.append(simu.view(session_id, canvas=whole or self.frame_size > 0,
+                                           completion=True, tasks=whole or tasks))
                 except LookupError:
                     continue  # closed meanwhile
                 read.append(tasks)
             stats = simu.dispatcher.statistics()
-            collector.sample(
-                simu.now, views, delivered=stats.delivered,
+            now = simu.now  # once: a realtime clock moves between two reads
+            number, agents = collector.sample(
+                now, views, delivered=stats.delivered,
                 dropped=sum(stats.dead_letters.values()), mailbox=self._deepest(),
                 final=final, frame_size=self.frame_size, tasks_read=read)
+            if self.reporters is not None:
+                self.reporters.sample(number, now, views, agents)
             return stats
         except Exception as exc:  # a failed sample must not stop the run
             collector.note_error(f"t={simu.now:g}: {type(exc).__name__}: {exc}")
@@ -179,7 +192,12 @@ class Recorder:
             self._thread.join(timeout=30.0)
         self.sample(final=True)
         self._stop_listening()
-        self._finished = self.collector.result()
+        result = self.collector.result()
+        if self.reporters is not None:
+            result.reporters = tuple(self.reporters.reporters)
+            result.agent_reporters = tuple(self.reporters.agent_reporters)
+            result.reported = list(self.reporters.rows)
+        self._finished = result
         return self._finished
 
 

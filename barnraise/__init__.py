@@ -29,6 +29,7 @@ listed in an ``__all__`` may change.
     result = barnraise.run("kernel_build", seed=7)
     print(result.success, result.summary["completion_percent"])
     result.timeseries()          # per-step metrics, a pandas DataFrame
+    barnraise.run("kernel_build", reporters={"tiles": lambda view: view.progress.tiles_placed})
 
     barnraise.run("kernel_build", seed=7, store="run.db")   # durable: docs/store.md
     stored = barnraise.open_run("run.db")
@@ -53,6 +54,7 @@ from barnraise.runner import open_run, run
 from barnraise.scenarios import ParamError, ScenarioError
 from barnraise.sim.dispatch import make_dispatcher
 from barnraise.sim.messages import Message, MessageError, Priority
+from barnraise.sim.reporters import ReporterError
 from barnraise.sim.store import StoreError
 from barnraise.sim.trace import Trace
 from barnraise.sweeps import SweepError, sweep
@@ -66,6 +68,7 @@ __all__ = [
     "ParamError",
     "Priority",
     "RemoteError",
+    "ReporterError",
     "RequestError",
     "RunResult",
     "ScenarioError",

@@ -35,6 +35,7 @@ from typing import Any
 from barnraise.loading import UnverifiedScript, describe, list_scenarios, load
 from barnraise.outputs import RunResult, check_out_dir
 from barnraise.runner import (
+    ReporterError,
     ResumeDivergence,
     ScenarioError,
     StoreError,
@@ -157,6 +158,12 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--plot", metavar="FIGURE", default=None,
                        help="the figure sweep.png shows against the first parameter "
                        "(default virtual_time)")
+    sweep.add_argument("--timeseries", action="store_true",
+                       help="also record every run and write its per-step rows (interval "
+                       "and final samples, led by the parameters and the seed) to "
+                       "DIR/timeseries.csv (needs --out)")
+    sweep.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
+                       help="stop each run at this simulated time")
     sweep.add_argument("--json", action="store_true", help="print one JSON object")
     sweep.add_argument("--out", metavar="DIR",
                        help="save each run as it finishes (a rerun computes only missing "
@@ -318,6 +325,9 @@ def _main(args: argparse.Namespace) -> int:
     except ResumeDivergence as exc:
         print(f"barnraise: {exc}", file=sys.stderr)
         return 1
+    except ReporterError as exc:  # its traceback was printed as it happened
+        print(f"barnraise: the run failed: {exc}", file=sys.stderr)
+        return 1
     raise AssertionError(args.command)  # pragma: no cover - argparse requires a command
 
 
@@ -394,7 +404,7 @@ def _params(items: Sequence[str]) -> dict[str, str]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    params = _params(args.param)
+    params: dict[str, Any] = dict(_params(args.param))
     if params and not args.scenario:
         print("barnraise: error: --param needs --scenario", file=sys.stderr)
         return 2
@@ -449,7 +459,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    params = _params(args.param)
+    params: dict[str, Any] = dict(_params(args.param))
     if not math.isfinite(args.interval) or not 0 < args.interval <= MAX_INTERVAL:
         raise ScenarioError(f"--interval must be a number of seconds > 0 and at most "
                             f"{MAX_INTERVAL:g}, got {args.interval:g}")
@@ -751,7 +761,9 @@ def _sweep(args: argparse.Namespace) -> int:
         engine, address = "dask", None if args.dask == "local" else args.dask
     workers = args.workers
     _check_engine(engine, workers, address)
-    specs = plan(args.scenario, params, seeds)
+    if args.timeseries and not args.out:
+        raise ScenarioError("--timeseries writes DIR/timeseries.csv: give --out DIR")
+    specs = plan(args.scenario, params, seeds, max_time=args.max_time)
     x = next(iter(params), None)
     hue = next((k for k in list(params)[1:] if len(params[k]) > 1), None)
     y = args.plot or "virtual_time"
@@ -761,7 +773,11 @@ def _sweep(args: argparse.Namespace) -> int:
         check_out_dir(args.out)
     show = sys.stderr.isatty() and not args.json
     table = sweep(args.scenario, params, seeds, workers=workers, engine=engine,
-                  dask_address=address, out=args.out, progress=show)
+                  dask_address=address, out=args.out, progress=show,
+                  collect="timeseries" if args.timeseries else "runs",
+                  max_time=args.max_time)
+    if args.timeseries:
+        steps, table = table, table.attrs["runs"]
     failed = int((~table["success"].astype(bool)).sum())
     plotted = None
     if args.out and x is not None:
@@ -770,6 +786,7 @@ def _sweep(args: argparse.Namespace) -> int:
         print(json.dumps({"runs": len(specs), "computed": table.attrs["computed"],
                           "reused": table.attrs["reused"], "failed": failed,
                           "out": args.out, "plot": plotted,
+                          "steps": len(steps) if args.timeseries else None,
                           "wall_seconds": table.attrs["wall_seconds"]}, sort_keys=True))
     else:
         print(f"{table['scenario'].iloc[0]}: {len(specs)} runs ({table.attrs['computed']} "
@@ -780,6 +797,8 @@ def _sweep(args: argparse.Namespace) -> int:
         if args.out:
             print(f"  results in {args.out}/results.csv" + (f", plot {plotted}" if plotted
                                                              else ""))
+        if args.timeseries:
+            print(f"  {len(steps)} per-step rows in {args.out}/timeseries.csv")
     return 0 if failed == 0 else 1
 
 

@@ -14,6 +14,10 @@ A scenario is a Python module (in ``scenarios/``, or any file given by path) wit
   message limit for large blueprints, say);
 * optionally ``describe(summary) -> list[str]``: the scenario's own lines for the
   text summary (what its counts mean, a comparison table).
+* optionally ``REPORTERS`` and ``AGENT_REPORTERS``: ``{name: fn}``, columns of the
+  scenario's own in the run's time series (``fn`` gets a session's ``WorldView`` or an
+  ``AgentView`` and returns a number or a string; :mod:`barnraise.sim.reporters`),
+  checked here when the module is loaded.
 
 Running one is :mod:`barnraise.runner`'s; what a run gives back and writes,
 :mod:`barnraise.outputs`'.
@@ -35,6 +39,7 @@ import msgspec
 
 from barnraise import scenarios
 from barnraise.scenarios import ANY_NUMBER, Bound, ScenarioError
+from barnraise.sim.reporters import check_reporters
 from barnraise.sim.store import StoreError
 
 if TYPE_CHECKING:
@@ -129,6 +134,10 @@ def _load(name_or_path: str, expect_sha256: str | None = None, *, file: bool | N
         if not hasattr(module, needed):
             raise ScenarioError(f"{name_or_path}: a scenario needs {needed} "
                                 "(see barnraise/loading.py)")
+    try:
+        check_reporters(None, None, module=module)
+    except ValueError as exc:
+        raise ScenarioError(f"{name_or_path}: {exc}") from None
     return module, sha
 
 

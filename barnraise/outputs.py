@@ -137,7 +137,9 @@ class RunResult:
         return self.metrics
 
     def timeseries(self, session_id: str | None = None) -> pd.DataFrame:
-        """Model-level samples, one row each (:data:`barnraise.sim.metrics.TIMESERIES_DTYPES`).
+        """Model-level samples, one row each (:data:`barnraise.sim.metrics.TIMESERIES_DTYPES`),
+        then a column per reporter of the run's own (``run(reporters=...)``, a scenario's
+        ``REPORTERS``).
 
         Every session's by default; ``session_id`` keeps one.
         """
@@ -145,7 +147,7 @@ class RunResult:
 
     def agent_timeseries(self, session_id: str | None = None) -> pd.DataFrame:
         """Agent-level samples, one row per agent per sample
-        (:data:`barnraise.sim.metrics.AGENT_DTYPES`)."""
+        (:data:`barnraise.sim.metrics.AGENT_DTYPES`), then a column per agent reporter."""
         return self._recorded().agent_timeseries(session_id)
 
     def canvas(self, at: float | None = None, session_id: str | None = None
@@ -194,11 +196,12 @@ class RunResult:
         """Write the run's files and plots into ``directory`` (made if missing).
 
         summary.json, trace.jsonl, events.csv; with metrics timeseries.csv and
-        agents.csv; with a canvas canvas.png; and the plots that have data:
-        timeseries.png, gantt.png, dag.png, sequence.png (the first 60 letters),
-        build.gif (with canvas frames). The CSV files hold every session's rows, each
-        with its ``session_id``; the plots are of the summary's session (the canvas,
-        tasks and claims the run kept are its). Returns the paths written.
+        agents.csv (with the run's own reporters' columns); with a canvas canvas.png;
+        and the plots that have data: timeseries.png, gantt.png, dag.png, sequence.png
+        (the first 60 letters), build.gif (with canvas frames). The CSV files hold every
+        session's rows, each with its ``session_id``; the plots are of the summary's
+        session (the canvas, tasks and claims the run kept are its). Returns the paths
+        written.
         """
         from barnraise import plots
 

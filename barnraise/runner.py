@@ -21,7 +21,7 @@ import time
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +36,9 @@ from barnraise.loading import UnverifiedScript, _load, coerce_params, is_script
 from barnraise.outputs import RunResult, RunSummary
 from barnraise.scenarios import ParamError, ScenarioError
 from barnraise.sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
-from barnraise.sim.dispatch import Faults, FaultsError
+from barnraise.sim.dispatch import DeterministicDispatcher, Faults, FaultsError
 from barnraise.sim.failures import Failure
+from barnraise.sim.reporters import ReporterError, Reporters, ReporterSampler, check_reporters
 from barnraise.sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
 from barnraise.sim.views import WorldView
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ParamError",
+    "ReporterError",
     "Request",
     "ScenarioError",
     "StoreError",
@@ -77,26 +79,44 @@ class Request:
     #: The SHA-256 of the scenario file's bytes (None for a shipped scenario): a store
     #: keeps it, so that the file runs again only as it was (docs/store.md).
     script_sha256: str | None = None
+    #: The run's own reporters (the scenario's ``REPORTERS`` and the caller's) and agent
+    #: reporters, checked (:func:`barnraise.sim.reporters.check_reporters`).
+    reporters: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    agent_reporters: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    #: Simulated seconds after which the run stops (None: it runs to its end).
+    max_time: float | None = None
 
 
 def check_request(scenario: str, seed: int = 0, mode: str = "deterministic", *,
                   time_scale: float | None = None,
                   faults: str | Mapping[str, Any] | Faults | None = None,
+                  reporters: Reporters | None = None,
+                  agent_reporters: Reporters | None = None,
+                  max_time: float | None = None,
                   **params: Any) -> Request:
     """Everything :func:`run` checks before it starts, and nothing more: ScenarioError
     names what is wrong (unknown scenario or parameter, a value that does not
-    convert, a bad seed, mode, time scale or fault plan)."""
+    convert, a bad seed, mode, time scale, fault plan, reporter or time limit)."""
     return _checked(scenario, seed, mode, time_scale, faults, params,
-                    lambda: _load(scenario))
+                    lambda: _load(scenario), reporters=reporters,
+                    agent_reporters=agent_reporters, max_time=max_time)
 
 
 def _checked(scenario: str, seed: int, mode: str, time_scale: float | None,
              faults: str | Mapping[str, Any] | Faults | None, params: Mapping[str, Any],
-             loader: Callable[[], tuple[ModuleType, str | None]]) -> Request:
+             loader: Callable[[], tuple[ModuleType, str | None]], *,
+             reporters: Reporters | None = None, agent_reporters: Reporters | None = None,
+             max_time: float | None = None) -> Request:
     """:func:`check_request`, the scenario's module from ``loader`` (called only once every
     other option has been checked)."""
     if mode not in ("deterministic", "realtime"):
         raise ScenarioError(f"mode must be deterministic or realtime, got {mode!r}")
+    if max_time is not None:
+        if mode != "deterministic":
+            raise ScenarioError("max_time applies to deterministic mode only")
+        if type(max_time) not in (int, float) or not 0 < max_time < math.inf:
+            raise ScenarioError(f"max_time must be a finite number of simulated seconds "
+                                f"> 0, got {max_time!r}")
     try:
         plan = Faults.parse(faults)
     except FaultsError as exc:
@@ -120,7 +140,12 @@ def _checked(scenario: str, seed: int, mode: str, time_scale: float | None,
             options["time_scale"] = float(time_scale)
     if plan is not None:
         options["faults"] = plan
-    return Request(scenario, module, seed, mode, values, options, sha)
+    try:
+        chosen, agents = check_reporters(reporters, agent_reporters, module=module)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    return Request(scenario, module, seed, mode, values, options, sha, chosen, agents,
+                   None if max_time is None else float(max_time))
 
 
 #: The largest seed a run takes (numpy's SeedSequence takes more; a bound keeps
@@ -143,9 +168,25 @@ def run(
     store: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     snapshot_every: int | None = None,
+    reporters: Reporters | None = None,
+    agent_reporters: Reporters | None = None,
+    max_time: float | None = None,
     **params: Any,
 ) -> RunResult:
     """Run ``scenario`` (a shipped name or a file path) and summarise it.
+
+    ``reporters`` / ``agent_reporters``: columns of one's own, ``{name: fn}``, added to
+    the scenario's ``REPORTERS`` / ``AGENT_REPORTERS``: ``fn`` gets a session's
+    :class:`~barnraise.sim.views.WorldView` (an agent reporter an
+    :class:`~barnraise.sim.reporters.AgentView`) at every interval and final sample and
+    returns a number or a string, a column of ``timeseries()`` (``agent_timeseries()``).
+    A name a built-in column has is refused before the run (ScenarioError, a
+    ValueError); a reporter that raises or returns anything else is printed with its
+    traceback as it happens, and the run, once ended, raises
+    :class:`~barnraise.sim.reporters.ReporterError` (see docs/experiments.md).
+
+    ``max_time`` (deterministic mode): simulated seconds after which the run stops, as
+    if it had ended there (``run_end`` is ``until``).
 
     ``time_scale`` (realtime mode only, default 50) is how many simulated seconds
     pass per wall second. Simulated timeouts shrink with it in wall terms, so a
@@ -172,9 +213,13 @@ def run(
         given = "overwrite" if overwrite else "snapshot_every"
         raise ValueError(f"{given} applies to a store: give store= too, or leave {given} out")
     request = check_request(scenario, seed, mode, time_scale=time_scale, faults=faults,
-                            **params)
+                            reporters=reporters, agent_reporters=agent_reporters,
+                            max_time=max_time, **params)
     if record:
         _check_recording(interval, frame_size)
+    elif reporters or agent_reporters:
+        raise ScenarioError("reporters and agent_reporters are sampled by the recorder: "
+                            "they need record=True")
     opened = open_store(request, store, overwrite,
                         snapshot_every=SNAPSHOT_EVERY if snapshot_every is None
                         else snapshot_every) if store is not None else None
@@ -203,6 +248,8 @@ def open_store(request: Request, path: str | os.PathLike[str], overwrite: bool =
     options = dict(request.simulation)
     if isinstance(options.get("faults"), Faults):  # kept as JSON; resume and replay parse it
         options["faults"] = options["faults"].to_dict()
+    if request.max_time is not None:
+        options["max_time"] = request.max_time
     return Store.create(path, seed=request.seed, mode=request.mode, scenario=request.scenario,
                         params=request.params, options=options,
                         version=package_version(), overwrite=overwrite,
@@ -257,7 +304,7 @@ def stored_request(info: RunInfo, path: str, script: str | os.PathLike[str] | No
             return _load(name)
     time_scale = info.options.get("time_scale") if info.mode == "realtime" else None
     return _checked(name, info.seed, info.mode, time_scale, info.options.get("faults"),
-                    info.params, loader)
+                    info.params, loader, max_time=info.options.get("max_time"))
 
 
 def resume(path: str | os.PathLike[str], *, script: str | os.PathLike[str] | None = None,
@@ -387,8 +434,12 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
         simu.progress = progress
         if on_error is not None:
             simu.dispatcher.on_error = on_error
+        if request.max_time is not None:
+            assert isinstance(simu.dispatcher, DeterministicDispatcher)
+            simu.dispatcher.horizon = request.max_time
+        sampler = ReporterSampler(request.reporters, request.agent_reporters)
         recorder = (Recorder(simu, interval=interval, frame_size=frame_size,
-                             check=check_metrics) if record else None)
+                             check=check_metrics, reporters=sampler) if record else None)
         ended = watch(simu) if watch is not None else None
         try:
             metrics = dict(module.run(simu, **request.params))
@@ -397,6 +448,8 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             if ended is not None:
                 ended()
         recorded = recorder.finish() if recorder is not None else None
+        if sampler.failure is not None:  # printed with its traceback as it happened
+            raise sampler.failure
         views: dict[str, WorldView] = {}
         world = _world(simu, metrics.pop("session_id", None), views)
         stats = simu.dispatcher.statistics()
@@ -434,7 +487,13 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             if store.divergence is not None:
                 raise ResumeDivergence(f"the re-execution does not reproduce the stored log: "
                                        f"{store.divergence.describe()}")
-            store.finish(summary, summary["trace_digest"], simu.world_state(views))
+            if recorded is None:
+                store.finish(summary, summary["trace_digest"], simu.world_state(views))
+            else:
+                store.finish(summary, summary["trace_digest"], simu.world_state(views),
+                             reporters=recorded.reporters,
+                             agent_reporters=recorded.agent_reporters,
+                             reported=recorded.reported)
         # What shutting down records (unregistrations dropped as offline) is not
         # part of the run: the trace handed back is the one the digest covers.
         simu.dispatcher.trace.enabled = False

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Final
 from barnraise.loading import coerce_params, load
 from barnraise.outputs import check_out_dir
 from barnraise.runner import MAX_SEED, ScenarioError, run
+from barnraise.sim.reporters import check_picklable, check_reporters
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,10 +69,13 @@ __all__ = [
     "MAX_RUNS",
     "MAX_VALUES",
     "MAX_WORKERS",
+    "STEP_TRIGGERS",
+    "Collect",
     "RunSpec",
     "SweepError",
     "plan",
     "run_one",
+    "steps_of",
     "sweep",
 ]
 
@@ -108,9 +112,12 @@ class RunSpec:
     key: str
 
 
-def _key(scenario: str, params: Mapping[str, Any], seed: int) -> str:
-    text = json.dumps({"scenario": scenario, "params": dict(params), "seed": seed},
-                      sort_keys=True, separators=(",", ":"))
+def _key(scenario: str, params: Mapping[str, Any], seed: int,
+         max_time: float | None = None) -> str:
+    what: dict[str, Any] = {"scenario": scenario, "params": dict(params), "seed": seed}
+    if max_time is not None:  # (a sweep without one keeps the keys it always had)
+        what["max_time"] = max_time
+    text = json.dumps(what, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -138,9 +145,10 @@ def _seeds(seeds: int | Iterable[int]) -> list[int]:
 
 
 def plan(scenario: str, params: Mapping[str, Sequence[Any]] | None = None,
-         seeds: int | Iterable[int] = 1) -> list[RunSpec]:
+         seeds: int | Iterable[int] = 1, *, max_time: float | None = None) -> list[RunSpec]:
     """The runs of a sweep in its order: the product of the parameter values (in the
-    order given, the last parameter fastest), then the seeds. Checks everything."""
+    order given, the last parameter fastest), then the seeds. Checks everything.
+    ``max_time``: part of each run's key (a run stopped early is another run)."""
     module = load(scenario)
     name = str(getattr(module, "NAME", pathlib.Path(scenario).stem))
     given = {} if params is None else params
@@ -173,7 +181,7 @@ def plan(scenario: str, params: Mapping[str, Sequence[Any]] | None = None,
         chosen = dict(zip(names, combo, strict=True))
         for seed in seed_list:
             specs.append(RunSpec(len(specs), scenario, seed, chosen,
-                                 _key(name, chosen, seed)))
+                                 _key(name, chosen, seed, max_time)))
     return specs
 
 
@@ -210,16 +218,77 @@ def row_of(spec: RunSpec, summary: Mapping[str, Any] | None, error: str = "") ->
     return row
 
 
-def run_one(spec: RunSpec) -> dict[str, Any]:
-    """Run one sweep run (in whatever process runs it): ``{"row", "summary"}``.
+@dataclass(frozen=True)
+class Collect:
+    """What each run of a sweep gives besides its row: with ``steps``, its per-step rows
+    (the run recorded, with ``reporters`` and ``agent_reporters``); ``max_time``: the
+    simulated seconds each run stops at (None: its end). It pickles, with module-level
+    reporters, to whatever process runs a run."""
 
-    A run that raises is a row with success False and the exception in ``error``.
+    steps: bool = False
+    max_time: float | None = None
+    reporters: Mapping[str, Callable[..., Any]] | None = None
+    agent_reporters: Mapping[str, Callable[..., Any]] | None = None
+
+
+#: The samples a sweep's per-step rows keep: those where every figure is read (and every
+#: reporter called), not the event samples between them.
+STEP_TRIGGERS: Final = ("interval", "final")
+
+
+def _plain(value: Any, missing: Any) -> Any:
+    """A frame's cell as a plain scalar (None for ``missing``, pandas' NA, and NaN), the
+    same after pickling or JSON on any engine."""
+    if value is None or value is missing:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def steps_of(spec: RunSpec, table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The per-step rows of one run: its interval and final samples (every session's),
+    each led by the scenario, the run's parameters and its seed (a time-series column
+    whose name one of those has is prefixed ``timeseries.``)."""
+    import pandas as pd
+
+    key = row_of(spec, None)
+    lead = {"scenario": key["scenario"], **{k: key[k] for k in spec.params},
+            "seed": spec.seed}
+    kept = table[table["trigger"].isin(STEP_TRIGGERS)]
+    names = [f"timeseries.{c}" if c in lead else str(c) for c in kept.columns]
+    return [{**lead, **{n: _plain(v, pd.NA) for n, v in zip(names, values, strict=True)}}
+            for values in kept.itertuples(index=False, name=None)]
+
+
+def run_one(spec: RunSpec, collect: Collect | None = None) -> dict[str, Any]:
+    """Run one sweep run (in whatever process runs it): ``{"row", "summary"}``, and
+    ``"steps"`` (:func:`steps_of`) when ``collect`` asks for them.
+
+    A run that raises is a row with success False and the exception in ``error`` (and
+    no steps).
     """
+    collect = collect or Collect()
     try:
-        result = run(spec.scenario, seed=spec.seed, record=False, **spec.params)
+        if collect.steps:
+            result = run(spec.scenario, seed=spec.seed, max_time=collect.max_time,
+                         reporters=collect.reporters, agent_reporters=collect.agent_reporters,
+                         **spec.params)
+        else:
+            result = run(spec.scenario, seed=spec.seed, record=False, max_time=collect.max_time,
+                         **spec.params)
     except Exception as exc:  # one broken run must not lose the others
-        return {"row": row_of(spec, None, f"{type(exc).__name__}: {exc}"), "summary": None}
-    return {"row": row_of(spec, result.summary), "summary": result.summary}
+        done: dict[str, Any] = {"row": row_of(spec, None, f"{type(exc).__name__}: {exc}"),
+                                "summary": None}
+        if collect.steps:
+            done["steps"] = []
+        return done
+    done = {"row": row_of(spec, result.summary), "summary": result.summary}
+    if collect.steps:
+        done["steps"] = steps_of(spec, result.timeseries())
+    return done
 
 
 # -- saving and resuming ------------------------------------------------------------------
@@ -282,9 +351,11 @@ class _Store:
             os.close(self._lock_fd)  # lets go of the flock
             self._lock_fd = -1
 
-    def load(self, spec: RunSpec) -> dict[str, Any] | None:
-        """The saved row of ``spec``'s run, checked; None when there is none or when it is
-        not one this sweep would have made (then said on stderr: it is computed again)."""
+    def load(self, spec: RunSpec, steps: bool = False) -> dict[str, Any] | None:
+        """The saved run of ``spec``, checked (``{"row"}``, and its ``"steps"`` when
+        ``steps``); None when there is none, when it is not one this sweep would have made
+        (then said on stderr: it is computed again), or when ``steps`` are wanted and it
+        was saved without (a sweep that did not collect them)."""
         path = self.runs / f"{spec.key}.json"
         _regular_or_none(path)
         try:
@@ -303,13 +374,20 @@ class _Store:
         if problem is not None:
             _redo(path, problem)
             return None
-        row: dict[str, Any] = saved["row"]
-        return row
+        out: dict[str, Any] = {"row": saved["row"]}
+        if steps:
+            kept = saved.get("steps")
+            if not isinstance(kept, list) or not all(isinstance(r, dict) for r in kept):
+                return None
+            out["steps"] = kept
+        return out
 
     def save(self, spec: RunSpec, done: Mapping[str, Any]) -> None:
         """Keep a finished run (its file written whole, then renamed into place)."""
         record = {"key": spec.key, "scenario": spec.scenario, "seed": spec.seed,
                   "params": spec.params, "row": done["row"], "summary": done["summary"]}
+        if "steps" in done:
+            record["steps"] = done["steps"]
         final = self.runs / f"{spec.key}.json"
         partial = final.with_suffix(f".{os.getpid()}.tmp")
         # Not sort_keys: the row's key order is the table's column order.
@@ -427,18 +505,32 @@ def sweep(
     out: str | os.PathLike[str] | None = None,
     progress: bool = False,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    collect: str = "runs",
+    max_time: float | None = None,
+    reporters: Mapping[str, Callable[..., Any]] | None = None,
+    agent_reporters: Mapping[str, Callable[..., Any]] | None = None,
 ) -> pd.DataFrame:
-    """Run ``scenario`` for every combination of ``params`` and every seed; one row per run.
+    """Run ``scenario`` for every combination of ``params`` and every seed; one row per run,
+    or with ``collect="timeseries"`` one row per step of every run.
 
     ``seeds``: a list (or range) of seeds, or a count n for seeds 0..n-1.
     ``workers``: processes (engine ``processes``, default: the CPU count) or
     LocalCluster workers (engine ``dask``); must be 1 or None for ``serial``.
     ``progress``: show a tqdm bar (elapsed and remaining time) on stderr.
     ``on_result``: called with each finished run's row, in completion order.
+    ``collect``: ``"runs"`` (the default) or ``"timeseries"``: each run recorded, and the
+    table its interval and final samples (:data:`STEP_TRIGGERS`), every session's, each
+    row led by ``scenario``, the parameters and ``seed``, with a column per reporter
+    (``reporters`` added to the scenario's ``REPORTERS``, as for :func:`barnraise.run`;
+    only with ``"timeseries"``, and on ``processes`` or ``dask`` only module-level
+    functions; ``agent_reporters`` are refused: the rows are the model-level samples);
+    the one-row-per-run table is then in ``attrs["runs"]``. ``max_time``: simulated
+    seconds each run stops at.
     See the module docstring for the columns, the order and ``out``.
     """
     count = _check_engine(engine, workers, dask_address)
-    specs = plan(scenario, params, seeds)
+    chosen = _check_collect(scenario, collect, max_time, reporters, agent_reporters, engine)
+    specs = plan(scenario, params, seeds, max_time=max_time)
     if dask_address is not None:
         _connect(dask_address).close()  # an address nobody answers is a bad request too
     store = None
@@ -446,30 +538,63 @@ def sweep(
         target = check_out_dir(out)
         store = _Store(target, scenario)
     try:
-        return _sweep(specs, store, engine, count, dask_address, progress, on_result)
+        return _sweep(specs, store, engine, count, dask_address, progress, on_result, chosen)
     finally:
         if store is not None:
             store.close()
 
 
+def _check_collect(scenario: str, collect: str, max_time: float | None,
+                   reporters: Mapping[str, Callable[..., Any]] | None,
+                   agent_reporters: Mapping[str, Callable[..., Any]] | None,
+                   engine: str) -> Collect:
+    """The checked :class:`Collect` of a sweep; SweepError naming what is wrong."""
+    if collect not in ("runs", "timeseries"):
+        raise SweepError(f"collect must be 'runs' or 'timeseries', got {collect!r}")
+    if max_time is not None and (type(max_time) not in (int, float)
+                                 or not 0 < max_time < math.inf):
+        raise SweepError(f"max_time must be a finite number of simulated seconds > 0, "
+                         f"got {max_time!r}")
+    if reporters and collect != "timeseries":
+        raise SweepError("reporters give per-step columns: they go with "
+                         "collect='timeseries'")
+    if agent_reporters:
+        raise SweepError("agent_reporters: a sweep's per-step rows are the model-level "
+                         "samples; agent reporters go with barnraise.run")
+    try:
+        check_reporters(reporters, agent_reporters, module=load(scenario))
+        if engine != "serial":
+            check_picklable(reporters, agent_reporters, engine)
+    except ValueError as exc:
+        raise SweepError(str(exc)) from None
+    return Collect(collect == "timeseries", None if max_time is None else float(max_time),
+                   dict(reporters) if reporters else None,
+                   dict(agent_reporters) if agent_reporters else None)
+
+
 def _sweep(specs: list[RunSpec], store: _Store | None, engine: str, count: int,
            dask_address: str | None, progress: bool,
-           on_result: Callable[[dict[str, Any]], None] | None) -> pd.DataFrame:
+           on_result: Callable[[dict[str, Any]], None] | None,
+           collect: Collect | None = None) -> pd.DataFrame:
     """:func:`sweep` once everything is checked (and ``out``, if any, held)."""
+    collect = collect or Collect()
     rows: dict[int, dict[str, Any]] = {}
+    steps: dict[int, list[dict[str, Any]]] = {}
     todo: list[RunSpec] = []
     for spec in specs:
-        saved = store.load(spec) if store is not None else None
+        saved = store.load(spec, collect.steps) if store is not None else None
         if saved is None:
             todo.append(spec)
         else:
-            rows[spec.index] = saved
+            rows[spec.index] = saved["row"]
+            steps[spec.index] = saved.get("steps", [])
     bar = _bar(len(specs), len(rows)) if progress else None
 
     def finished(spec: RunSpec, done: dict[str, Any]) -> None:
         if store is not None:
             store.save(spec, done)
         rows[spec.index] = done["row"]
+        steps[spec.index] = done.get("steps", [])
         if bar is not None:
             bar.update(1)
         if on_result is not None:
@@ -480,11 +605,12 @@ def _sweep(specs: list[RunSpec], store: _Store | None, engine: str, count: int,
         if todo:
             if engine == "serial" or (engine == "processes" and count == 1):
                 for spec in todo:
-                    finished(spec, run_one(spec))
+                    finished(spec, run_one(spec, collect))
             elif engine == "processes":
-                _on_processes(todo, count, finished)
+                _on_processes(todo, count, finished, collect)
             else:
-                _on_dask(todo, count if dask_address is None else None, dask_address, finished)
+                _on_dask(todo, count if dask_address is None else None, dask_address, finished,
+                         collect)
     finally:
         if bar is not None:
             bar.close()
@@ -494,7 +620,29 @@ def _sweep(specs: list[RunSpec], store: _Store | None, engine: str, count: int,
                        workers=count if dask_address is None else None)
     if store is not None:
         _write_results(table, store.out)
-    return table
+    if not collect.steps:
+        return table
+    per_step = _steps_table([row for s in specs for row in steps[s.index]])
+    per_step.attrs.update(table.attrs)
+    per_step.attrs["runs"] = table
+    if store is not None:
+        per_step.to_csv(store.out / TIMESERIES_NAME, index=False)
+    return per_step
+
+
+#: The file in ``out`` a sweep with ``collect="timeseries"`` writes its per-step rows to.
+TIMESERIES_NAME: Final = "timeseries.csv"
+
+
+def _steps_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The per-step rows as one frame, built the same way whichever engine ran them."""
+    import pandas as pd
+
+    columns: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            columns.setdefault(key, None)
+    return pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=list(columns))
 
 
 def _bar(total: int, done: int) -> Any:
@@ -506,13 +654,14 @@ def _bar(total: int, done: int) -> Any:
 
 
 def _on_processes(todo: list[RunSpec], workers: int,
-                  finished: Callable[[RunSpec, dict[str, Any]], None]) -> None:
+                  finished: Callable[[RunSpec, dict[str, Any]], None],
+                  collect: Collect | None = None) -> None:
     # spawn, not fork: a fresh interpreter per worker shares no thread or lock
     # state with this one (a forked copy of a process with threads can hang).
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context) as pool:
         pending: dict[Future[dict[str, Any]], RunSpec] = {
-            pool.submit(run_one, spec): spec for spec in todo}
+            pool.submit(run_one, spec, collect): spec for spec in todo}
         try:
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -525,7 +674,8 @@ def _on_processes(todo: list[RunSpec], workers: int,
 
 
 def _on_dask(todo: list[RunSpec], workers: int | None, address: str | None,
-             finished: Callable[[RunSpec, dict[str, Any]], None]) -> None:
+             finished: Callable[[RunSpec, dict[str, Any]], None],
+             collect: Collect | None = None) -> None:
     import logging
 
     # distributed has no type information: take it as Any rather than silence each call
@@ -544,7 +694,8 @@ def _on_dask(todo: list[RunSpec], workers: int | None, address: str | None,
     else:
         client = _connect(address)
     try:
-        futures = {client.submit(run_one, spec, pure=False, key=f"barnraise-{spec.key}"): spec
+        futures = {client.submit(run_one, spec, collect, pure=False,
+                                 key=f"barnraise-{spec.key}"): spec
                    for spec in todo}
         for future in as_completed(futures):
             finished(futures[future], future.result())

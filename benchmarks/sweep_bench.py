@@ -1,8 +1,10 @@
 """Experiment benchmarks: what recording metrics costs a run, and what sweeps gain on workers.
 
 * :func:`bench_recording`: a ``kernel_build`` run without the metrics recorder, with it
-  (default interval, 1 simulated second) and with it keeping canvas frames, interleaved
-  rounds, medians; the ratios are the recorder's cost. Digests are checked equal.
+  (default interval, 1 simulated second), with it keeping canvas frames, and with it
+  calling one reporter and one agent reporter of one's own (:func:`open_claims`,
+  :func:`agent_claims`), interleaved rounds, medians; the ratios are the recorder's
+  cost. Digests are checked equal.
 * :func:`bench_ceiling`: the parallelism the machine gives at the time (a pure-Python
   loop alone against two copies at once), measured before and after the sweeps: on a
   shared machine it says what speed-up was possible at all.
@@ -25,16 +27,28 @@ from typing import Any
 import pandas as pd
 
 from barnraise import run, sweep
+from barnraise.sim.reporters import AgentView
+from barnraise.sim.views import WorldView
 from benchmarks.runtime import _summary, interleaved
 
 SWEEP_PARAMS: dict[str, list[Any]] = {"grid_size": [180]}
+
+
+def open_claims(view: WorldView) -> int:
+    """A reporter of one's own, as a user would write one: the claims held now."""
+    return len(view.claims)
+
+
+def agent_claims(agent: AgentView) -> int:
+    """An agent reporter: the claims this agent holds."""
+    return len(agent.claims)
 
 
 def bench_recording(*, grid_size: int = 240, repeats: int = 7) -> dict[str, Any]:
     """Seconds of a kernel_build run without and with the recorder (medians), in wall
     time and in this process's CPU time (steadier when the machine is shared)."""
     digests: set[str] = set()
-    cpu: dict[str, list[float]] = {"off": [], "on": [], "frames": []}
+    cpu: dict[str, list[float]] = {"off": [], "on": [], "frames": [], "reporters": []}
 
     def once(name: str, **options: Any) -> float:
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -46,7 +60,10 @@ def bench_recording(*, grid_size: int = 240, repeats: int = 7) -> dict[str, Any]
         return elapsed
 
     runs = interleaved(repeats, off=lambda: once("off", record=False),
-                       on=lambda: once("on"), frames=lambda: once("frames", frame_size=96))
+                       on=lambda: once("on"), frames=lambda: once("frames", frame_size=96),
+                       reporters=lambda: once("reporters",
+                                              reporters={"open_claims": open_claims},
+                                              agent_reporters={"claims": agent_claims}))
     assert len(digests) == 1, "recording changed the trace"
     wall = _summary(runs)
     cpu_medians = _summary(cpu)
@@ -62,6 +79,10 @@ def bench_recording(*, grid_size: int = 240, repeats: int = 7) -> dict[str, Any]
         "cost_recording_with_frames": round(wall["frames"] / wall["off"], 3),
         "cost_recording_cpu": round(cpu_medians["on"] / cpu_medians["off"], 3),
         "cost_recording_with_frames_cpu": round(cpu_medians["frames"] / cpu_medians["off"], 3),
+        "cost_recording_with_reporters_cpu": round(cpu_medians["reporters"] / cpu_medians["off"],
+                                                   3),
+        "cost_reporters_over_recording_cpu": round(cpu_medians["reporters"] / cpu_medians["on"],
+                                                   3),
         # The recorder's own time, measured inside one run: steady on a busy machine.
         "recorder_seconds": {k: round(v, 4) for k, v in inside.items()},
         "run_seconds": round(whole, 4),

@@ -71,12 +71,15 @@ __all__ = [
     "Frame",
     "Metrics",
     "MetricsCollector",
+    "Reported",
     "Sample",
     "SampledWorld",
+    "Value",
     "agent_frame",
     "read_agent_timeseries",
     "read_timeseries",
     "timeseries_frame",
+    "with_reported",
 ]
 
 #: Every status a task can show, in the order of the ``tasks_*`` columns.
@@ -219,6 +222,23 @@ class AgentSample(msgspec.Struct, frozen=True):
     claims_held: int
 
 
+#: A reporter's value: what a column of one's own holds.
+Value = int | float | str
+
+
+class Reported(msgspec.Struct, frozen=True):
+    """The values of a run's own reporters (``sim/reporters.py``) at one sample: of a
+    session (``agent_id`` None: the model reporters) or of one agent of it (the agent
+    reporters), in the order the reporters were given. ``sample`` and ``t`` are those of
+    the built-in row they belong to."""
+
+    sample: int
+    t: float
+    session_id: str
+    agent_id: str | None
+    values: tuple[Value, ...]
+
+
 class Frame(msgspec.Struct, frozen=True):
     """A downsampled picture of a session's canvas (every ``step``-th cell a side)."""
 
@@ -268,14 +288,23 @@ class Metrics:
     frames: list[Frame] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: The names of the run's own reporters and agent reporters (their columns, after
+    #: the built-in ones), and their values (:class:`Reported`).
+    reporters: tuple[str, ...] = ()
+    agent_reporters: tuple[str, ...] = ()
+    reported: list[Reported] = field(default_factory=list)
 
     def timeseries(self, session_id: str | None = None) -> pd.DataFrame:
-        """Model-level samples as a DataFrame (optionally of one session)."""
-        return timeseries_frame(self.samples, session_id)
+        """Model-level samples as a DataFrame (optionally of one session), with a column
+        per reporter of the run's own."""
+        return with_reported(timeseries_frame(self.samples, session_id), self.reporters,
+                             self.reported, agents=False)
 
     def agent_timeseries(self, session_id: str | None = None) -> pd.DataFrame:
-        """Agent-level samples as a DataFrame (optionally of one session)."""
-        return agent_frame(self.agents, session_id)
+        """Agent-level samples as a DataFrame (optionally of one session), with a column
+        per agent reporter of the run's own."""
+        return with_reported(agent_frame(self.agents, session_id), self.agent_reporters,
+                             self.reported, agents=True)
 
 
 def _frame(rows: Sequence[msgspec.Struct], cls: type[msgspec.Struct],
@@ -303,6 +332,35 @@ def timeseries_frame(rows: Sequence[Sample], session_id: str | None = None) -> p
 def agent_frame(rows: Sequence[AgentSample], session_id: str | None = None) -> pd.DataFrame:
     """The tidy DataFrame of agent samples (columns and dtypes: :data:`AGENT_DTYPES`)."""
     return _frame(rows, AgentSample, AGENT_DTYPES, session_id)
+
+
+def with_reported(table: pd.DataFrame, names: Sequence[str], rows: Sequence[Reported], *,
+                  agents: bool) -> pd.DataFrame:
+    """``table`` (a :func:`timeseries_frame`, or with ``agents`` an :func:`agent_frame`)
+    with a column per name in ``names``: the value each row's sample got from that
+    reporter (``rows``), missing where it got none (an event sample). A column's dtype
+    follows its values: ``Int64`` for whole numbers, ``float64`` for numbers, ``string``
+    for text, ``object`` for a mix."""
+    if not names:
+        return table
+    import pandas as pd
+
+    keyed = {(r.sample, r.t, r.session_id, r.agent_id): r.values for r in rows
+             if (r.agent_id is not None) == agents}
+    keys = zip(table["sample"], table["t"], table["session_id"],
+               table["agent_id"] if agents else [None] * len(table), strict=True)
+    columns: list[list[Value | None]] = [[] for _ in names]
+    for sample, t, sid, agent_id in keys:
+        values = keyed.get((int(sample), float(t), str(sid),
+                            None if agent_id is None else str(agent_id)))
+        for i, column in enumerate(columns):
+            column.append(None if values is None else values[i])
+    for name, column in zip(names, columns, strict=True):
+        kinds = {type(v) for v in column if v is not None}
+        dtype = ("Int64" if kinds == {int} else "float64" if kinds <= {int, float} and kinds
+                 else "string" if kinds == {str} else "object")
+        table[name] = pd.Series(column, index=table.index, dtype=dtype)
+    return table
 
 
 def _nullable(cls: type[msgspec.Struct]) -> set[str]:
@@ -560,7 +618,7 @@ class MetricsCollector:
     def sample(self, t: float, views: Iterable[SampledWorld], *, delivered: int | None = None,
                dropped: int | None = None, mailbox: tuple[int, str | None] | None = None,
                final: bool = False, frame_size: int = 0,
-               tasks_read: bool | Sequence[bool] = True) -> None:
+               tasks_read: bool | Sequence[bool] = True) -> tuple[int, list[AgentSample]]:
         """An interval (or, with ``final``, the last) sample of each viewed session.
 
         ``views`` should be built with ``completion=True`` (else completion is
@@ -569,6 +627,9 @@ class MetricsCollector:
         (one flag for all, or one per view; without them their task counts come
         from the events, and a session that :meth:`needs_tasks` must be viewed
         with them).
+
+        Returns the sample's number and the agent rows it wrote (what a run's own agent
+        reporters are called for).
         """
         trigger = FINAL if final else INTERVAL
         views = list(views)
@@ -578,9 +639,11 @@ class MetricsCollector:
         with self._lock:
             number = self._next
             self._next += 1
+            first = len(self._metrics.agents)
             for view, read in zip(views, flags, strict=True):
                 self._sample_one(number, t, trigger, view, delivered, dropped, mailbox,
                                  frame_size, read)
+            return number, self._metrics.agents[first:]
 
     def _sample_one(self, number: int, t: float, trigger: str, view: SampledWorld,
                     delivered: int | None, dropped: int | None,
@@ -691,4 +754,5 @@ class MetricsCollector:
         with self._lock:
             m = self._metrics
             return Metrics(m.interval, list(m.samples), list(m.agents), list(m.frames),
-                           list(m.drift), list(m.errors))
+                           list(m.drift), list(m.errors), m.reporters, m.agent_reporters,
+                           list(m.reported))

@@ -231,7 +231,7 @@ def test_the_public_face_is_the_names_a_user_needs_first() -> None:
         "Simulation", "Client", "run", "RunResult", "open_run", "sweep", "connect", "Agent",
         "make_dispatcher", "Message", "Priority", "Trace",
         "DeliveryError", "RequestError", "WaitTimeout", "MessageError", "ParamError",
-        "ScenarioError", "StoreError", "SweepError", "RemoteError",
+        "ScenarioError", "StoreError", "SweepError", "RemoteError", "ReporterError",
         "kit", "plots", "gateway"])
     assert barnraise.gateway is importlib.import_module("barnraise.gateway")
     # the kit re-exports the objects where they live, every one of them; plots is the

@@ -27,10 +27,11 @@ def test_the_python_examples_run_and_print_what_the_readme_shows(
     shows is written and run by name, as a reader would."""
     monkeypatch.chdir(tmp_path)
     ran = run_document(README, tmp_path)
-    assert len(ran) == 3
+    assert len(ran) == 4
     assert (tmp_path / "pair.py").is_file()
-    assert "final ball 6" in ran[0][1]
-    assert "region_conflict {'x':" in ran[2][1]
+    assert "builders  seed    t  open_claims" in ran[0][1]  # the sweep's per-step rows
+    assert "final ball 6" in ran[1][1]
+    assert "region_conflict {'x':" in ran[3][1]
 
 
 def test_a_snippet_whose_output_differs_fails(tmp_path: pathlib.Path,

@@ -607,6 +607,8 @@ def test_a_store_of_schema_1_is_migrated_when_resumed(tmp_path: pathlib.Path) ->
         db.execute("CREATE INDEX events_type ON events (type)")
         db.execute("DROP TABLE digests")
         db.execute("ALTER TABLE run DROP COLUMN script_sha256")
+        db.execute("DROP TABLE reporters")
+        db.execute("DROP TABLE reported")
         db.execute("DELETE FROM migrations WHERE version > 1")
         db.execute("PRAGMA user_version = 1")
     db.close()

@@ -203,9 +203,10 @@ def test_a_store_from_before_the_sha_runs_its_file_when_named_and_says_unverifie
     script = _user_scenario(tmp_path / "older.py", marker)
     path = tmp_path / "older.db"
     first = run(str(script), seed=1, record=False, store=path)
-    # As barnraise with schema 3 left it: no script_sha256 column, no migration 4.
-    _edit(path, "ALTER TABLE run DROP COLUMN script_sha256",
-          "DELETE FROM migrations WHERE version > 3", "PRAGMA user_version = 3")
+    # As barnraise with schema 3 left it: no script_sha256 column, no migrations 4 and 5.
+    _edit(path, "ALTER TABLE run DROP COLUMN script_sha256", "DROP TABLE reporters",
+          "DROP TABLE reported", "DELETE FROM migrations WHERE version > 3",
+          "PRAGMA user_version = 3")
     info = check_store(path)
     assert info is not None and info.schema == 3 and info.script_sha256 is None
     _refused(["replay", str(path)], "name that file with --script", capsys)
@@ -225,7 +226,7 @@ def test_a_store_from_before_the_sha_runs_its_file_when_named_and_says_unverifie
         resumed = resume(path, script=script, record=False)
     assert resumed.trace_digest == first.trace_digest
     after = check_store(path)
-    assert after is not None and after.schema == SCHEMA_VERSION == 4
+    assert after is not None and after.schema == SCHEMA_VERSION == 5
     assert after.status == "finished" and after.script_sha256 is None
 
 

@@ -80,14 +80,108 @@ def test_processes_and_a_dask_cluster_give_the_same_table(serial: pd.DataFrame,
     assert on_dask.attrs["computed"] == 12 and on_dask.attrs["reused"] == 0
 
 
-def test_a_blueprint_scenario_sweeps_alike_on_every_engine(dask_address: str) -> None:
-    params = {"builders": [2, 3]}
-    serial = barnraise.sweep("kernel_build", {"grid_size": [60], **params}, [0, 1])
-    assert serial["success"].all() and (serial["completion_percent"] == 100.0).all()
-    _same(serial, barnraise.sweep("kernel_build", {"grid_size": [60], **params}, [0, 1],
-                                  engine="processes", workers=2))
-    _same(serial, barnraise.sweep("kernel_build", {"grid_size": [60], **params}, [0, 1],
-                                  engine="dask", dask_address=dask_address))
+def test_a_blueprint_scenario_sweeps_alike_on_every_engine_with_its_steps(
+        dask_address: str) -> None:
+    """The run rows, and the per-step rows with a reporter of one's own (module-level, so
+    that the workers can import it), are the same serially, on two processes and on the
+    module's Dask cluster."""
+    from tests import reporting
+
+    params = {"grid_size": [60], "builders": [2, 3]}
+    args: dict[str, Any] = {"collect": "timeseries", "reporters": {"mine": reporting.tiles}}
+    serial = barnraise.sweep("kernel_build", params, [0, 1], **args)
+    runs = serial.attrs["runs"]
+    assert runs["success"].all() and (runs["completion_percent"] == 100.0).all()
+    assert list(serial.columns[:4]) == ["scenario", "grid_size", "builders", "seed"]
+    assert set(serial["trigger"]) == {"interval", "final"}
+    assert (serial["mine"] == serial["tiles_placed"]).all()
+    assert list(serial.groupby(["builders", "seed"], sort=False).size().index) == [
+        (2, 0), (2, 1), (3, 0), (3, 1)]
+    for engine in ({"engine": "processes", "workers": 2},
+                   {"engine": "dask", "dask_address": dask_address}):
+        other = barnraise.sweep("kernel_build", params, [0, 1], **args, **engine)
+        _same(runs, other.attrs["runs"])
+        pd.testing.assert_frame_equal(serial, other)
+
+
+def test_per_step_rows_are_a_runs_own_samples_and_are_saved_with_it(
+        tmp_path: pathlib.Path) -> None:
+    from tests import reporting
+
+    args: dict[str, Any] = {"collect": "timeseries", "reporters": {"mine": reporting.tiles}}
+    out = tmp_path / "steps"
+    first = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], out=out, **args)
+    # each run's rows are its own time series' interval and final samples
+    alone = barnraise.run("kernel_build", seed=1, grid_size=60).timeseries()
+    kept = alone[alone["trigger"] != "event"]
+    mine = first[first["seed"] == 1]
+    assert list(mine["t"]) == list(kept["t"]) and len(mine) > 1
+    assert list(mine["completion_percent"]) == list(kept["completion_percent"])
+    # saved with each run: a sweep run again on the same out reuses the rows
+    again = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0, 1], out=out, **args)
+    assert again.attrs["reused"] == 2 and again.attrs["computed"] == 0
+    pd.testing.assert_frame_equal(again, first)
+    assert len(pd.read_csv(out / "timeseries.csv")) == len(first)
+    # a run saved without its steps (a sweep that did not collect them) is computed again
+    other = tmp_path / "plain"
+    barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=other)
+    assert barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=other,
+                           **args).attrs["computed"] == 1
+
+
+def test_a_step_column_named_as_a_parameter_is_prefixed_not_lost() -> None:
+    from barnraise.sweeps import RunSpec, steps_of
+
+    spec = RunSpec(0, "mine", 3, {"event": "storm", "t": 0.5}, "k")
+    table = pd.DataFrame({"sample": [0, 1, 2], "t": [1.0, 1.5, 2.0],
+                          "trigger": ["interval", "event", "final"], "event": ["", "x", ""],
+                          "mine": pd.array([4, None, 6], dtype="Int64")})
+    assert steps_of(spec, table) == [
+        {"scenario": "mine", "event": "storm", "t": 0.5, "seed": 3, "sample": 0,
+         "timeseries.t": 1.0, "trigger": "interval", "timeseries.event": "", "mine": 4},
+        {"scenario": "mine", "event": "storm", "t": 0.5, "seed": 3, "sample": 2,
+         "timeseries.t": 2.0, "trigger": "final", "timeseries.event": "", "mine": 6}]
+
+
+def test_max_time_stops_every_run_and_keys_its_runs(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "cut"
+    whole = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=out)
+    cut = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=out, max_time=2.5,
+                          collect="timeseries")
+    assert cut.attrs["computed"] == 1  # a run stopped early is not the saved whole run
+    assert whole["virtual_time"].iloc[0] > 2.5
+    assert cut.attrs["runs"]["virtual_time"].iloc[0] == 2.5 and cut["t"].max() == 2.5
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"engine": "processes", "workers": 2, "collect": "timeseries",
+      "reporters": {"x": lambda view: 1}}, "reporter 'x': engine 'processes' runs in other "
+     "processes, which need a module-level function"),
+    ({"collect": "timeseries", "reporters": {"tiles_placed": len}}, "built-in column"),
+    ({"reporters": {"x": len}}, "go with collect='timeseries'"),
+    ({"collect": "timeseries", "agent_reporters": {"x": len}}, "agent reporters go with"),
+    ({"collect": "steps"}, "collect must be 'runs' or 'timeseries'"),
+    ({"max_time": 0}, "max_time must be"),
+])
+def test_bad_collect_requests_are_refused_in_one_line_before_any_run(
+        tmp_path: pathlib.Path, kwargs: dict[str, Any], words: str) -> None:
+    out = tmp_path / "never"
+    with pytest.raises(SweepError, match=words) as caught:
+        barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=out, **kwargs)
+    assert "\n" not in str(caught.value) and not out.exists()
+
+
+def test_the_sweep_command_writes_per_step_rows(tmp_path: pathlib.Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "kernel_build", "--timeseries"]) == 2
+    assert "give --out DIR" in capsys.readouterr().err
+    out = tmp_path / "cli"
+    assert main(["sweep", "kernel_build", "--param", "grid_size=60", "--seeds", "0",
+                 "--timeseries", "--max-time", "2.5", "--out", str(out), "--json"]) == 1
+    said = json.loads(capsys.readouterr().out)
+    rows = pd.read_csv(out / "timeseries.csv")
+    assert said["steps"] == len(rows) == 3 and list(rows["t"]) == [1.0, 2.0, 2.5]
+    assert list(rows["trigger"]) == ["interval", "interval", "final"]
 
 
 def _sweep_command(out: pathlib.Path) -> list[str]:

@@ -168,7 +168,11 @@ class StoredRun(StoredLog):
         summary = self.summary
         if self.status == "finished" and summary is not None:
             sampler.finish(summary.get("virtual_time"))
-        return sampler.collector.result(), index
+        result = sampler.collector.result()
+        # The run's own reporters: their values as the run kept them (a store never
+        # calls user code), on the rows of the samples they were taken at.
+        result.reporters, result.agent_reporters, result.reported = self.reported()
+        return result, index
 
 
 def _check_session(session_id: object) -> None:

@@ -102,6 +102,10 @@ class DeterministicDispatcher(Dispatcher):
         self._steps = 0
         #: The run gate a viewer pauses, steps and paces the loop with (None: none).
         self.gate: Gate | None = None
+        #: Simulated seconds past which nothing runs (None: no limit): every ``run`` and
+        #: ``run_until`` stops at it as at its own ``until`` or deadline (a sweep's
+        #: ``max_time``). Nothing past it is dropped; it stays queued.
+        self.horizon: float | None = None
 
     def attach_gate(self, gate: Gate) -> Callable[[], None]:
         """Put ``gate`` in front of every entry (see :mod:`barnraise.sim.dispatch.gate`); returns
@@ -218,8 +222,10 @@ class DeterministicDispatcher(Dispatcher):
         return None
 
     def step(self) -> bool:
-        """Process the next entry (a delivery, a fan-out or a timer). False if none."""
-        if self._head() is None:
+        """Process the next entry (a delivery, a fan-out or a timer). False if none (or
+        none before the :attr:`horizon`)."""
+        head = self._head()
+        if head is None or (self.horizon is not None and head[0] > self.horizon):
             return False
         self.run(max_steps=1, _any=True)
         return True
@@ -235,6 +241,9 @@ class DeterministicDispatcher(Dispatcher):
             return self._run_until(done, deadline)
 
     def _run_until(self, done: Callable[[], bool], deadline: float | None) -> bool:
+        horizon = self.horizon
+        if horizon is not None:
+            deadline = horizon if deadline is None else min(deadline, horizon)
         while not done():
             head = self._head()
             if deadline is None:
@@ -258,6 +267,9 @@ class DeterministicDispatcher(Dispatcher):
         """
         if until is not None and until < self.clock.now:
             raise ValueError(f"until={until} is before now={self.clock.now}")
+        horizon = self.horizon
+        if horizon is not None and (until is None or until > horizon):
+            until = max(horizon, self.clock.now)
         if _any:  # one step of run_until's, which has seen to the collector
             return self._run(until, max_steps, _any)
         with _fewer_collections():

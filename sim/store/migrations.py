@@ -15,7 +15,7 @@ from typing import Any, Final
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "fresh_image", "migrate"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 #: version -> (what it does, its statements), applied in order from user_version + 1.
 MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
@@ -48,6 +48,14 @@ MIGRATIONS: Final[dict[int, tuple[str, tuple[str, ...]]]] = {
         "resume, replay and view run that file again only when the user names it and it "
         "is the same file", (
             "ALTER TABLE run ADD COLUMN script_sha256 TEXT",
+        )),
+    5: ("reporters and reported: the names of a run's own reporters and the values they "
+        "gave at each sample, kept as written (outside the log and its digest), so that a "
+        "stored run's time series has their columns without calling them again", (
+            "CREATE TABLE reporters (position INTEGER PRIMARY KEY, kind TEXT NOT NULL, "
+            "name TEXT NOT NULL)",
+            "CREATE TABLE reported (sample INTEGER NOT NULL, t REAL NOT NULL, "
+            "session_id TEXT NOT NULL, agent_id TEXT, data BLOB NOT NULL)",
         )),
 }
 

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
+from barnraise.sim.metrics import Reported
 from barnraise.sim.store.divergence import Divergence, first_difference
 from barnraise.sim.store.files import (
     RunInfo,
@@ -124,6 +125,34 @@ class StoredLog:
         info = check_store(self.path)
         assert info is not None
         return info.summary if info.status == "finished" else None
+
+    def reported(self) -> tuple[tuple[str, ...], tuple[str, ...], list[Reported]]:
+        """The run's own reporters' names, agent reporters' names, and the values they gave
+        (:class:`barnraise.sim.metrics.Reported`), as the finished run kept them; empty for
+        a run without any, an unfinished one, or a store from before schema 5."""
+        with self._db() as db:
+            tables = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "reported" not in tables:
+                return (), (), []
+            names = db.execute("SELECT kind, name FROM reporters ORDER BY position").fetchall()
+            rows = db.execute("SELECT sample, t, session_id, agent_id, data FROM reported "
+                              "ORDER BY rowid").fetchall()
+        model = tuple(str(n) for k, n in names if k == "model")
+        agent = tuple(str(n) for k, n in names if k == "agent")
+        try:
+            out = [Reported(int(sample), float(t), str(sid), None if aid is None else str(aid),
+                            tuple(msgspec.msgpack.decode(data, type=list[int | float | str])))
+                   for sample, t, sid, aid, data in rows]
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError) as exc:
+            raise StoreError(f"store {self.path!r}: a reporter's values are not what "
+                             f"barnraise writes ({exc})") from None
+        for r in out:
+            wanted = len(agent if r.agent_id is not None else model)
+            if len(r.values) != wanted:
+                raise StoreError(f"store {self.path!r}: sample {r.sample} holds "
+                                 f"{len(r.values)} reporter values, not {wanted}")
+        return model, agent, out
 
     def records(self, start: int = 0, *, types: Iterable[str] | None = None,
                 kind: str | None = None) -> Generator[TraceRecord, None, None]:

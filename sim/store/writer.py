@@ -27,13 +27,14 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
 
 from barnraise.sim.events import status_after
 from barnraise.sim.log import decode
+from barnraise.sim.metrics import Reported
 from barnraise.sim.record import DELEGATION_EVENTS
 from barnraise.sim.store.divergence import Divergence, ResumeCheck
 from barnraise.sim.store.files import RunInfo, StoreError, check_store
@@ -165,7 +166,8 @@ class Store:
         else:
             store = cls._open(name)
             with store._db as db:
-                for table in ("run", "events", "snapshots", "delegations", "digests"):
+                for table in ("run", "events", "snapshots", "delegations", "digests",
+                              "reporters", "reported"):
                     db.execute(f"DELETE FROM {table}")
                 db.execute("INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, 'running', NULL, NULL, "
                            "?, ?, ?)", row)
@@ -369,11 +371,25 @@ class Store:
             with self._db as db:
                 self._snapshot(db, self.written + self.offset, last[-1][0] if last else 0.0)
 
-    def finish(self, summary: Mapping[str, Any], trace_digest: str, world: Any = None) -> None:
+    def finish(self, summary: Mapping[str, Any], trace_digest: str, world: Any = None, *,
+               reporters: Sequence[str] = (), agent_reporters: Sequence[str] = (),
+               reported: Sequence[Reported] = ()) -> None:
         """Mark the run finished, with its summary (after a last commit) and, when given,
-        a last snapshot of its ``world``."""
+        a last snapshot of its ``world``, and the names and values of its own reporters
+        (:class:`barnraise.sim.metrics.Reported`), in the same transaction."""
         self.commit()
         with self._lock, self._db as db:
+            if reporters or agent_reporters:
+                # A resumed run recorded every sample again: its values replace the old.
+                db.execute("DELETE FROM reporters")
+                db.execute("DELETE FROM reported")
+                db.executemany("INSERT INTO reporters VALUES (?, ?, ?)", [
+                    (i, kind, name) for i, (kind, name) in enumerate(
+                        [("model", n) for n in reporters]
+                        + [("agent", n) for n in agent_reporters])])
+                db.executemany("INSERT INTO reported VALUES (?, ?, ?, ?, ?)", [
+                    (r.sample, r.t, r.session_id, r.agent_id,
+                     msgspec.msgpack.encode(r.values)) for r in reported])
             if world is not None:
                 blob = zlib.compress(msgspec.msgpack.encode(world), 1)
                 t = summary.get("virtual_time", 0.0)
