@@ -82,6 +82,7 @@ MAX_CHATS: Final = 200  # conversations kept per agent, the oldest dropped past 
 MAX_HISTORY: Final = 50  # messages (and artifacts) kept per conversation
 MAX_KEPT: Final = 4096  # bytes of JSON a kept message may take
 _JOINING: Final = frozenset({"session_create", "session_join"})
+_STREAMING: Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 _KEEPALIVE: Final = 15.0  # wall seconds between SSE comments on a quiet stream
 
 
@@ -230,7 +231,12 @@ class A2ABinding:
         except RpcError as exc:
             if not exc.counted:
                 self.counters.add(jsonrpc.COUNTER.get(exc.code, "refused"))
-            return _json(jsonrpc.error(rpc.id, exc.code, exc.message, exc.data))
+            refusal = jsonrpc.error(rpc.id, exc.code, exc.message, exc.data)
+            if rpc.method in _STREAMING and "text/event-stream" in request.headers.get(
+                    "accept", ""):
+                # a client that asked for a stream reads the refusal as its one event
+                return _sse(_refusal(refusal))
+            return _json(refusal)
 
     async def _body(self, request: Request) -> bytes | None:
         limit = self.hub.limits.max_frame
@@ -299,7 +305,8 @@ class A2ABinding:
         if chat_id is not None and (text or (isinstance(chat_id, str) and chat_id in chats)):
             chat = chats.get(chat_id) if isinstance(chat_id, str) else None
             if chat is None:
-                raise RpcError(TASK_NOT_FOUND, f"no task {chat_id!r} of this agent's")
+                raise RpcError(TASK_NOT_FOUND, f"task {chat_id!r} not found among this "
+                               "agent's")
             if chat.state in TERMINAL:
                 raise RpcError(UNSUPPORTED_OPERATION, f"task {chat_id} is "
                                f"{chat.state}: start a new one (send without taskId)")
@@ -435,7 +442,7 @@ class A2ABinding:
         for record in await self._records(slot):
             if record.get("task_id") == task_id:
                 return record
-        raise RpcError(TASK_NOT_FOUND, f"no task {task_id!r} of this agent's "
+        raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found among this agent's "
                        f"(session {slot.session_id})")
 
     def _task_id(self, params: dict[str, Any]) -> str:
@@ -513,8 +520,8 @@ class A2ABinding:
             "task_id": task_id, "status": "cancelled", "message": "cancelled over A2A"})
         if not done.get("success"):
             if done.get("error") in ("task_not_found", "not_a_member", "invalid_arguments"):
-                raise RpcError(TASK_NOT_FOUND, f"no task {task_id!r} of this agent's: "
-                               f"{done.get('message')}", done)
+                raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found among this "
+                               f"agent's: {done.get('message')}", done)
             raise RpcError(TASK_NOT_CANCELABLE, f"{done.get('error')}: {done.get('message')}",
                            done)
         return task_of(await self._record(slot, task_id), slot.session_id)
@@ -680,6 +687,10 @@ def _unauthorized(request_id: jsonrpc.Id, text: str) -> Response:
 
 def _event(payload: bytes) -> bytes:
     return b"data: " + payload + b"\n\n"
+
+
+async def _refusal(error: bytes) -> AsyncIterator[bytes]:
+    yield b"event: error\n" + _event(error)
 
 
 async def _once(request_id: jsonrpc.Id, answer: dict[str, Any]) -> AsyncIterator[bytes]:
