@@ -39,7 +39,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from starlette.requests import ClientDisconnect, Request
@@ -279,11 +279,8 @@ class A2ABinding:
         texts = [p["text"] for p in parts if isinstance(p, dict)
                  and isinstance(p.get("text"), str)]
         if texts:
-            text = "\n".join(texts)
-            if len(text) > self.hub.limits.max_frame:
-                raise RpcError(jsonrpc.INVALID_PARAMS, f"the text parts hold {len(text)} "
-                               f"characters, more than {self.hub.limits.max_frame}")
-            call = text_calls.read_call(text, TOOLS)
+            # bounded as a data part is: by the body's bound, and in depth by loads
+            call = text_calls.read_call("\n".join(texts), TOOLS)
             if call is None:
                 return message, None, {}, True
             return message, call[0], _integral(call[1]), True
@@ -569,7 +566,7 @@ class Chat:
         self.message: dict[str, Any] | None = None
         self.history: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
         self.artifacts: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
-        self.updated = time.time()
+        self.updated = _now_ms()
         self.listeners: set[asyncio.Queue[dict[str, Any]]] = set()
 
     def add(self, asked: dict[str, Any], reply: dict[str, Any], tool: str | None,
@@ -584,7 +581,7 @@ class Chat:
     def update(self, state: str, message: dict[str, Any] | None = None) -> None:
         self.state = state
         self.message = message
-        self.updated = time.time()
+        self.updated = _now_ms()
         update = {"taskId": self.id, "contextId": self.context_id, "status": self._status()}
         for queue in self.listeners:
             queue.put_nowait(update)
@@ -637,8 +634,9 @@ def _history_length(params: dict[str, Any]) -> int | None:
     return length
 
 
-def _after(params: dict[str, Any]) -> float | None:
-    """``statusTimestampAfter`` (``lastUpdatedAfter`` too) as a Unix time, or None."""
+def _after(params: dict[str, Any]) -> int | None:
+    """``statusTimestampAfter`` (``lastUpdatedAfter`` too) in whole milliseconds since
+    1970 (the precision of the timestamps shown), or None."""
     given = {k: params[k] for k in ("statusTimestampAfter", "lastUpdatedAfter")
              if params.get(k) is not None}
     if not given:
@@ -648,19 +646,27 @@ def _after(params: dict[str, Any]) -> float | None:
                        "give statusTimestampAfter or lastUpdatedAfter, not both")
     [(name, value)] = given.items()
     if type(value) is int and value >= 0:  # milliseconds since the epoch
-        return value / 1000
+        return value
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             when = datetime.fromisoformat(value)
             if when.tzinfo is None:
                 when = when.replace(tzinfo=UTC)
-            return when.timestamp()
+            return (when - _EPOCH) // timedelta(milliseconds=1)
     raise RpcError(jsonrpc.INVALID_PARAMS, f"{name} must be an RFC 3339 timestamp "
                    f"(2026-11-28T21:00:00Z) or milliseconds since 1970, not {value!r}")
 
 
-def _timestamp(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _timestamp(ms: int) -> str:
+    """RFC 3339, UTC, to the millisecond."""
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def _integral(value: Any) -> Any:
