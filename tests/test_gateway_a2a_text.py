@@ -31,14 +31,18 @@ from tests.gateway_support import counters, get_json, served
 FRAME = 64 * 1024  # the module's body bound: small, so the over-the-bound test is cheap
 REGION = {"x": 0, "y": 0, "width": 4, "height": 4}
 _ids = itertools.count(1)
+_http: list[httpx.Client] = []
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[GatewayServer]:
     try:
         with served(allowed_hosts=("barn.example",),
-                    limits=Limits(max_frame=FRAME)) as running:
+                    limits=Limits(max_frame=FRAME)) as running, \
+                httpx.Client(timeout=20) as http:
+            _http.append(http)  # one keep-alive connection for the module's calls
             yield running
+            _http.clear()
     finally:
         pykka.ActorRegistry.stop_all(timeout=5)  # conftest's guarantee, once a module
 
@@ -66,7 +70,7 @@ def rpc(server: GatewayServer, method: str, params: dict[str, Any], token: str |
     sent = {"content-type": "application/json", **headers}
     if token is not None:
         sent["authorization"] = f"Bearer {token}"
-    answer = httpx.post(server.url + path, headers=sent, timeout=20, json={
+    answer = _http[0].post(server.url + path, headers=sent, json={
         "jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params})
     return answer.status_code, answer.json()
 

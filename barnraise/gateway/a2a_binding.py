@@ -481,7 +481,7 @@ class A2ABinding:
         artifacts = params.get("includeArtifacts", False)
         if not isinstance(artifacts, bool):
             raise RpcError(jsonrpc.INVALID_PARAMS, "includeArtifacts must be true or false")
-        chats = sorted(slot.chats.values(), key=lambda c: c.updated, reverse=True)
+        chats = sorted(slot.chats.values(), key=lambda c: (c.updated, c.order), reverse=True)
         tasks = [chat.task(length if length is not None else 0, artifacts)
                  for chat in chats
                  if (context is None or chat.context_id == context)
@@ -557,7 +557,7 @@ class Chat:
     """
 
     __slots__ = ("artifacts", "context_id", "history", "id", "listeners", "message",
-                 "state", "updated")
+                 "order", "state", "updated")
 
     def __init__(self, task_id: str, context_id: str) -> None:
         self.id = task_id
@@ -567,6 +567,7 @@ class Chat:
         self.history: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
         self.artifacts: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
         self.updated = _now_ms()
+        self.order = next(_updates)  # which of two updates in one millisecond came last
         self.listeners: set[asyncio.Queue[dict[str, Any]]] = set()
 
     def add(self, asked: dict[str, Any], reply: dict[str, Any], tool: str | None,
@@ -582,6 +583,7 @@ class Chat:
         self.state = state
         self.message = message
         self.updated = _now_ms()
+        self.order = next(_updates)
         update = {"taskId": self.id, "contextId": self.context_id, "status": self._status()}
         for queue in self.listeners:
             queue.put_nowait(update)
@@ -658,6 +660,7 @@ def _after(params: dict[str, Any]) -> int | None:
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_updates: Final = itertools.count()
 
 
 def _now_ms() -> int:
