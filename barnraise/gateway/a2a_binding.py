@@ -1,27 +1,42 @@
-"""The A2A 1.0 JSON-RPC binding: tool calls as A2A messages, delegations as A2A tasks.
+"""The A2A 1.0 JSON-RPC binding: tool calls as A2A messages, conversations and
+delegations as A2A tasks.
 
-``POST /a2a/jsonrpc`` (the URL on the agent card) serves:
+``POST /a2a/jsonrpc`` (the URL on the agent card) and ``POST /`` (the base URL, where
+generic clients post) serve, the same:
 
-``SendMessage``           the message's data part ``{"tool": NAME, "arguments": {...}}``
-                          is called as the caller; the answer is an agent Message whose
-                          data part is the tool's result dict (``Client.call``'s dict).
-                          A successful ``task_delegate`` answers with a **Task** instead.
-``SendStreamingMessage``  the same over SSE; for a Task, ``TaskStatusUpdateEvent``s
-                          follow until the task reaches a terminal state.
-``GetTask``, ``ListTasks``, ``CancelTask``   the caller's session's tasks.
+``SendMessage``           the message's call is made as the caller: a data part
+                          ``{"tool": NAME, "arguments": {...}}``, or else its text
+                          (:mod:`barnraise.gateway.text_calls`: ``TOOL key=value ...``,
+                          the same JSON as text, or ``help``). Every answer is an agent
+                          message with the tool's result dict as a data part and a
+                          short text rendering of it beside.
+``SendStreamingMessage``  the same over SSE.
+``GetTask``, ``ListTasks``, ``CancelTask``   the caller's conversations and its
+                          session's tasks.
 ``SubscribeToTask``       the Task, then its status updates over SSE until terminal.
 
-A Task's id is the barnraise task id and its ``contextId`` the session id. Its
-state follows the task: pending or blocked -> ``TASK_STATE_SUBMITTED``;
-in_progress -> ``WORKING``; awaiting_approval -> ``INPUT_REQUIRED``;
-completed -> ``COMPLETED``; failed -> ``FAILED``; cancelled -> ``CANCELED``.
-Its metadata holds the barnraise task record; a result becomes an artifact.
+Which answers are Tasks, decided once: **a text message is a conversation**, so its
+answer is a Task (a :class:`Chat`): a message without ``taskId`` opens one, in state
+``TASK_STATE_WORKING`` until the caller cancels it, with the message's
+``contextId`` (the session's id if it gave none); one with a conversation's
+``taskId`` goes on in it. The answer is the Task's status message; each message and
+answer joins its history, each result its artifacts. **A data part is a call**, so
+its answer is the Message itself, except a successful ``task_delegate``, whose
+answer is the world's **Task** (its id the barnraise task id, its ``contextId`` the
+session, its state following the task: pending or blocked -> ``SUBMITTED``;
+in_progress -> ``WORKING``; awaiting_approval -> ``INPUT_REQUIRED``; completed ->
+``COMPLETED``; failed -> ``FAILED``; cancelled -> ``CANCELED``; the record in its
+metadata, a result as an artifact). A data part sent with a conversation's
+``taskId`` goes on in the conversation.
 
 Identity: ``session_join`` or ``session_create`` need no token, and their
-result carries one; every other call needs ``Authorization: Bearer TOKEN``
-(401 otherwise, counted). A message with no usable data part gets
-``ContentTypeNotSupported`` (-32005, no data part) or ``InvalidParams``
-(-32602, a data part that is not ``{"tool": ..., "arguments": {...}}``).
+result carries one; every other call, ``help`` included, needs
+``Authorization: Bearer TOKEN`` (401 otherwise, counted; the refusal says how to join).
+A message with neither a text nor a data part gets ``ContentTypeNotSupported``
+(-32005); data parts none of which is a tool call, ``InvalidParams`` (-32602). A
+missing task is -32001, a task that cannot be cancelled -32002, a bad ListTasks or
+GetTask parameter -32602; a streaming method's refusal is one SSE ``error`` event
+when the client asked for a stream (``Accept: text/event-stream``).
 A request reaches this binding only past the gateway's one edge rule
 (:class:`~barnraise.gateway.server.EdgeMiddleware`: this server's ``Host``, no
 foreign ``Origin``, ``Content-Type: application/json``); its body is bounded in
