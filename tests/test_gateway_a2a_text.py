@@ -200,6 +200,24 @@ def test_text_calls_act_and_answer_with_data_and_text(server: GatewayServer,
     assert text == render("region_query", data)
 
 
+def test_a_data_call_comes_before_text_and_text_before_other_data(server: GatewayServer,
+                                                                   token: str) -> None:
+    query = {"data": {"tool": "region_query", "arguments": {"region": REGION}}}
+    both = ok(server, "SendMessage", {"message": {
+        "messageId": "b1", "role": "ROLE_USER", "parts": [{"text": "help"}, query]}}, token)
+    assert parts(both["message"])[1].startswith("region_query ok")
+    other = ok(server, "SendMessage", {"message": {
+        "messageId": "b2", "role": "ROLE_USER",
+        "parts": [{"data": {"note": 1}}, {"url": "https://x.example/a.png"},
+                  {"text": "help"}]}}, token)
+    assert parts(other["task"]["status"]["message"])[0]["tools"] == list(TOOLS)
+    error = refused(server, "SendMessage", {"message": {
+        "messageId": "b3", "role": "ROLE_USER", "parts": [{"data": {"note": 1}}]}}, token)
+    assert error["code"] == -32602
+    error = refused(server, "SendMessage", {"message": {"kind": "message"}}, token)
+    assert error["code"] == -32602
+
+
 def test_help_and_unreadable_text_answer_usage_as_a_success(server: GatewayServer,
                                                              token: str) -> None:
     sessions = server.gateway.world.simulation.sessions()
