@@ -21,6 +21,7 @@ import httpx
 import pykka
 import pytest
 
+from barnraise.gateway import a2a_binding
 from barnraise.gateway.a2a_binding import MAX_HISTORY
 from barnraise.gateway.hub import Limits
 from barnraise.gateway.server import GatewayServer
@@ -283,6 +284,20 @@ def test_history_is_bounded(server: GatewayServer, token: str) -> None:
     for _ in range(MAX_HISTORY // 2 + 2):
         ok(server, "SendMessage", text_message("help", taskId=task["id"]), token)
     assert len(ok(server, "GetTask", {"id": task["id"]}, token)["history"]) == MAX_HISTORY
+
+
+def test_what_a_conversation_keeps_is_bounded(server: GatewayServer, token: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    big = ok(server, "SendMessage", text_message("help " + "x" * 5000), token)["task"]
+    asked = ok(server, "GetTask", {"id": big["id"]}, token)["history"][0]
+    [note] = asked["parts"]
+    assert "over the 4096 kept" in note["text"] and asked["taskId"] == big["id"]
+    monkeypatch.setattr(a2a_binding, "MAX_CHATS", 3)
+    made = [ok(server, "SendMessage", text_message("help"), token)["task"]["id"]
+            for _ in range(4)]
+    slot = server.gateway.hub.slot_for_token(token)
+    assert list(slot.chats) == made[1:]  # the oldest go first
+    assert refused(server, "GetTask", {"id": made[0]}, token)["code"] == -32001
 
 
 # -- ListTasks ----------------------------------------------------------------------------
