@@ -283,7 +283,23 @@ def test_history_is_bounded(server: GatewayServer, token: str) -> None:
     task = ok(server, "SendMessage", text_message("help"), token)["task"]
     for _ in range(MAX_HISTORY // 2 + 2):
         ok(server, "SendMessage", text_message("help", taskId=task["id"]), token)
-    assert len(ok(server, "GetTask", {"id": task["id"]}, token)["history"]) == MAX_HISTORY
+    kept = ok(server, "GetTask", {"id": task["id"]}, token)
+    assert len(kept["history"]) == MAX_HISTORY
+    ids = [artifact["artifactId"] for artifact in kept["artifacts"]]
+    assert len(ids) == MAX_HISTORY // 2 + 3 and len(set(ids)) == len(ids)  # one an answer
+    assert ids[-1] == f"{task['id']}-{MAX_HISTORY // 2 + 3}"
+    # SendMessage's own configuration.historyLength bounds the Task it answers with
+    short = ok(server, "SendMessage", {**text_message("help", taskId=task["id"]),
+                                       "configuration": {"historyLength": 1}}, token)["task"]
+    assert [m["role"] for m in short["history"]] == ["ROLE_AGENT"]
+    slot = server.gateway.hub.slot_for_token(token)
+    count = len(slot.chats[task["id"]].history)
+    for bad in ({"historyLength": -1}, {"historyLength": "2"}, []):
+        error = refused(server, "SendMessage", {**text_message("help", taskId=task["id"]),
+                                                "configuration": bad}, token)
+        assert error["code"] == -32602
+    assert len(slot.chats[task["id"]].history) == count and slot.chats[task["id"]].answers \
+        == MAX_HISTORY // 2 + 4  # the refused ones changed nothing
 
 
 def test_what_a_conversation_keeps_is_bounded(server: GatewayServer, token: str,

@@ -309,6 +309,11 @@ class A2ABinding:
 
     async def _send_message(self, rpc: jsonrpc.Request, slot: AgentSlot | None) -> Response:
         message, tool, arguments, text = self._read(rpc.params)
+        configuration = rpc.params.get("configuration")
+        configuration = {} if configuration is None else configuration
+        if not isinstance(configuration, dict):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "params.configuration must be an object")
+        _history_length(configuration)  # checked before anything is done
         chats: dict[str, Chat] = slot.chats if slot is not None else {}
         chat_id = message.get("taskId")
         chat: Chat | None = None
@@ -351,7 +356,8 @@ class A2ABinding:
         context_id = slot.session_id or message.get("contextId")
         reply = _answer(result, tool, context_id, f"reply-{next(self._ids)}")
         if text or chat is not None:
-            return self._converse(rpc, slot, chat, message, tool, result, reply)
+            return self._converse(rpc, slot, chat, message, (tool, result), reply,
+                                  configuration)
         if tool != "task_delegate" or not result.get("success") or tool not in TOOLS:
             answer = {"message": reply}
             if rpc.method == "SendMessage":
@@ -373,9 +379,11 @@ class A2ABinding:
         return _sse(self._follow(rpc.id, task, queue, context_id, slot))
 
     def _converse(self, rpc: jsonrpc.Request, slot: AgentSlot, chat: Chat | None,
-                  message: dict[str, Any], tool: str | None, result: dict[str, Any],
-                  reply: dict[str, Any]) -> Response:
-        """Answer a conversation's message with its Task (see the module doc)."""
+                  message: dict[str, Any], call: tuple[str | None, dict[str, Any]],
+                  reply: dict[str, Any], configuration: dict[str, Any]) -> Response:
+        """Answer a conversation's message with its Task (see the module doc), its
+        history as long as ``configuration.historyLength`` asks (all kept if unsaid)."""
+        tool, result = call
         if chat is None:
             context = message.get("contextId")
             chat = Chat(random_id(), context if isinstance(context, str) and context
@@ -386,7 +394,7 @@ class A2ABinding:
         asked = {**message, "taskId": chat.id, "contextId": chat.context_id}
         reply["taskId"], reply["contextId"] = chat.id, chat.context_id
         chat.add(asked, reply, tool, result)
-        answer = {"task": chat.task()}
+        answer = {"task": chat.task(_history_length(configuration))}
         if rpc.method == "SendMessage":
             return _json(jsonrpc.success(rpc.id, answer))
         return _sse(_once(rpc.id, answer))
@@ -571,14 +579,15 @@ class Chat:
     :data:`MAX_KEPT` bytes is kept as a note of its size).
     """
 
-    __slots__ = ("artifacts", "context_id", "history", "id", "listeners", "message",
-                 "order", "state", "updated")
+    __slots__ = ("answers", "artifacts", "context_id", "history", "id", "listeners",
+                 "message", "order", "state", "updated")
 
     def __init__(self, task_id: str, context_id: str) -> None:
         self.id = task_id
         self.context_id = context_id
         self.state = "TASK_STATE_WORKING"
         self.message: dict[str, Any] | None = None
+        self.answers = 0  # given so far (each artifact's number)
         self.history: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
         self.artifacts: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
         self.updated = _now_ms()
@@ -589,8 +598,8 @@ class Chat:
             result: dict[str, Any]) -> None:
         self.history.append(_kept(asked))
         self.history.append(_kept(reply))
-        number = len(self.history) // 2
-        self.artifacts.append(_kept({"artifactId": f"{self.id}-{number}",
+        self.answers += 1
+        self.artifacts.append(_kept({"artifactId": f"{self.id}-{self.answers}",
                                      "name": tool or "help", "parts": reply["parts"]}))
         self.update(self.state, reply)
 
