@@ -215,8 +215,14 @@ def test_a_data_call_comes_before_text_and_text_before_other_data(server: Gatewa
     error = refused(server, "SendMessage", {"message": {
         "messageId": "b3", "role": "ROLE_USER", "parts": [{"data": {"note": 1}}]}}, token)
     assert error["code"] == -32602
-    error = refused(server, "SendMessage", {"message": {"kind": "message"}}, token)
-    assert error["code"] == -32602
+    for message in ({"kind": "message"}, {"role": "ROLE_USER", "parts": [{"text": "help"}]},
+                    {"messageId": "", "role": "ROLE_USER", "parts": [{"text": "help"}]},
+                    {"messageId": "r", "parts": [{"text": "help"}]},
+                    {"messageId": "r", "role": "ROLE_UNSPECIFIED", "parts": [{"text": "h"}]},
+                    {"messageId": "p", "role": "ROLE_USER", "parts": []},
+                    {"messageId": "p", "role": "ROLE_USER", "parts": {"text": "help"}}):
+        error = refused(server, "SendMessage", {"message": message}, token)
+        assert error["code"] == -32602, message
 
 
 def test_help_and_unreadable_text_answer_usage_as_a_success(server: GatewayServer,

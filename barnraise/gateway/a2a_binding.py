@@ -98,6 +98,7 @@ MAX_HISTORY: Final = 50  # messages (and artifacts) kept per conversation
 MAX_KEPT: Final = 4096  # bytes of JSON a kept message may take
 _JOINING: Final = frozenset({"session_create", "session_join"})
 _STREAMING: Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+_ROLES: Final = ("ROLE_USER", "ROLE_AGENT")  # A2A 1.0's Role, but UNSPECIFIED
 _KEEPALIVE: Final = 15.0  # wall seconds between SSE comments on a quiet stream
 
 
@@ -278,9 +279,17 @@ class A2ABinding:
         message = params.get("message")
         if not isinstance(message, dict):
             raise RpcError(jsonrpc.INVALID_PARAMS, "params.message must be an A2A Message")
+        message_id = message.get("messageId")
+        if not isinstance(message_id, str) or not message_id:
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           "params.message.messageId must be a non-empty string")
+        if message.get("role") not in _ROLES:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "params.message.role must be one of "
+                           f"{', '.join(_ROLES)}, not {message.get('role')!r}")
         parts = message.get("parts")
-        if not isinstance(parts, list):
-            raise RpcError(jsonrpc.INVALID_PARAMS, "params.message.parts must be a list")
+        if not isinstance(parts, list) or not parts:
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           "params.message.parts must be a list of one part or more")
         data_parts = [p["data"] for p in parts if isinstance(p, dict) and "data" in p]
         for data in data_parts:
             if isinstance(data, dict) and isinstance(data.get("tool"), str):
