@@ -397,6 +397,17 @@ def test_list_tasks_shows_the_sessions_tasks_after_the_conversations(
     assert ids.index(delegated["id"]) < ids.index(data["task_id"])
     world_task = ok(server, "GetTask", {"id": data["task_id"]}, token)
     assert world_task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    # cancelling a world task is reporting it cancelled, as the policy lets the caller
+    outsider = ok(server, "SendMessage", text_message(
+        f"session_join session_id={session_of(server)} agent_name=Outsider"))["task"]
+    other = parts(outsider["status"]["message"])[0]["token"]
+    error = refused(server, "CancelTask", {"id": data["task_id"]}, other)
+    assert error["code"] == -32002 and error["data"]["success"] is False
+    assert ok(server, "GetTask", {"id": data["task_id"]}, token)["status"]["state"] == \
+        "TASK_STATE_SUBMITTED"
+    cancelled = ok(server, "CancelTask", {"id": data["task_id"]}, token)
+    assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert refused(server, "CancelTask", {"id": data["task_id"]}, token)["code"] == -32002
 
 
 # -- SSE ----------------------------------------------------------------------------------
