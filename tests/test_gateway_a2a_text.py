@@ -320,6 +320,13 @@ def test_what_a_conversation_keeps_is_bounded(server: GatewayServer, token: str,
     slot = server.gateway.hub.slot_for_token(token)
     assert list(slot.chats) == made[1:]  # the oldest go first
     assert refused(server, "GetTask", {"id": made[0]}, token)["code"] == -32001
+    # a stream on a conversation that goes is ended, not left waiting for ever
+    with stream(server, "SubscribeToTask", {"id": made[1]}, token) as answer:
+        seen = events(answer)
+        assert next(seen)[1]["result"]["task"]["id"] == made[1]
+        ok(server, "SendMessage", text_message("help"), token)  # made[1] is the oldest
+        assert list(seen) == []
+    assert made[1] not in slot.chats and slot.streams == 0
 
 
 # -- ListTasks ----------------------------------------------------------------------------

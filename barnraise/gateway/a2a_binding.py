@@ -399,7 +399,9 @@ class A2ABinding:
                         else slot.session_id or random_id())
             slot.chats[chat.id] = chat
             while len(slot.chats) > MAX_CHATS:
-                slot.chats.popitem(last=False)
+                _, forgotten = slot.chats.popitem(last=False)
+                for queue in forgotten.listeners:
+                    queue.put_nowait(None)
         asked = {**message, "taskId": chat.id, "contextId": chat.context_id}
         reply["taskId"], reply["contextId"] = chat.id, chat.context_id
         chat.add(asked, reply, tool, result)
@@ -437,7 +439,7 @@ class A2ABinding:
             self.watch.stop(task_id, queue)
 
     async def _follow_chat(self, request_id: jsonrpc.Id, chat: Chat,
-                           queue: asyncio.Queue[dict[str, Any]],
+                           queue: asyncio.Queue[dict[str, Any] | None],
                            slot: AgentSlot) -> AsyncIterator[bytes]:
         self.hub.stream_opened(slot)
         try:
@@ -449,6 +451,8 @@ class A2ABinding:
                 except TimeoutError:
                     yield b": keep-alive\n\n"
                     continue
+                if update is None:  # forgotten: nothing more will come
+                    return
                 state = update["status"]["state"]
                 yield _event(jsonrpc.success(request_id, {"statusUpdate": update}))
         finally:
@@ -562,7 +566,7 @@ class A2ABinding:
             if chat.state in TERMINAL:
                 raise RpcError(UNSUPPORTED_OPERATION, f"task {task_id} is already "
                                f"{chat.state}: nothing more will happen")
-            chat_queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            chat_queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
             chat.listeners.add(chat_queue)
             return _sse(self._follow_chat(rpc.id, chat, chat_queue, slot))
         if slot.session_id is not None:
@@ -601,7 +605,9 @@ class Chat:
         self.artifacts: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
         self.updated = _now_ms()
         self.order = next(_updates)  # which of two updates in one millisecond came last
-        self.listeners: set[asyncio.Queue[dict[str, Any]]] = set()
+        #: The queues of its subscribers' streams: each update, or None when it is
+        #: forgotten (past :data:`MAX_CHATS`), which ends the stream.
+        self.listeners: set[asyncio.Queue[dict[str, Any] | None]] = set()
 
     def add(self, asked: dict[str, Any], reply: dict[str, Any], tool: str | None,
             result: dict[str, Any]) -> None:
