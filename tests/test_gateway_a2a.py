@@ -191,15 +191,22 @@ def test_streaming_follows_a_task_to_its_terminal_state(server: GatewayServer) -
     run(scenario())
 
 
-def test_a_message_without_a_usable_data_part_gets_a_clear_a2a_error(
+def test_a_message_without_a_usable_part_gets_a_clear_a2a_error(
         server: GatewayServer) -> None:
     session = default_session(server)
 
     async def scenario() -> None:
         token = await join(server.url, session, "Bob", "builder")
         async with a2a_client(server.url, token) as bob:
-            with pytest.raises(ContentTypeNotSupportedError, match="data part"):
-                await responses(bob, user_message(text="please build a wall"))
+            with pytest.raises(ContentTypeNotSupportedError, match="text part"):
+                await responses(bob, ParseDict({"messageId": "f1", "role": "ROLE_USER",
+                                                "parts": [{"url": "https://x.example/a.png"}]},
+                                               Message()))
+            # text is read (tests/test_gateway_a2a_text.py): what is not a call gets help
+            [event] = await responses(bob, user_message(text="please build a wall"))
+            assert event.HasField("task"), event
+            helped = MessageToDict(event.task.status.message)["parts"]
+            assert helped[0]["data"]["success"] and "TOOL key=value" in helped[1]["text"]
             with pytest.raises(InvalidParamsError, match="tool"):
                 await responses(bob, user_message({"build": "a wall"}))
             with pytest.raises(InvalidParamsError, match="arguments"):

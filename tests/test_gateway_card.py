@@ -24,7 +24,7 @@ def test_the_card_is_an_a2a_1_0_agent_card_by_the_sdk_types() -> None:
     assert jsonrpc.url == "http://127.0.0.1:9/a2a/jsonrpc" and jsonrpc.protocol_version == "1.0"
     bearer = parsed.security_schemes["bearer"].http_auth_security_scheme
     assert bearer.scheme == "Bearer"
-    assert list(parsed.default_input_modes) == ["application/json"]
+    assert list(parsed.default_input_modes) == ["text/plain", "application/json"]
 
 
 def test_every_tool_is_in_exactly_one_skill_and_tagged() -> None:

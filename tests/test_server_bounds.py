@@ -186,6 +186,13 @@ def test_a_view_socket_that_is_not_watching_is_closed() -> None:
 
         assert asyncio.run(scenario()) == 1008
         assert server.gateway.counters["auth_timeout"] == 1
+        # with a view, GET / is its page and POST / the A2A binding (docs/gateway.md)
+        page = httpx.get(server.url + "/", timeout=10)
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        rpc = httpx.post(server.url + "/", timeout=10, json={
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+                "messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "help"}]}}})
+        assert rpc.status_code == 401 and rpc.json()["error"]["code"] == -32040
 
 
 # -- more connections than the server holds ----------------------------------------------

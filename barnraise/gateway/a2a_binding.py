@@ -1,27 +1,42 @@
-"""The A2A 1.0 JSON-RPC binding: tool calls as A2A messages, delegations as A2A tasks.
+"""The A2A 1.0 JSON-RPC binding: tool calls as A2A messages, conversations and
+delegations as A2A tasks.
 
-``POST /a2a/jsonrpc`` (the URL on the agent card) serves:
+``POST /a2a/jsonrpc`` (the URL on the agent card) and ``POST /`` (the base URL, where
+generic clients post) serve, the same:
 
-``SendMessage``           the message's data part ``{"tool": NAME, "arguments": {...}}``
-                          is called as the caller; the answer is an agent Message whose
-                          data part is the tool's result dict (``Client.call``'s dict).
-                          A successful ``task_delegate`` answers with a **Task** instead.
-``SendStreamingMessage``  the same over SSE; for a Task, ``TaskStatusUpdateEvent``s
-                          follow until the task reaches a terminal state.
-``GetTask``, ``ListTasks``, ``CancelTask``   the caller's session's tasks.
+``SendMessage``           the message's call is made as the caller: a data part
+                          ``{"tool": NAME, "arguments": {...}}``, or else its text
+                          (:mod:`barnraise.gateway.text_calls`: ``TOOL key=value ...``,
+                          the same JSON as text, or ``help``). Every answer is an agent
+                          message with the tool's result dict as a data part and a
+                          short text rendering of it beside.
+``SendStreamingMessage``  the same over SSE.
+``GetTask``, ``ListTasks``, ``CancelTask``   the caller's conversations and its
+                          session's tasks.
 ``SubscribeToTask``       the Task, then its status updates over SSE until terminal.
 
-A Task's id is the barnraise task id and its ``contextId`` the session id. Its
-state follows the task: pending or blocked -> ``TASK_STATE_SUBMITTED``;
-in_progress -> ``WORKING``; awaiting_approval -> ``INPUT_REQUIRED``;
-completed -> ``COMPLETED``; failed -> ``FAILED``; cancelled -> ``CANCELED``.
-Its metadata holds the barnraise task record; a result becomes an artifact.
+Which answers are Tasks, decided once: **a text message is a conversation**, so its
+answer is a Task (a :class:`Chat`): a message without ``taskId`` opens one, in state
+``TASK_STATE_WORKING`` until the caller cancels it, with the message's
+``contextId`` (the session's id if it gave none); one with a conversation's
+``taskId`` goes on in it. The answer is the Task's status message; each message and
+answer joins its history, each result its artifacts. **A data part is a call**, so
+its answer is the Message itself, except a successful ``task_delegate``, whose
+answer is the world's **Task** (its id the barnraise task id, its ``contextId`` the
+session, its state following the task: pending or blocked -> ``SUBMITTED``;
+in_progress -> ``WORKING``; awaiting_approval -> ``INPUT_REQUIRED``; completed ->
+``COMPLETED``; failed -> ``FAILED``; cancelled -> ``CANCELED``; the record in its
+metadata, a result as an artifact). A data part sent with a conversation's
+``taskId`` goes on in the conversation.
 
 Identity: ``session_join`` or ``session_create`` need no token, and their
-result carries one; every other call needs ``Authorization: Bearer TOKEN``
-(401 otherwise, counted). A message with no usable data part gets
-``ContentTypeNotSupported`` (-32005, no data part) or ``InvalidParams``
-(-32602, a data part that is not ``{"tool": ..., "arguments": {...}}``).
+result carries one; every other call, ``help`` included, needs
+``Authorization: Bearer TOKEN`` (401 otherwise, counted; the refusal says how to join).
+A message with neither a text nor a data part gets ``ContentTypeNotSupported``
+(-32005); data parts none of which is a tool call, ``InvalidParams`` (-32602). A
+missing task is -32001, a task that cannot be cancelled -32002, a bad ListTasks or
+GetTask parameter -32602; a streaming method's refusal is one SSE ``error`` event
+when the client asked for a stream (``Accept: text/event-stream``).
 A request reaches this binding only past the gateway's one edge rule
 (:class:`~barnraise.gateway.server.EdgeMiddleware`: this server's ``Host``, no
 foreign ``Origin``, ``Content-Type: application/json``); its body is bounded in
@@ -36,21 +51,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
-from barnraise.gateway import jsonrpc
+from barnraise.gateway import jsonrpc, text_calls
 from barnraise.gateway.hub import AgentSlot, Hub, Refused
 from barnraise.gateway.jsonrpc import RpcError
 from barnraise.gateway.ws import bearer_token
 from barnraise.sim.events import TASK_EVENTS, status_after
 from barnraise.sim.messages import Message
+from barnraise.sim.tokens import random_id
 from barnraise.sim.tools import TOOLS
 
-__all__ = ["STATE_OF", "A2ABinding", "TaskWatch"]
+__all__ = ["MAX_CHATS", "STATE_OF", "A2ABinding", "Chat", "TaskWatch"]
 
 # A2A's own error codes (a2a.utils.errors.JSON_RPC_ERROR_CODE_MAP).
 TASK_NOT_FOUND: Final = -32001
@@ -68,13 +87,18 @@ STATE_OF: Final = {
     "cancelled": "TASK_STATE_CANCELED",
 }
 TERMINAL: Final = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED",
-                             "TASK_STATE_CANCELED"})
-_STATUS_FILTER: Final = {
-    "TASK_STATE_SUBMITTED": ("pending", "blocked"), "TASK_STATE_WORKING": ("in_progress",),
-    "TASK_STATE_INPUT_REQUIRED": ("in_progress",), "TASK_STATE_COMPLETED": ("completed",),
-    "TASK_STATE_FAILED": ("failed",), "TASK_STATE_CANCELED": ("cancelled",),
-}
+                             "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"})
+#: A2A 1.0's TaskState names (but UNSPECIFIED, which filters nothing).
+TASK_STATES: Final = frozenset({*STATE_OF.values(), "TASK_STATE_REJECTED",
+                                "TASK_STATE_AUTH_REQUIRED"})
+PAGE_SIZE: Final = 50  # ListTasks' page when pageSize is not given
+MAX_PAGE_SIZE: Final = 100
+MAX_CHATS: Final = 200  # conversations kept per agent, the oldest dropped past it
+MAX_HISTORY: Final = 50  # messages (and artifacts) kept per conversation
+MAX_KEPT: Final = 4096  # bytes of JSON a kept message may take
 _JOINING: Final = frozenset({"session_create", "session_join"})
+_STREAMING: Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+_ROLES: Final = ("ROLE_USER", "ROLE_AGENT")  # A2A 1.0's Role, but UNSPECIFIED
 _KEEPALIVE: Final = 15.0  # wall seconds between SSE comments on a quiet stream
 
 
@@ -158,9 +182,12 @@ def task_of(record: dict[str, Any], session_id: str | None,
 class A2ABinding:
     """The Starlette endpoint of the A2A JSON-RPC binding (see the module doc)."""
 
-    def __init__(self, hub: Hub, watch: TaskWatch) -> None:
+    def __init__(self, hub: Hub, watch: TaskWatch, *,
+                 offered: Callable[[], str | None] = lambda: None) -> None:
+        """``offered``: the session an outsider is told to join (in ``help``)."""
         self.hub = hub
         self.watch = watch
+        self._offered = offered
         self.counters = hub.counters
         self._ids = itertools.count(1)
 
@@ -220,7 +247,12 @@ class A2ABinding:
         except RpcError as exc:
             if not exc.counted:
                 self.counters.add(jsonrpc.COUNTER.get(exc.code, "refused"))
-            return _json(jsonrpc.error(rpc.id, exc.code, exc.message, exc.data))
+            refusal = jsonrpc.error(rpc.id, exc.code, exc.message, exc.data)
+            if rpc.method in _STREAMING and "text/event-stream" in request.headers.get(
+                    "accept", ""):
+                # a client that asked for a stream reads the refusal as its one event
+                return _sse(_refusal(refusal))
+            return _json(refusal)
 
     async def _body(self, request: Request) -> bytes | None:
         limit = self.hub.limits.max_frame
@@ -240,51 +272,101 @@ class A2ABinding:
 
     # -- SendMessage ----------------------------------------------------------------------
 
-    def _tool_call(self, params: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    def _read(self, params: dict[str, Any]) -> tuple[dict[str, Any], str | None,
+                                                     dict[str, Any], bool]:
+        """The message, and the call it asks for: ``(message, tool, arguments, text)``,
+        ``tool`` None for help; ``text`` when it was written as a text part."""
         message = params.get("message")
         if not isinstance(message, dict):
             raise RpcError(jsonrpc.INVALID_PARAMS, "params.message must be an A2A Message")
+        message_id = message.get("messageId")
+        if not isinstance(message_id, str) or not message_id:
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           "params.message.messageId must be a non-empty string")
+        if message.get("role") not in _ROLES:
+            raise RpcError(jsonrpc.INVALID_PARAMS, "params.message.role must be one of "
+                           f"{', '.join(_ROLES)}, not {message.get('role')!r}")
         parts = message.get("parts")
-        if not isinstance(parts, list):
-            raise RpcError(jsonrpc.INVALID_PARAMS, "params.message.parts must be a list")
+        if not isinstance(parts, list) or not parts:
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           "params.message.parts must be a list of one part or more")
         data_parts = [p["data"] for p in parts if isinstance(p, dict) and "data" in p]
-        if not data_parts:
-            raise RpcError(CONTENT_TYPE_NOT_SUPPORTED,
-                           "this agent takes a data part {\"tool\": NAME, \"arguments\": {...}} "
-                           "(see the skills on the agent card); the message has none")
-        data = data_parts[0]
-        if not isinstance(data, dict) or not isinstance(data.get("tool"), str):
+        for data in data_parts:
+            if isinstance(data, dict) and isinstance(data.get("tool"), str):
+                arguments = data.get("arguments", {})
+                if arguments is None:
+                    arguments = {}
+                if not isinstance(arguments, dict):
+                    raise RpcError(jsonrpc.INVALID_PARAMS,
+                                   "the data part's arguments must be an object")
+                return message, data["tool"], _integral(arguments), False
+        texts = [p["text"] for p in parts if isinstance(p, dict)
+                 and isinstance(p.get("text"), str)]
+        if texts:
+            # bounded as a data part is: by the body's bound, and in depth by loads
+            call = text_calls.read_call("\n".join(texts), TOOLS)
+            if call is None:
+                return message, None, {}, True
+            return message, call[0], _integral(call[1]), True
+        if data_parts:
             raise RpcError(jsonrpc.INVALID_PARAMS, "the data part must be an object "
                            "{\"tool\": NAME, \"arguments\": {...}}")
-        arguments = data.get("arguments", {})
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            raise RpcError(jsonrpc.INVALID_PARAMS, "the data part's arguments must be an object")
-        return data["tool"], _integral(arguments), message
+        raise RpcError(CONTENT_TYPE_NOT_SUPPORTED,
+                       "this agent reads a text part (a tool call as TOOL key=value ..., or "
+                       "help) or a data part {\"tool\": NAME, \"arguments\": {...}}; the "
+                       "message has neither")
 
     async def _send_message(self, rpc: jsonrpc.Request, slot: AgentSlot | None) -> Response:
-        tool, arguments, message = self._tool_call(rpc.params)
+        message, tool, arguments, text = self._read(rpc.params)
+        configuration = rpc.params.get("configuration")
+        configuration = {} if configuration is None else configuration
+        if not isinstance(configuration, dict):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "params.configuration must be an object")
+        _history_length(configuration)  # checked before anything is done
+        chats: dict[str, Chat] = slot.chats if slot is not None else {}
+        chat_id = message.get("taskId")
+        chat: Chat | None = None
+        # a message of a conversation under way: a text one with any taskId, a data
+        # one with a conversation's (a data part's other taskIds are not read)
+        if chat_id is not None and (text or (isinstance(chat_id, str) and chat_id in chats)):
+            chat = chats.get(chat_id) if isinstance(chat_id, str) else None
+            if chat is None:
+                raise RpcError(TASK_NOT_FOUND, f"task {chat_id!r} not found among this "
+                               "agent's")
+            if chat.state in TERMINAL:
+                raise RpcError(UNSUPPORTED_OPERATION, f"task {chat_id} is "
+                               f"{chat.state}: start a new one (send without taskId)")
         if slot is None:
             if tool not in _JOINING:
                 self.counters.add("unauthenticated")
-                return _unauthorized(rpc.id, f"{tool} needs the bearer token that "
-                                     "session_join returned")
+                what = "help" if tool is None else tool
+                return _unauthorized(rpc.id, f"{what} needs the bearer token that session_join "
+                                     "returned; join first: "
+                                     + text_calls.usage(TOOLS, self._default_session()))
             try:
                 slot = self.hub.new_slot()
             except Refused as exc:
                 self.counters.add(exc.reason)
                 raise RpcError(jsonrpc.INVALID_REQUEST, str(exc), counted=True) from None
-        if tool == "task_delegate" and slot.session_id is not None:
-            self.watch.follow(slot.session_id)
-        message_id = message.get("messageId")
-        call_id = f"a2a:{message_id}" if isinstance(message_id, str) and message_id else None
-        try:
-            result = await self.hub.call(slot, tool, arguments, call_id)
-        finally:
-            self.hub.forget(slot)  # a join that failed leaves no agent behind
+        if tool is None:
+            self.counters.add("a2a_help")
+            result: dict[str, Any] = {
+                "success": True, "tools": list(TOOLS),
+                "usage": text_calls.usage(TOOLS, slot.session_id or self._default_session())}
+        else:
+            if tool == "task_delegate" and slot.session_id is not None:
+                self.watch.follow(slot.session_id)
+            message_id = message.get("messageId")
+            call_id = f"a2a:{message_id}" if isinstance(message_id, str) and message_id else None
+            try:
+                result = await self.hub.call(slot, tool, arguments, call_id)
+            finally:
+                self.hub.forget(slot)  # a join that failed leaves no agent behind
         context_id = slot.session_id or message.get("contextId")
-        reply = _data_message(result, context_id, f"reply-{next(self._ids)}")
+        reply = _answer(result, tool, context_id, f"reply-{next(self._ids)}")
+        if text or chat is not None:
+            return self._converse(rpc, slot, chat, message, (tool, result), reply,
+                                  configuration)
         if tool != "task_delegate" or not result.get("success") or tool not in TOOLS:
             answer = {"message": reply}
             if rpc.method == "SendMessage":
@@ -304,6 +386,32 @@ class A2ABinding:
             self.watch.stop(task_id, queue)
             return _json(jsonrpc.success(rpc.id, {"task": task}))
         return _sse(self._follow(rpc.id, task, queue, context_id, slot))
+
+    def _converse(self, rpc: jsonrpc.Request, slot: AgentSlot, chat: Chat | None,
+                  message: dict[str, Any], call: tuple[str | None, dict[str, Any]],
+                  reply: dict[str, Any], configuration: dict[str, Any]) -> Response:
+        """Answer a conversation's message with its Task (see the module doc), its
+        history as long as ``configuration.historyLength`` asks (all kept if unsaid)."""
+        tool, result = call
+        if chat is None:
+            context = message.get("contextId")
+            chat = Chat(random_id(), context if isinstance(context, str) and context
+                        else slot.session_id or random_id())
+            slot.chats[chat.id] = chat
+            while len(slot.chats) > MAX_CHATS:
+                _, forgotten = slot.chats.popitem(last=False)
+                for queue in forgotten.listeners:
+                    queue.put_nowait(None)
+        asked = {**message, "taskId": chat.id, "contextId": chat.context_id}
+        reply["taskId"], reply["contextId"] = chat.id, chat.context_id
+        chat.add(asked, reply, tool, result)
+        answer = {"task": chat.task(_history_length(configuration))}
+        if rpc.method == "SendMessage":
+            return _json(jsonrpc.success(rpc.id, answer))
+        return _sse(_once(rpc.id, answer))
+
+    def _default_session(self) -> str | None:
+        return self._offered()
 
     async def _follow(self, request_id: jsonrpc.Id, task: dict[str, Any],
                       queue: asyncio.Queue[str], context_id: str | None,
@@ -330,17 +438,45 @@ class A2ABinding:
             self.hub.stream_closed(slot)
             self.watch.stop(task_id, queue)
 
+    async def _follow_chat(self, request_id: jsonrpc.Id, chat: Chat,
+                           queue: asyncio.Queue[dict[str, Any] | None],
+                           slot: AgentSlot) -> AsyncIterator[bytes]:
+        self.hub.stream_opened(slot)
+        try:
+            yield _event(jsonrpc.success(request_id, {"task": chat.task()}))
+            state = chat.state
+            while state not in TERMINAL:
+                try:
+                    update = await asyncio.wait_for(queue.get(), _KEEPALIVE)
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                if update is None:  # forgotten: nothing more will come
+                    return
+                state = update["status"]["state"]
+                yield _event(jsonrpc.success(request_id, {"statusUpdate": update}))
+        finally:
+            self.hub.stream_closed(slot)
+            chat.listeners.discard(queue)
+
     # -- tasks ----------------------------------------------------------------------------
 
-    async def _record(self, slot: AgentSlot, task_id: str) -> dict[str, Any]:
+    async def _records(self, slot: AgentSlot) -> list[dict[str, Any]]:
+        """The task records of the caller's session (none outside one)."""
+        if slot.session_id is None:
+            return []
         found = await self.hub.call(slot, "task_get_queue", {"filter": {"status": "all"}})
         if not found.get("success"):
             raise RpcError(jsonrpc.INVALID_REQUEST, f"task_get_queue: {found.get('message')}",
                            found)
-        for record in found.get("tasks", ()):
+        return [dict(record) for record in found.get("tasks", ())]
+
+    async def _record(self, slot: AgentSlot, task_id: str) -> dict[str, Any]:
+        for record in await self._records(slot):
             if record.get("task_id") == task_id:
-                return dict(record)
-        raise RpcError(TASK_NOT_FOUND, f"no task {task_id!r} in session {slot.session_id}")
+                return record
+        raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found among this agent's "
+                       f"(session {slot.session_id})")
 
     def _task_id(self, params: dict[str, Any]) -> str:
         task_id = params.get("id")
@@ -349,54 +485,90 @@ class A2ABinding:
         return task_id
 
     async def _get_task(self, slot: AgentSlot, params: dict[str, Any]) -> dict[str, Any]:
-        return task_of(await self._record(slot, self._task_id(params)), slot.session_id)
+        task_id = self._task_id(params)
+        length = _history_length(params)
+        chat: Chat | None = slot.chats.get(task_id)
+        if chat is not None:
+            return chat.task(length)
+        return task_of(await self._record(slot, task_id), slot.session_id)
 
     async def _list_tasks(self, slot: AgentSlot, params: dict[str, Any]) -> dict[str, Any]:
         context = params.get("contextId")
-        if context and context != slot.session_id:
-            raise RpcError(jsonrpc.INVALID_PARAMS, f"contextId {context!r} is not this "
-                           f"agent's session ({slot.session_id})")
-        state = params.get("status") or "TASK_STATE_UNSPECIFIED"
-        size = params.get("pageSize") or 50
-        if type(size) is not int or not 1 <= size <= 100:
-            raise RpcError(jsonrpc.INVALID_PARAMS, "pageSize must be an integer 1..100")
+        if context is not None and not isinstance(context, str):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "contextId must be a string")
+        state = params.get("status")
+        if state is None or state == "TASK_STATE_UNSPECIFIED":
+            state = None
+        elif state not in TASK_STATES:
+            raise RpcError(jsonrpc.INVALID_PARAMS, f"status {state!r} is not a TaskState "
+                           f"({', '.join(sorted(TASK_STATES))})")
+        size = params.get("pageSize")
+        size = PAGE_SIZE if size is None else size
+        if type(size) is not int or not 1 <= size <= MAX_PAGE_SIZE:
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           f"pageSize must be an integer 1..{MAX_PAGE_SIZE} (default "
+                           f"{PAGE_SIZE}), not {size!r}")
         token = params.get("pageToken") or "0"
-        if not isinstance(token, str) or not token.isdigit():
-            raise RpcError(jsonrpc.INVALID_PARAMS, "pageToken must be one this server gave")
-        found = await self.hub.call(slot, "task_get_queue", {"filter": {"status": "all"}})
-        if not found.get("success"):
-            raise RpcError(jsonrpc.INVALID_REQUEST, f"task_get_queue: {found.get('message')}",
-                           found)
-        records = list(found.get("tasks", ()))
-        if state != "TASK_STATE_UNSPECIFIED":
-            wanted = _STATUS_FILTER.get(state)
-            if wanted is None:
-                raise RpcError(jsonrpc.INVALID_PARAMS, f"unknown status {state!r}")
-            records = [r for r in records if r.get("status") in wanted
-                       or (state == "TASK_STATE_INPUT_REQUIRED"
-                           and r.get("status") == "awaiting_approval")]
-            if state == "TASK_STATE_WORKING":
-                records = [r for r in records if r.get("status") == "in_progress"]
+        if not isinstance(token, str) or not token.isdigit() or len(token) > 9:
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           f"pageToken {token!r} is not one this server gave")
+        length = _history_length(params)
+        after = _after(params)
+        artifacts = params.get("includeArtifacts", False)
+        if not isinstance(artifacts, bool):
+            raise RpcError(jsonrpc.INVALID_PARAMS, "includeArtifacts must be true or false")
+        chats = sorted(slot.chats.values(), key=lambda c: (c.updated, c.order), reverse=True)
+        tasks = [chat.task(length if length is not None else 0, artifacts)
+                 for chat in chats
+                 if (context is None or chat.context_id == context)
+                 and (state is None or chat.state == state)
+                 and (after is None or chat.updated > after)]
+        if after is None and context in (None, slot.session_id):
+            # the session's own tasks: they carry no timestamp, and come after
+            for record in await self._records(slot):
+                task = task_of(record, slot.session_id)
+                if state is None or task["status"]["state"] == state:
+                    if not artifacts:
+                        task.pop("artifacts", None)
+                    tasks.append(task)
         start = int(token)
-        page = records[start:start + size]
-        following = start + size if start + size < len(records) else None
-        return {"tasks": [task_of(r, slot.session_id) for r in page],
+        if start > len(tasks):
+            raise RpcError(jsonrpc.INVALID_PARAMS,
+                           f"pageToken {token!r} is past the last of {len(tasks)} tasks")
+        page = tasks[start:start + size]
+        following = start + size if start + size < len(tasks) else None
+        return {"tasks": page,
                 "nextPageToken": str(following) if following is not None else "",
-                "pageSize": size, "totalSize": len(records)}
+                "pageSize": len(page), "totalSize": len(tasks)}
 
     async def _cancel(self, slot: AgentSlot, params: dict[str, Any]) -> dict[str, Any]:
         task_id = self._task_id(params)
+        chat: Chat | None = slot.chats.get(task_id)
+        if chat is not None:
+            if chat.state in TERMINAL:
+                raise RpcError(TASK_NOT_CANCELABLE, f"task {task_id} is already {chat.state}")
+            chat.update("TASK_STATE_CANCELED")
+            return chat.task()
         done = await self.hub.call(slot, "task_report", {
             "task_id": task_id, "status": "cancelled", "message": "cancelled over A2A"})
         if not done.get("success"):
-            if done.get("error") == "task_not_found":
-                raise RpcError(TASK_NOT_FOUND, str(done.get("message")), done)
+            if done.get("error") in ("task_not_found", "not_a_member", "invalid_arguments"):
+                raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found among this "
+                               f"agent's: {done.get('message')}", done)
             raise RpcError(TASK_NOT_CANCELABLE, f"{done.get('error')}: {done.get('message')}",
                            done)
         return task_of(await self._record(slot, task_id), slot.session_id)
 
     async def _subscribe(self, rpc: jsonrpc.Request, slot: AgentSlot) -> Response:
         task_id = self._task_id(rpc.params)
+        chat: Chat | None = slot.chats.get(task_id)
+        if chat is not None:
+            if chat.state in TERMINAL:
+                raise RpcError(UNSUPPORTED_OPERATION, f"task {task_id} is already "
+                               f"{chat.state}: nothing more will happen")
+            chat_queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+            chat.listeners.add(chat_queue)
+            return _sse(self._follow_chat(rpc.id, chat, chat_queue, slot))
         if slot.session_id is not None:
             self.watch.follow(slot.session_id)
         queue = self.watch.listen(task_id)
@@ -409,6 +581,134 @@ class A2ABinding:
             self.watch.stop(task_id, queue)
             raise
         return _sse(self._follow(rpc.id, task, queue, slot.session_id, slot))
+
+
+class Chat:
+    """One A2A conversation: the Task a text message opens (see the module doc).
+
+    It is ``TASK_STATE_WORKING`` from its first message until it is cancelled; each
+    message and answer joins its history, each answer's result its artifacts, both
+    bounded (:data:`MAX_HISTORY`, the oldest dropped; a message whose JSON is over
+    :data:`MAX_KEPT` bytes is kept as a note of its size).
+    """
+
+    __slots__ = ("answers", "artifacts", "context_id", "history", "id", "listeners",
+                 "message", "order", "state", "updated")
+
+    def __init__(self, task_id: str, context_id: str) -> None:
+        self.id = task_id
+        self.context_id = context_id
+        self.state = "TASK_STATE_WORKING"
+        self.message: dict[str, Any] | None = None
+        self.answers = 0  # given so far (each artifact's number)
+        self.history: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
+        self.artifacts: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
+        self.updated = _now_ms()
+        self.order = next(_updates)  # which of two updates in one millisecond came last
+        #: The queues of its subscribers' streams: each update, or None when it is
+        #: forgotten (past :data:`MAX_CHATS`), which ends the stream.
+        self.listeners: set[asyncio.Queue[dict[str, Any] | None]] = set()
+
+    def add(self, asked: dict[str, Any], reply: dict[str, Any], tool: str | None,
+            result: dict[str, Any]) -> None:
+        self.history.append(_kept(asked))
+        self.history.append(_kept(reply))
+        self.answers += 1
+        self.artifacts.append(_kept({"artifactId": f"{self.id}-{self.answers}",
+                                     "name": tool or "help", "parts": reply["parts"]}))
+        self.update(self.state, reply)
+
+    def update(self, state: str, message: dict[str, Any] | None = None) -> None:
+        self.state = state
+        self.message = message
+        self.updated = _now_ms()
+        self.order = next(_updates)
+        update = {"taskId": self.id, "contextId": self.context_id, "status": self._status()}
+        for queue in self.listeners:
+            queue.put_nowait(update)
+
+    def _status(self) -> dict[str, Any]:
+        status: dict[str, Any] = {"state": self.state, "timestamp": _timestamp(self.updated)}
+        if self.message is not None:
+            status["message"] = self.message
+        return status
+
+    def task(self, history_length: int | None = None,
+             artifacts: bool = True) -> dict[str, Any]:
+        """The A2A Task: all its kept history, or the last ``history_length`` messages."""
+        task: dict[str, Any] = {"id": self.id, "contextId": self.context_id,
+                                "status": self._status()}
+        history = list(self.history)
+        if history_length is not None:
+            history = history[len(history) - history_length:] if history_length else []
+        if history:
+            task["history"] = history
+        if artifacts and self.artifacts:
+            task["artifacts"] = list(self.artifacts)
+        return task
+
+
+def _kept(message: dict[str, Any]) -> dict[str, Any]:
+    size = len(jsonrpc.dumps(message))
+    if size <= MAX_KEPT:
+        return message
+    note = {"text": f"({size} bytes, over the {MAX_KEPT} kept of each message)"}
+    return {**{k: v for k, v in message.items() if k != "parts"}, "parts": [note]}
+
+
+def _answer(result: dict[str, Any], tool: str | None, context_id: str | None,
+            message_id: str) -> dict[str, Any]:
+    """An agent Message: the result as a data part, and its short text rendering."""
+    answer = _data_message(result, context_id, message_id)
+    answer["parts"].append({"text": text_calls.render(tool, result),
+                            "mediaType": "text/plain"})
+    return answer
+
+
+def _history_length(params: dict[str, Any]) -> int | None:
+    length = params.get("historyLength")
+    if length is None:
+        return None
+    if type(length) is not int or length < 0:
+        raise RpcError(jsonrpc.INVALID_PARAMS,
+                       f"historyLength must be a whole number 0 or more, not {length!r}")
+    return length
+
+
+def _after(params: dict[str, Any]) -> int | None:
+    """``statusTimestampAfter`` (``lastUpdatedAfter`` too) in whole milliseconds since
+    1970 (the precision of the timestamps shown), or None."""
+    given = {k: params[k] for k in ("statusTimestampAfter", "lastUpdatedAfter")
+             if params.get(k) is not None}
+    if not given:
+        return None
+    if len(given) > 1:
+        raise RpcError(jsonrpc.INVALID_PARAMS,
+                       "give statusTimestampAfter or lastUpdatedAfter, not both")
+    [(name, value)] = given.items()
+    if type(value) is int and value >= 0:  # milliseconds since the epoch
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            when = datetime.fromisoformat(value)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            return (when - _EPOCH) // timedelta(milliseconds=1)
+    raise RpcError(jsonrpc.INVALID_PARAMS, f"{name} must be an RFC 3339 timestamp "
+                   f"(2026-11-28T21:00:00Z) or milliseconds since 1970, not {value!r}")
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_updates: Final = itertools.count()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _timestamp(ms: int) -> str:
+    """RFC 3339, UTC, to the millisecond."""
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def _integral(value: Any) -> Any:
@@ -435,6 +735,10 @@ def _unauthorized(request_id: jsonrpc.Id, text: str) -> Response:
 
 def _event(payload: bytes) -> bytes:
     return b"data: " + payload + b"\n\n"
+
+
+async def _refusal(error: bytes) -> AsyncIterator[bytes]:
+    yield b"event: error\n" + _event(error)
 
 
 async def _once(request_id: jsonrpc.Id, answer: dict[str, Any]) -> AsyncIterator[bytes]:

@@ -28,6 +28,8 @@ A2A_PROTOCOL_VERSION: Final = "1.0"
 CARD_PATHS: Final = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 #: The A2A JSON-RPC binding (HTTP POST, SSE for the streaming methods).
 RPC_PATH: Final = "/a2a/jsonrpc"
+#: What a message may carry and an answer carries: a text part and a data part.
+MODES: Final = ("text/plain", "application/json")
 #: The WebSocket endpoint: JSON-RPC 2.0 frames, one method per tool.
 WS_PATH: Final = "/a2a"
 
@@ -69,12 +71,14 @@ def _skill(group: str, members: list[Tool]) -> dict[str, Any]:
     return {
         "id": group,
         "name": title,
-        "description": f"{text} Send a data part {{\"tool\": NAME, \"arguments\": {{...}}}}; "
-                       f"the answer's data part is the tool's result. Tools: {listing}",
+        "description": f"{text} Send a text part TOOL key=value ... (or help), or a data "
+                       f"part {{\"tool\": NAME, \"arguments\": {{...}}}}; the answer's data "
+                       f"part is the tool's result, its text part says it briefly. Tools: "
+                       f"{listing}",
         "tags": [group, *services, *(t.name for t in members)],
         "examples": [example],
-        "inputModes": ["application/json"],
-        "outputModes": ["application/json"],
+        "inputModes": list(MODES),
+        "outputModes": list(MODES),
     }
 
 
@@ -89,8 +93,8 @@ def agent_card(base_url: str, *, version: str, tools: Mapping[str, Tool] = TOOLS
             "A barnraise session world: many agents build one thing together on a shared "
             "tile canvas. Join with session_join (no token needed); its result carries a "
             "bearer token for every later call. Every tool of the table is a skill "
-            "group below; a call is a message with one data part "
-            "{\"tool\": NAME, \"arguments\": {...}}."),
+            "group below; a call is a message with a text part TOOL key=value ... "
+            "(send help for the list) or a data part {\"tool\": NAME, \"arguments\": {...}}."),
         "version": version,
         "supportedInterfaces": [
             {"url": base + RPC_PATH, "protocolBinding": "JSONRPC",
@@ -107,7 +111,7 @@ def agent_card(base_url: str, *, version: str, tools: Mapping[str, Tool] = TOOLS
                 "description": "The token in the result of session_join (or "
                                "session_create); it names the agent that calls."}},
         },
-        "defaultInputModes": ["application/json"],
-        "defaultOutputModes": ["application/json"],
+        "defaultInputModes": list(MODES),
+        "defaultOutputModes": list(MODES),
         "skills": [_skill(group, members) for group, members in tool_groups(tools).items()],
     }

@@ -163,7 +163,7 @@ class Gateway:
         self.hub = Hub(world.simulation, limits=limits, agents=agents, agent_ttl=agent_ttl)
         self.counters = self.hub.counters
         self.watch = TaskWatch(self.hub)
-        self.a2a = A2ABinding(self.hub, self.watch)
+        self.a2a = A2ABinding(self.hub, self.watch, offered=self.offered_session)
         self.mcp = McpSurface(self.hub, version=version())
         self.allowed_origins = frozenset(o.rstrip("/") for o in allowed_origins)
         self.allowed_hosts = check_hosts(allowed_hosts)
@@ -179,6 +179,9 @@ class Gateway:
         self.routes: list[BaseRoute] = [
             *(Route(path, self._card, methods=["GET"]) for path in CARD_PATHS),
             Route(RPC_PATH, self.a2a.endpoint, methods=["POST"]),
+            # the binding at the base URL too, where generic A2A clients post; a GET of
+            # / is the live view's page when a view is added (docs/gateway.md)
+            Route("/", self.a2a.endpoint, methods=["POST"]),
             WebSocketRoute(WS_PATH, self._websocket),
             Route(MCP_PATH, McpFrameLimits(StreamableHTTPASGIApp(self._mcp_manager),
                                            self.hub.limits.max_frame, self.counters)),
@@ -280,21 +283,28 @@ class Gateway:
     async def _health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
 
+    def offered_session(self) -> str | None:
+        """The one session an outsider is offered to join: the world's default, or its
+        only one."""
+        offered = self.world.default_session
+        if offered is None:
+            sessions = self.world.simulation.sessions()
+            if len(sessions) == 1:
+                offered = sessions[0]
+        return offered
+
     def counts(self) -> dict[str, Any]:
         """What /stats shows without the operator token: counts, and the one session an
         outsider is offered to join (the world's default, or its only one); no other
         session's id, no names, no members."""
         slots = self.hub.slots
         sessions = self.world.simulation.sessions()
-        offered = self.world.default_session
-        if offered is None and len(sessions) == 1:
-            offered = sessions[0]
         return {
             "counters": self.counters.snapshot(),
             "agents": len(slots),
             "unacknowledged": sum(len(s.outbox) for s in slots.values()),
             "sessions": len(sessions),
-            "default_session": offered,
+            "default_session": self.offered_session(),
             "now": self.world.simulation.now,
             "details": "send Authorization: Bearer OPERATOR_TOKEN for sessions and members",
         }

@@ -158,6 +158,9 @@ class AgentSlot:
         #: The loop time it was last heard from, and its SSE streams open now.
         self.heard = 0.0
         self.streams = 0
+        #: Its A2A conversations (task id -> ``a2a_binding.Chat``), oldest first,
+        #: at most ``a2a_binding.MAX_CHATS``: they go when the agent does.
+        self.chats: OrderedDict[str, Any] = OrderedDict()
 
     @property
     def session_id(self) -> str | None:
