@@ -94,6 +94,17 @@ def _figure(width: float, height: float) -> Figure:
         formatter is registered it wins, and this method is not called.
         """
 
+        def savefig(self, *args: Any, **kwargs: Any) -> None:
+            """Lay the figure out once more before it is drawn into the file.
+
+            One pass of constrained layout, on a figure never drawn, left
+            ``canvas.png``'s y labels ("100", "120") and its legend past the edges;
+            a second pass, measuring what the first drew, keeps every label inside
+            (tests/test_plots.py measures them against the figure's box).
+            """
+            self.draw_without_rendering()
+            super().savefig(*args, **kwargs)
+
         def _repr_png_(self) -> bytes:
             buffer = io.BytesIO()
             self.savefig(buffer, format="png")
