@@ -131,11 +131,14 @@ def _resumed_session(simu: Simulation, host: Client, create: Mapping[str, Any]) 
 
 
 def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: int,
-          behaviour: Behaviour | None = None, **params: Any) -> Participant:
+          behaviour: Behaviour | None = None, mailbox: int | None = None,
+          **params: Any) -> Participant:
     """Start one participant of ``role`` (``agent_id`` is also its display name).
 
     The scenario is the session's host: it grants the role first, for a role
     the session grants rather than opens (the architect's, by default).
+    ``mailbox``: the letters it may hold waiting, in its mailbox and in the stash of
+    those its behaviour is not awaiting yet (each 1000 when None, the runtime's default).
 
     In a resumed run (``simu.restored``) an agent of a session the stopped run had
     made is its name's next incarnation and regroups with its crew (``Participant``),
@@ -147,6 +150,8 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
     restored = simu.restored
     resumed = restored is not None and session_id in restored.sessions
     options: dict[str, Any] = {"regroup": True} if resumed else {}
+    if mailbox is not None:
+        options.update(mailbox_capacity=mailbox, stash_limit=mailbox)
     if resumed:
         params.setdefault("published_before", _published_before(simu, agent_id))
     agent: Participant = simu.supervisor.start_child(
