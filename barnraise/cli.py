@@ -18,6 +18,7 @@ import contextlib
 import errno
 import json
 import math
+import pathlib
 import re
 import socket
 import sys
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from barnraise.loading import UnverifiedScript, describe, list_scenarios, load
+from barnraise.outdir import check_run_out, run_identity
 from barnraise.outputs import RunResult, check_out_dir
 from barnraise.runner import (
     ResumeDivergence,
@@ -84,7 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--out", metavar="DIR",
                      help="write summary.json, trace.jsonl, timeseries.csv, agents.csv, "
-                     "events.csv and the run's plots there")
+                     "events.csv and the run's plots there (a folder holding another "
+                     "run's files is refused)")
+    run.add_argument("--overwrite-out", action="store_true",
+                     help="with --out: replace another run's files there")
     run.add_argument("--view", action="store_true",
                      help="watch the run in the browser: serve a live page (its URL is "
                      "printed) that stays up after the run until Ctrl-C; needs the "
@@ -389,6 +394,11 @@ def _run(args: argparse.Namespace) -> int:
                             time_scale=args.time_scale, faults=args.faults, **params)
     if args.out:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
+        check_run_out(args.out, run_identity(
+            getattr(request.module, "NAME", pathlib.Path(request.scenario).stem),
+            request.seed, request.mode, request.params), overwrite=args.overwrite_out)
+    elif args.overwrite_out:
+        raise ScenarioError("--overwrite-out applies with --out only")
     if (args.overwrite or args.snapshot_every is not None) and not args.store:
         raise ScenarioError("--overwrite and --snapshot-every apply with --store only")
     if (args.port != 8765 or args.paused or args.allow_host) and not args.view:

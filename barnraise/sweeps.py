@@ -26,7 +26,9 @@ With ``out=DIR`` every finished run is saved as it completes: ``DIR/runs/KEY.jso
 (its row and its whole summary, written atomically; KEY is a digest of the
 scenario, its parameters and its seed) and a line in ``DIR/results.jsonl``. A
 sweep started again with the same ``out`` reuses every saved run and computes
-only the missing ones, so an interrupted sweep resumes. At the end ``DIR`` gets
+only the missing ones, so an interrupted sweep resumes; ``DIR/manifest.json`` names
+the sweep (its scenario and the parameters it varies), and a folder holding another
+sweep's runs or a run's files is refused (:mod:`barnraise.outdir`). At the end ``DIR`` gets
 ``results.csv`` (and ``results.parquet`` when pyarrow is installed) in the
 sweep's order. ``DataFrame.attrs`` holds ``computed`` and ``reused`` counts.
 
@@ -57,6 +59,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from barnraise.loading import coerce_params, load
+from barnraise.outdir import check_sweep_out, write_sweep_manifest
 from barnraise.outputs import check_out_dir
 from barnraise.runner import MAX_SEED, ScenarioError, run
 
@@ -444,7 +447,10 @@ def sweep(
     store = None
     if out is not None:
         target = check_out_dir(out)
+        varied = list(params or {})
+        check_sweep_out(target, scenario, varied)  # another sweep's runs are not reused
         store = _Store(target, scenario)
+        write_sweep_manifest(target, scenario, varied)
     try:
         return _sweep(specs, store, engine, count, dask_address, progress, on_result)
     finally:
