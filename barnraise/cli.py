@@ -662,7 +662,7 @@ def _values(module: Any, key: str, text: str) -> list[Any]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from barnraise.sweeps import _check_engine, plan, sweep
+    from barnraise.sweeps import _check_engine, columns_before_runs, plan, sweep
 
     module = load(args.scenario)
     texts = _params(args.param)
@@ -680,11 +680,26 @@ def _sweep(args: argparse.Namespace) -> int:
     y = args.plot or "virtual_time"
     if args.plot is not None and not re.match(r"^[\w.\-]+$", args.plot):
         raise ScenarioError(f"--plot {args.plot!r}: expected a column name")
+    known = columns_before_runs(module, params) if args.plot is not None else None
+    if known is not None and not {args.plot, args.plot.split(".", 1)[0]} & known:
+        raise ScenarioError(f"--plot {args.plot!r}: no such column in this sweep's table; "
+                            "columns: " + ", ".join(sorted(
+                                c for c in known if not c.startswith(("summary.", "metrics.")))))
     if args.out:
         check_out_dir(args.out)
     show = sys.stderr.isatty() and not args.json
-    table = sweep(args.scenario, params, seeds, workers=workers, engine=engine,
-                  dask_address=address, out=args.out, progress=show)
+    finished = 0
+
+    def count(_row: Mapping[str, Any]) -> None:
+        nonlocal finished
+        finished += 1
+
+    try:
+        table = sweep(args.scenario, params, seeds, workers=workers, engine=engine,
+                      dask_address=address, out=args.out, progress=show, on_result=count)
+    except KeyboardInterrupt:
+        print(_interrupted(specs, finished, args.out), file=sys.stderr, flush=True)
+        return 130
     failed = int((~table["success"].astype(bool)).sum())
     plotted = None
     if args.out and x is not None:
@@ -704,6 +719,20 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"  results in {args.out}/results.csv" + (f", plot {plotted}" if plotted
                                                              else ""))
     return 0 if failed == 0 else 1
+
+
+def _interrupted(specs: Sequence[Any], finished: int, out: str | None) -> str:
+    """What a sweep stopped by Ctrl-C leaves: the runs saved in ``out`` (the ones found
+    there before it started too), or that none are kept without ``--out``."""
+    if out is None:
+        return (f"barnraise: sweep interrupted after {finished} of {len(specs)} runs; none "
+                "saved (with --out DIR each finished run is kept, and the same command "
+                "again computes only the rest)")
+    runs = pathlib.Path(out) / "runs"
+    saved = sum((runs / f"{spec.key}.json").is_file() for spec in specs)
+    return (f"barnraise: sweep interrupted: {saved} of {len(specs)} runs saved in {out} "
+            f"({finished} finished now); the same command again computes only the other "
+            f"{len(specs) - saved}")
 
 
 def _sweep_plot(table: Any, x: str, y: str, hue: str | None, out: str,
