@@ -51,6 +51,9 @@ MAX_INTERVAL = 1e6
 MAX_PORT = 65535
 #: Where a run-local view (``run --view``, ``view STORE``) listens: this machine only.
 VIEW_HOST = "127.0.0.1"
+#: ``run --view --wait``: its default and largest value (wall seconds for a first viewer).
+VIEW_WAIT = 30.0
+MAX_VIEW_WAIT = 86_400.0
 #: ``serve --agent-ttl``: its default (``barnraise.gateway.hub.AGENT_TTL``, not imported:
 #: the CLI loads the gateway only for its commands) and bounds, in wall seconds.
 AGENT_TTL = 60.0
@@ -98,6 +101,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="--view: the page's port on 127.0.0.1 (0 picks a free one)")
     run.add_argument("--paused", action="store_true",
                      help="--view, deterministic mode: wait for Start on the page")
+    run.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                     help=f"--view: wait up to this many wall seconds for the first page "
+                     f"to connect before the run starts (default {VIEW_WAIT:g}; 0: start "
+                     "at once)")
     run.add_argument("--allow-host", action="append", default=[], metavar="HOST",
                      help="--view: a Host header to answer besides 127.0.0.1, e.g. a "
                      "proxy's name; HOST or HOST:PORT (repeatable)")
@@ -401,8 +408,12 @@ def _run(args: argparse.Namespace) -> int:
         raise ScenarioError("--overwrite-out applies with --out only")
     if (args.overwrite or args.snapshot_every is not None) and not args.store:
         raise ScenarioError("--overwrite and --snapshot-every apply with --store only")
-    if (args.port != 8765 or args.paused or args.allow_host) and not args.view:
-        raise ScenarioError("--port, --paused and --allow-host go with --view")
+    if (args.port != 8765 or args.paused or args.allow_host or args.wait is not None) \
+            and not args.view:
+        raise ScenarioError("--port, --paused, --wait and --allow-host go with --view")
+    if args.wait is not None and not 0 <= args.wait <= MAX_VIEW_WAIT:  # NaN fails too
+        raise ScenarioError(f"--wait must be 0..{MAX_VIEW_WAIT:g} wall seconds, "
+                            f"got {args.wait:g}")
     if args.view:
         _check_port_free(VIEW_HOST, args.port)
     viewer = _viewer(args) if args.view else None
@@ -416,7 +427,9 @@ def _run(args: argparse.Namespace) -> int:
         result = run_request(request, progress=bar[0] if bar else None,
                              interval=args.interval,
                              frame_size=OUT_FRAME_SIZE if args.out else 0, store=store,
-                             watch=None if viewer is None else viewer.watch)
+                             watch=None if viewer is None else _watch_after_a_viewer(
+                                 viewer, VIEW_WAIT if args.wait is None else args.wait,
+                                 args.paused))
     except KeyboardInterrupt:
         if viewer is None:
             raise
@@ -523,6 +536,26 @@ def _view_stored(args: argparse.Namespace) -> int:
         print(f"barnraise: error: {_cannot_listen(VIEW_HOST, args.port, exc)}",
               file=sys.stderr)
         return 2
+
+
+def _watch_after_a_viewer(viewer: Any, wait: float, paused: bool) -> Callable[[Any], Any]:
+    """The runner's watch hook for ``run --view``: serve the page, then hold the run's
+    start until a page watches or ``wait`` wall seconds pass, saying so on stderr (a
+    paused run waits for Start on the page instead)."""
+
+    def watch(simu: Any) -> Any:
+        ended = viewer.watch(simu)
+        if wait > 0 and not paused:
+            print(f"barnraise: waiting up to {wait:g} s for a viewer at {viewer.url}/ "
+                  "before the run starts (--wait 0: start at once)", file=sys.stderr,
+                  flush=True)
+            came = viewer.wait_for_viewer(wait)
+            print("barnraise: a viewer is watching: the run starts" if came else
+                  f"barnraise: no viewer after {wait:g} s: the run starts anyway",
+                  file=sys.stderr, flush=True)
+        return ended
+
+    return watch
 
 
 def _viewer(args: argparse.Namespace) -> Any:
