@@ -82,7 +82,8 @@ STATUS_COLOURS: Final = {"pending": "#BDBDBD", "in_progress": "#1E88E5",
                          "failed": "#E53935", "blocked": "#8E24AA", "cancelled": "#616161"}
 
 
-def _figure(width: float, height: float) -> Figure:
+def _figure(width: float, height: float, *, settle: bool = False) -> Figure:
+    """A constrained-layout figure; ``settle``: laid out twice before it is saved."""
     from matplotlib.figure import Figure
 
     class ShownFigure(Figure):
@@ -95,14 +96,19 @@ def _figure(width: float, height: float) -> Figure:
         """
 
         def savefig(self, *args: Any, **kwargs: Any) -> None:
-            """Lay the figure out once more before it is drawn into the file.
+            """A settled figure is laid out once more before it is drawn into the file.
 
-            One pass of constrained layout, on a figure never drawn, left
-            ``canvas.png``'s y labels ("100", "120") and its legend past the edges;
-            a second pass, measuring what the first drew, keeps every label inside
-            (tests/test_plots.py measures them against the figure's box).
+            One pass of constrained layout, on a canvas figure (a fixed-aspect image
+            with a legend beside it) never drawn, left ``canvas.png``'s y labels
+            ("100", "120") and its legend past the edges; a second pass, measuring
+            what the first drew, keeps every label inside (tests/test_plots.py
+            measures them against the figure's box). The other figures need no
+            second pass (tested the same way), and it would cost them: 0.65 s of CPU
+            became 1.01 s for a time series chart, 0.22 s became 0.29 s for the
+            canvas (medians of 7, alternated).
             """
-            self.draw_without_rendering()
+            if settle:
+                self.draw_without_rendering()
             super().savefig(*args, **kwargs)
 
         def _repr_png_(self) -> bytes:
@@ -134,7 +140,7 @@ def canvas_figure(
     size = max(tiles.shape)
     step = max(1, -(-size // max_pixels))
     shown = tiles[::step, ::step]
-    figure = _figure(9 if legend else 8, 8)
+    figure = _figure(9 if legend else 8, 8, settle=True)
     axes = figure.add_subplot()
     cmap = ListedColormap(TILE_COLOURS)
     axes.imshow(shown, cmap=cmap, vmin=0, vmax=len(TILE_COLOURS) - 1, interpolation="nearest",

@@ -266,7 +266,8 @@ def test_the_saved_canvas_clips_no_label_and_no_legend(tmp_path: Any, size: int)
 def test_the_run_figures_with_outside_legends_clip_nothing(kernel: RunResult,
                                                            tmp_path: Any) -> None:
     figures = {"timeseries": timeseries_figure(kernel.timeseries(kernel.session_id)),
-               "dag": dag_figure(kernel.tasks), "gantt": gantt_figure(kernel.task_intervals())}
+               "dag": dag_figure(kernel.tasks), "gantt": gantt_figure(kernel.task_intervals()),
+               "sequence": sequence_figure(kernel.messages())}
     for name, figure in figures.items():
         path = tmp_path / f"{name}.png"
         figure.savefig(path)
