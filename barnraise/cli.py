@@ -695,7 +695,7 @@ def _values(module: Any, key: str, text: str) -> list[Any]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from barnraise.sweeps import _check_engine, columns_before_runs, plan, sweep
+    from barnraise.sweeps import _check_engine, check_plot_column, plan, sweep
 
     module = load(args.scenario)
     texts = _params(args.param)
@@ -713,11 +713,8 @@ def _sweep(args: argparse.Namespace) -> int:
     y = args.plot or "virtual_time"
     if args.plot is not None and not re.match(r"^[\w.\-]+$", args.plot):
         raise ScenarioError(f"--plot {args.plot!r}: expected a column name")
-    known = columns_before_runs(module, params) if args.plot is not None else None
-    if known is not None and not {args.plot, args.plot.split(".", 1)[0]} & known:
-        raise ScenarioError(f"--plot {args.plot!r}: no such column in this sweep's table; "
-                            "columns: " + ", ".join(sorted(
-                                c for c in known if not c.startswith(("summary.", "metrics.")))))
+    if args.plot is not None:
+        check_plot_column(module, params, args.plot)  # before any run
     if args.out:
         check_out_dir(args.out)
     show = sys.stderr.isatty() and not args.json

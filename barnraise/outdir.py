@@ -77,7 +77,8 @@ def _held_sweep(folder: pathlib.Path) -> dict[str, Any] | None:
     manifest = _read(folder, MANIFEST)
     if manifest is not None and manifest.get("kind") == _SWEEP:
         return dict(manifest.get("sweep") or {})
-    if manifest is None and (folder / "runs").is_dir():
+    if manifest is None and (folder / "runs").is_dir() and (
+            (folder / ".sweep.lock").exists() or (folder / "results.jsonl").exists()):
         return {}  # a sweep folder from before manifests: whose is not known
     return None
 

@@ -207,6 +207,22 @@ def columns_before_runs(module: ModuleType, varied: Iterable[str]) -> frozenset[
                       *(f"metrics.{k}" for k in metrics)})
 
 
+def check_plot_column(module: ModuleType, varied: Iterable[str], name: str) -> None:
+    """SweepError, before any run, when ``name`` can be no column of the sweep's table
+    (:func:`columns_before_runs`; ``metric.key`` passes for a metric that may be a dict).
+    Nothing is refused when the scenario's metric names cannot be read before a run."""
+    known = columns_before_runs(module, varied)
+    if known is None or name in known:
+        return
+    metrics = metric_names(module) or frozenset()
+    if name.split(".", 1)[0] in metrics or name.removeprefix("metrics.").split(".", 1)[0] \
+            in metrics:
+        return
+    plain = sorted(c for c in known if not c.startswith(("summary.", "metrics.")))
+    raise SweepError(f"--plot {name!r}: no such column in this sweep's table; columns: "
+                     + ", ".join(plain))
+
+
 def row_of(spec: RunSpec, summary: Mapping[str, Any] | None, error: str = "") -> dict[str, Any]:
     """The sweep row of one run (see the module docstring for the columns)."""
     row: dict[str, Any] = {"scenario": summary["scenario"] if summary else spec.scenario,

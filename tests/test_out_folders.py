@@ -130,3 +130,20 @@ def test_a_sweep_reuses_only_a_folder_of_the_same_sweep(written: pathlib.Path,
     capsys.readouterr()
     assert main([*RUN, "--out", str(out), "--overwrite-out"]) == 2
     assert "holds a sweep's files (conflict_storm)" in capsys.readouterr().err
+
+
+def test_a_sweep_folder_from_before_manifests_is_still_a_sweeps(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "old"
+    barnraise.sweep("conflict_storm", {"agents": [2]}, [0], out=out)
+    (out / MANIFEST).unlink()
+    again = barnraise.sweep("conflict_storm", {"agents": [2]}, [0], out=out)
+    assert again.attrs["reused"] == 1 and (out / MANIFEST).is_file()
+    (out / MANIFEST).unlink()
+    assert main([*RUN, "--out", str(out)]) == 2
+    assert "holds a sweep's files" in capsys.readouterr().err
+    # a folder of the user's own that happens to have a runs/ folder is not a sweep's
+    mine = tmp_path / "mine"
+    (mine / "runs").mkdir(parents=True)
+    check_run_out(mine, run_identity("conflict_storm", 0, "deterministic", {}),
+                  overwrite=False)

@@ -85,6 +85,14 @@ def test_a_plot_of_no_column_is_refused_before_any_run(monkeypatch: pytest.Monke
     err = capsys.readouterr().err
     assert err.startswith("barnraise: error: --plot 'nosuch': no such column")
     assert "conflict_rate" in err and "coordination_mode" in err and "virtual_time" in err
+    # a metric that is a dict gives name.key columns; a run column has none
+    from barnraise.sweeps import SweepError, check_plot_column
+
+    module = load("conflict_storm")
+    check_plot_column(module, ["agents"], "metrics.latency_mean")
+    check_plot_column(module, ["agents"], "latency_mean.p50")
+    with pytest.raises(SweepError, match="no such column"):
+        check_plot_column(module, ["agents"], "virtual_time.x")
 
 
 @pytest.mark.parametrize(("scenario", "params"), [
