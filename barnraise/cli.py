@@ -24,6 +24,7 @@ import errno
 import json
 import logging
 import math
+import pathlib
 import pdb
 import re
 import socket
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from barnraise.loading import UnverifiedScript, describe, list_scenarios, load
+from barnraise.outdir import check_run_out, run_identity
 from barnraise.outputs import RunResult, check_out_dir
 from barnraise.runner import (
     ReporterError,
@@ -59,6 +61,9 @@ MAX_INTERVAL = 1e6
 MAX_PORT = 65535
 #: Where a run-local view (``run --view``, ``view STORE``) listens: this machine only.
 VIEW_HOST = "127.0.0.1"
+#: ``run --view --wait``: its default and largest value (wall seconds for a first viewer).
+VIEW_WAIT = 30.0
+MAX_VIEW_WAIT = 86_400.0
 #: ``serve --agent-ttl``: its default (``barnraise.gateway.hub.AGENT_TTL``, not imported:
 #: the CLI loads the gateway only for its commands) and bounds, in wall seconds.
 AGENT_TTL = 60.0
@@ -94,7 +99,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--out", metavar="DIR",
                      help="write summary.json, trace.jsonl, timeseries.csv, agents.csv, "
-                     "events.csv and the run's plots there")
+                     "events.csv and the run's plots there (a folder holding another "
+                     "run's files is refused)")
+    run.add_argument("--overwrite-out", action="store_true",
+                     help="with --out: replace another run's files there")
     run.add_argument("--view", action="store_true",
                      help="watch the run in the browser: serve a live page (its URL is "
                      "printed) that stays up after the run until Ctrl-C; needs the "
@@ -103,6 +111,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="--view: the page's port on 127.0.0.1 (0 picks a free one)")
     run.add_argument("--paused", action="store_true",
                      help="--view, deterministic mode: wait for Start on the page")
+    run.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                     help=f"--view: wait up to this many wall seconds for the first page "
+                     f"to connect before the run starts (default {VIEW_WAIT:g}; 0: start "
+                     "at once)")
     run.add_argument("--allow-host", action="append", default=[], metavar="HOST",
                      help="--view: a Host header to answer besides 127.0.0.1, e.g. a "
                      "proxy's name; HOST or HOST:PORT (repeatable)")
@@ -467,10 +479,19 @@ def _run(args: argparse.Namespace) -> int:
                             time_scale=args.time_scale, faults=args.faults, **params)
     if args.out:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
+        check_run_out(args.out, run_identity(
+            getattr(request.module, "NAME", pathlib.Path(request.scenario).stem),
+            request.seed, request.mode, request.params), overwrite=args.overwrite_out)
+    elif args.overwrite_out:
+        raise ScenarioError("--overwrite-out applies with --out only")
     if (args.overwrite or args.snapshot_every is not None) and not args.store:
         raise ScenarioError("--overwrite and --snapshot-every apply with --store only")
-    if (args.port != 8765 or args.paused or args.allow_host) and not args.view:
-        raise ScenarioError("--port, --paused and --allow-host go with --view")
+    if (args.port != 8765 or args.paused or args.allow_host or args.wait is not None) \
+            and not args.view:
+        raise ScenarioError("--port, --paused, --wait and --allow-host go with --view")
+    if args.wait is not None and not 0 <= args.wait <= MAX_VIEW_WAIT:  # NaN fails too
+        raise ScenarioError(f"--wait must be 0..{MAX_VIEW_WAIT:g} wall seconds, "
+                            f"got {args.wait:g}")
     if args.view:
         _check_port_free(VIEW_HOST, args.port)
     viewer = _viewer(args) if args.view else None
@@ -484,7 +505,9 @@ def _run(args: argparse.Namespace) -> int:
         result = run_request(request, progress=bar[0] if bar else None,
                              interval=args.interval,
                              frame_size=OUT_FRAME_SIZE if args.out else 0, store=store,
-                             watch=None if viewer is None else viewer.watch,
+                             watch=None if viewer is None else _watch_after_a_viewer(
+                                 viewer, VIEW_WAIT if args.wait is None else args.wait,
+                                 args.paused),
                              on_error=_debugger() if args.pdb else None)
     except KeyboardInterrupt:
         if viewer is None:
@@ -592,6 +615,26 @@ def _view_stored(args: argparse.Namespace) -> int:
         print(f"barnraise: error: {_cannot_listen(VIEW_HOST, args.port, exc)}",
               file=sys.stderr)
         return 2
+
+
+def _watch_after_a_viewer(viewer: Any, wait: float, paused: bool) -> Callable[[Any], Any]:
+    """The runner's watch hook for ``run --view``: serve the page, then hold the run's
+    start until a page watches or ``wait`` wall seconds pass, saying so on stderr (a
+    paused run waits for Start on the page instead)."""
+
+    def watch(simu: Any) -> Any:
+        ended = viewer.watch(simu)
+        if wait > 0 and not paused:
+            print(f"barnraise: waiting up to {wait:g} s for a viewer at {viewer.url}/ "
+                  "before the run starts (--wait 0: start at once)", file=sys.stderr,
+                  flush=True)
+            came = viewer.wait_for_viewer(wait)
+            print("barnraise: a viewer is watching: the run starts" if came else
+                  f"barnraise: no viewer after {wait:g} s: the run starts anyway",
+                  file=sys.stderr, flush=True)
+        return ended
+
+    return watch
 
 
 def _viewer(args: argparse.Namespace) -> Any:
@@ -749,7 +792,7 @@ def _values(module: Any, key: str, text: str) -> list[Any]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from barnraise.sweeps import _check_engine, plan, sweep
+    from barnraise.sweeps import _check_engine, check_plot_column, plan, sweep
 
     module = load(args.scenario)
     texts = _params(args.param)
@@ -769,13 +812,25 @@ def _sweep(args: argparse.Namespace) -> int:
     y = args.plot or "virtual_time"
     if args.plot is not None and not re.match(r"^[\w.\-]+$", args.plot):
         raise ScenarioError(f"--plot {args.plot!r}: expected a column name")
+    if args.plot is not None:
+        check_plot_column(module, params, args.plot)  # before any run
     if args.out:
         check_out_dir(args.out)
     show = sys.stderr.isatty() and not args.json
-    table = sweep(args.scenario, params, seeds, workers=workers, engine=engine,
-                  dask_address=address, out=args.out, progress=show,
-                  collect="timeseries" if args.timeseries else "runs",
-                  max_time=args.max_time)
+    finished = 0
+
+    def count(_row: Mapping[str, Any]) -> None:
+        nonlocal finished
+        finished += 1
+
+    try:
+        table = sweep(args.scenario, params, seeds, workers=workers, engine=engine,
+                      dask_address=address, out=args.out, progress=show, on_result=count,
+                      collect="timeseries" if args.timeseries else "runs",
+                      max_time=args.max_time)
+    except KeyboardInterrupt:
+        print(_interrupted(specs, finished, args.out), file=sys.stderr, flush=True)
+        return 130
     if args.timeseries:
         steps, table = table, table.attrs["runs"]
     failed = int((~table["success"].astype(bool)).sum())
@@ -800,6 +855,20 @@ def _sweep(args: argparse.Namespace) -> int:
         if args.timeseries:
             print(f"  {len(steps)} per-step rows in {args.out}/timeseries.csv")
     return 0 if failed == 0 else 1
+
+
+def _interrupted(specs: Sequence[Any], finished: int, out: str | None) -> str:
+    """What a sweep stopped by Ctrl-C leaves: the runs saved in ``out`` (the ones found
+    there before it started too), or that none are kept without ``--out``."""
+    if out is None:
+        return (f"barnraise: sweep interrupted after {finished} of {len(specs)} runs; none "
+                "saved (with --out DIR each finished run is kept, and the same command "
+                "again computes only the rest)")
+    runs = pathlib.Path(out) / "runs"
+    saved = sum((runs / f"{spec.key}.json").is_file() for spec in specs)
+    return (f"barnraise: sweep interrupted: {saved} of {len(specs)} runs saved in {out} "
+            f"({finished} finished now); the same command again computes only the other "
+            f"{len(specs) - saved}")
 
 
 def _sweep_plot(table: Any, x: str, y: str, hue: str | None, out: str,

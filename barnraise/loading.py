@@ -25,13 +25,15 @@ Running one is :mod:`barnraise.runner`'s; what a run gives back and writes,
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import pathlib
 import pkgutil
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Iterator, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,7 @@ __all__ = [
     "list_scenarios",
     "load",
     "load_with_sha256",
+    "metric_names",
 ]
 
 
@@ -196,3 +199,34 @@ def describe(module: ModuleType) -> dict[str, Any]:
               for name, value in module.PARAMS.items()}
     return {"name": getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1]),
             "doc": inspect.cleandoc(module.__doc__ or ""), "params": params}
+
+
+def metric_names(module: ModuleType) -> frozenset[str] | None:
+    """The metric names a scenario's ``run`` returns, read from its source without
+    running it: the string keys of the dict displays it returns. None when that is not
+    all it returns (a variable, a ``**`` expansion, no source): then they are known
+    only once a run has returned them. A sweep checks ``--plot`` against these."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(module.run)))
+    except (AttributeError, OSError, TypeError, SyntaxError):
+        return None
+    names: set[str] = set()
+    for node in _returns(tree.body[0]):
+        if not isinstance(node.value, ast.Dict):
+            return None
+        for key in node.value.keys:
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                return None
+            names.add(key.value)
+    return frozenset(names)
+
+
+def _returns(node: ast.AST) -> Iterator[ast.Return]:
+    """The return statements of a function, not of the functions nested in it."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                              ast.ClassDef)):
+            continue
+        if isinstance(child, ast.Return):
+            yield child
+        yield from _returns(child)

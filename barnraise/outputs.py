@@ -202,11 +202,17 @@ class RunResult:
         session's rows, each with its ``session_id``; the plots are of the summary's
         session (the canvas, tasks and claims the run kept are its). Returns the paths
         written.
+
+        Last comes ``manifest.json``, naming the run and its files; the files an
+        earlier run's manifest there lists are removed first, so no file of another
+        run stays beside these (:mod:`barnraise.outdir`; ``barnraise run --out``
+        refuses another run's folder before the run, unless ``--overwrite-out``).
         """
-        from barnraise import plots
+        from barnraise import outdir, plots
 
         out = pathlib.Path(directory)
         out.mkdir(parents=True, exist_ok=True)
+        outdir.clear_run_files(out)
         written: list[pathlib.Path] = []
 
         def path(name: str) -> pathlib.Path:
@@ -246,6 +252,10 @@ class RunResult:
         if len(window):
             plots.sequence_figure(window, title=f"{title}: the first letters"
                                   ).savefig(path("sequence.png"))
+        summary = self.summary
+        written.append(outdir.write_run_manifest(out, outdir.run_identity(
+            summary["scenario"], summary["seed"], summary["mode"], summary["params"]),
+            written))
         return written
 
 

@@ -82,7 +82,8 @@ STATUS_COLOURS: Final = {"pending": "#BDBDBD", "in_progress": "#1E88E5",
                          "failed": "#E53935", "blocked": "#8E24AA", "cancelled": "#616161"}
 
 
-def _figure(width: float, height: float) -> Figure:
+def _figure(width: float, height: float, *, settle: bool = False) -> Figure:
+    """A constrained-layout figure; ``settle``: laid out twice before it is saved."""
     from matplotlib.figure import Figure
 
     class ShownFigure(Figure):
@@ -93,6 +94,22 @@ def _figure(width: float, height: float) -> Figure:
         so a notebook that never did showed ``<Figure size ...>``. When a backend's
         formatter is registered it wins, and this method is not called.
         """
+
+        def savefig(self, *args: Any, **kwargs: Any) -> None:
+            """A settled figure is laid out once more before it is drawn into the file.
+
+            One pass of constrained layout, on a canvas figure (a fixed-aspect image
+            with a legend beside it) never drawn, left ``canvas.png``'s y labels
+            ("100", "120") and its legend past the edges; a second pass, measuring
+            what the first drew, keeps every label inside (tests/test_plots.py
+            measures them against the figure's box). The other figures need no
+            second pass (tested the same way), and it would cost them: 0.65 s of CPU
+            became 1.01 s for a time series chart, 0.22 s became 0.29 s for the
+            canvas (medians of 7, alternated).
+            """
+            if settle:
+                self.draw_without_rendering()
+            super().savefig(*args, **kwargs)
 
         def _repr_png_(self) -> bytes:
             buffer = io.BytesIO()
@@ -123,7 +140,7 @@ def canvas_figure(
     size = max(tiles.shape)
     step = max(1, -(-size // max_pixels))
     shown = tiles[::step, ::step]
-    figure = _figure(9 if legend else 8, 8)
+    figure = _figure(9 if legend else 8, 8, settle=True)
     axes = figure.add_subplot()
     cmap = ListedColormap(TILE_COLOURS)
     axes.imshow(shown, cmap=cmap, vmin=0, vmax=len(TILE_COLOURS) - 1, interpolation="nearest",

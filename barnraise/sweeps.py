@@ -26,7 +26,9 @@ With ``out=DIR`` every finished run is saved as it completes: ``DIR/runs/KEY.jso
 (its row and its whole summary, written atomically; KEY is a digest of the
 scenario, its parameters and its seed) and a line in ``DIR/results.jsonl``. A
 sweep started again with the same ``out`` reuses every saved run and computes
-only the missing ones, so an interrupted sweep resumes. At the end ``DIR`` gets
+only the missing ones, so an interrupted sweep resumes; ``DIR/manifest.json`` names
+the sweep (its scenario and the parameters it varies), and a folder holding another
+sweep's runs or a run's files is refused (:mod:`barnraise.outdir`). At the end ``DIR`` gets
 ``results.csv`` (and ``results.parquet`` when pyarrow is installed) in the
 sweep's order. ``DataFrame.attrs`` holds ``computed`` and ``reused`` counts.
 
@@ -47,17 +49,21 @@ import multiprocessing
 import os
 import pathlib
 import re
+import signal
 import socket
 import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
-from barnraise.loading import coerce_params, load
-from barnraise.outputs import check_out_dir
+from barnraise.loading import coerce_params, load, metric_names
+from barnraise.outdir import check_sweep_out, write_sweep_manifest
+from barnraise.outputs import RunSummary, check_out_dir
 from barnraise.runner import MAX_SEED, ScenarioError, run
 from barnraise.sim.reporters import check_picklable, check_reporters
 
@@ -191,6 +197,38 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
             _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
     elif value is None or isinstance(value, (bool, int, float, str)):
         out[prefix] = value
+
+
+def columns_before_runs(module: ModuleType, varied: Iterable[str]) -> frozenset[str] | None:
+    """The columns a sweep of ``module`` over the parameters ``varied`` will have, known
+    before any run (its metrics by :func:`~barnraise.loading.metric_names`); None when
+    the scenario's metric names are known only once a run returns them. A metric that is
+    a dict gives ``name.key`` columns: ``name`` stands for them here."""
+    metrics = metric_names(module)
+    if metrics is None:
+        return None
+    metrics -= {"session_id"}  # the runner takes it out of the metrics
+    figures = {k for k, kind in RunSummary.__annotations__.items()
+               if not str(kind).startswith(("dict[", "list["))} - _SKIP
+    return frozenset({"scenario", "seed", "error", *RUN_COLUMNS, *varied, *figures,
+                      *metrics, *(f"summary.{k}" for k in figures),
+                      *(f"metrics.{k}" for k in metrics)})
+
+
+def check_plot_column(module: ModuleType, varied: Iterable[str], name: str) -> None:
+    """SweepError, before any run, when ``name`` can be no column of the sweep's table
+    (:func:`columns_before_runs`; ``metric.key`` passes for a metric that may be a dict).
+    Nothing is refused when the scenario's metric names cannot be read before a run."""
+    known = columns_before_runs(module, varied)
+    if known is None or name in known:
+        return
+    metrics = metric_names(module) or frozenset()
+    if name.split(".", 1)[0] in metrics or name.removeprefix("metrics.").split(".", 1)[0] \
+            in metrics:
+        return
+    plain = sorted(c for c in known if not c.startswith(("summary.", "metrics.")))
+    raise SweepError(f"--plot {name!r}: no such column in this sweep's table; columns: "
+                     + ", ".join(plain))
 
 
 def row_of(spec: RunSpec, summary: Mapping[str, Any] | None, error: str = "") -> dict[str, Any]:
@@ -536,7 +574,10 @@ def sweep(
     store = None
     if out is not None:
         target = check_out_dir(out)
+        varied = list(params or {})
+        check_sweep_out(target, scenario, varied)  # another sweep's runs are not reused
         store = _Store(target, scenario)
+        write_sweep_manifest(target, scenario, varied)
     try:
         return _sweep(specs, store, engine, count, dask_address, progress, on_result, chosen)
     finally:
@@ -659,7 +700,8 @@ def _on_processes(todo: list[RunSpec], workers: int,
     # spawn, not fork: a fresh interpreter per worker shares no thread or lock
     # state with this one (a forked copy of a process with threads can hang).
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context,
+                             initializer=_worker_ignores_ctrl_c) as pool:
         pending: dict[Future[dict[str, Any]], RunSpec] = {
             pool.submit(run_one, spec, collect): spec for spec in todo}
         try:
@@ -667,10 +709,43 @@ def _on_processes(todo: list[RunSpec], workers: int,
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     finished(pending.pop(future), future.result())
+        except BrokenProcessPool:
+            raise SweepError(_broken_pool_words()) from None
         except BaseException:
             for future in pending:
                 future.cancel()
             raise
+
+
+def _worker_ignores_ctrl_c() -> None:
+    """Ctrl-C reaches every process of the terminal's group: the sweep's own process
+    stops the sweep, and a worker must not print a KeyboardInterrupt traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _broken_pool_words() -> str:
+    """Why a worker process died before returning its run, as far as can be told here.
+
+    The processes engine starts each worker by importing the main script again (the
+    ``spawn`` start method): a script that calls :func:`sweep` at its top level, not
+    under ``if __name__ == "__main__":``, makes every worker start a sweep of its own,
+    which Python refuses, and the pool breaks (``BrokenProcessPool``).
+    """
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    guard = 'if __name__ == "__main__":'
+    try:
+        guarded = script is None or "__main__" in pathlib.Path(script).read_text()
+    except (OSError, UnicodeDecodeError):
+        guarded = True
+    if not guarded:
+        return (f"engine 'processes': a worker process died (BrokenProcessPool): the script "
+                f"{script} has no `{guard}` guard. Each worker imports the script again, so "
+                f"the sweep must be called under that guard (docs/experiments.md)")
+    return (f"engine 'processes': a worker process died before it returned its run "
+            f"(BrokenProcessPool). A script that starts the sweep must call it under "
+            f"`{guard}` (each worker imports the script again); otherwise a worker was "
+            f"killed (out of memory, a signal)")
 
 
 def _on_dask(todo: list[RunSpec], workers: int | None, address: str | None,

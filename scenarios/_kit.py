@@ -143,7 +143,8 @@ def _resumed_session(simu: Simulation, host: Client, create: Mapping[str, Any]) 
 
 
 def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: int,
-          behaviour: Behaviour | None = None, **params: Any) -> Participant:
+          behaviour: Behaviour | None = None, mailbox: int | None = None,
+          **params: Any) -> Participant:
     """Start one agent in session ``session_id``: it joins as ``agent_id`` (also its
     display name) in ``role``, then runs ``behaviour``; returns the agent.
 
@@ -162,6 +163,8 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
 
     The scenario is the session's host: it grants the role first, for a role
     the session grants rather than opens (the architect's, by default).
+    ``mailbox``: the letters it may hold waiting, in its mailbox and in the stash of
+    those its behaviour is not awaiting yet (each 1000 when None, the runtime's default).
 
     In a resumed run (``simu.restored``) an agent of a session the stopped run had
     made is its name's next incarnation and regroups with its crew (``Participant``),
@@ -174,6 +177,10 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
     if isinstance(crew, bool) or not isinstance(crew, int) or crew < 1:
         raise ValueError(f"spawn {agent_id}: crew must be an int of at least 1 (the agents "
                          f"the scenario starts in the session), got {crew!r}")
+    if mailbox is not None and (isinstance(mailbox, bool) or not isinstance(mailbox, int)
+                                or mailbox < 1):
+        raise ValueError(f"spawn {agent_id}: mailbox must be an int of at least 1 (letters "
+                         f"it may hold waiting) or None, got {mailbox!r}")
     if role not in DEFAULT_MATRIX:
         raise ValueError(f"spawn {agent_id}: role must be one of "
                          f"{', '.join(sorted(DEFAULT_MATRIX))}, got {role!r}")
@@ -190,6 +197,8 @@ def spawn(simu: Simulation, session_id: str, agent_id: str, role: str, *, crew: 
     restored = simu.restored
     resumed = restored is not None and session_id in restored.sessions
     options: dict[str, Any] = {"regroup": True} if resumed else {}
+    if mailbox is not None:
+        options.update(mailbox_capacity=mailbox, stash_limit=mailbox)
     if resumed:
         params.setdefault("published_before", _published_before(simu, agent_id))
     agent: Participant = simu.supervisor.start_child(

@@ -12,7 +12,11 @@ block into a cartridge (the design notes' artifacts; ``shader`` or ``cartridge``
 set to "" leaves them out).
 
 Parameters: grid_size, block, builders, testers, error_rate, tile_rate, strategy
-(parallel | sequential | cluster), shader, cartridge.
+(parallel | sequential | cluster), shader, cartridge, max_repairs (the repairs and
+rebuilds after which the architect gives up; 0, the default, allows ten per block
+and at least 1000). The crew's mailboxes follow the grid too: each builder and tester
+has room for four letters per block it is dealt, and never less than 1000. A cap
+reached is said in the summary ("gave up") and fails the check.
 Success: the canvas matches the blueprint (completion 100%), every test finally
 passed (the architect declared the build done), no behaviour failed, with a
 non-zero error rate at least one repair was needed, and there is one shader and
@@ -29,6 +33,7 @@ from the task queue (docs/reliability.md).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -50,11 +55,13 @@ NAME = "kernel_build"
 PARAMS: dict[str, Any] = {
     "grid_size": 120, "block": 30, "builders": 4, "testers": 2, "error_rate": 0.002,
     "tile_rate": 300.0, "strategy": "parallel", "shader": "kernel_shader", "cartridge": "kernel",
+    "max_repairs": 0,
 }
 #: What each parameter may be, checked before the run (``barnraise scenarios kernel_build``).
 BOUNDS = {"grid_size": GRID, "block": GRID, "builders": COUNT, "testers": COUNT,
           "error_rate": FRACTION, "tile_rate": RATE,
-          "strategy": Bound(choices=("parallel", "sequential", "cluster"))}
+          "strategy": Bound(choices=("parallel", "sequential", "cluster")),
+          "max_repairs": Bound(low=0, high=100_000_000)}
 #: A realtime run resumes by running this script again on the restored world: the
 #: session is found again, every agent resumes from the world's state (docs/store.md),
 #: and a builder redoing a block requeued at the kill starts at its first row not built.
@@ -65,7 +72,7 @@ SIMULATION = {"max_content_bytes": 64 * 2**20}
 
 def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers: int,
         error_rate: float, tile_rate: float, strategy: str, shader: str,
-        cartridge: str) -> dict[str, Any]:
+        cartridge: str, max_repairs: int) -> dict[str, Any]:
     if strategy not in ("parallel", "sequential", "cluster"):
         raise ParamError(f"strategy must be parallel, sequential or cluster, got {strategy!r}")
     if grid_size < 1 or block < 1 or builders < 1 or testers < 1:
@@ -91,11 +98,14 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
     built = restored_canvas(simu, sid)
     resumed = (lambda name: {"built": built, "placed_at": placed_at(simu, name)}) \
         if built is not None else (lambda name: {})
+    blocks = math.ceil(grid_size / block) ** 2
     crew_agents = [spawn(simu, sid, name, "builder", crew=crew, blueprint=blueprint,
+                         mailbox=mail_room(blocks, builders),
                          tile_rate=tile_rate, error_rate=error_rate, shader=shader,
                          cartridge=cartridge, **cluster, **resumed(name))
                    for name in builder_ids]
-    testers_ = [spawn(simu, sid, name, "tester", crew=crew, **reviewers)
+    testers_ = [spawn(simu, sid, name, "tester", crew=crew,
+                      mailbox=mail_room(blocks, testers), **reviewers)
                 for name in tester_ids]
     # Exactly once: every task_completed event the task queue records, counted by
     # task, as it is recorded (the trace's listener; nothing is added to the trace).
@@ -109,7 +119,8 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
     stop_counting = simu.dispatcher.trace.listen(count)
     watcher = spawn(simu, sid, "observer-1", "observer", crew=crew)
     boss = spawn(simu, sid, "architect-1", "architect", crew=crew, blueprint=blueprint,
-                 block=block, builders=builder_ids, testers=tester_ids, strategy=strategy)
+                 block=block, builders=builder_ids, testers=tester_ids, strategy=strategy,
+                 max_repairs=max_repairs)
     simu.run(progress_of=lambda: current(boss).outcome.get("tests_passed", 0)
              / max(1, current(boss).outcome.get("blocks", 1)))
     stop_counting()
@@ -123,6 +134,8 @@ def run(simu: Simulation, *, grid_size: int, block: int, builders: int, testers:
         "completed_twice": sorted(t for t, n in completions.items() if n > 1),
         "session_id": sid, "done": bool(boss.outcome.get("done")),
         "blocks": boss.outcome.get("blocks", 0), "repairs": boss.outcome.get("repairs", 0),
+        "max_repairs": boss.outcome.get("max_repairs"),
+        "gave_up": bool(boss.outcome.get("gave_up")),
         "tests_passed": boss.outcome.get("tests_passed", 0),
         "makespan": boss.outcome.get("makespan"),
         "wrong_tiles": total(crew_agents, "wrong_tiles"),
@@ -152,9 +165,23 @@ def describe(summary: dict[str, Any]) -> list[str]:
                      f"{repaired}")
     elif m["error_rate"] > 0:
         lines.append("no test failed: the builders' errors did not land on the blueprint")
+    if m.get("gave_up"):
+        lines.append(f"warning: the architect gave up, undone, after {m['max_repairs']} "
+                     "repairs and rebuilds (its cap: raise it with --param max_repairs=N)")
     if m.get("makespan") is not None:
         lines.append(f"makespan {m['makespan']:g} simulated seconds ({m['strategy']})")
     return lines
+
+
+def mail_room(blocks: int, members: int) -> int:
+    """The letters one builder or tester may hold waiting, dealt ``blocks`` among ``members``.
+
+    Every task is assigned as it is delegated, so a tester holds a letter for each of
+    its blocks' tests from the start: at 1500 x 1500 (2125 blocks, two testers) the
+    runtime's default 1000 dropped 125 of them. Four per block leave room for the
+    repairs and retests; never less than the default, so small builds run as before.
+    """
+    return max(1000, 4 * math.ceil(blocks / members))
 
 
 def check(summary: dict[str, Any]) -> bool:

@@ -221,3 +221,55 @@ def test_a_figure_draws_itself_in_jupyter_without_any_backend() -> None:
     figure = canvas_figure(np.ones((10, 10), dtype=np.uint8))
     png = figure._repr_png_()
     assert png[:4] == b"\x89PNG" and len(png) > 1000
+
+
+def _outside(figure: Any) -> list[str]:
+    """What of ``figure`` (as last drawn) reaches past its edges: an axes' drawn ticks,
+    labels, title and legend (its tight box), or a text of the figure's own."""
+    renderer = figure._get_renderer()
+    edge = figure.bbox
+    parts = [(f"axes {i}", axes.get_tightbbox(renderer)) for i, axes in enumerate(figure.axes)]
+    parts += [(text.get_text(), text.get_window_extent(renderer)) for text in figure.texts
+              if text.get_text()]
+    legends = [legend for axes in figure.axes for legend in [axes.get_legend()] if legend]
+    parts += [(legend.get_title().get_text() or "legend", legend.get_window_extent(renderer))
+              for legend in legends]
+    return [name for name, box in parts
+            if box.x0 < edge.x0 - 0.5 or box.x1 > edge.x1 + 0.5
+            or box.y0 < edge.y0 - 0.5 or box.y1 > edge.y1 + 0.5]
+
+
+def _white_rim(path: Any) -> bool:
+    """Every pixel of the image's outermost rows and columns is white."""
+    image = np.asarray(Image.open(path).convert("RGB"))
+    rim = np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]])
+    return bool((rim == 255).all())
+
+
+@pytest.mark.parametrize("size", [120, 1200])
+def test_the_saved_canvas_clips_no_label_and_no_legend(tmp_path: Any, size: int) -> None:
+    """Constrained layout in one pass left "100", "120" and the legend past the edges."""
+    tiles = np.zeros((size, size), dtype=np.uint8)
+    tiles[: size // 2] = 2
+    claims = [{"bounds": {"x": 0, "y": 0, "width": 30, "height": 30}, "color": "#FF00FF",
+               "agent_name": "builder-1"}]
+    figure = canvas_figure(tiles, claims, title="kernel")
+    path = tmp_path / "canvas.png"
+    figure.savefig(path)
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert str(size) in labels
+    assert figure.axes[0].get_legend().get_title().get_text() == "tiles and claims"
+    assert _outside(figure) == []
+    assert _white_rim(path)
+
+
+def test_the_run_figures_with_outside_legends_clip_nothing(kernel: RunResult,
+                                                           tmp_path: Any) -> None:
+    figures = {"timeseries": timeseries_figure(kernel.timeseries(kernel.session_id)),
+               "dag": dag_figure(kernel.tasks), "gantt": gantt_figure(kernel.task_intervals()),
+               "sequence": sequence_figure(kernel.messages())}
+    for name, figure in figures.items():
+        path = tmp_path / f"{name}.png"
+        figure.savefig(path)
+        assert _outside(figure) == [], name
+        assert _white_rim(path), name

@@ -46,6 +46,40 @@ def test_kernel_build_without_errors_needs_no_repairs() -> None:
     assert metrics["repairs"] == 0 and metrics["done"]
 
 
+def test_kernel_build_repairs_as_many_as_its_blocks_need() -> None:
+    """989 blocks of four tiles at a 30% error rate need 1200 repairs: the old fixed cap
+    of 1000 stopped the build undone, and nothing said so."""
+    result = run("kernel_build", seed=0, grid_size=70, block=2, testers=1, error_rate=0.3)
+    metrics = result.summary["metrics"]
+    assert metrics["blocks"] == 989 and metrics["max_repairs"] == 9890
+    assert metrics["repairs"] > 1000 and metrics["done"] and not metrics["gave_up"]
+    assert result.success
+
+
+def test_kernel_build_says_when_the_architect_gives_up_at_its_cap() -> None:
+    from barnraise.scenarios import kernel_build
+
+    result = run("kernel_build", seed=0, grid_size=40, block=10, error_rate=0.2,
+                 max_repairs=3)
+    metrics = result.summary["metrics"]
+    assert metrics["gave_up"] and metrics["max_repairs"] == 3
+    assert metrics["repairs"] <= 3 and not metrics["done"] and not result.success
+    lines = kernel_build.describe(result.summary)
+    assert any(line.startswith("warning: the architect gave up") and "max_repairs" in line
+               for line in lines), lines
+
+
+def test_kernel_build_mailboxes_follow_the_grid() -> None:
+    """1280 tests dealt to one tester: its default mailbox of 1000 dropped 280 of them."""
+    from barnraise.scenarios.kernel_build import mail_room
+
+    result = run("kernel_build", seed=0, grid_size=80, block=2, testers=1, error_rate=0.0)
+    assert result.summary["metrics"]["blocks"] == 1280
+    assert result.summary["messages_dropped"] == 0, result.summary["dead_letters"]
+    assert result.success
+    assert mail_room(16, 2) == 1000 and mail_room(2500, 2) == 5000
+
+
 def test_reporting_progress_changes_nothing_in_the_trace() -> None:
     seen: list[float] = []
     quiet = run("kernel_build", seed=3).trace_digest

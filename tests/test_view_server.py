@@ -276,7 +276,7 @@ def _cli(*args: str) -> subprocess.Popen[str]:
 
 
 def test_run_view_prints_the_url_serves_the_page_and_stops_on_sigint() -> None:
-    process = _cli("run", "kernel_build", "--view", "--port", "0",
+    process = _cli("run", "kernel_build", "--view", "--port", "0", "--wait", "0",
                    *(f"--param={k}={v}" for k, v in SMALL.items()))
     try:
         assert process.stdout is not None and process.stderr is not None
@@ -295,6 +295,65 @@ def test_run_view_prints_the_url_serves_the_page_and_stops_on_sigint() -> None:
         assert process.returncode == 0
         assert "100" in out
     finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
+def _lines_until(stream: Any, needle: str) -> list[str]:
+    """Lines of ``stream`` up to the first holding ``needle`` (the caller's communicate
+    timeout bounds the wait: the process ends, and the stream with it)."""
+    seen = []
+    for line in stream:
+        seen.append(line)
+        if needle in line:
+            return seen
+    raise AssertionError(f"no line with {needle!r} in {seen}")
+
+
+def test_run_view_waits_for_its_first_viewer_before_the_run_starts() -> None:
+    """A default kernel_build ended in 0.08 s, before a browser opened on the URL had
+    connected: the run now starts when a page watches (or --wait runs out)."""
+    process = _cli("run", "kernel_build", "--view", "--port", "0", "--wait", "60",
+                   *(f"--param={k}={v}" for k, v in SMALL.items()))
+    timer = threading.Timer(90, process.kill)  # a hung process must not hang the suite
+    timer.start()
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        url = process.stdout.readline().strip()
+        waiting = _lines_until(process.stderr, "waiting up to 60 s for a viewer")
+        assert url in waiting[-1] and "--wait 0" in waiting[-1]
+        with connect(url.replace("http://", "ws://") + "view/ws", open_timeout=10) as ws:
+            _next(ws, "view.frame")
+            # the run started only now, after this page came; then it ends, the page stays
+            after = _lines_until(process.stderr, "stays up")
+            assert "a viewer is watching: the run starts" in after[0], after
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=30)
+        assert process.returncode == 0 and "succeeded" in out
+    finally:
+        timer.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+
+
+def test_run_view_starts_anyway_when_no_viewer_comes_in_time() -> None:
+    process = _cli("run", "kernel_build", "--view", "--port", "0", "--wait", "0.5",
+                   *(f"--param={k}={v}" for k, v in SMALL.items()))
+    timer = threading.Timer(90, process.kill)
+    timer.start()
+    try:
+        assert process.stderr is not None
+        lines = _lines_until(process.stderr, "stays up")
+        text = "".join(lines)
+        assert "waiting up to 0.5 s for a viewer" in text
+        assert "no viewer after 0.5 s: the run starts anyway" in text
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    finally:
+        timer.cancel()
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=10)
@@ -349,7 +408,10 @@ def test_ctrl_c_on_a_held_run_stops_it_and_says_so() -> None:
 
 
 def test_view_options_are_checked_before_the_run() -> None:
-    for args, words in ((("--port", "0"), "--port, --paused and --allow-host go with --view"),
+    for args, words in ((("--port", "0"), "--port, --paused, --wait and --allow-host go with "
+                         "--view"),
+                        (("--wait", "5"), "go with --view"),
+                        (("--view", "--wait", "-1"), "--wait must be 0..86400"),
                         (("--allow-host", "barn.example"), "go with --view"),
                         (("--view", "--port", "0", "--allow-host", "http://barn.example"),
                          "--allow-host 'http://barn.example'"),

@@ -55,6 +55,8 @@ def test_spawn_refuses_what_it_cannot_start_and_starts_nothing() -> None:
             (ValueError, "crew must be an int of at least 1", dict(crew=0)),
             (ValueError, "crew must be an int of at least 1", dict(crew=True)),
             (ValueError, "agent_id must be a non-empty string", dict(agent_id="")),
+            (ValueError, "mailbox must be an int of at least 1", dict(mailbox=0)),
+            (ValueError, "mailbox must be an int of at least 1", dict(mailbox="9")),
         ]
         for error, words, given in refusals:
             args = {"agent_id": "a-1", "role": "builder", "crew": 1, **given}

@@ -14,7 +14,9 @@ Inputs (``agent.params``):
                critic, a :func:`~barnraise.actors.agents.critic.critic_tester`, before it
                commits; then the block is tested as in the other strategies)
 ``threshold``, ``max_iterations``  the cluster's approval score (7) and rounds (3)
-``max_repairs`` repairs and rebuilds after which the architect gives up (default 1000)
+``max_repairs`` repairs and rebuilds after which the architect gives up (default
+               :func:`repair_cap`: ten per block, at least 1000, so it follows the grid);
+               reaching it sets ``outcome["gave_up"]`` and ends the build undone
 
 Restarted after a crash (``agent.resuming``), it rebuilds what it knows from the
 task queue (:func:`resume_plan`) and goes on.
@@ -31,6 +33,7 @@ leaves its test blocked for good, so the block is delegated again from scratch
 and the canvas matches the blueprint; the architect then broadcasts ``build_done``.
 Outcome: ``blocks``, ``repairs``, ``rebuilds``, ``tests_passed``, ``completion_percent``, ``done``,
 ``makespan`` (simulated seconds from the first delegation to the last test),
+``max_repairs`` (the cap it worked to) and ``gave_up`` (True when it was reached),
 ``shaders_loaded`` and ``cartridges_assembled`` (the session's, at the end),
 ``progress``; with ``cluster`` also ``iterations`` (reviews per block, in block
 order) and ``first_review_approval_rate``.
@@ -48,7 +51,18 @@ from barnraise.actors.agents.participant import Participant, results_read, wait_
 from barnraise.actors.base import WaitTimeout
 from barnraise.sim.messages import Message
 
-__all__ = ["ResumePlan", "architect", "finished_tasks", "plan_blocks", "resume_plan"]
+__all__ = ["ResumePlan", "architect", "finished_tasks", "plan_blocks", "repair_cap",
+           "resume_plan"]
+
+
+def repair_cap(blocks: int) -> int:
+    """The repairs and rebuilds an architect orders before it gives up, by default.
+
+    Ten per block, and never fewer than 1000 (the old fixed cap, which a default-size
+    build never comes near): a 1200 x 1200 kernel build (1347 blocks, 1113 failed
+    tests) was cut off at a fixed 1000, undone.
+    """
+    return max(1000, 10 * blocks)
 
 
 def plan_blocks(blueprint: np.ndarray[Any, Any], block: int) -> list[dict[str, int]]:
@@ -182,11 +196,11 @@ async def architect(agent: Participant) -> None:
     builders: list[str] = list(params["builders"])
     testers: list[str] = list(params["testers"])
     strategy = params.get("strategy", "parallel")
-    max_repairs = int(params.get("max_repairs", 1000))
     outcome = agent.outcome
     blocks = plan_blocks(blueprint, int(params.get("block", 50)))
+    max_repairs = int(params.get("max_repairs") or repair_cap(len(blocks)))
     outcome.update(blocks=len(blocks), repairs=0, rebuilds=0, tests_passed=0, done=False,
-                   strategy=strategy, progress=[])
+                   strategy=strategy, progress=[], max_repairs=max_repairs, gave_up=False)
     first_approved: list[bool] = []
     if strategy == "cluster":
         outcome.update(iterations=[0] * len(blocks), first_review_approval_rate=None)
@@ -296,6 +310,7 @@ async def architect(agent: Participant) -> None:
             # and will never report. Build the block again, with a new test.
             waiting.pop(test_id, None)
             if outcome["repairs"] + outcome["rebuilds"] >= max_repairs:
+                outcome["gave_up"] = True
                 break
             outcome["rebuilds"] += 1
             await delegate_block(index)
@@ -310,6 +325,7 @@ async def architect(agent: Participant) -> None:
                 next_block += 1
             continue
         if outcome["repairs"] + outcome["rebuilds"] >= max_repairs:
+            outcome["gave_up"] = True
             break
         await order_repair(index, result.get("result", {}).get("defects", []))
 

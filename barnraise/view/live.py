@@ -76,6 +76,17 @@ class LiveView:
         assert watcher is not None
         return watcher.ended
 
+    def wait_for_viewer(self, timeout: float) -> bool:
+        """Block until a page watches (True) or ``timeout`` wall seconds pass (False).
+
+        ``barnraise run --view`` waits so before the scenario starts: a default
+        kernel_build ends in a tenth of a second, before a browser opened on the
+        printed URL has connected.
+        """
+        if self.surface is None:
+            raise RuntimeError("this LiveView is not serving yet: start() it first")
+        return self.surface.viewer_came.wait(timeout)
+
     def close(self) -> None:
         """Stop the server (pages disconnected) and the watcher."""
         if self.server is not None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pathlib
+import threading
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
@@ -111,6 +112,8 @@ class ViewSurface:
         self._unsubscribe: Callable[[], None] | None = None
         self.frames_sent = 0
         self.deltas_sent = 0
+        #: Set when the first page starts watching (``run --view --wait`` waits on it).
+        self.viewer_came = threading.Event()
         # One whole picture built at a time, one control run at a time (both off the loop).
         self._building = asyncio.Lock()
         self._controlling = asyncio.Lock()
@@ -201,6 +204,7 @@ class ViewSurface:
         connection.watching = True
         connection.queue.put_nowait(_RESYNC)  # the first thing a page gets: the whole picture
         self._connections.add(connection)
+        self.viewer_came.set()
         if self._unsubscribe is None:
             self._unsubscribe = self.watcher.subscribe(self._on_delta)
         return asyncio.create_task(self._send(websocket, connection))
