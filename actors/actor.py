@@ -58,7 +58,15 @@ from barnraise.actors.sending import Sending
 from barnraise.sim.dispatch.core import Dispatcher, answers
 from barnraise.sim.dispatch.values import WAKE, SubscriptionFilter, Timer, Waiter
 from barnraise.sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
-from barnraise.sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Priority, Region
+from barnraise.sim.messages import (
+    BROADCAST,
+    MESSAGE_TYPES,
+    TOPIC_PREFIX,
+    TYPE_PREFIX,
+    Message,
+    Priority,
+    Region,
+)
 from barnraise.sim.seeds import seed_for
 
 __all__ = ["A2AActor"]
@@ -99,7 +107,8 @@ class A2AActor(Sending, pykka.ThreadingActor):
         super().__init_subclass__(**kwargs)
         handlers = dict(cls._handlers)
         for attr, fn in vars(cls).items():
-            if attr.startswith("handle_") and callable(fn):
+            # handle_message is the fallback, not the handler of a type "message".
+            if attr.startswith("handle_") and callable(fn) and attr != "handle_message":
                 handlers[attr[len("handle_"):]] = fn
         cls._handlers = handlers
 
@@ -303,10 +312,43 @@ class A2AActor(Sending, pykka.ThreadingActor):
             self.handle_message(message)
 
     def handle_message(self, message: Message) -> None:
-        """Fallback for a message no behaviour or handler wants: keep it for ``receive``."""
+        """Fallback for a message no behaviour or handler wants: keep it for ``receive``.
+
+        A letter of a type of one's own (not in the built-in vocabulary) that reaches an
+        actor with no ``handle_<type>`` and no behaviour still running, which no receive
+        can ever take, is a dead letter ``no_handler`` at once, with the reason in words
+        (``no handler for 'ping' on builder-3``). One kept for a receive that never comes
+        is one at the end of the run (:meth:`drop_unread`).
+        """
+        if message.message_type not in MESSAGE_TYPES and not self._running():
+            self.dispatcher.dead_letter(message, "no_handler", self.name,
+                                        self._no_handler(message, "and no behaviour running"))
+            return
         if len(self._stash) >= self._stash_limit:
             self.dispatcher.dead_letter(self._stash.popleft(), "unhandled", self.name)
         self._stash.append(message)
+
+    def _running(self) -> bool:
+        return any(not task.done for task in self.behaviours)
+
+    def _no_handler(self, message: Message, why: str) -> str:
+        return (f"no handler for {message.message_type!r} on {self.name} "
+                f"(no handle_{message.message_type} {why})")
+
+    def drop_unread(self) -> int:
+        """End of a run: the letters of types of one's own still kept for a receive that
+        never took them become dead letters ``no_handler``; returns how many. Kept
+        letters of the built-in vocabulary stay kept (services answer more than a
+        behaviour asks for: an unread one is no mistake of the author's)."""
+        stash = self._stash
+        unread = [m for m in stash if m.message_type not in MESSAGE_TYPES]
+        if not unread:
+            return 0
+        self._stash = deque(m for m in stash if m.message_type in MESSAGE_TYPES)
+        for message in unread:
+            self.dispatcher.dead_letter(message, "no_handler", self.name,
+                                        self._no_handler(message, "and no receive took it"))
+        return len(unread)
 
     def waiters(self) -> list[Waiter]:
         return [

@@ -23,7 +23,7 @@ import socket
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from barnraise.loading import UnverifiedScript, describe, list_scenarios, load
 from barnraise.outputs import RunResult, check_out_dir
@@ -581,11 +581,22 @@ def summary_lines(summary: Mapping[str, Any], module: Any = None) -> list[str]:
     if summary["behaviour_errors"]:
         lines.append(f"  {_count(summary['behaviour_errors'], 'behaviour error')} (see the "
                      "trace's error records)")
+    details = summary.get("dead_letter_details") or {}
+    for detail, n in sorted(details.items(), key=lambda item: -item[1])[:_DETAILS_SHOWN]:
+        lines.append(f"  dead letter{'s' if n != 1 else ''}: {detail}"
+                     + (f" (x{n})" if n != 1 else ""))
+    if len(details) > _DETAILS_SHOWN:
+        lines.append(f"  ... and {len(details) - _DETAILS_SHOWN} more reasons for dead "
+                     "letters (the summary's dead_letter_details)")
     if summary["run_end"] != "quiescent":
         lines.append(f"  the run ended in {summary['run_end']}: "
                      + "; ".join(summary["waiting"][:5]))
     lines.append(f"  trace digest {summary['trace_digest']}")
     return lines
+
+
+#: How many dead-letter reasons in words a run's text summary shows.
+_DETAILS_SHOWN: Final = 5
 
 
 def _reasons(dead: dict[str, int]) -> str:
