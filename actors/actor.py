@@ -60,7 +60,7 @@ from barnraise.sim.dispatch.values import WAKE, SubscriptionFilter, Timer, Waite
 from barnraise.sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
 from barnraise.sim.messages import (
     BROADCAST,
-    MESSAGE_TYPES,
+    RUNTIME_TYPES,
     TOPIC_PREFIX,
     TYPE_PREFIX,
     Message,
@@ -314,13 +314,15 @@ class A2AActor(Sending, pykka.ThreadingActor):
     def handle_message(self, message: Message) -> None:
         """Fallback for a message no behaviour or handler wants: keep it for ``receive``.
 
-        A letter of a type of one's own (not in the built-in vocabulary) that reaches an
-        actor with no ``handle_<type>`` and no behaviour still running, which no receive
-        can ever take, is a dead letter ``no_handler`` at once, with the reason in words
-        (``no handler for 'ping' on builder-3``). One kept for a receive that never comes
-        is one at the end of the run (:meth:`drop_unread`).
+        A letter of an agents' type (a type of one's own, or one of
+        :data:`~barnraise.sim.messages.AGENT_TYPES`) that reaches an actor with no
+        ``handle_<type>`` and no behaviour still running, which no receive can ever take,
+        is a dead letter ``no_handler`` at once, with the reason in words (``no handler
+        for 'ping' on builder-3``). One kept for a receive that never comes is one at the
+        end of the run (:meth:`drop_unread`). A letter of the runtime's vocabulary
+        (:data:`~barnraise.sim.messages.RUNTIME_TYPES`) is kept, as it always was.
         """
-        if message.message_type not in MESSAGE_TYPES and not self._running():
+        if message.message_type not in RUNTIME_TYPES and not self._running():
             self.dispatcher.dead_letter(message, "no_handler", self.name,
                                         self._no_handler(message, "and no behaviour running"))
             return
@@ -336,15 +338,15 @@ class A2AActor(Sending, pykka.ThreadingActor):
                 f"(no handle_{message.message_type} {why})")
 
     def drop_unread(self) -> int:
-        """End of a run: the letters of types of one's own still kept for a receive that
-        never took them become dead letters ``no_handler``; returns how many. Kept
-        letters of the built-in vocabulary stay kept (services answer more than a
-        behaviour asks for: an unread one is no mistake of the author's)."""
+        """End of a run: the letters of agents' types (see :meth:`handle_message`) still
+        kept for a receive that never took them become dead letters ``no_handler``;
+        returns how many. Kept letters of the runtime's vocabulary stay kept (services
+        answer more than a behaviour asks for: an unread one is no mistake)."""
         stash = self._stash
-        unread = [m for m in stash if m.message_type not in MESSAGE_TYPES]
+        unread = [m for m in stash if m.message_type not in RUNTIME_TYPES]
         if not unread:
             return 0
-        self._stash = deque(m for m in stash if m.message_type in MESSAGE_TYPES)
+        self._stash = deque(m for m in stash if m.message_type in RUNTIME_TYPES)
         for message in unread:
             self.dispatcher.dead_letter(message, "no_handler", self.name,
                                         self._no_handler(message, "and no receive took it"))

@@ -580,10 +580,11 @@ class Simulation:
         return result
 
     def drop_unread(self) -> int:
-        """The run has ended: every letter of a type of one's own still kept for a
-        ``receive`` that never took it becomes a dead letter ``no_handler``, with the
-        reason in words (:meth:`barnraise.actors.actor.A2AActor.drop_unread`); returns how
-        many. The runner calls it once the run is over; letters of the built-in
+        """The run has ended: every letter of an agents' type (one's own, or
+        ``task_request``, ``task_response``, ``notification``, ``data_share``) still kept
+        for a ``receive`` that never took it becomes a dead letter ``no_handler``, with
+        the reason in words (:meth:`barnraise.actors.actor.A2AActor.drop_unread`); returns
+        how many. The runner calls it once the run is over; letters of the runtime's
         vocabulary stay kept."""
         dropped = 0
         for actor in list(self.dispatcher.actors.values()):

@@ -30,16 +30,18 @@ from typing import Any, Final
 import msgspec
 
 __all__ = [
+    "AGENT_TYPES",
     "BROADCAST",
     "DEFAULT_MAX_CONTENT_BYTES",
     "MESSAGE_TYPES",
+    "RUNTIME_TYPES",
+    "SYSTEM_TYPES",
     "TYPE_NAME_RULE",
     "Message",
     "MessageError",
     "Metadata",
     "Priority",
     "Region",
-    "SYSTEM_TYPES",
     "Schema",
     "canonical_bytes",
     "check_type_name",
@@ -107,11 +109,11 @@ def session_topic(session_id: str, topic: str | None = None,
 #: Content larger than this (encoded) is refused unless a caller sets its own limit.
 DEFAULT_MAX_CONTENT_BYTES: Final = 64 * 1024
 
-#: The built-in vocabulary: the design notes' eleven types, which the services and the
-#: runtime speak, and the four of their final A2A tools (``task_request``,
-#: ``task_response``, ``notification``, ``data_share``), for agents to speak to each
-#: other. Any other name that follows :data:`TYPE_NAME_RULE` is a type of one's own.
-MESSAGE_TYPES: Final = frozenset(
+#: The design notes' eleven types: what the services and the runtime speak (an agent
+#: speaks them too, to a service or as a service would). One of these that no handler
+#: and no receive takes is kept unread, as it always was: services answer more than a
+#: behaviour asks for, and an unread answer is no mistake.
+RUNTIME_TYPES: Final = frozenset(
     {
         "task_assignment",
         "task_update",
@@ -124,12 +126,16 @@ MESSAGE_TYPES: Final = frozenset(
         "registry_query",
         "registry_response",
         "subscription",
-        "task_request",
-        "task_response",
-        "notification",
-        "data_share",
     }
 )
+
+#: The four types of the design notes' final A2A tools, for agents to speak to each
+#: other. Like a type of one's own, one of these that nothing takes is a dead letter.
+AGENT_TYPES: Final = frozenset({"task_request", "task_response", "notification", "data_share"})
+
+#: The built-in vocabulary. Any other name that follows :data:`TYPE_NAME_RULE` is a
+#: type of one's own.
+MESSAGE_TYPES: Final = RUNTIME_TYPES | AGENT_TYPES
 
 #: The types only the runtime and its services send: the answers a request is resumed
 #: with (an ``error_report`` from the dispatcher itself fails any request it names).
@@ -205,7 +211,7 @@ def schema_of(name: str) -> Schema | None:
 
 
 def _check_content(name: str, schema: Schema, content: dict[str, Any]) -> None:
-    if isinstance(schema, type) and issubclass(schema, msgspec.Struct):
+    if isinstance(schema, type):  # a Struct type (message_type takes no other type)
         try:
             msgspec.convert(content, schema)
         except msgspec.ValidationError as exc:
@@ -214,8 +220,9 @@ def _check_content(name: str, schema: Schema, content: dict[str, Any]) -> None:
             raise MessageError(field, f"does not fit the schema of {name!r} "
                                f"({schema.__name__}): {exc}") from None
         return
+    validate: Callable[[dict[str, Any]], object] = schema
     try:
-        schema(content)
+        validate(content)
     except MessageError:
         raise
     except (ValueError, TypeError) as exc:
