@@ -23,7 +23,6 @@ from barnraise.sim.messages import TYPE_NAME_RULE, Message, Metadata, encode
 from tests.gateway_support import counters, served
 from tests.test_gateway_ws import joined, run
 
-
 TYPE_NAME = re.compile(TYPE_NAME_RULE)
 
 
