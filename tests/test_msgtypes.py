@@ -220,3 +220,16 @@ def test_a_letter_kept_for_a_receive_that_never_came_is_dead_at_the_run_end(
     plain = barnraise.run("locks_barriers", seed=0).summary
     assert plain["dead_letter_details"] == {}
     assert not any(line.startswith("  dead letter") for line in summary_lines(plain))
+
+
+def test_the_example_in_docs_agents_runs_as_it_says(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (Path(__file__).parent.parent / "docs" / "agents.md").read_text()
+    section = text.split("## Message types of your own", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace('message_type("ping"', 'message_type("test_docs_ping"').replace(
+        '"ping"', '"test_docs_ping"').replace("handle_ping", "handle_test_docs_ping")
+    exec(compile(code, "docs/agents.md", "exec"), {})
+    shown = capsys.readouterr().out
+    assert shown.strip() == str({
+        f"no handler for 'notification' on pong-{n} (no handle_notification and no "
+        "behaviour running)": 1 for n in (1, 2)})
