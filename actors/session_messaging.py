@@ -75,16 +75,43 @@ class SessionMessaging:
     def tool_a2a_send_message(self, call: Call) -> dict[str, Any]:
         coordinator = self.coordinator
         args = call.args
-        to = coordinator.member_id(call.session_id, args["to_agent"], "to_agent")
+        named = args["to_agent"]
+        if isinstance(named, list):
+            recipients = self._recipients(call.session_id, named)
+        else:
+            recipients = [coordinator.member_id(call.session_id, named, "to_agent")]
         message_type = _member_type(args["message_type"])
-        try:
-            message = coordinator.dispatcher.message(call.caller, to, message_type,
-                                                     args["content"], priority=args["priority"],
-                                                     expires_in=args.get("expires_in"))
+        dispatcher = coordinator.dispatcher
+        try:  # every letter made (and checked) before the first goes
+            letters = [dispatcher.message(call.caller, to, message_type, args["content"],
+                                          priority=args["priority"],
+                                          expires_in=args.get("expires_in"))
+                       for to in recipients]
         except MessageError as exc:  # content that fails its type's schema
             raise ToolError("invalid_argument", str(exc), field=exc.field) from None
-        report = coordinator.dispatcher.send(coordinator.dispatcher.seal(message))
-        return ok(message_id=message.message_id, to_agent=to, status=report.statuses[to])
+        statuses = {m.to_agent: dispatcher.send(dispatcher.seal(m)).statuses[m.to_agent]
+                    for m in letters}
+        if not isinstance(named, list):
+            [message] = letters
+            to = message.to_agent
+            return ok(message_id=message.message_id, to_agent=to, status=statuses[to])
+        return ok(message_ids=[m.message_id for m in letters], to_agent=recipients,
+                  statuses=statuses)
+
+    def _recipients(self, session_id: str, named: list[Any]) -> list[str]:
+        """The members a list ``to_agent`` names, in its order: each one a member (by id
+        or name), none twice, at least one; else ``invalid_argument`` naming the entry."""
+        if not named:
+            raise ToolError("invalid_argument", "to_agent: an empty list names nobody",
+                            field="to_agent")
+        recipients: list[str] = []
+        for i, who in enumerate(named):
+            to = self.coordinator.member_id(session_id, who, f"to_agent[{i}]")
+            if to in recipients:
+                raise ToolError("invalid_argument", f"to_agent[{i}]: {who!r} names "
+                                f"{to}, named before", field=f"to_agent[{i}]")
+            recipients.append(to)
+        return recipients
 
     def tool_a2a_broadcast(self, call: Call) -> dict[str, Any]:
         coordinator = self.coordinator

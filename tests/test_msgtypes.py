@@ -233,3 +233,42 @@ def test_the_example_in_docs_agents_runs_as_it_says(capsys: pytest.CaptureFixtur
     assert shown.strip() == str({
         f"no handler for 'notification' on pong-{n} (no handle_notification and no "
         "behaviour running)": 1 for n in (1, 2)})
+
+
+def test_the_send_tool_takes_a_list_of_members_and_refuses_a_bad_one_whole() -> None:
+    from barnraise import Simulation
+
+    with Simulation(seed=3, mode="deterministic") as simu:
+        made = simu.client().session_create(session_name="talk", grid_size=20)
+        sid = made["session_id"]
+        members = {}
+        for name in ("Ann", "Bob", "Cy"):
+            member = simu.client()
+            assert member.session_join(session_id=sid, agent_name=name)["success"]
+            members[name] = member
+        ann, bob, cy = members["Ann"], members["Bob"], members["Cy"]
+        sent = ann.a2a_send_message(to_agent=["Cy", bob.agent_id], message_type="ping",
+                                    content={"n": 1})
+        assert sent["success"], sent
+        assert sent["to_agent"] == [cy.agent_id, bob.agent_id]
+        assert sent["statuses"] == {cy.agent_id: "delivered", bob.agent_id: "delivered"}
+        assert len(set(sent["message_ids"])) == 2
+        simu.settle()
+        for member in (bob, cy):
+            [got] = [m for m in member.messages() if m.message_type == "ping"]
+            assert (got.from_agent, got.to_agent, got.content) == (
+                ann.agent_id, member.agent_id, {"n": 1})
+        one = ann.a2a_send_message(to_agent="Bob", message_type="task_request")
+        assert one["to_agent"] == bob.agent_id and one["status"] == "delivered"
+        def pings() -> int:
+            return sum(1 for r in simu.dispatcher.trace.records() if r.type == "ping")
+
+        before = pings()
+        for bad, field in [([], "to_agent"), (["Bob", "nobody"], "to_agent[1]"),
+                           (["Bob", bob.agent_id], "to_agent[1]"), (["Bob", 3], "to_agent[1]")]:
+            refused = ann.a2a_send_message(to_agent=bad,  # type: ignore[typeddict-item]
+                                           message_type="ping")
+            assert refused["error"] == "invalid_argument", refused
+            assert refused["field"] == field, refused
+        simu.settle()
+        assert pings() == before  # nothing went
