@@ -272,3 +272,30 @@ def test_the_send_tool_takes_a_list_of_members_and_refuses_a_bad_one_whole() -> 
             assert refused["field"] == field, refused
         simu.settle()
         assert pings() == before  # nothing went
+
+
+def test_a_request_nobody_can_take_fails_at_once_with_the_reason(mode: str) -> None:
+    """The README's first agent with a type its Pong has no handler for: the request
+    raises RequestError naming the reason at once, instead of waiting out its timeout."""
+    from barnraise.actors.errors import RequestError
+
+    failures: list[tuple[float, str]] = []
+
+    async def ask(agent: Agent) -> None:
+        try:
+            await agent.request("idle", "ping", {"ball": 0}, timeout=30)
+        except RequestError as exc:
+            failures.append((agent.now, str(exc)))
+
+    d = new_dispatcher(mode)
+    try:
+        d.spawn(Agent, "idle")
+        d.spawn(Agent, "asker", behaviours=(ask,))
+        d.run()
+        [(when, text)] = failures
+        assert when < 1.0  # not the request's 30 s timeout
+        assert text == ("system answered with no_handler: no handler for 'ping' on idle "
+                        "(no handle_ping and no behaviour running)")
+        assert dict(d.statistics().dead_letters) == {"no_handler": 1}
+    finally:
+        d.shutdown(timeout=5)

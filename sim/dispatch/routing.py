@@ -391,7 +391,8 @@ class Router:
         for 'ping' on builder-3``): it goes into the trace record and is counted in
         :attr:`dead_details`. A ``mailbox_full`` drop also tells the sender with an
         ``error_report`` (carrying the dropped message's correlation id, so a waiting
-        request fails at once instead of timing out).
+        request fails at once instead of timing out), and so does a ``no_handler`` drop
+        of a request (one with a correlation id), with the detail.
         """
         self._dead[reason] += 1
         self.dead_letters.append((reason, message))
@@ -405,13 +406,17 @@ class Router:
                 details[OTHER_DEAD_DETAILS] += 1
         self.trace.append(self.now, DROP, message.from_agent, recipient,
                           message.message_type, _encode_obj(record))
-        if reason == "mailbox_full" and message.message_type != "error_report":
+        if (reason == "mailbox_full" or (
+                reason == "no_handler" and message.metadata.correlation_id is not None)) \
+                and message.message_type != "error_report":
             sender = self._endpoints.get(message.from_agent)
             if sender is not None and not sender.stopped:
+                told: dict[str, str] = {"error_code": reason, "recipient": recipient,
+                                        "message_id": message.message_id}
+                if detail is not None:
+                    told["detail"] = detail
                 report = self.message(
-                    SYSTEM, sender.name, "error_report",
-                    {"error_code": "mailbox_full", "recipient": recipient,
-                     "message_id": message.message_id},
+                    SYSTEM, sender.name, "error_report", told,
                     priority=Priority.HIGH,
                     correlation_id=message.metadata.correlation_id,
                 )
