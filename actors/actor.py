@@ -18,7 +18,10 @@ id, if it comes from the actor that request was sent to (or is the dispatcher's
 own ``error_report`` about it; anything else carrying that id is a dead letter
 ``forged_reply`` and the wait goes on); a behaviour waiting in
 :meth:`A2AActor.receive` whose match accepts it; the ``handle_<type>`` method;
-otherwise it is kept (bounded) for a later receive.
+otherwise it is kept (bounded) for a later receive, unless it is of an agents' type
+(one's own, or ``task_request``, ``task_response``, ``notification``, ``data_share``) and
+no behaviour of the actor runs: then it is a dead letter ``no_handler`` with the reason
+in words (:meth:`A2AActor.handle_message`, :meth:`A2AActor.drop_unread`).
 Exceptions in handlers and behaviours are reported (trace record and an
 ``error_report`` on the ``errors`` topic); they never stop the actor or the run.
 

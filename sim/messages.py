@@ -6,6 +6,14 @@ schema follows the A2A design notes: ``message_id, timestamp, from_agent,
 to_agent, message_type, priority, content, metadata{region, capabilities,
 correlation_id}, signature, expires_at``.
 
+Types: ``message_type`` is any name following :data:`TYPE_NAME_RULE`
+(``[a-z][a-z0-9_]{0,63}``). :data:`MESSAGE_TYPES` is the built-in vocabulary: the
+runtime's eleven (:data:`RUNTIME_TYPES`) and the four agents' types of the design notes'
+final A2A tools (:data:`AGENT_TYPES`); any other valid name is a type of one's own,
+which :func:`message_type` may give a schema its content is checked against whenever a
+message of that type is made (sent, or decoded from the wire). :data:`SYSTEM_TYPES`
+are the runtime's reply types, which no member sends by a tool or from outside.
+
 Topics: :func:`topic_name` is what a topic a caller names is called, and
 :func:`session_topic` which of its own session's topics a member's name means.
 
