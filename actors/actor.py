@@ -18,7 +18,10 @@ id, if it comes from the actor that request was sent to (or is the dispatcher's
 own ``error_report`` about it; anything else carrying that id is a dead letter
 ``forged_reply`` and the wait goes on); a behaviour waiting in
 :meth:`A2AActor.receive` whose match accepts it; the ``handle_<type>`` method;
-otherwise it is kept (bounded) for a later receive.
+otherwise it is kept (bounded) for a later receive, unless it is of an agents' type
+(one's own, or ``task_request``, ``task_response``, ``notification``, ``data_share``) and
+no behaviour of the actor runs: then it is a dead letter ``no_handler`` with the reason
+in words (:meth:`A2AActor.handle_message`, :meth:`A2AActor.drop_unread`).
 Exceptions in handlers and behaviours are reported (trace record and an
 ``error_report`` on the ``errors`` topic); they never stop the actor or the run.
 
@@ -58,7 +61,15 @@ from barnraise.actors.sending import Sending
 from barnraise.sim.dispatch.core import Dispatcher, answers
 from barnraise.sim.dispatch.values import WAKE, SubscriptionFilter, Timer, Waiter
 from barnraise.sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
-from barnraise.sim.messages import BROADCAST, TOPIC_PREFIX, TYPE_PREFIX, Message, Priority, Region
+from barnraise.sim.messages import (
+    BROADCAST,
+    RUNTIME_TYPES,
+    TOPIC_PREFIX,
+    TYPE_PREFIX,
+    Message,
+    Priority,
+    Region,
+)
 from barnraise.sim.seeds import seed_for
 
 __all__ = ["A2AActor"]
@@ -99,7 +110,8 @@ class A2AActor(Sending, pykka.ThreadingActor):
         super().__init_subclass__(**kwargs)
         handlers = dict(cls._handlers)
         for attr, fn in vars(cls).items():
-            if attr.startswith("handle_") and callable(fn):
+            # handle_message is the fallback, not the handler of a type "message".
+            if attr.startswith("handle_") and callable(fn) and attr != "handle_message":
                 handlers[attr[len("handle_"):]] = fn
         cls._handlers = handlers
 
@@ -303,10 +315,45 @@ class A2AActor(Sending, pykka.ThreadingActor):
             self.handle_message(message)
 
     def handle_message(self, message: Message) -> None:
-        """Fallback for a message no behaviour or handler wants: keep it for ``receive``."""
+        """Fallback for a message no behaviour or handler wants: keep it for ``receive``.
+
+        A letter of an agents' type (a type of one's own, or one of
+        :data:`~barnraise.sim.messages.AGENT_TYPES`) that reaches an actor with no
+        ``handle_<type>`` and no behaviour still running, which no receive can ever take,
+        is a dead letter ``no_handler`` at once, with the reason in words (``no handler
+        for 'ping' on builder-3``). One kept for a receive that never comes is one at the
+        end of the run (:meth:`drop_unread`). A letter of the runtime's vocabulary
+        (:data:`~barnraise.sim.messages.RUNTIME_TYPES`) is kept, as it always was.
+        """
+        if message.message_type not in RUNTIME_TYPES and not self._running():
+            self.dispatcher.dead_letter(message, "no_handler", self.name,
+                                        self._no_handler(message, "and no behaviour running"))
+            return
         if len(self._stash) >= self._stash_limit:
             self.dispatcher.dead_letter(self._stash.popleft(), "unhandled", self.name)
         self._stash.append(message)
+
+    def _running(self) -> bool:
+        return any(not task.done for task in self.behaviours)
+
+    def _no_handler(self, message: Message, why: str) -> str:
+        return (f"no handler for {message.message_type!r} on {self.name} "
+                f"(no handle_{message.message_type} {why})")
+
+    def drop_unread(self) -> int:
+        """End of a run: the letters of agents' types (see :meth:`handle_message`) still
+        kept for a receive that never took them become dead letters ``no_handler``;
+        returns how many. Kept letters of the runtime's vocabulary stay kept (services
+        answer more than a behaviour asks for: an unread one is no mistake)."""
+        stash = self._stash
+        unread = [m for m in stash if m.message_type not in RUNTIME_TYPES]
+        if not unread:
+            return 0
+        self._stash = deque(m for m in stash if m.message_type in RUNTIME_TYPES)
+        for message in unread:
+            self.dispatcher.dead_letter(message, "no_handler", self.name,
+                                        self._no_handler(message, "and no receive took it"))
+        return len(unread)
 
     def waiters(self) -> list[Waiter]:
         return [

@@ -10,12 +10,20 @@ hop would cost). It holds no state: everything goes through the actor's dispatch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from barnraise.sim.dispatch.core import Dispatcher
 from barnraise.sim.dispatch.values import SendReport
 from barnraise.sim.events import Event
-from barnraise.sim.messages import Message, Metadata, Priority, Region
+from barnraise.sim.messages import (
+    BROADCAST,
+    TOPIC_PREFIX,
+    TYPE_PREFIX,
+    Message,
+    Metadata,
+    Priority,
+    Region,
+)
 
 __all__ = ["Sending"]
 
@@ -27,9 +35,20 @@ class Sending:
     name: str
     dispatcher: Dispatcher
 
+    @overload
+    def send(self, to: str, message_type: str, content: dict[str, Any] | None = None, *,
+             priority: int = Priority.NORMAL, correlation_id: str | None = None,
+             region: Region | None = None, expires_in: float | None = None) -> SendReport: ...
+
+    @overload
+    def send(self, to: list[str] | tuple[str, ...], message_type: str,
+             content: dict[str, Any] | None = None, *, priority: int = Priority.NORMAL,
+             correlation_id: str | None = None, region: Region | None = None,
+             expires_in: float | None = None) -> list[SendReport]: ...
+
     def send(
         self,
-        to: str,
+        to: str | list[str] | tuple[str, ...],
         message_type: str,
         content: dict[str, Any] | None = None,
         *,
@@ -37,9 +56,23 @@ class Sending:
         correlation_id: str | None = None,
         region: Region | None = None,
         expires_in: float | None = None,
-    ) -> SendReport:
-        """Send a message now; the report says, per recipient, what became of it."""
+    ) -> SendReport | list[SendReport]:
+        """Send a message now; the report says, per recipient, what became of it.
+
+        ``to`` is one address (an agent id, ``broadcast``, ``topic:NAME``,
+        ``type:ROLE``), or a list of agent ids: then one letter goes to each, in the
+        list's order, each with its own id (the wire form names one recipient), and the
+        answer is their reports in that order. A list is checked whole before anything
+        is sent: an empty one, an id that is not a non-empty string, a group address
+        or an id named twice is a ValueError, and a letter that cannot be made (a bad
+        type, content that fails its type's schema) a MessageError; either way nothing
+        was sent.
+        """
         dispatcher = self.dispatcher
+        if type(to) is not str:
+            return self._send_each(to, message_type, content, priority=priority,
+                                   correlation_id=correlation_id, region=region,
+                                   expires_in=expires_in)
         message = dispatcher.message(
             self.name, to, message_type, content, priority=priority,
             correlation_id=correlation_id, region=region, expires_in=expires_in,
@@ -47,6 +80,32 @@ class Sending:
         if dispatcher.sign_messages:
             message = dispatcher.seal(message)
         return dispatcher.send(message)
+
+    def _send_each(self, to: object, message_type: str, content: dict[str, Any] | None, *,
+                   priority: int, correlation_id: str | None, region: Region | None,
+                   expires_in: float | None) -> list[SendReport]:
+        if not isinstance(to, (list, tuple)) or not to:
+            raise ValueError(f"to: expected an address or a non-empty list of agent ids, "
+                             f"got {to!r}")
+        seen: set[str] = set()
+        for i, name in enumerate(to):
+            if type(name) is not str or not name:
+                raise ValueError(f"to[{i}]: expected an agent id, got {name!r}")
+            if name == BROADCAST or name.startswith((TOPIC_PREFIX, TYPE_PREFIX)):
+                raise ValueError(f"to[{i}]: {name!r} is a group address; a list of "
+                                 "recipients names agents (send to the group itself)")
+            if name in seen:
+                raise ValueError(f"to[{i}]: {name!r} is named twice")
+            seen.add(name)
+        dispatcher = self.dispatcher
+        # Every letter is made (and so checked) before the first goes.
+        letters = [dispatcher.message(self.name, name, message_type, content,
+                                      priority=priority, correlation_id=correlation_id,
+                                      region=region, expires_in=expires_in)
+                   for name in to]
+        if dispatcher.sign_messages:
+            letters = [dispatcher.seal(m) for m in letters]
+        return [dispatcher.send(m) for m in letters]
 
     def reply(
         self, request: Message, message_type: str, content: dict[str, Any] | None = None,

@@ -17,7 +17,7 @@ import msgspec
 
 from barnraise.actors.paging import cursor_offset, fit_lists
 from barnraise.actors.service import Call
-from barnraise.sim.messages import MESSAGE_TYPES, session_topic
+from barnraise.sim.messages import SYSTEM_TYPES, MessageError, check_type_name, session_topic
 from barnraise.sim.tools import STATE_PAGE_DEFAULT, ToolError, ok
 
 if TYPE_CHECKING:
@@ -34,6 +34,23 @@ def _canonical(value: Any) -> bytes:
         return _canonical_encoder.encode(value)
     except (TypeError, ValueError, msgspec.EncodeError):
         return repr(value).encode()
+
+
+def _member_type(name: Any) -> str:
+    """``name`` as the type of a letter a member sends through the A2A tools: any name
+    following the rule (:data:`barnraise.sim.messages.TYPE_NAME_RULE`) but the runtime's
+    own reply types (:data:`barnraise.sim.messages.SYSTEM_TYPES`), which a member never
+    needs to send by a tool (the tools set no correlation id to answer with)."""
+    try:
+        check_type_name(name)
+    except MessageError as exc:
+        raise ToolError("invalid_argument", f"message_type: {exc.problem}",
+                        field="message_type") from None
+    if name in SYSTEM_TYPES:
+        raise ToolError("invalid_argument", f"message_type: {name!r} is one of the types "
+                        f"only the runtime and its services send ({sorted(SYSTEM_TYPES)})",
+                        field="message_type")
+    return str(name)
 
 
 class SessionMessaging:
@@ -58,31 +75,61 @@ class SessionMessaging:
     def tool_a2a_send_message(self, call: Call) -> dict[str, Any]:
         coordinator = self.coordinator
         args = call.args
-        to = coordinator.member_id(call.session_id, args["to_agent"], "to_agent")
-        if args["message_type"] not in MESSAGE_TYPES:
-            raise ToolError("invalid_argument", f"message_type: must be one of "
-                            f"{sorted(MESSAGE_TYPES)}", field="message_type")
-        message = coordinator.dispatcher.message(call.caller, to, args["message_type"],
-                                          args["content"], priority=args["priority"],
+        named = args["to_agent"]
+        if isinstance(named, list):
+            recipients = self._recipients(call.session_id, named)
+        else:
+            recipients = [coordinator.member_id(call.session_id, named, "to_agent")]
+        message_type = _member_type(args["message_type"])
+        dispatcher = coordinator.dispatcher
+        try:  # every letter made (and checked) before the first goes
+            letters = [dispatcher.message(call.caller, to, message_type, args["content"],
+                                          priority=args["priority"],
                                           expires_in=args.get("expires_in"))
-        report = coordinator.dispatcher.send(coordinator.dispatcher.seal(message))
-        return ok(message_id=message.message_id, to_agent=to, status=report.statuses[to])
+                       for to in recipients]
+        except MessageError as exc:  # content that fails its type's schema
+            raise ToolError("invalid_argument", str(exc), field=exc.field) from None
+        statuses = {m.to_agent: dispatcher.send(dispatcher.seal(m)).statuses[m.to_agent]
+                    for m in letters}
+        if not isinstance(named, list):
+            [message] = letters
+            to = message.to_agent
+            return ok(message_id=message.message_id, to_agent=to, status=statuses[to])
+        return ok(message_ids=[m.message_id for m in letters], to_agent=recipients,
+                  statuses=statuses)
+
+    def _recipients(self, session_id: str, named: list[Any]) -> list[str]:
+        """The members a list ``to_agent`` names, in its order: each one a member (by id
+        or name), none twice, at least one; else ``invalid_argument`` naming the entry."""
+        if not named:
+            raise ToolError("invalid_argument", "to_agent: an empty list names nobody",
+                            field="to_agent")
+        recipients: list[str] = []
+        for i, who in enumerate(named):
+            to = self.coordinator.member_id(session_id, who, f"to_agent[{i}]")
+            if to in recipients:
+                raise ToolError("invalid_argument", f"to_agent[{i}]: {who!r} names "
+                                f"{to}, named before", field=f"to_agent[{i}]")
+            recipients.append(to)
+        return recipients
 
     def tool_a2a_broadcast(self, call: Call) -> dict[str, Any]:
         coordinator = self.coordinator
         args = call.args
-        if args["message_type"] not in MESSAGE_TYPES:
-            raise ToolError("invalid_argument", f"message_type: must be one of "
-                            f"{sorted(MESSAGE_TYPES)}", field="message_type")
+        message_type = _member_type(args["message_type"])
+        recipients = [
+            member.agent_id for member in coordinator.members[call.session_id].values()
+            if not (args["exclude_self"] and member.agent_id == call.caller)
+            and not (args.get("agent_type") and member.role != args["agent_type"])]
+        dispatcher = coordinator.dispatcher
+        try:  # every letter made (and checked) before the first goes
+            letters = [dispatcher.message(call.caller, to, message_type, args["content"])
+                       for to in recipients]
+        except MessageError as exc:  # content that fails its type's schema
+            raise ToolError("invalid_argument", str(exc), field=exc.field) from None
         statuses: dict[str, str] = {}
-        for member in coordinator.members[call.session_id].values():
-            if args["exclude_self"] and member.agent_id == call.caller:
-                continue
-            if args.get("agent_type") and member.role != args["agent_type"]:
-                continue
-            message = coordinator.dispatcher.message(call.caller, member.agent_id,
-                                              args["message_type"], args["content"])
-            statuses.update(coordinator.dispatcher.send(coordinator.dispatcher.seal(message)).statuses)
+        for message in letters:
+            statuses.update(dispatcher.send(dispatcher.seal(message)).statuses)
         delivered = sorted(k for k, v in statuses.items() if v == "delivered")
         return ok(recipients=sorted(statuses), delivered=delivered, statuses=statuses)
 

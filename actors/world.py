@@ -579,6 +579,19 @@ class Simulation:
             return method(*args, **kwargs)
         return result
 
+    def drop_unread(self) -> int:
+        """The run has ended: every letter of an agents' type (one's own, or
+        ``task_request``, ``task_response``, ``notification``, ``data_share``) still kept
+        for a ``receive`` that never took it becomes a dead letter ``no_handler``, with
+        the reason in words (:meth:`barnraise.actors.actor.A2AActor.drop_unread`); returns
+        how many. The runner calls it once the run is over; letters of the runtime's
+        vocabulary stay kept."""
+        dropped = 0
+        for actor in list(self.dispatcher.actors.values()):
+            if isinstance(actor, A2AActor) and actor._stash:
+                dropped += self._in_context(actor, actor.drop_unread)
+        return dropped
+
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` of simulation time pass: timers fire, leases expire."""
         if not seconds >= 0:

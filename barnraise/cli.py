@@ -31,7 +31,7 @@ import socket
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from barnraise.loading import UnverifiedScript, describe, list_scenarios, load
 from barnraise.outdir import check_run_out, run_identity
@@ -714,6 +714,13 @@ def summary_lines(summary: Mapping[str, Any], module: Any = None) -> list[str]:
         lines.extend(f"    {_error_line(e)}" for e in kept[:5])
         if errors > len(kept[:5]):
             lines.append(f"    ... and {errors - len(kept[:5])} more")
+    details = summary.get("dead_letter_details") or {}
+    for detail, n in sorted(details.items(), key=lambda item: -item[1])[:_DETAILS_SHOWN]:
+        lines.append(f"  dead letter{'s' if n != 1 else ''}: {detail}"
+                     + (f" (x{n})" if n != 1 else ""))
+    if len(details) > _DETAILS_SHOWN:
+        lines.append(f"  ... and {len(details) - _DETAILS_SHOWN} more reasons for dead "
+                     "letters (the summary's dead_letter_details)")
     if summary["run_end"] != "quiescent":
         lines.append(f"  the run ended in {summary['run_end']}: "
                      + "; ".join(summary["waiting"][:5]))
@@ -726,6 +733,10 @@ def _error_line(error: Mapping[str, Any]) -> str:
     at = f" at {error['file']}:{error['line']}" if error.get("file") else ""
     detail = f": {error['detail']}" if error.get("detail") else ""
     return f"{error['agent']}: {error['where']} raised {error['error']}{detail}{at}"
+
+
+#: How many dead-letter reasons in words a run's text summary shows.
+_DETAILS_SHOWN: Final = 5
 
 
 def _reasons(dead: dict[str, int]) -> str:

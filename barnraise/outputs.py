@@ -60,6 +60,9 @@ class RunSummary(TypedDict):
     messages_dropped: int
     #: Dead letters by reason.
     dead_letters: dict[str, int]
+    #: Dead letters by their reason in words, where one was given (``no handler for
+    #: 'ping' on builder-3 (...)``): the mistakes an author should see.
+    dead_letter_details: dict[str, int]
     session_id: str | None
     agents: int
     tiles_placed: int

@@ -444,6 +444,7 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
         try:
             metrics = dict(module.run(simu, **request.params))
             ending = simu.dispatcher.run()  # let what the scenario set going finish
+            simu.drop_unread()  # letters of one's own kept for a receive that never came
         finally:
             if ended is not None:
                 ended()
@@ -463,6 +464,7 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             "messages_delivered": stats.delivered,
             "messages_dropped": sum(stats.dead_letters.values()),
             "dead_letters": dict(stats.dead_letters),
+            "dead_letter_details": dict(simu.dispatcher.dead_details),
             "session_id": world["session_id"],
             "agents": world["agents"], "tiles_placed": world["tiles_placed"],
             "has_blueprint": world["has_blueprint"],

@@ -99,7 +99,8 @@ DASK_CONNECT_TIMEOUT: Final = 10.0
 RUN_COLUMNS: Final = ("success", "trace_digest", "wall_seconds", "virtual_time")
 _SKIP: Final = frozenset({"scenario", "seed", "params", "mode", "time_scale", "success",
                           "trace_digest", "wall_seconds", "virtual_time", "metrics",
-                          "dead_letters", "waiting", "tasks", "session_id"})
+                          "dead_letters", "dead_letter_details", "waiting", "tasks",
+                          "session_id"})
 _ADDRESS: Final = re.compile(r"^(tcp|tls|inproc|ucx)://[^\s/]+(:\d{1,5})?/?$|^[\w.\-]+:\d{1,5}$")
 
 

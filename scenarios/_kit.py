@@ -53,7 +53,7 @@ from barnraise.sim.canvas import Tile
 from barnraise.sim.dispatch import seed_for
 from barnraise.sim.geometry import Rect
 from barnraise.sim.log import RESUMED, decode, is_call, paired
-from barnraise.sim.messages import Message
+from barnraise.sim.messages import Message, message_type
 from barnraise.sim.policy import DEFAULT_MATRIX
 from barnraise.sim.trace import TraceRecord
 
@@ -74,6 +74,7 @@ __all__ = [
     "mark",
     "max_concurrent",
     "mean",
+    "message_type",
     "min_gap",
     "overlapping_pairs",
     "percentile",

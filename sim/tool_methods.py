@@ -337,7 +337,7 @@ class A2aSendMessageArgs(TypedDict, total=False):
     """The arguments of ``a2a_send_message``."""
 
     session_id: str
-    to_agent: Required[str]
+    to_agent: Required[str | Sequence[str]]
     message_type: str
     content: Mapping[str, Any]
     priority: int
@@ -1245,7 +1245,9 @@ class A2aSendMessageResult(TypedDict, total=False):
     assigned_to: str
     grid_size: int
     message_id: str
-    to_agent: str
+    message_ids: list[Any]
+    statuses: dict[str, Any]
+    to_agent: str | list[Any]
 
 
 class A2aBroadcastResult(TypedDict, total=False):
@@ -1740,7 +1742,7 @@ class A2aTools(ToolCaller):
     __slots__ = ()
 
     def a2a_send_message(self, /, **args: Unpack[A2aSendMessageArgs]) -> A2aSendMessageResult:
-        """Send an A2A message to an agent."""
+        """Send an A2A message to an agent, or one to each agent of a list."""
         return self.call_any("a2a_send_message", args)  # type: ignore[return-value]
 
     def a2a_broadcast(self, /, **args: Unpack[A2aBroadcastArgs]) -> A2aBroadcastResult:

@@ -330,8 +330,9 @@ _TOOL_LIST: Final = [
         "notify_agents": {"type": "boolean", "default": True},
     }, ("checkpoint_id",)),
     # -- A2A -------------------------------------------------------------------------
-    _tool("a2a_send_message", "coordinator", "Send an A2A message to an agent.", {
-        "to_agent": {"type": "string"},
+    _tool("a2a_send_message", "coordinator", "Send an A2A message to an agent, or one to "
+          "each agent of a list.", {
+        "to_agent": {"type": ["string", "array"], "items": {"type": "string"}},
         "message_type": {"type": "string", "default": "status_update"},
         "content": {"type": "object", "default": {}},
         "priority": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
@@ -432,7 +433,8 @@ RESULT_KEYS: Final[Mapping[str, Mapping[str, str | tuple[str, ...]]]] = {
                          "include": "array", "size_kb": "number"},
     "build_rollback": {"lost": "object", "restored": "object", "rolled_back_at": "number",
                        "rolled_back_to": "string"},
-    "a2a_send_message": {"message_id": "string", "status": "string", "to_agent": "string"},
+    "a2a_send_message": {"message_id": "string", "message_ids": "array", "status": "string",
+                         "statuses": "object", "to_agent": ("string", "array")},
     "a2a_broadcast": {"delivered": "array", "recipients": "array", "statuses": "object"},
     "a2a_subscribe": {"subscription_id": "string", "topic": "string"},
     "a2a_discover": {"agents": "array", "count": "integer", "next_cursor": "string"},

@@ -325,10 +325,12 @@ class Member:
 
 def forged_letter(join: Mapping[str, Any], to: str, correlation_id: str,
                   n: int) -> dict[str, Any]:
-    """A ``coordination_response`` signed by ``join``'s agent, answering ``correlation_id``
-    (a call of ``to``'s) with content of the forger's."""
+    """A ``task_response`` signed by ``join``'s agent, answering ``correlation_id`` (a
+    call of ``to``'s) with content of the forger's. (Not a ``coordination_response``:
+    no agent outside may send one, and the gateway refuses it before any check of the
+    answer could be tried.)"""
     message = Message(f"forged-{secrets.token_hex(6)}-{n}", join["now"], join["agent_id"], to,
-                      "coordination_response", 8,
+                      "task_response", 8,
                       {"success": True, "released": True, FORGED: join["agent_id"]},
                       Metadata(correlation_id=correlation_id),
                       expires_at=join["now"] + 1800.0)

@@ -10,7 +10,7 @@ Over the network: the same tools over the gateway's WebSocket, and a state machi
 (``Surfaces``) over every surface of one served world and one ``barnraise mcp``
 subprocess (both started once for the module and stopped at its end): tool calls over
 the WebSocket and the A2A JSON-RPC HTTP binding by three members; cross-site, rebinding,
-over-deep, non-UTF-8 and oversize HTTP requests; signed ``coordination_response``
+over-deep, non-UTF-8 and oversize HTTP requests; signed ``task_response``
 letters aimed at another member's barrier call with guessed and real correlation ids;
 barrier waits pipelined and subscriptions asked past the hub's ``Limits``; connections
 cut with calls under way; ``view.control`` without the operator's token, with a wrong

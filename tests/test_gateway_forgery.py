@@ -1,9 +1,12 @@
 """Finding 1 of issue 23 over the real gateway: forged answers, and ids that leak.
 
 The attacker's reproduction: a builder (Mallory) reads the ids the server hands out,
-guesses the next correlation ids, and sends signed ``coordination_response`` letters
-with them to another builder (Bob) waiting in ``a2a_barrier_enter``. Bob's call must
-be answered by the coordination service alone. The ids a remote agent is given
+guesses the next correlation ids, and sends signed letters with them to another builder
+(Bob) waiting in ``a2a_barrier_enter``. Bob's call must be answered by the coordination
+service alone. (The finding's letters were ``coordination_response``, which no agent
+outside may send any more, ``reserved_type``: tests/test_gateway_msgtypes.py; the
+letters here are ``task_response``, which anyone may send, so the answer's own check is
+what stops them.) The ids a remote agent is given
 (subscriptions, its calls' correlation ids) are long random tokens: no counter.
 """
 
@@ -46,7 +49,7 @@ def _guesses(subscription_id: str, n: int) -> list[str]:
 
 
 def _forged(join: dict[str, Any], to: str, correlation_id: str, n: int) -> dict[str, Any]:
-    message = Message(f"forged-{n}", join["now"], join["agent_id"], to, "coordination_response",
+    message = Message(f"forged-{n}", join["now"], join["agent_id"], to, "task_response",
                       8, {"success": True, "released": True, "FORGED_BY": join["agent_id"]},
                       Metadata(correlation_id=correlation_id),
                       expires_at=join["now"] + 1800.0)

@@ -9,6 +9,8 @@ import pytest
 
 from barnraise.sim.messages import (
     MESSAGE_TYPES,
+    SYSTEM_TYPES,
+    TYPE_NAME_RULE,
     Message,
     MessageError,
     Metadata,
@@ -17,6 +19,8 @@ from barnraise.sim.messages import (
     canonical_bytes,
     decode,
     encode,
+    message_type,
+    schema_of,
     sign,
     verify,
 )
@@ -42,10 +46,80 @@ def wire(**overrides: object) -> bytes:
     return json.dumps({k: v for k, v in obj.items() if v is not ...}).encode()
 
 
-def test_the_eleven_message_types_and_named_priorities() -> None:
-    assert len(MESSAGE_TYPES) == 11
+def test_the_built_in_vocabulary_and_named_priorities() -> None:
+    """The design notes' eleven types and the four of their final A2A tools."""
+    assert len(MESSAGE_TYPES) == 15
     assert {"task_assignment", "registry_response", "subscription"} <= MESSAGE_TYPES
+    assert {"task_request", "task_response", "notification", "data_share"} <= MESSAGE_TYPES
+    assert SYSTEM_TYPES < MESSAGE_TYPES
     assert [int(p) for p in Priority] == [1, 5, 8, 10]
+
+
+@pytest.mark.parametrize("name", ["gossip", "ping", "p", "a" * 64, "build_done_2", "message"])
+def test_a_type_of_ones_own_is_any_name_following_the_rule(name: str) -> None:
+    sent = make(message_type=name)
+    assert sent.message_type == name
+    assert decode(encode(sent)) == sent  # the wire form is the same for it
+
+
+@pytest.mark.parametrize("name", ["Ping", "_session", "2ping", "ping-pong", "ping pong", "",
+                                  "a" * 65, "pingé", "__init__"])
+def test_a_name_not_following_the_rule_is_refused_naming_it_and_the_rule(name: str) -> None:
+    for attempt in (lambda: make(message_type=name),
+                    lambda: decode(wire(message_type=name))):
+        with pytest.raises(MessageError) as info:
+            attempt()
+        assert info.value.field == "message_type"
+        assert repr(name) in str(info.value) and TYPE_NAME_RULE in str(info.value)
+
+
+class _Survey(msgspec.Struct, forbid_unknown_fields=True):
+    question: str
+    choices: list[str]
+
+
+def test_a_schema_refuses_content_that_fails_it_naming_the_field() -> None:
+    assert message_type("test_survey", schema=_Survey) == "test_survey"
+    assert schema_of("test_survey") is _Survey
+    good = make(message_type="test_survey", content={"question": "q?", "choices": ["a"]})
+    assert decode(encode(good)) == good
+    for content, field in [({"question": 3, "choices": []}, "content.question"),
+                           ({"choices": []}, "content.question"),
+                           ({"question": "q", "choices": [1]}, "content.choices"),
+                           ({"question": "q", "choices": [], "x": 1}, "content.x")]:
+        with pytest.raises(MessageError) as made:
+            make(message_type="test_survey", content=content)
+        with pytest.raises(MessageError) as decoded:
+            decode(wire(message_type="test_survey", content=content))
+        for info in (made, decoded):
+            assert info.value.field == field, info.value
+            assert "test_survey" in str(info.value) and "_Survey" in str(info.value)
+    # Replacing the content (as signing does) checks it again.
+    with pytest.raises(MessageError):
+        msgspec.structs.replace(good, content={"question": 1, "choices": []})
+
+
+def test_a_callable_schema_and_the_rules_of_declaring() -> None:
+    def positive(content: dict[str, object]) -> None:
+        if not isinstance(content.get("n"), int) or content["n"] <= 0:  # type: ignore[operator]
+            raise ValueError(f"n must be a positive int, got {content.get('n')!r}")
+
+    message_type("test_count", schema=positive)
+    assert make(message_type="test_count", content={"n": 2}).content == {"n": 2}
+    with pytest.raises(MessageError, match="n must be a positive int, got -1") as info:
+        make(message_type="test_count", content={"n": -1})
+    assert info.value.field == "content"
+    message_type("test_count", schema=positive)  # the same again: nothing changes
+    message_type("test_count")
+    with pytest.raises(ValueError, match="already has the schema"):
+        message_type("test_count", schema=_Survey)
+    with pytest.raises(ValueError, match="is built in"):
+        message_type("heartbeat", schema=positive)
+    with pytest.raises(TypeError, match=r"msgspec\.Struct type or a callable"):
+        message_type("test_other", schema=3)  # type: ignore[arg-type]
+    with pytest.raises(MessageError, match="not a message type name"):
+        message_type("Test")
+    assert schema_of("test_other") is None and schema_of("test_count") is positive
 
 
 def test_round_trip_through_the_wire_form_keeps_every_field() -> None:
@@ -82,7 +156,7 @@ def test_any_priority_from_1_to_10_is_accepted() -> None:
         ({"message_id": 7}, "message_id"),
         ({"from_agent": None}, "from_agent"),
         ({"to_agent": ""}, "to_agent"),
-        ({"message_type": "gossip"}, "message_type"),
+        ({"message_type": "Gossip"}, "message_type"),
         ({"priority": 0}, "priority"),
         ({"priority": 11}, "priority"),
         ({"priority": "high"}, "priority"),
@@ -108,7 +182,7 @@ def test_construction_names_the_bad_field(overrides: dict[str, object], field: s
     [
         (wire(message_id=...), "message_id"),
         (wire(to_agent=...), "to_agent"),
-        (wire(message_type="gossip"), "message_type"),
+        (wire(message_type="gos-sip"), "message_type"),
         (wire(priority=11), "priority"),
         (wire(priority=0), "priority"),
         (wire(priority="5"), "priority"),

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from barnraise.gateway.slots import AgentSlot, Refused
-from barnraise.sim.messages import TOPIC_PREFIX, MessageError, decode, encode, topic_name, verify
+from barnraise.sim.messages import (
+    SYSTEM_TYPES,
+    TOPIC_PREFIX,
+    MessageError,
+    decode,
+    encode,
+    topic_name,
+    verify,
+)
 
 if TYPE_CHECKING:
     from barnraise.gateway.hub import Hub
@@ -35,8 +43,10 @@ class SignedMail:
         """Verify a signed wire message from ``slot``'s agent and route it.
 
         Raises :class:`Refused` with the reason (``invalid_message``,
-        ``bad_signature``, ``wrong_agent``, ``no_expiry``, ``expired``,
-        ``replayed``, ``not_a_member``); the refusal is counted.
+        ``bad_signature``, ``reserved_type``, ``wrong_agent``, ``no_expiry``,
+        ``expired``, ``replayed``, ``not_a_member``); the refusal is counted. A type of
+        one's own is routed as any other; the runtime's reply types
+        (:data:`barnraise.sim.messages.SYSTEM_TYPES`) are ``reserved_type``.
         """
         try:
             message = decode(
@@ -48,6 +58,10 @@ class SignedMail:
             verify(message, slot.key)
         except MessageError as exc:
             raise self._refuse("bad_signature", exc.problem) from None
+        if message.message_type in SYSTEM_TYPES:
+            raise self._refuse("reserved_type", f"message_type {message.message_type!r} is "
+                               "one of the types only the runtime and its services send "
+                               f"({sorted(SYSTEM_TYPES)})")
         if message.from_agent != slot.agent_id:
             raise self._refuse("wrong_agent", f"from_agent is {message.from_agent!r}, but this "
                                f"connection is {slot.agent_id!r}")

@@ -109,6 +109,7 @@ class Dispatcher(Lifecycle, Timers):
         self._lock = threading.Lock()  # guards topology changes, never delivery
         self._dead = Counter()
         self.dead_letters = deque(maxlen=dead_letter_log)
+        self.dead_details = Counter()
         self.behaviour_errors = 0
         self.failures = []
         #: True while a realtime run is held (``RealtimeDispatcher.pause``): actors keep

@@ -65,7 +65,8 @@ from barnraise.sim.trace import DELIVER, DROP, ERROR, Trace
 if TYPE_CHECKING:
     from barnraise.sim.dispatch.lifecycle import Lives
 
-__all__ = ["ERRORS_LOGGER", "ERRORS_TOPIC", "KEPT_FAILURES", "SYSTEM", "Router", "answers"]
+__all__ = ["ERRORS_LOGGER", "ERRORS_TOPIC", "KEPT_FAILURES", "MAX_DEAD_DETAILS",
+           "OTHER_DEAD_DETAILS", "SYSTEM", "Router", "answers"]
 
 SYSTEM: Final = "system"
 """The sender name of messages the runtime itself produces (error reports)."""
@@ -89,6 +90,11 @@ ERRORS_LOGGER: Final = logging.getLogger("barnraise.errors")
 #: How many reported exceptions a dispatcher keeps whole (``Router.failures``); every one
 #: is counted (``behaviour_errors``) and traced however many there are.
 KEPT_FAILURES: Final = 100
+#: How many different dead-letter details (:meth:`Router.dead_letter`) are counted
+#: one by one; the rest are counted together under :data:`OTHER_DEAD_DETAILS`, so a
+#: stream of letters to ever new names cannot grow the table without end.
+MAX_DEAD_DETAILS: Final = 100
+OTHER_DEAD_DETAILS: Final = "(other reasons)"
 
 _NO_METADATA: Final = Metadata()
 _obj_encoder: Final = msgspec.json.Encoder(order="sorted")
@@ -136,6 +142,8 @@ class Router:
     #: True while a realtime run is held (``RealtimeDispatcher.pause``).
     holding: bool
     dead_letters: deque[tuple[str, Message]]
+    #: A dead letter's reason in words -> how many (see :meth:`dead_letter`).
+    dead_details: Counter[str]
     _id_prefix: str
     _ids: itertools.count[int]
     _endpoints: dict[str, Endpoint]
@@ -391,26 +399,40 @@ class Router:
         except Exception as exc:
             self.report_error(name, message.message_type, exc, handler=True)
 
-    def dead_letter(self, message: Message, reason: DeadReason, recipient: str) -> None:
+    def dead_letter(self, message: Message, reason: DeadReason, recipient: str,
+                    detail: str | None = None) -> None:
         """Count, keep (bounded) and trace a message that reached nobody, and why.
 
-        A ``mailbox_full`` drop also tells the sender with an ``error_report``
-        (carrying the dropped message's correlation id, so a waiting request
-        fails at once instead of timing out).
+        ``detail``, when given, is the why in words for the run's author (``no handler
+        for 'ping' on builder-3``): it goes into the trace record and is counted in
+        :attr:`dead_details`. A ``mailbox_full`` drop also tells the sender with an
+        ``error_report`` (carrying the dropped message's correlation id, so a waiting
+        request fails at once instead of timing out), and so does a ``no_handler`` drop
+        of a request (one with a correlation id), with the detail.
         """
         self._dead[reason] += 1
         self.dead_letters.append((reason, message))
-        self.trace.append(
-            self.now, DROP, message.from_agent, recipient, message.message_type,
-            _encode_obj({"reason": reason, "message_id": message.message_id}),
-        )
-        if reason == "mailbox_full" and message.message_type != "error_report":
+        record: dict[str, str] = {"reason": reason, "message_id": message.message_id}
+        if detail is not None:
+            record["detail"] = detail
+            details = self.dead_details
+            if detail in details or len(details) < MAX_DEAD_DETAILS:
+                details[detail] += 1
+            else:
+                details[OTHER_DEAD_DETAILS] += 1
+        self.trace.append(self.now, DROP, message.from_agent, recipient,
+                          message.message_type, _encode_obj(record))
+        if (reason == "mailbox_full" or (
+                reason == "no_handler" and message.metadata.correlation_id is not None)) \
+                and message.message_type != "error_report":
             sender = self._endpoints.get(message.from_agent)
             if sender is not None and not sender.stopped:
+                told: dict[str, str] = {"error_code": reason, "recipient": recipient,
+                                        "message_id": message.message_id}
+                if detail is not None:
+                    told["detail"] = detail
                 report = self.message(
-                    SYSTEM, sender.name, "error_report",
-                    {"error_code": "mailbox_full", "recipient": recipient,
-                     "message_id": message.message_id},
+                    SYSTEM, sender.name, "error_report", told,
                     priority=Priority.HIGH,
                     correlation_id=message.metadata.correlation_id,
                 )

@@ -56,7 +56,7 @@ WAKE: Final = _Wake()
 
 DeadReason = Literal[
     "mailbox_full", "expired", "unknown_recipient", "bad_signature", "invalid", "offline",
-    "unhandled", "forged_reply",
+    "unhandled", "forged_reply", "no_handler",
 ]
 
 
