@@ -2,8 +2,9 @@
 
 A cell tagged ``figure`` must show an ``image/png``; one tagged ``animation`` an
 ``image/gif``; one tagged ``iframe`` an HTML IFrame of a page on 127.0.0.1 (``barnraise.show``);
-one tagged ``widget`` an ipywidgets view (``barnraise.explore``); and any output that is a matplotlib Figure must carry its PNG (a bare
-``<Figure size ...>`` is the symptom of a backend that cannot draw).
+one tagged ``widget`` an ipywidgets view (``barnraise.explore``); and any output that is
+a matplotlib Figure must carry its PNG (a bare ``<Figure size ...>`` is the symptom of a
+backend that cannot draw).
 """
 
 from __future__ import annotations
