@@ -103,6 +103,8 @@ def test_a_live_simulation_is_served_on_loopback_and_driven_with_the_views_token
             # the notebook drives the world while it is watched
             client = simu.client()
             client.call("session_create", session_name="S", grid_size=8)
+            with pytest.raises(ValueError, match="already watched"):
+                barnraise.show(simu)
         finally:
             view.close()
         assert view.closed and "(closed)" in repr(view)
@@ -184,5 +186,9 @@ def test_what_cannot_be_shown_is_refused_and_nothing_is_left_running(
     unknown = barnraise.RunResult({**result.summary, "scenario": "my_own"}, result.trace)
     with pytest.raises(ValueError, match="unknown scenario 'my_own'"):
         barnraise.show(unknown)
+    closed = barnraise.Simulation(seed=SEED)
+    closed.close()
+    with pytest.raises(ValueError, match="Simulation is closed"):
+        barnraise.show(closed)
     assert list(tmp_path.glob("barnraise-show-*")) == []
     assert _threads() <= before

@@ -101,7 +101,8 @@ def show(x: Simulation | RunResult | StoredRun | str | os.PathLike[str], *,
 
     ``script``: the scenario file of a stored run made from one (as ``barnraise view
     --script``). TypeError for anything else to show; ValueError for a height that is
-    not a positive int or a RunResult that cannot be re-executed; StoreError for a path
+    not a positive int, a Simulation closed or already watched, or a RunResult that
+    cannot be re-executed; StoreError for a path
     that is not a store. Nothing is left running when it raises.
     """
     from barnraise.gateway.operator import Operator, operator_token
@@ -133,8 +134,14 @@ def _page(url: str, operator: Operator) -> str:
 
 
 def _live(simu: Simulation, operator: Operator, height: int) -> InlineView:
+    from barnraise.sim.dispatch import DeterministicDispatcher
     from barnraise.view.live import LiveView
 
+    if simu.closed:
+        raise ValueError("this Simulation is closed: there is nothing live to show")
+    if isinstance(simu.dispatcher, DeterministicDispatcher) and simu.dispatcher.gate is not None:
+        raise ValueError("this Simulation is already watched (a view's gate holds it): "
+                         "close that view first")
     live = LiveView(port=0, operator=operator)
     url = live.start(simu)  # closes what it started when it raises
     return InlineView(_page(url, operator), [live.close], what="live", height=height)
