@@ -5,8 +5,9 @@ layer that owns it (the engine ``sim``, the actors and their world ``actors``, t
 scenario scripts ``scenarios``, and the application here), so static tools see its
 real type: :class:`Simulation` and its :class:`Client`, :func:`run` and its
 :class:`RunResult`, :func:`open_run`, :func:`sweep`, :func:`connect`, :class:`Agent`,
-:func:`make_dispatcher`, :class:`Message`, :class:`Priority`, :class:`Trace`, the
-errors a caller catches, and the submodules :mod:`barnraise.kit` (the scenario-authoring
+:func:`make_dispatcher`, :class:`Message`, :class:`Priority`, :class:`Trace`,
+:func:`show` and :func:`explore` (a run's view and a scenario's controls in a notebook),
+the errors a caller catches, and the submodules :mod:`barnraise.kit` (the scenario-authoring
 helpers), :mod:`barnraise.plots` (figures) and :mod:`barnraise.gateway` (the network).
 
 Everything else lives in the module that owns it: ``barnraise.runner`` (``resume``,
@@ -38,6 +39,9 @@ listed in an ``__all__`` may change.
     table = barnraise.sweep("conflict_storm", params={"agents": [2, 4, 8]}, seeds=range(20),
                             engine="processes", workers=2)
 
+    barnraise.show(result)       # in Jupyter: the run's view, scrubbed, in an IFrame
+    barnraise.explore("kernel_build")   # its parameters as widgets (barnraise[notebook])
+
     with barnraise.Simulation(seed=7) as simu:
         client = simu.client()
         client.call("session_create", session_name="S", grid_size=100)
@@ -49,6 +53,7 @@ from barnraise import gateway, kit, plots
 from barnraise.actors.base import Agent, DeliveryError, RequestError, WaitTimeout
 from barnraise.actors.world import Client, Simulation
 from barnraise.gateway.remote import RemoteError, connect
+from barnraise.notebook import explore, show
 from barnraise.outputs import RunResult
 from barnraise.runner import open_run, run
 from barnraise.scenarios import ParamError, ScenarioError
@@ -78,12 +83,14 @@ __all__ = [
     "Trace",
     "WaitTimeout",
     "connect",
+    "explore",
     "gateway",
     "kit",
     "make_dispatcher",
     "open_run",
     "plots",
     "run",
+    "show",
     "sweep",
 ]
 

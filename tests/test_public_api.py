@@ -232,7 +232,7 @@ def test_the_public_face_is_the_names_a_user_needs_first() -> None:
         "make_dispatcher", "Message", "Priority", "Trace",
         "DeliveryError", "RequestError", "WaitTimeout", "MessageError", "ParamError",
         "ScenarioError", "StoreError", "SweepError", "RemoteError", "ReporterError",
-        "kit", "plots", "gateway"])
+        "kit", "plots", "gateway", "show", "explore"])
     assert barnraise.gateway is importlib.import_module("barnraise.gateway")
     # the kit re-exports the objects where they live, every one of them; plots is the
     # application layer's own module, their one home

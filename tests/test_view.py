@@ -396,3 +396,52 @@ def test_the_scrubber_of_a_realtime_store_shows_its_frontier_and_chart(
         page.close()
     finally:
         served.close()
+
+
+def test_the_notebooks_inline_view_loads_the_run_in_its_iframe(
+        browser: Browser, shots: Path) -> None:
+    """barnraise.show's cell output, as Jupyter puts it in a page: the IFrame loads the
+    view of the run, scrubbed to its end; the page drives it with the token its URL
+    carries, and the same page without the token is refused."""
+    import barnraise
+
+    result = barnraise.run("kernel_build", seed=5, **PARAMS)
+    assert result.success and result.final_canvas is not None
+    with barnraise.show(result, height=700) as view:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(WAIT_MS)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.set_content(f"<h1>a notebook cell</h1>{view._repr_html_()}")
+        handle = page.wait_for_selector("iframe")
+        assert handle is not None
+        frame = handle.content_frame()
+        assert frame is not None and frame.url == view.url
+        frame.wait_for_function("window.__view && window.__view.frameMessages > 0")
+        assert frame.evaluate("window.__view.scrub !== null")
+        end = frame.evaluate("window.__view.scrub.end")
+        assert round(end, 6) == result.summary["virtual_time"]
+        assert frame.evaluate("window.__view.progress") == 100
+        pixels = np.array(frame.evaluate("__view.pixels()"), dtype=np.uint8)
+        expected = _expected_pixels(result.final_canvas)
+        assert np.array_equal(pixels.reshape(expected.shape), expected)
+        page.screenshot(path=str(shots / "9-notebook-iframe.png"))
+        # a seek from the IFrame's page carries the view's token: answered, a new frame
+        seq = frame.evaluate("window.__view.seq")
+        frame.evaluate("__view.control('seek', 0.5)")
+        frame.wait_for_function(f"window.__view.seq > {seq} && window.__view.t === 0.5")
+        # the page at the URL without its fragment watches, and its seek is refused
+        plain = browser.new_page()
+        plain.set_default_timeout(WAIT_MS)
+        plain.goto(view.url.split("#", 1)[0])
+        plain.wait_for_function("window.__view && window.__view.frameMessages > 0")
+        assert plain.evaluate("window.__view.t") == 0.5  # one scrubber: the time chosen
+        plain.evaluate("__view.control('seek', 1.0)")
+        plain.wait_for_function(
+            "[...document.querySelectorAll('#log div')].some(li => "
+            "li.textContent.includes('control refused'))")
+        assert plain.evaluate("window.__view.t") == 0.5
+        assert frame.evaluate("window.__view.t") == 0.5
+        assert errors == []
+        plain.close()
+        page.close()

@@ -12,7 +12,8 @@ slider over its snapshots.
 
 Modules: ``watch`` (the model: reads, deltas, controls; needs nothing beyond
 barnraise), ``server`` (the routes on the gateway), ``live`` (a run on a
-server), ``stored`` (a stored run's frames and its server), ``headless``
+server), ``stored`` (a stored run's frames and its server), ``inline``
+(``barnraise.show``: either page on loopback for a notebook's IFrame), ``headless``
 (Debian's chromium through Playwright, for tests and benchmarks). The server
 side needs the gateway extra.
 """

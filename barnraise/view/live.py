@@ -16,6 +16,7 @@ from typing import Any
 
 from barnraise.actors.world import Simulation
 from barnraise.gateway.hosting import HostedWorld
+from barnraise.gateway.operator import Operator
 from barnraise.gateway.server import Gateway, GatewayServer, check_hosts
 from barnraise.view.server import ViewSurface
 from barnraise.view.watch import Watcher
@@ -30,13 +31,17 @@ class LiveView:
     is called with the page's URL once the server accepts connections.
     ``allowed_hosts``: ``Host`` values served besides the bound address
     (``--allow-host``; :class:`ValueError` for a malformed one, at once).
+    ``operator``: who may drive the run (default: a run-local view, whose loopback
+    pages drive it; :func:`barnraise.show` gives one with a token).
     """
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 8765, paused: bool = False,
                  speed: float | None = None, rate: float = 10.0, scenario: str | None = None,
                  announce: Callable[[str], None] | None = None,
-                 allowed_hosts: Sequence[str] = ()) -> None:
+                 allowed_hosts: Sequence[str] = (),
+                 operator: Operator | None = None) -> None:
         self.host = host
+        self.operator = operator
         self.allowed_hosts = check_hosts(allowed_hosts)
         self.port = port
         self.paused = paused
@@ -59,6 +64,8 @@ class LiveView:
             gateway = Gateway(HostedWorld(simulation=simu, scenario=self.scenario),
                               agents=simu.mode == "realtime",
                               allowed_hosts=self.allowed_hosts)
+            if self.operator is not None:
+                gateway.operator = self.operator
             self.surface = ViewSurface(self.watcher, gateway)
             self.server = GatewayServer(gateway, self.host, self.port)
             self.url = self.server.start()

@@ -49,6 +49,7 @@ from barnraise.view.watch import chart_series, picture
 
 if TYPE_CHECKING:
     from barnraise.actors.world import Simulation
+    from barnraise.gateway.operator import Operator
     from barnraise.runner import Request
     from barnraise.view.watch import Watcher
 
@@ -396,9 +397,10 @@ class StoredServer:
 
     def __init__(self, run: StoredRun, *, host: str = "127.0.0.1", port: int = 8765,
                  script: str | os.PathLike[str] | None = None,
-                 allowed_hosts: Sequence[str] = ()) -> None:
+                 allowed_hosts: Sequence[str] = (), operator: Operator | None = None) -> None:
         """``allowed_hosts``: ``Host`` values served besides the bound address
-        (``--allow-host``; :class:`ValueError` for a malformed one)."""
+        (``--allow-host``; :class:`ValueError` for a malformed one). ``operator``: who may
+        seek (default: a run-local view's, any loopback page)."""
         from barnraise.actors.world import Simulation
         from barnraise.gateway.hosting import HostedWorld
         from barnraise.gateway.server import Gateway, GatewayServer
@@ -409,6 +411,8 @@ class StoredServer:
         try:
             gateway = Gateway(HostedWorld(simulation=self._simulation), agents=False,
                               allowed_hosts=allowed_hosts)
+            if operator is not None:
+                gateway.operator = operator
             ViewSurface(self.source, gateway)
             self.server = GatewayServer(gateway, host, port)
         except BaseException:
