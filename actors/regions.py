@@ -13,7 +13,8 @@ session it owns:
   so a lease never keeps a run alive) the manager looks whether the holder is still
   live, and extends a live holder's lease by another term (``region_renewed``) or
   lets a gone holder's lapse (``region_released``, reason ``expired``). See
-  :meth:`SessionService.holder_live` for what live means; ``region_renew`` starts a new term at once;
+  :meth:`SessionService.holder_live` for what live means; ``region_renew`` starts a
+  new term at once;
 * **artifacts**: shaders and cartridges (its room :mod:`barnraise.actors.region_artifacts`);
 * the **blueprint** (the target tiles) and the counters ``tiles_placed`` (and
   per writer, ``tiles_by_agent``), ``lost_work`` and ``conflicts``.
