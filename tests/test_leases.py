@@ -3,7 +3,8 @@
 A claim's ``timeout`` and a lock's ``lease`` are terms: when one runs out, a holder that
 is still a member (with an actor in the run) gets another term; a holder that stopped
 lost its claims and locks when it stopped being a member (the registry's offline limit,
-a crash with no restart, the gateway's agent TTL); a lease whose holder is gone some
+a crash with no restart, the gateway's agent TTL: ``Simulation.expire``, which the hub
+calls); a lease whose holder is gone some
 other way (a resumed run's stopped agents) lapses at its term's end. All in
 deterministic mode, on simulated time and the trace.
 """
@@ -11,6 +12,7 @@ deterministic mode, on simulated time and the trace.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,7 +77,7 @@ def test_a_live_holder_keeps_its_claim_and_lock_for_many_default_leases(
     assert c.a.a2a_lock_acquire(lock_id="door")["holder"] == "h"
 
 
-@pytest.mark.parametrize("how", ["hang", "crash"])
+@pytest.mark.parametrize("how", ["hang", "crash", "ttl"])
 def test_a_holder_that_stops_loses_its_leases_when_it_stops_being_a_member(
         simu: Simulation, how: str) -> None:
     c = _crew(simu)
@@ -86,8 +88,10 @@ def test_a_holder_that_stops_loses_its_leases_when_it_stops_being_a_member(
     stopped_at = simu.now
     if how == "hang":  # alive but silent: the registry's offline limit decides
         holder.pause_heartbeats()
-    else:  # crashed, and no supervisor brings it back
+    elif how == "crash":  # crashed, and no supervisor brings it back
         simu.dispatcher.crash("h", "gone")
+    else:  # what the gateway's hub does to a remote agent past its agent TTL
+        simu.expire("h", "ttl")
     simu.advance(50.0)
     released = _events(simu, "region_released", "lock_released", "lock_expired")
     assert [(kind, e.get("reason")) for _, kind, e in released] == [
@@ -200,3 +204,33 @@ def test_a_resume_restores_lease_ends_and_terms_and_a_gone_holders_lapse() -> No
             + [(live["locks"]["L"][1], "lock_expired")])
         assert {e.get("reason") for _, kind, e in lapsed if kind == "region_released"} == {
             "expired"}
+
+
+def test_a_stored_run_folds_renewals_and_lapses_as_the_world_had_them(tmp_path: Path) -> None:
+    """The world read from the store (``world_at``) holds each claim with the lease end
+    the live world had, after renewals by term and by ``region_renew``, and a hand-over."""
+    from barnraise import open_run
+    from barnraise.actors.stored.rebuild import world_at
+    from tests.test_rebuild import _plain, _same
+
+    path = tmp_path / "leases.db"
+    with Simulation(seed=3, store=path) as simu:
+        c = _crew(simu)
+        kept = c.a.region_claim(region=box(0, 0, 8), timeout=30)
+        handed = c.a.region_claim(region=box(20, 0, 8), timeout=25)
+        c.a.a2a_lock_acquire(lock_id="L", lease=20)
+        simu.advance(40.0)
+        assert c.a.region_release(claim_id=handed["claim_id"], transfer_to="B")["success"]
+        assert c.a.region_renew(claim_id=kept["claim_id"], timeout=45)["success"]
+        simu.advance(30.0)
+        world = simu.world_state()
+        assert simu.store is not None
+        simu.store.commit()
+        folded = world_at(open_run(path))
+        assert folded.notes == []
+        _same(folded.state(), _plain(world))
+    # kept: 30, renewed by term at 30, by region_renew (45) at 40; handed: 25, renewed at
+    # 25, handed to B at 40 with its end, renewed for B (a live member) at 50
+    ends = {cid: (holder, end) for cid, holder, _, end in world[c.sid]["claims"]}
+    assert ends == {kept["claim_id"]: (c.a.agent_id, 85.0),
+                    handed["claim_id"]: (c.b.agent_id, 75.0)}
