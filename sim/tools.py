@@ -253,7 +253,8 @@ _TOOL_LIST: Final = [
     _tool("region_renew", "regions", "Renew your claim's lease: a new term from now.", {
         "claim_id": {"type": "string"},
         "timeout": _seconds(description="The new term in seconds, > 0 (default: the "
-                            "claim's own; a live holder's lease is renewed each term anyway)"),
+                            "claim's own, 300 for a claim with no lease; a live holder's "
+                            "lease is renewed each term anyway)"),
     }, ("claim_id",)),
     _tool("region_query", "regions", "Claims over a region, and its free part.", {
         "region": _REGION,

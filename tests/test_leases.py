@@ -131,16 +131,21 @@ def test_the_holder_renews_a_claim_and_a_lock_for_a_new_term(simu: Simulation) -
                     "expires_at": simu.now + 30, "timeout": 30.0}
     longer = c.a.region_renew(claim_id=claim["claim_id"], timeout=100)
     assert longer["expires_at"] == simu.now + 100 and longer["timeout"] == 100.0
+    forever = c.a.region_claim(region=box(30, 0, 4), timeout=0)
+    assert c.a.region_renew(claim_id=forever["claim_id"])["timeout"] == 300.0  # now a lease
+    c.a.region_release(claim_id=forever["claim_id"])
     lock = c.a.a2a_lock_renew(lock_id="L")
     assert lock == {"success": True, "lock_id": "L", "holder": c.a.agent_id,
                     "expires_at": simu.now + 20, "lease": 20.0}
     assert c.a.a2a_lock_renew(lock_id="L", lease=0)["expires_at"] is None  # until released
     renewed = _events(simu, "region_renewed")
-    assert [(e["expires_at"], e["lease"]) for _, _, e in renewed] == [
-        (simu.now + 30, 30.0), (simu.now + 100, 100.0)]
+    assert [(e["claim_id"], e["expires_at"], e["lease"]) for _, _, e in renewed] == [
+        (claim["claim_id"], simu.now + 30, 30.0), (claim["claim_id"], simu.now + 100, 100.0),
+        (forever["claim_id"], simu.now + 300, 300.0)]
     # a term of 100 s now: the next renewal comes then, by that term
     simu.advance(100.5)
-    assert [e["lease"] for _, _, e in _events(simu, "region_renewed")] == [30.0, 100.0, 100.0]
+    assert [e["lease"] for _, _, e in _events(simu, "region_renewed")] == [
+        30.0, 100.0, 300.0, 100.0]
 
 
 def test_a_renewal_by_anyone_but_the_holder_is_refused_and_changes_nothing(
