@@ -5,11 +5,13 @@ sessions. Times are simulation seconds. Every answer is ``success`` True unless
 the call itself is wrong (``invalid_argument``, ``lock_not_held``, ...): a lock
 not granted or a barrier not released is an ordinary outcome, not an error.
 
-Locks (``a2a_lock_acquire``, ``a2a_lock_release``)
-    A lock is free, or held by one member under a lease. ``lease`` seconds after
-    it is granted or renewed the lease expires (``lease=0``: held until
-    released); the lock then passes to the first waiter or becomes free.
-    Acquiring a lock one already holds renews the lease with the new ``lease``.
+Locks (``a2a_lock_acquire``, ``a2a_lock_renew``, ``a2a_lock_release``)
+    A lock is free, or held by one member under a lease that lives as long as its
+    holder. ``lease`` seconds after it is granted or renewed (its term) the service
+    looks at the holder (``SessionService.holder_live``): a live holder gets another
+    term (a ``lock_granted`` to it again); a gone one's lease expires and the lock
+    passes to the first waiter or becomes free (``lease=0``: held until released).
+    Acquiring a lock one already holds, or ``a2a_lock_renew``, starts a new term now.
     With ``wait > 0`` a caller refused now queues (first come, first served) and
     is answered when it is granted the lock or when ``wait`` runs out, whichever
     comes first. Each answer has ``granted``, ``lock_id``, ``holder`` (agent id,
@@ -103,6 +105,9 @@ class _Lock:
     expires_at: float | None
     #: Bumped on every grant and renewal: a lease timer acts only for its own grant.
     grant: int = 0
+    #: the lease's term in seconds (0: held until released): a live holder's lease
+    #: grows by this much each time it runs out
+    lease: float = 0.0
     lease_timer: Timer | None = None
     waiters: deque[_LockWaiter] = field(default_factory=deque)
 
@@ -163,7 +168,8 @@ class CoordinationService(SessionService):
         state = self._state[image.session_id]
         state.releases = dict(image.barrier_releases)
         for lock_id, held in image.locks.items():
-            lock = _Lock(lock_id, held["holder"], held["expires_at"], grant=1)
+            lock = _Lock(lock_id, held["holder"], held["expires_at"], grant=1,
+                         lease=float(held.get("lease") or 0.0))
             if lock.expires_at is not None:
                 lock.lease_timer = self.dispatcher.call_later(
                     max(0.0, lock.expires_at - self.now), self, self._lease_expired,
@@ -228,6 +234,24 @@ class CoordinationService(SessionService):
         next_holder = self._pass_on(call.session_id, lock, "released")
         return ok(released=True, lock_id=lock_id, next_holder=next_holder)
 
+    def tool_a2a_lock_renew(self, call: Call) -> dict[str, Any]:
+        """Start a new term of the caller's lock ``lock_id`` now: ``lease`` seconds, or
+        the lock's own term when not given (0: held until released).
+
+        Result: lock_id, holder, expires_at, lease. Anyone but the holder is refused
+        lock_not_held (with the ``holder``), and nothing changes."""
+        lock_id: str = call.args["lock_id"]
+        lock = self._session(call.session_id).locks.get(lock_id)
+        if lock is None or lock.holder != call.caller:
+            raise ToolError("lock_not_held", f"{call.caller} does not hold lock {lock_id!r}; "
+                            "only its holder may renew it", lock_id=lock_id,
+                            holder=None if lock is None else lock.holder)
+        given = call.args.get("lease")
+        lease = float(given) if given is not None else lock.lease
+        self._grant(call.session_id, lock, call.caller, lease, waited=0.0)
+        return ok(lock_id=lock_id, holder=lock.holder, expires_at=lock.expires_at,
+                  lease=lock.lease)
+
     def _grant(self, session_id: str, lock: _Lock, agent_id: str, lease: float,
                waited: float) -> None:
         """Give ``lock`` to ``agent_id`` (or renew its lease) for ``lease`` seconds."""
@@ -237,6 +261,7 @@ class CoordinationService(SessionService):
         lock.holder = agent_id
         lock.grant += 1
         lock.expires_at = self.now + lease if lease > 0 else None
+        lock.lease = lease if lease > 0 else 0.0
         if lease > 0:
             # Daemon: an unused lease ending is upkeep, not something the run
             # must stay alive for. A waiter's own timer keeps the run going.
@@ -277,7 +302,11 @@ class CoordinationService(SessionService):
         if state is None or state.locks.get(lock.lock_id) is not lock or lock.grant != grant:
             return  # released, renewed or passed on since this timer was set
         lock.lease_timer = None
-        self._pass_on(session_id, lock, None)
+        if lock.lease > 0 and self.holder_live(session_id, lock.holder):
+            # the holder lives: another term, recorded as a grant to it (as a renewal is)
+            self._grant(session_id, lock, lock.holder, lock.lease, waited=0.0)
+        else:
+            self._pass_on(session_id, lock, None)
 
     def _lock_wait_timed_out(self, session_id: str, lock: _Lock, waiter: _LockWaiter) -> None:
         state = self._state.get(session_id)

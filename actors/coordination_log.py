@@ -2,7 +2,8 @@
 
 The coordination service (:mod:`barnraise.actors.coordination`) owns named locks and barriers. What
 it
-held, the log says: each lock's holder and lease (``lock_granted``; ``lock_released`` and
+held, the log says: each lock's holder and lease, its end and its term (``lock_granted``, which a
+renewal is too; ``lock_released`` and
 ``lock_expired`` free it, and a next holder's grant follows) and each barrier's releases
 (``barrier_released``). Waits for a lock or at a barrier are not kept: the agents waiting
 were the stopped run's, and are gone.
@@ -35,8 +36,10 @@ class CoordinationFold:
         """An event of :data:`EVENTS` in session ``s``."""
         kind = r.type
         if kind == "lock_granted":
-            s.locks[str(body["lock_id"])] = {"holder": str(body["holder"]),
-                                            "expires_at": body.get("expires_at")}
+            # a renewal is a grant to the holder again; its term is the grant's length
+            ends = body.get("expires_at")
+            s.locks[str(body["lock_id"])] = {"holder": str(body["holder"]), "expires_at": ends,
+                                            "lease": 0.0 if ends is None else ends - r.t}
         elif kind in ("lock_released", "lock_expired"):
             s.locks.pop(str(body.get("lock_id")), None)  # a next holder's grant follows
         elif kind == "barrier_released":

@@ -8,8 +8,13 @@ session it owns:
 * the **claims**: leases on rectangles, exclusive or shared. An exclusive claim
   may not overlap any claim of another agent; a shared claim may overlap other
   shared claims but no exclusive claim of another agent; an agent's own claims
-  never conflict with each other. A claim with ``timeout > 0`` expires at
-  ``claimed_at + timeout`` (a daemon timer: a lease never keeps a run alive);
+  never conflict with each other. A claim with ``timeout > 0`` is a lease that
+  lives as long as its holder: each ``timeout`` seconds (its term; a daemon timer,
+  so a lease never keeps a run alive) the manager looks whether the holder is still
+  live, and extends a live holder's lease by another term (``region_renewed``) or
+  lets a gone holder's lapse (``region_released``, reason ``expired``). See
+  :meth:`SessionService.holder_live` for what live means; ``region_renew`` starts a
+  new term at once;
 * **artifacts**: shaders and cartridges (its room :mod:`barnraise.actors.region_artifacts`);
 * the **blueprint** (the target tiles) and the counters ``tiles_placed`` (and
   per writer, ``tiles_by_agent``), ``lost_work`` and ``conflicts``.
@@ -58,7 +63,7 @@ from barnraise.actors.region_checkpoints import RegionCheckpoints
 from barnraise.actors.service import REPLY_MARGIN, Call, SessionInfo, SessionService, fit_prefix
 from barnraise.sim.canvas import CanvasSnapshot, MatchResult, Tile, TileCanvas, completion_percent
 from barnraise.sim.dispatch import Timer
-from barnraise.sim.events import ConflictDetected, RegionClaimed, RegionReleased
+from barnraise.sim.events import ConflictDetected, RegionClaimed, RegionReleased, RegionRenewed
 from barnraise.sim.geometry import Rect, find_free_placement, free_rectangles
 from barnraise.sim.tools import TOOLS, ToolError, ok
 from barnraise.sim.views import (
@@ -102,6 +107,8 @@ class _Claim:
     exclusive: bool
     claimed_at: float
     expires_at: float | None
+    #: the lease's term in seconds (0: no lease): a live holder's lease grows by this much
+    lease: float = 0.0
     timer: Timer | None = None
 
 
@@ -245,7 +252,8 @@ class RegionManager(SessionService):
     # without a copy (SessionService.fresh_results). Most of a build's calls are these.
     fresh_results = frozenset({
         "builder_place_tiles", "builder_place_tile", "build_test", "builder_load_shader",
-        "builder_assemble_cartridge", "region_claim", "region_release", CLAIM_FOR,
+        "builder_assemble_cartridge", "region_claim", "region_release", "region_renew",
+        CLAIM_FOR,
         "_release"})
 
     def __init__(self, **options: Any) -> None:
@@ -287,7 +295,8 @@ class RegionManager(SessionService):
         self.checkpoints.restore(image.session_id, part.checkpoints)
         for claim_id, c in sorted(part.claims.items(), key=lambda kv: kv[1]["serial"]):
             claim = _Claim(claim_id, c["serial"], c["agent_id"], Rect.parse(c["region"]), "",
-                           c["exclusive"], c["claimed_at"], c["expires_at"])
+                           c["exclusive"], c["claimed_at"], c["expires_at"],
+                           float(c.get("lease") or 0.0))
             if claim.expires_at is not None:
                 claim.timer = self.dispatcher.call_later(
                     max(0.0, claim.expires_at - self.now), self, self._expire,
@@ -396,7 +405,8 @@ class RegionManager(SessionService):
             raise self._refuse(s, agent_id, rect, exclusive, conflicts)
         claim_id, serial = self.next_id("claim")
         expires_at = self.now + timeout if timeout > 0 else None
-        claim = _Claim(claim_id, serial, agent_id, rect, purpose, exclusive, self.now, expires_at)
+        claim = _Claim(claim_id, serial, agent_id, rect, purpose, exclusive, self.now, expires_at,
+                       timeout if timeout > 0 else 0.0)
         if timeout > 0:
             claim.timer = self.dispatcher.call_later(
                 timeout, self, self._expire, s.info.session_id, claim_id, daemon=True)
@@ -447,11 +457,27 @@ class RegionManager(SessionService):
             expires_at=claim.expires_at, transferred_from=old))
 
     def _expire(self, session_id: str, claim_id: str) -> None:
+        """A claim's term ran out: a live holder's lease gets another, a gone one's lapses."""
         s = self.worlds.get(session_id)
         claim = s.claims.get(claim_id) if s is not None else None
         if s is not None and claim is not None:
             claim.timer = None  # it has fired
-            self._drop(s, claim, "expired")
+            if claim.lease > 0 and self.holder_live(s.info.session_id, claim.agent_id):
+                self._renew(s, claim, claim.lease)
+            else:
+                self._drop(s, claim, "expired")
+
+    def _renew(self, s: _World, claim: _Claim, lease: float) -> None:
+        """Start a new term of ``lease`` seconds for ``claim`` from now; announce it."""
+        if claim.timer is not None:
+            claim.timer.cancel()
+        claim.lease = lease
+        claim.expires_at = self.now + lease
+        claim.timer = self.dispatcher.call_later(
+            lease, self, self._expire, s.info.session_id, claim.claim_id, daemon=True)
+        self.emit_event(RegionRenewed(
+            session_id=s.info.session_id, agent_id=claim.agent_id, claim_id=claim.claim_id,
+            expires_at=claim.expires_at, lease=lease))
 
     # -- claims: tools ----------------------------------------------------------------------
 
@@ -500,6 +526,31 @@ class RegionManager(SessionService):
             raise self._refuse(s, to, claim.rect, claim.exclusive, conflicts)
         self._hand_over(s, claim, to)
         return ok(claim_id=claim_id, released=True, transferred_to=to)
+
+    def tool_region_renew(self, call: Call) -> dict[str, Any]:
+        """Start a new term of the caller's claim ``claim_id`` now: ``timeout`` seconds, or
+        the claim's own term when not given (a claim with no lease gets one).
+
+        Result: claim_id, expires_at, timeout. Only the holder may renew: anyone else is
+        refused not_owner, a claim that is gone claim_not_found; either changes nothing.
+        """
+        s = self.world_of(call.session_id)
+        claim_id = call.args["claim_id"]
+        claim = s.claims.get(claim_id)
+        if claim is None:
+            raise ToolError("claim_not_found", f"no claim {claim_id!r} in {call.session_id}",
+                            field="claim_id")
+        if claim.agent_id != call.caller:
+            raise ToolError("not_owner", f"{claim_id} is held by "
+                            f"{self.member_name(call.session_id, claim.agent_id)}; only its "
+                            "holder may renew it", owner=claim.agent_id)
+        given = call.args.get("timeout")
+        lease = float(given) if given is not None else claim.lease or DEFAULT_LEASE
+        if lease <= 0:
+            raise invalid("timeout", f"a renewal is a term of seconds > 0, got {given!r}; "
+                          "release the claim to end it")
+        self._renew(s, claim, lease)
+        return ok(claim_id=claim_id, expires_at=claim.expires_at, timeout=lease)
 
     def tool_region_query(self, call: Call) -> dict[str, Any]:
         """Claims overlapping ``region``; ``is_free`` when there are none; the free part

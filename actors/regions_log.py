@@ -13,7 +13,8 @@ blueprint and what each checkpoint keeps of them. What it held, the log says:
   ``tiles_by_agent``, as the service does;
 * **the blueprint**: the coordinator's :data:`barnraise.actors.regions.BLUEPRINT`, or the
   ``blueprint_set`` tool;
-* **claims**: ``region_claimed`` and ``region_released``; a claim the task queue made for a
+* **claims**: ``region_claimed``, ``region_renewed`` (a lease's new end and term) and
+  ``region_released``; a claim the task queue made for a
   task (:data:`barnraise.actors.regions.CLAIM_FOR` with ``purpose`` ``"task <id>"``) belongs to that
   task's acceptance; refusals are ``conflict_detected``;
 * **shaders and cartridges**: the calls that made them, paired with their answers.
@@ -57,7 +58,8 @@ WRITES: Final = frozenset({"builder_place_tile", "builder_place_tiles"})
 #: The tools whose answers regions' fold reads.
 ANSWERS: Final = frozenset({*WRITES, "builder_load_shader", "builder_assemble_cartridge"})
 #: The event types regions' fold reads (``task_accepted``: which task a claim went to).
-EVENTS: Final = frozenset({"region_claimed", "region_released", "conflict_detected",
+EVENTS: Final = frozenset({"region_claimed", "region_renewed", "region_released",
+                           "conflict_detected",
                            "task_accepted"})
 _RECT_KEYS: Final = frozenset({"x", "y", "width", "height"})
 #: The tools that make something over a region, and the key their answer names it by.
@@ -126,6 +128,8 @@ class RegionsFold:
         #: Claims whose task_accepted the log holds (the service kept them, whatever
         #: became of the task later: a rollback leaves its claim in place).
         self.accepted_claims: set[str] = set()
+        #: claim id -> its lease term, between a hand-over's release and its new grant
+        self.handed: dict[str, float] = {}
 
     def session(self, sid: Any) -> SessionImage | None:
         return self.sessions.get(sid) if isinstance(sid, str) else None
@@ -269,13 +273,22 @@ class RegionsFold:
             s.regions.claims[cid] = {
                 "agent_id": str(body["agent_id"]), "region": dict(body["region"]),
                 "exclusive": bool(body.get("exclusive", True)), "claimed_at": r.t,
-                "expires_at": body.get("expires_at"), "serial": serial}
+                "expires_at": body.get("expires_at"), "serial": serial,
+                "lease": self.handed.pop(cid, 0.0) if "transferred_from" in body
+                else _term(body.get("expires_at"), r.t)}
             if self.claiming is not None and self.claiming[:2] == (
                     str(body["agent_id"]), _key(body["region"])):
                 self.task_claims[cid] = self.claiming[2]
             self.claiming = None
+        elif kind == "region_renewed":
+            claim = s.regions.claims.get(str(body.get("claim_id")))
+            if claim is not None:
+                claim["expires_at"] = body.get("expires_at")
+                claim["lease"] = float(body.get("lease") or 0.0)
         elif kind == "region_released":
-            s.regions.claims.pop(str(body.get("claim_id")), None)
+            gone = s.regions.claims.pop(str(body.get("claim_id")), None)
+            if gone is not None and "transferred_to" in body:
+                self.handed[str(body["claim_id"])] = gone["lease"]  # the claim goes on
 
     def finish(self) -> None:
         """A claim task_accept made whose acceptance the log does not hold: the task is
@@ -286,6 +299,13 @@ class RegionsFold:
                 for cid in self.task_claims:
                     if cid in s.regions.claims and cid not in self.accepted_claims:
                         del s.regions.claims[cid]
+
+
+def _term(expires_at: Any, at: float) -> float:
+    """A claim's lease term from its grant: it ends ``term`` seconds after ``at`` (0: no
+    lease). A claim handed over keeps its term (the fold carries it across); a renewal
+    event carries the term itself."""
+    return 0.0 if expires_at is None else max(0.0, float(expires_at) - at)
 
 
 def matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
@@ -359,7 +379,7 @@ def rows(tiles: Any) -> NDArray[np.uint8]:
 # -- the world at a time -------------------------------------------------------------------
 
 #: The event types regions' part of the world reads.
-WORLD_EVENTS: Final = frozenset({"region_claimed", "region_released"})
+WORLD_EVENTS: Final = frozenset({"region_claimed", "region_renewed", "region_released"})
 
 
 def world_session(s: WorldSession, info: dict[str, Any]) -> None:
@@ -414,6 +434,10 @@ def world_event(s: WorldSession, kind: str, body: dict[str, Any]) -> None:
     if kind == "region_claimed":
         s.claims[str(body["claim_id"])] = (str(body["agent_id"]), dict(body["region"]),
                                            body.get("expires_at"))
+    elif kind == "region_renewed":
+        held = s.claims.get(str(body.get("claim_id")))
+        if held is not None:
+            s.claims[str(body["claim_id"])] = (held[0], held[1], body.get("expires_at"))
     elif kind == "region_released":
         s.claims.pop(str(body.get("claim_id")), None)
 

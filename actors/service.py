@@ -503,6 +503,27 @@ class SessionService(A2AActor):
                                    priority=Priority.HIGH)
         return dict(reply.content)
 
+    def holder_live(self, session_id: str, agent_id: str) -> bool:
+        """Whether the holder of a lease (a claim, a lock) in ``session_id`` is live: still
+        a member of the session, with an actor of its name in the run.
+
+        A member stops being one when it leaves or when the coordinator expires it: on
+        the registry's ``agent_offline`` (silent for ``missed_limit`` heartbeat
+        intervals, and no supervisor to bring it back), when its actor stops for good
+        (a crash without restart), or when the gateway expires a remote agent at its
+        agent TTL; that leave releases its claims and locks at once. A member that a
+        supervisor is restarting stays one, so its leases outlive the restart. The
+        actor check catches a resumed run's leases whose holders were the stopped
+        run's agents and never came back.
+
+        The coordinator owns membership and announces every change to the services
+        (``_member_left``); a lease owner only reads its copy when a term runs out. So a
+        heartbeat or a call costs a lease nothing: no renewal message per heartbeat,
+        no second record of last-seen times to keep in step (docs/reliability.md,
+        "Leases")."""
+        return agent_id in self.members.get(session_id, ()) and \
+            agent_id in self.dispatcher.actors
+
     def member_name(self, session_id: str, agent_id: str) -> str:
         member = self.members.get(session_id, {}).get(agent_id)
         return member.name if member is not None else agent_id

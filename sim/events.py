@@ -98,6 +98,7 @@ __all__ = [
     "PlanStepStarted",
     "RegionClaimed",
     "RegionReleased",
+    "RegionRenewed",
     "Rollback",
     "SessionEvent",
     "SupervisorEscalated",
@@ -236,6 +237,17 @@ class RegionClaimed(SessionEvent, frozen=True, kw_only=True, tag="region_claimed
     expires_at: float | None
     #: the member that handed the claim over (a leave with a hand-off)
     transferred_from: str | UnsetType = UNSET
+
+
+class RegionRenewed(SessionEvent, frozen=True, kw_only=True, tag="region_renewed"):
+    """A claim's lease got a new term (regions): its holder asked (``region_renew``), or
+    the term ran out with the holder still live. It now ends at ``expires_at``."""
+
+    agent_id: str
+    claim_id: str
+    expires_at: float
+    #: the term in seconds: the next renewal extends by this much
+    lease: float
 
 
 class RegionReleased(SessionEvent, frozen=True, kw_only=True, tag="region_released"):

@@ -37,8 +37,8 @@ OPEN_TOOLS: Final = frozenset({"session_create", "session_join", "session_leave"
 _READS: Final = frozenset({"session_get_state", "region_query", "task_get_queue",
                            "a2a_discover", "a2a_subscribe"})
 _TALK: Final = frozenset({"a2a_send_message", "a2a_broadcast", "a2a_lock_acquire",
-                          "a2a_lock_release", "a2a_barrier_enter"})
-_BUILD: Final = frozenset({"region_claim", "region_release", "builder_place_tile",
+                          "a2a_lock_renew", "a2a_lock_release", "a2a_barrier_enter"})
+_BUILD: Final = frozenset({"region_claim", "region_renew", "region_release", "builder_place_tile",
                            "builder_place_tiles", "builder_load_shader",
                            "builder_assemble_cartridge"})
 _TASK_WORK: Final = frozenset({"task_accept", "task_report"})

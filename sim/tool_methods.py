@@ -27,6 +27,8 @@ __all__ = [
     "A2aLockAcquireResult",
     "A2aLockReleaseArgs",
     "A2aLockReleaseResult",
+    "A2aLockRenewArgs",
+    "A2aLockRenewResult",
     "A2aSendMessageArgs",
     "A2aSendMessageResult",
     "A2aSubscribeArgs",
@@ -61,6 +63,8 @@ __all__ = [
     "RegionQueryResult",
     "RegionReleaseArgs",
     "RegionReleaseResult",
+    "RegionRenewArgs",
+    "RegionRenewResult",
     "RegionTools",
     "SessionCreateArgs",
     "SessionCreateResult",
@@ -94,18 +98,20 @@ __all__ = [
 #: Every tool's name, in the table's order.
 ToolName = Literal[
     "session_create", "session_join", "session_grant", "session_leave", "session_get_state",
-    "region_claim", "region_release", "region_query", "builder_place_tile", "builder_place_tiles",
-    "builder_load_shader", "builder_assemble_cartridge", "blueprint_set", "build_test",
-    "task_delegate", "task_add_dependencies", "task_accept", "task_report", "task_get_queue",
-    "approval_respond", "build_checkpoint", "build_rollback", "a2a_send_message", "a2a_broadcast",
-    "a2a_subscribe", "a2a_discover", "a2a_lock_acquire", "a2a_lock_release", "a2a_barrier_enter"]
+    "region_claim", "region_release", "region_renew", "region_query", "builder_place_tile",
+    "builder_place_tiles", "builder_load_shader", "builder_assemble_cartridge", "blueprint_set",
+    "build_test", "task_delegate", "task_add_dependencies", "task_accept", "task_report",
+    "task_get_queue", "approval_respond", "build_checkpoint", "build_rollback", "a2a_send_message",
+    "a2a_broadcast", "a2a_subscribe", "a2a_discover", "a2a_lock_acquire", "a2a_lock_renew",
+    "a2a_lock_release", "a2a_barrier_enter"]
 TOOL_NAMES: tuple[ToolName, ...] = (
     "session_create", "session_join", "session_grant", "session_leave", "session_get_state",
-    "region_claim", "region_release", "region_query", "builder_place_tile", "builder_place_tiles",
-    "builder_load_shader", "builder_assemble_cartridge", "blueprint_set", "build_test",
-    "task_delegate", "task_add_dependencies", "task_accept", "task_report", "task_get_queue",
-    "approval_respond", "build_checkpoint", "build_rollback", "a2a_send_message", "a2a_broadcast",
-    "a2a_subscribe", "a2a_discover", "a2a_lock_acquire", "a2a_lock_release", "a2a_barrier_enter",)
+    "region_claim", "region_release", "region_renew", "region_query", "builder_place_tile",
+    "builder_place_tiles", "builder_load_shader", "builder_assemble_cartridge", "blueprint_set",
+    "build_test", "task_delegate", "task_add_dependencies", "task_accept", "task_report",
+    "task_get_queue", "approval_respond", "build_checkpoint", "build_rollback", "a2a_send_message",
+    "a2a_broadcast", "a2a_subscribe", "a2a_discover", "a2a_lock_acquire", "a2a_lock_renew",
+    "a2a_lock_release", "a2a_barrier_enter",)
 
 
 class ConfigArg(TypedDict, total=False):
@@ -193,6 +199,14 @@ class RegionReleaseArgs(TypedDict, total=False):
     session_id: str
     claim_id: Required[str]
     transfer_to: str
+
+
+class RegionRenewArgs(TypedDict, total=False):
+    """The arguments of ``region_renew``."""
+
+    session_id: str
+    claim_id: Required[str]
+    timeout: float
 
 
 class RegionQueryArgs(TypedDict, total=False):
@@ -380,6 +394,14 @@ class A2aLockAcquireArgs(TypedDict, total=False):
     session_id: str
     lock_id: Required[str]
     wait: float
+    lease: float
+
+
+class A2aLockRenewArgs(TypedDict, total=False):
+    """The arguments of ``a2a_lock_renew``."""
+
+    session_id: str
+    lock_id: Required[str]
     lease: float
 
 
@@ -669,6 +691,42 @@ class RegionReleaseResult(TypedDict, total=False):
     claim_id: str
     released: bool
     transferred_to: str | None
+
+
+class RegionRenewResult(TypedDict, total=False):
+    """What ``region_renew`` answers: on success ``success`` and its own keys;
+    on a failure ``error``, ``message`` and what the refusal names."""
+
+    success: Required[bool]
+    error: str
+    message: str
+    truncated: bool
+    field: str
+    tool: str
+    limit: str
+    reason: str
+    retry_after: float
+    suggestion: str
+    suggestion_region: dict[str, Any] | None
+    cells_outside: int
+    conflicting_agents: list[Any]
+    cycle: list[Any]
+    dependency: str
+    waiting_on: list[Any]
+    holder: str | None
+    holder_name: str
+    owner: str
+    role: str
+    status: str
+    task_id: str
+    lock_id: str
+    region: dict[str, Any]
+    expected_count: int
+    assigned_to: str
+    grid_size: int
+    claim_id: str
+    expires_at: float
+    timeout: float
 
 
 class RegionQueryResult(TypedDict, total=False):
@@ -1394,6 +1452,41 @@ class A2aLockAcquireResult(TypedDict, total=False):
     waited: float
 
 
+class A2aLockRenewResult(TypedDict, total=False):
+    """What ``a2a_lock_renew`` answers: on success ``success`` and its own keys;
+    on a failure ``error``, ``message`` and what the refusal names."""
+
+    success: Required[bool]
+    error: str
+    message: str
+    truncated: bool
+    field: str
+    tool: str
+    limit: str
+    reason: str
+    retry_after: float
+    suggestion: str
+    suggestion_region: dict[str, Any] | None
+    cells_outside: int
+    conflicting_agents: list[Any]
+    cycle: list[Any]
+    dependency: str
+    waiting_on: list[Any]
+    holder: str | None
+    holder_name: str
+    owner: str
+    role: str
+    status: str
+    task_id: str
+    lock_id: str
+    region: dict[str, Any]
+    expected_count: int
+    assigned_to: str
+    grid_size: int
+    expires_at: float | None
+    lease: float
+
+
 class A2aLockReleaseResult(TypedDict, total=False):
     """What ``a2a_lock_release`` answers: on success ``success`` and its own keys;
     on a failure ``error``, ``message`` and what the refusal names."""
@@ -1516,6 +1609,10 @@ class TypedCall(ToolCaller):
              **args: Unpack[RegionReleaseArgs]) -> RegionReleaseResult: ...
 
     @overload
+    def call(self, name: Literal["region_renew"], /,
+             **args: Unpack[RegionRenewArgs]) -> RegionRenewResult: ...
+
+    @overload
     def call(self, name: Literal["region_query"], /,
              **args: Unpack[RegionQueryArgs]) -> RegionQueryResult: ...
 
@@ -1596,6 +1693,10 @@ class TypedCall(ToolCaller):
              **args: Unpack[A2aLockAcquireArgs]) -> A2aLockAcquireResult: ...
 
     @overload
+    def call(self, name: Literal["a2a_lock_renew"], /,
+             **args: Unpack[A2aLockRenewArgs]) -> A2aLockRenewResult: ...
+
+    @overload
     def call(self, name: Literal["a2a_lock_release"], /,
              **args: Unpack[A2aLockReleaseArgs]) -> A2aLockReleaseResult: ...
 
@@ -1648,6 +1749,10 @@ class RegionTools(ToolCaller):
     def region_release(self, /, **args: Unpack[RegionReleaseArgs]) -> RegionReleaseResult:
         """Release a claim, or transfer it to another agent."""
         return self.call_any("region_release", args)  # type: ignore[return-value]
+
+    def region_renew(self, /, **args: Unpack[RegionRenewArgs]) -> RegionRenewResult:
+        """Renew your claim's lease: a new term from now."""
+        return self.call_any("region_renew", args)  # type: ignore[return-value]
 
     def region_query(self, /, **args: Unpack[RegionQueryArgs]) -> RegionQueryResult:
         """Claims over a region, and its free part."""
@@ -1761,6 +1866,10 @@ class A2aTools(ToolCaller):
     def a2a_lock_acquire(self, /, **args: Unpack[A2aLockAcquireArgs]) -> A2aLockAcquireResult:
         """Take a named lock (a lease), waiting if asked."""
         return self.call_any("a2a_lock_acquire", args)  # type: ignore[return-value]
+
+    def a2a_lock_renew(self, /, **args: Unpack[A2aLockRenewArgs]) -> A2aLockRenewResult:
+        """Renew your lock's lease: a new term from now."""
+        return self.call_any("a2a_lock_renew", args)  # type: ignore[return-value]
 
     def a2a_lock_release(self, /, **args: Unpack[A2aLockReleaseArgs]) -> A2aLockReleaseResult:
         """Release a named lock."""

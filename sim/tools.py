@@ -250,6 +250,12 @@ _TOOL_LIST: Final = [
     _tool("region_release", "regions", "Release a claim, or transfer it to another agent.", {
         "claim_id": {"type": "string"}, "transfer_to": {"type": "string"},
     }, ("claim_id",)),
+    _tool("region_renew", "regions", "Renew your claim's lease: a new term from now.", {
+        "claim_id": {"type": "string"},
+        "timeout": _seconds(description="The new term in seconds, > 0 (default: the "
+                            "claim's own, 300 for a claim with no lease; a live holder's "
+                            "lease is renewed each term anyway)"),
+    }, ("claim_id",)),
     _tool("region_query", "regions", "Claims over a region, and its free part.", {
         "region": _REGION,
     }, ("region",)),
@@ -365,6 +371,11 @@ _TOOL_LIST: Final = [
                          description="Seconds to wait for the lock; 0 answers at once"),
         "lease": _seconds(60),
     }, ("lock_id",)),
+    _tool("a2a_lock_renew", "coordination", "Renew your lock's lease: a new term from now.", {
+        "lock_id": {"type": "string", "minLength": 1},
+        "lease": _seconds(description="The new term in seconds (default: the lock's "
+                          "own; 0: held until released)"),
+    }, ("lock_id",)),
     _tool("a2a_lock_release", "coordination", "Release a named lock.", {
         "lock_id": {"type": "string", "minLength": 1},
     }, ("lock_id",)),
@@ -402,6 +413,7 @@ RESULT_KEYS: Final[Mapping[str, Mapping[str, str | tuple[str, ...]]]] = {
                      "purpose": "string", "region": "object"},
     "region_release": {"claim_id": "string", "released": "boolean",
                        "transferred_to": ("string", "null")},
+    "region_renew": {"claim_id": "string", "expires_at": "number", "timeout": "number"},
     "region_query": {"claims": "array", "free_subregions": "array", "is_free": "boolean"},
     "builder_place_tile": {"lost_work": "integer", "region": "object",
                            "tiles_placed": "integer"},
@@ -441,6 +453,8 @@ RESULT_KEYS: Final[Mapping[str, Mapping[str, str | tuple[str, ...]]]] = {
     "a2a_lock_acquire": {"expires_at": ("number", "null"), "granted": "boolean",
                          "holder": "string", "lock_id": "string", "reason": "string",
                          "renewed": "boolean", "waited": "number"},
+    "a2a_lock_renew": {"expires_at": ("number", "null"), "holder": "string",
+                       "lease": "number", "lock_id": "string"},
     "a2a_lock_release": {"lock_id": "string", "next_holder": ("string", "null"),
                          "released": "boolean"},
     "a2a_barrier_enter": {"arrived": "array", "arrived_count": "integer",

@@ -31,7 +31,7 @@ def test_the_resume_reads_the_record_types_it_always_read() -> None:
         "run_resumed", "task_created", "task_accepted", "task_completed", "task_failed",
         "task_cancelled", "task_blocked", "task_unblocked", "task_requeued",
         "task_dependencies_added", "approval_requested", "approval_resolved",
-        "region_claimed", "region_released", "lock_granted", "lock_released",
+        "region_claimed", "region_renewed", "region_released", "lock_granted", "lock_released",
         "lock_expired", "barrier_released", "checkpoint_created", "conflict_detected"}
     answers = resume._ANSWERS_USED
     assert answers == {

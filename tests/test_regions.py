@@ -137,23 +137,29 @@ def test_no_free_placement_gives_no_suggestion_region(simu: Simulation) -> None:
 # -- leases, release, transfer ----------------------------------------------------------------
 
 
-def test_a_lease_expires_as_simulated_time_passes(simu: Simulation) -> None:
+def test_a_members_lease_is_renewed_each_term_as_simulated_time_passes(
+        simu: Simulation) -> None:
     c = crew(simu)
-    c.observer.a2a_subscribe(event_type="region_released")
+    c.observer.a2a_subscribe(event_type="region_renewed")
     claim = c.a.region_claim(region=box(0, 0, 10), timeout=30)
     keep = c.a.region_claim(region=box(50, 0, 10), timeout=0)
-    # a lease alone never keeps a run going: running to quiescence does not expire it
+    # a lease alone never keeps a run going: running to quiescence does not renew it
     simu.run()
     assert simu.now == 0.0 and claim["claim_id"] in regions(simu).worlds[c.sid].claims
     simu.advance(29.5)
     assert events(c.observer) == []
     simu.advance(1)
     (event,) = events(c.observer)
-    assert event["claim_id"] == claim["claim_id"] and event["reason"] == "expired"
-    assert event["agent_id"] == c.a.agent_id
+    assert event["claim_id"] == claim["claim_id"] and event["agent_id"] == c.a.agent_id
+    assert (event["expires_at"], event["lease"]) == (60.0, 30.0)
+    assert c.b.region_claim(region=box(0, 0, 10))["error"] == "region_conflict"
+    simu.advance(1_000)
+    assert sorted(regions(simu).worlds[c.sid].by_agent[c.a.agent_id]) == sorted(
+        [claim["claim_id"], keep["claim_id"]])
+    assert regions(simu).worlds[c.sid].claims[keep["claim_id"]].expires_at is None
+    # once it leaves, its claims go with it (a gone holder keeps nothing)
+    assert c.a.session_leave()["success"]
     assert c.b.region_claim(region=box(0, 0, 10))["success"]
-    simu.advance(10_000)
-    assert list(regions(simu).worlds[c.sid].by_agent[c.a.agent_id]) == [keep["claim_id"]]
 
 
 def test_release_frees_the_region_and_cancels_the_lease(simu: Simulation) -> None:

@@ -13,7 +13,8 @@ folds the records after it, in order, up to that time:
   :data:`~barnraise.actors.service.CHECKPOINT` to ``regions``) keeps a copy; a rollback to it
   (:data:`~barnraise.actors.service.ROLLBACK`) puts it back;
 * **members, claims, tasks**: from the domain events (``agent_joined`` and
-  ``agent_left``; ``region_claimed`` and ``region_released``; the task events and
+  ``agent_left``; ``region_claimed``, ``region_renewed`` and ``region_released``; the task
+  events and
   approvals: a task requeued because its member left is anyone's again), with each
   member's colour given as the coordinator gives it (by the order of joining); a
   checkpoint of the session state (the coordinator's checkpoint to ``tasks``)
