@@ -13,7 +13,8 @@ session it owns:
   so a lease never keeps a run alive) the manager looks whether the holder is still
   live, and extends a live holder's lease by another term (``region_renewed``) or
   lets a gone holder's lapse (``region_released``, reason ``expired``). See
-  :meth:`SessionService.holder_live` for what live means; ``region_renew`` starts a
+  :meth:`SessionService.holder_live` for what live means; the room
+  :mod:`barnraise.actors.region_leases` keeps the timers; ``region_renew`` starts a
   new term at once;
 * **artifacts**: shaders and cartridges (its room :mod:`barnraise.actors.region_artifacts`);
 * the **blueprint** (the target tiles) and the counters ``tiles_placed`` (and
@@ -60,12 +61,13 @@ from numpy.typing import NDArray
 from barnraise.actors.region_args import inside, invalid, rect_arg, tile_arg, tile_bytes, tile_rows
 from barnraise.actors.region_artifacts import Artifacts
 from barnraise.actors.region_checkpoints import RegionCheckpoints
+from barnraise.actors.region_leases import DEFAULT_LEASE, RegionLeases
 from barnraise.actors.service import REPLY_MARGIN, Call, SessionInfo, SessionService, fit_prefix
 from barnraise.sim.canvas import CanvasSnapshot, MatchResult, Tile, TileCanvas, completion_percent
 from barnraise.sim.dispatch import Timer
-from barnraise.sim.events import ConflictDetected, RegionClaimed, RegionReleased, RegionRenewed
+from barnraise.sim.events import ConflictDetected, RegionClaimed, RegionReleased
 from barnraise.sim.geometry import Rect, find_free_placement, free_rectangles
-from barnraise.sim.tools import TOOLS, ToolError, ok
+from barnraise.sim.tools import ToolError, ok
 from barnraise.sim.views import (
     ClaimView,
     ProgressView,
@@ -88,10 +90,6 @@ CLAIM_FOR: Final = "_claim_for"
 
 #: Simulated seconds without a write after which a sequential-mode write token is free.
 SEQUENTIAL_IDLE: Final = 30.0
-
-#: The lease of a claim made on an agent's behalf (``_claim_for``, ``_auto_claim``).
-DEFAULT_LEASE: Final[float] = float(TOOLS["region_claim"].input_schema["properties"]
-                                    ["timeout"]["default"])
 
 _TILE_NAMES: Final = {int(t): t.name.lower() for t in Tile}
 _by_serial = attrgetter("serial")
@@ -264,7 +262,8 @@ class RegionManager(SessionService):
         # and cartridge tools) and the checkpoints (serving _checkpoint, _rollback).
         self.artifacts = Artifacts(self)
         self.checkpoints = RegionCheckpoints(self)
-        self.rooms = (self.artifacts, self.checkpoints)
+        self.leases = RegionLeases(self)
+        self.rooms = (self.artifacts, self.checkpoints, self.leases)
 
     def next_id(self, prefix: str) -> tuple[str, int]:
         self._serial += 1
@@ -298,9 +297,7 @@ class RegionManager(SessionService):
                            c["exclusive"], c["claimed_at"], c["expires_at"],
                            float(c.get("lease") or 0.0))
             if claim.expires_at is not None:
-                claim.timer = self.dispatcher.call_later(
-                    max(0.0, claim.expires_at - self.now), self, self._expire,
-                    image.session_id, claim_id, daemon=True)
+                self.leases.arm(image.session_id, claim, max(0.0, claim.expires_at - self.now))
             s.claims[claim_id] = claim
             s.by_agent.setdefault(claim.agent_id, {})[claim_id] = claim
             s.index.add(claim)
@@ -408,8 +405,7 @@ class RegionManager(SessionService):
         claim = _Claim(claim_id, serial, agent_id, rect, purpose, exclusive, self.now, expires_at,
                        timeout if timeout > 0 else 0.0)
         if timeout > 0:
-            claim.timer = self.dispatcher.call_later(
-                timeout, self, self._expire, s.info.session_id, claim_id, daemon=True)
+            self.leases.arm(s.info.session_id, claim, timeout)
         s.claims[claim_id] = claim
         s.by_agent.setdefault(agent_id, {})[claim_id] = claim
         s.index.add(claim)
@@ -419,7 +415,7 @@ class RegionManager(SessionService):
         return ok(claim_id=claim_id, agent_id=agent_id, region=rect.to_dict(),
                   purpose=purpose, exclusive=exclusive, expires_at=expires_at, conflicts=[])
 
-    def _drop(self, s: _World, claim: _Claim, reason: str) -> None:
+    def drop(self, s: _World, claim: _Claim, reason: str) -> None:
         """Remove ``claim`` (released, expired, owner left) and announce it."""
         del s.claims[claim.claim_id]
         self._unassign(s, claim)
@@ -455,29 +451,6 @@ class RegionManager(SessionService):
             session_id=session_id, agent_id=to, claim_id=claim.claim_id,
             region=claim.rect.to_dict(), exclusive=claim.exclusive,
             expires_at=claim.expires_at, transferred_from=old))
-
-    def _expire(self, session_id: str, claim_id: str) -> None:
-        """A claim's term ran out: a live holder's lease gets another, a gone one's lapses."""
-        s = self.worlds.get(session_id)
-        claim = s.claims.get(claim_id) if s is not None else None
-        if s is not None and claim is not None:
-            claim.timer = None  # it has fired
-            if claim.lease > 0 and self.holder_live(s.info.session_id, claim.agent_id):
-                self._renew(s, claim, claim.lease)
-            else:
-                self._drop(s, claim, "expired")
-
-    def _renew(self, s: _World, claim: _Claim, lease: float) -> None:
-        """Start a new term of ``lease`` seconds for ``claim`` from now; announce it."""
-        if claim.timer is not None:
-            claim.timer.cancel()
-        claim.lease = lease
-        claim.expires_at = self.now + lease
-        claim.timer = self.dispatcher.call_later(
-            lease, self, self._expire, s.info.session_id, claim.claim_id, daemon=True)
-        self.emit_event(RegionRenewed(
-            session_id=s.info.session_id, agent_id=claim.agent_id, claim_id=claim.claim_id,
-            expires_at=claim.expires_at, lease=lease))
 
     # -- claims: tools ----------------------------------------------------------------------
 
@@ -516,7 +489,7 @@ class RegionManager(SessionService):
                             owner=claim.agent_id)
         target = call.args.get("transfer_to")
         if target is None:
-            self._drop(s, claim, "released")
+            self.drop(s, claim, "released")
             return ok(claim_id=claim_id, released=True, transferred_to=None)
         to = self.member_id(call.session_id, target, "transfer_to")
         if to == claim.agent_id:
@@ -526,31 +499,6 @@ class RegionManager(SessionService):
             raise self._refuse(s, to, claim.rect, claim.exclusive, conflicts)
         self._hand_over(s, claim, to)
         return ok(claim_id=claim_id, released=True, transferred_to=to)
-
-    def tool_region_renew(self, call: Call) -> dict[str, Any]:
-        """Start a new term of the caller's claim ``claim_id`` now: ``timeout`` seconds, or
-        the claim's own term when not given (a claim with no lease gets one).
-
-        Result: claim_id, expires_at, timeout. Only the holder may renew: anyone else is
-        refused not_owner, a claim that is gone claim_not_found; either changes nothing.
-        """
-        s = self.world_of(call.session_id)
-        claim_id = call.args["claim_id"]
-        claim = s.claims.get(claim_id)
-        if claim is None:
-            raise ToolError("claim_not_found", f"no claim {claim_id!r} in {call.session_id}",
-                            field="claim_id")
-        if claim.agent_id != call.caller:
-            raise ToolError("not_owner", f"{claim_id} is held by "
-                            f"{self.member_name(call.session_id, claim.agent_id)}; only its "
-                            "holder may renew it", owner=claim.agent_id)
-        given = call.args.get("timeout")
-        lease = float(given) if given is not None else claim.lease or DEFAULT_LEASE
-        if lease <= 0:
-            raise invalid("timeout", f"a renewal is a term of seconds > 0, got {given!r}; "
-                          "release the claim to end it")
-        self._renew(s, claim, lease)
-        return ok(claim_id=claim_id, expires_at=claim.expires_at, timeout=lease)
 
     def tool_region_query(self, call: Call) -> dict[str, Any]:
         """Claims overlapping ``region``; ``is_free`` when there are none; the free part
@@ -715,7 +663,7 @@ class RegionManager(SessionService):
         released = []
         for claim in sorted(s.by_agent.get(agent_id, {}).values(), key=_by_serial):
             if handoff is None:
-                self._drop(s, claim, "left")
+                self.drop(s, claim, "left")
             else:
                 self._hand_over(s, claim, handoff)
             released.append(claim.claim_id)
@@ -748,7 +696,7 @@ class RegionManager(SessionService):
         claim = s.claims.get(content.get("claim_id", ""))
         if claim is None:
             raise ToolError("claim_not_found", f"no claim {content.get('claim_id')!r}")
-        self._drop(s, claim, "released")
+        self.drop(s, claim, "released")
         return ok(claim_id=claim.claim_id, released=True, transferred_to=None)
 
     def op_blueprint(self, content: Mapping[str, Any]) -> dict[str, Any]:
