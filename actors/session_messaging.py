@@ -104,14 +104,14 @@ class SessionMessaging:
         if not named:
             raise ToolError("invalid_argument", "to_agent: an empty list names nobody",
                             field="to_agent")
-        recipients: list[str] = []
+        recipients: dict[str, None] = {}  # ordered, and a look-up per entry is O(1)
         for i, who in enumerate(named):
             to = self.coordinator.member_id(session_id, who, f"to_agent[{i}]")
             if to in recipients:
                 raise ToolError("invalid_argument", f"to_agent[{i}]: {who!r} names "
                                 f"{to}, named before", field=f"to_agent[{i}]")
-            recipients.append(to)
-        return recipients
+            recipients[to] = None
+        return list(recipients)
 
     def tool_a2a_broadcast(self, call: Call) -> dict[str, Any]:
         coordinator = self.coordinator

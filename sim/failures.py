@@ -6,7 +6,8 @@ The dispatcher makes one :class:`Failure` per exception it reports
 * :meth:`Failure.letter`: the ``error_report`` letter published to the host's ``errors``
   topic and the session's own: agent, where, error type and detail, as before. No
   traceback: a session's members may be remote, and the host's file paths are not theirs
-  to learn.
+  to learn; the detail (the exception's message) has its absolute paths named portably
+  and is cut at :data:`MAX_DETAIL` characters (:func:`portable_detail`).
 * :meth:`Failure.record`: the content of the trace's ``error`` record (digested, stored):
   the letter's fields plus the function, file and line that raised and the whole
   traceback, in a *portable* form: barnraise's own files named from the package
@@ -29,13 +30,21 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import sysconfig
 import traceback
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
 
-__all__ = ["Failure", "portable_path"]
+__all__ = ["MAX_DETAIL", "Failure", "portable_detail", "portable_path"]
+
+#: The characters of an exception's message a letter and the trace keep (the rest is
+#: counted, not kept): a message of megabytes must not make the error report itself
+#: too large to send. ``summary()`` keeps up to 64 times as much for the person.
+MAX_DETAIL: Final = 1000
+#: An absolute POSIX path in an exception's message (not a URL's path, not ``1/2``).
+_ABSOLUTE: Final = re.compile(r"(?<![\w.:/~-])(?:/[^\s'\"/:,;()\[\]{}<>]+)+")
 
 # The layers install as symlinks under barnraise/ (README, "Development"): a frame's file
 # name is the symlinked path when imported as barnraise.sim..., the real one when not.
@@ -75,6 +84,19 @@ def portable_path(filename: str) -> tuple[str, bool]:
     return pathlib.PurePath(filename).name, True
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else \
+        f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def portable_detail(detail: str) -> str:
+    """An exception's message as a letter and the trace keep it: every absolute path in
+    it named as :func:`portable_path` names a frame's file (``[Errno 2] No such file or
+    directory: 'data.csv'``), so neither tells a member where the host keeps its files
+    nor makes a digest depend on it; then cut to :data:`MAX_DETAIL` characters."""
+    return _cut(_ABSOLUTE.sub(lambda m: portable_path(m.group())[0], detail), MAX_DETAIL)
+
+
 def _frames(tb: TracebackType | None) -> traceback.StackSummary:
     return traceback.StackSummary.extract(traceback.walk_tb(tb), capture_locals=False)
 
@@ -102,6 +124,8 @@ class Failure:
     #: The traceback in the trace's portable form, and as Python prints it.
     portable: str
     full: str
+    #: The exception's message as Python gives it (cut at 64 x MAX_DETAIL), for summary().
+    raw_detail: str = ""
 
     @classmethod
     def of(cls, agent: str, where: str, exc: BaseException, *, skip: int = 1,
@@ -132,12 +156,15 @@ class Failure:
                 function, file, line = frame.name, name, frame.lineno
             else:
                 lines.append(f'  File "{name}", in {frame.name}\n')
-        detail = str(exc)
+        raw = str(exc)
+        detail = portable_detail(raw)
         lines.append(f"{_type_name(exc)}: {detail}\n" if detail else f"{_type_name(exc)}\n")
-        full = "".join(traceback.format_exception(type(exc), exc, tb))
+        full = _cut("".join(traceback.format_exception(type(exc), exc, tb)),
+                    64 * MAX_DETAIL)
         return cls(agent=agent, where=where, error=type(exc).__name__, detail=detail,
-                   function=function, file=file, line=line, portable="".join(lines),
-                   full=full)
+                   function=function, file=file, line=line,
+                   portable=_cut("".join(lines), 64 * MAX_DETAIL),
+                   full=full, raw_detail=_cut(raw, 64 * MAX_DETAIL))
 
     def letter(self) -> dict[str, Any]:
         """The ``error_report`` letter's content: no traceback, no file."""
@@ -150,8 +177,9 @@ class Failure:
                 "line": self.line, "traceback": self.portable}
 
     def summary(self) -> dict[str, Any]:
-        """``summary["errors"]``'s entry: the record with the traceback as Python prints it."""
-        return {**self.record(), "traceback": self.full}
+        """``summary["errors"]``'s entry: the record with the message and the traceback
+        as Python prints them."""
+        return {**self.record(), "detail": self.raw_detail, "traceback": self.full}
 
     def headline(self) -> str:
         """One line: who, where, what, and the line that raised."""

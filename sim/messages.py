@@ -192,9 +192,12 @@ def message_type(name: str, *, schema: Schema | None = None) -> str:
     ``schema`` is a ``msgspec.Struct`` subclass (the content must convert to it:
     required fields present, types right, and unknown fields refused if the Struct
     says ``forbid_unknown_fields=True``) or a callable given the content, which raises
-    ``ValueError`` or ``TypeError`` to refuse it. The built-in types take no schema (the
-    services check their own), and a name holds one schema: declaring it again with
-    another is a ValueError, with the same (or none) is a no-op.
+    to refuse it (``ValueError`` or ``TypeError`` by convention; any exception refuses).
+    The built-in types take no schema (the services check their own), and a name holds
+    one schema: declaring it again with another is a ValueError, with the same (or
+    none) is a no-op. The same declaration
+    made again by a module loaded again (a scenario file a sweep or a notebook loads
+    once per run: a new class of the same module and name) replaces the old.
     """
     check_type_name(name)
     if schema is None:
@@ -206,11 +209,21 @@ def message_type(name: str, *, schema: Schema | None = None) -> str:
         raise TypeError(f"schema for {name!r} must be a msgspec.Struct type or a callable, "
                         f"got {schema!r}")
     held = _SCHEMAS.get(name)
-    if held is not None and held is not schema:
+    if held is not None and held is not schema and not _same_declaration(held, schema):
         raise ValueError(f"message type {name!r} already has the schema {held!r}")
     _SCHEMAS[name] = schema
     _PLAIN_TYPES.discard(name)
     return name
+
+
+def _same_declaration(held: Schema, given: Schema) -> bool:
+    """Whether ``given`` is ``held`` made again: the same module's object of the same
+    qualified name (a module executed twice makes a new class or function each time)."""
+    module = getattr(held, "__module__", None)
+    qualname = getattr(held, "__qualname__", None)
+    return module is not None and qualname is not None \
+        and module == getattr(given, "__module__", None) \
+        and qualname == getattr(given, "__qualname__", None)
 
 
 def schema_of(name: str) -> Schema | None:
@@ -235,6 +248,9 @@ def _check_content(name: str, schema: Schema, content: dict[str, Any]) -> None:
         raise
     except (ValueError, TypeError) as exc:
         raise MessageError("content", f"does not fit the schema of {name!r}: {exc}") from None
+    except Exception as exc:  # a check that fails some other way (content["n"]: KeyError)
+        raise MessageError("content", f"does not fit the schema of {name!r}: its check "
+                           f"raised {type(exc).__name__}: {exc}") from None
 
 
 class Priority(IntEnum):

@@ -20,7 +20,7 @@ import barnraise
 from barnraise.actors.base import Agent
 from barnraise.cli import main
 from barnraise.sim.dispatch import Dispatcher
-from barnraise.sim.failures import Failure, portable_path
+from barnraise.sim.failures import MAX_DETAIL, Failure, portable_path
 from barnraise.sim.messages import Message
 from tests.helpers import Recorder
 
@@ -137,6 +137,39 @@ def test_members_hear_type_and_detail_only_and_a_handler_is_named(det: Dispatche
     kept = {f.agent: f for f in det.failures}
     assert (kept["f"].file, kept["f"].function) == ("test_failures.py", "handle_task_update")
     assert kept["a"].line is not None and "raise RuntimeError" in kept["a"].portable
+
+
+def test_a_huge_message_or_a_host_path_stays_out_of_letters_and_the_trace(
+        det: Dispatcher) -> None:
+    """An exception's message of 200,000 characters is cut in the letter and the trace
+    (so the report is still sent, and the run goes on); an absolute path in it is named
+    portably there, and kept as Python gave it only in the summary, for the person."""
+    class Fragile(Recorder):
+        def handle_task_update(self, message: Message) -> None:
+            raise ValueError("y" * 200_000)
+
+    async def opens(agent: Agent) -> None:
+        await agent.sleep(1.0)
+        open("/nowhere/at/all/data.csv").close()
+
+    watcher = det.spawn(Recorder, "watcher")
+    watcher.subscribe("errors")
+    fragile = det.spawn(Fragile, "f")
+    det.spawn(Agent, "a", behaviours=(opens,))
+    fragile.send("f", "task_update", {"n": 1})
+    det.run()
+    assert det.behaviour_errors == 2  # no third: the report itself did not fail
+    letters = {m.content["agent"]: m.content["detail"] for m in watcher.got}
+    assert letters["f"] == "y" * MAX_DETAIL + "... (199000 more characters)"
+    assert letters["a"] == "[Errno 2] No such file or directory: 'data.csv'"
+    records = [json.loads(r.content) for r in det.trace.records() if r.kind == "error"]
+    assert {r["agent"]: r["detail"] for r in records} == letters
+    opened = next(r for r in records if r["agent"] == "a")["traceback"]
+    assert opened.endswith("FileNotFoundError: [Errno 2] No such file or directory: "
+                           "'data.csv'\n")
+    kept = {f.agent: f.summary() for f in det.failures}
+    assert "/nowhere/at/all/data.csv" in kept["a"]["detail"]
+    assert len(kept["f"]["detail"]) < 64 * MAX_DETAIL + 100
 
 
 def test_the_hook_hears_each_with_its_live_traceback(dispatcher: Dispatcher) -> None:

@@ -148,6 +148,45 @@ def test_content_that_fails_its_schema_is_refused_at_send_time_naming_the_field(
     assert "Expected `int`, got `str`" in str(errors[0]) and "test_tally" in str(errors[0])
 
 
+def test_a_schema_check_that_raises_anything_refuses_the_letter(det: Dispatcher) -> None:
+    """A check written as ``content["n"]`` raises KeyError on ``{}``: the letter is
+    refused with a MessageError naming the type, nothing escapes and nothing is sent."""
+    def needs_n(content: dict[str, Any]) -> None:
+        content["n"]
+
+    message_type("test_needs_n", schema=needs_n)
+    sender = det.spawn(Agent, "sender")
+    det.spawn(Counter, "counter")
+    with pytest.raises(MessageError, match=r"test_needs_n.*its check raised KeyError: 'n'"):
+        sender.send("counter", "test_needs_n", {})
+    assert det.statistics().delivered == 0
+
+
+def test_a_module_loaded_again_declares_its_schema_again(tmp_path: Path) -> None:
+    """A scenario file runs once per load (a sweep, a notebook running it twice): its
+    Struct is a new class each time, of the same module and name, and replaces the old;
+    another module's schema for the same name is still refused."""
+    source = textwrap.dedent("""
+        import msgspec
+        from barnraise.kit import message_type
+
+        class Hop(msgspec.Struct):
+            n: int
+
+        message_type("test_hop", schema=Hop)
+    """)
+    first: dict[str, Any] = {"__name__": "user_scenario_hops"}
+    again: dict[str, Any] = {"__name__": "user_scenario_hops"}
+    exec(compile(source, str(tmp_path / "hops.py"), "exec"), first)
+    exec(compile(source, str(tmp_path / "hops.py"), "exec"), again)
+    assert first["Hop"] is not again["Hop"]
+    from barnraise.sim.messages import schema_of
+    assert schema_of("test_hop") is again["Hop"]
+    with pytest.raises(ValueError, match="'test_hop' already has the schema"):
+        exec(compile(source, str(tmp_path / "other.py"), "exec"), {"__name__": "elsewhere"})
+    assert schema_of("test_hop") is again["Hop"]
+
+
 def test_a_letter_no_handler_takes_is_a_dead_letter_with_its_reason(mode: str) -> None:
     async def chatter(agent: Agent) -> None:
         agent.send("idle", "ping", {"n": 1})            # no handler, no behaviour: dead
