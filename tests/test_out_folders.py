@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
+import sqlite3
 
 import pytest
 
@@ -204,3 +205,30 @@ def test_clearing_a_run_removes_a_listed_symlink_not_what_it_points_to(
                        [folder / "canvas.png"])
     clear_run_files(folder)
     assert list(folder.iterdir()) == [] and (tmp_path / "victim.txt").read_text() == "mine"
+
+
+def test_resume_out_checks_the_folder_before_the_resume(tmp_path: pathlib.Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    store = tmp_path / "run.db"
+    assert main([*RUN, "--store", str(store)]) == 0
+    with sqlite3.connect(store) as db:  # as a run killed at its end leaves it
+        db.execute("UPDATE run SET status = 'running', summary = NULL")
+    db.close()
+    rows = store.read_bytes()
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "gantt.png").write_text("old")
+    write_run_manifest(folder, run_identity("kernel_build", 3, "realtime", {}),
+                       [folder / "gantt.png"])
+    before = _files(folder)
+    capsys.readouterr()
+    assert main(["resume", str(store), "--out", str(folder)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "another run's files (kernel_build seed 3" in err, err
+    assert _files(folder) == before and store.read_bytes() == rows
+    assert main(["resume", str(store), "--overwrite-out"]) == 2
+    assert "--overwrite-out applies with --out only" in capsys.readouterr().err
+    assert main(["resume", str(store), "--out", str(folder), "--overwrite-out"]) == 0
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["run"]["scenario"] == "conflict_storm" and not (folder / "gantt.png").exists()
