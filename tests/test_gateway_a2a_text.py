@@ -353,6 +353,8 @@ def test_a_conversation_keeps_only_a_messages_ids_role_and_parts(server: Gateway
 
 def test_all_agents_conversations_are_bounded_together(server: GatewayServer, token: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match=r"Limits\.conversation_bytes must be a positive int"):
+        Limits(conversation_bytes=0)
     hub = server.gateway.hub
     other = ok(server, "SendMessage", text_message(
         f"session_join session_id={session_of(server)} agent_name=Other role=builder"))["task"]
