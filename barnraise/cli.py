@@ -38,6 +38,7 @@ from barnraise.outdir import check_run_out, run_identity
 from barnraise.outputs import RunResult, check_out_dir
 from barnraise.runner import (
     ReporterError,
+    Request,
     ResumeDivergence,
     ScenarioError,
     StoreError,
@@ -136,6 +137,8 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("store", metavar="PATH", help="the store of the interrupted run")
     again.add_argument("--json", action="store_true", help="print one JSON object")
     again.add_argument("--out", metavar="DIR", help="write the run's files there (as run)")
+    again.add_argument("--overwrite-out", action="store_true",
+                       help="with --out: replace another run's files there (as run)")
     again.add_argument("--snapshot-every", type=_positive_int, metavar="N",
                        help="a snapshot of the world every N records the resumed run "
                        f"writes (default {SNAPSHOT_EVERY:,})")
@@ -479,9 +482,7 @@ def _run(args: argparse.Namespace) -> int:
                             time_scale=args.time_scale, faults=args.faults, **params)
     if args.out:
         check_out_dir(args.out)  # before the run: a bad place must not cost a run
-        check_run_out(args.out, run_identity(
-            getattr(request.module, "NAME", pathlib.Path(request.scenario).stem),
-            request.seed, request.mode, request.params), overwrite=args.overwrite_out)
+        _check_out(args, request)
     elif args.overwrite_out:
         raise ScenarioError("--overwrite-out applies with --out only")
     if (args.overwrite or args.snapshot_every is not None) and not args.store:
@@ -542,12 +543,24 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
+def _check_out(args: argparse.Namespace, request: Request) -> None:
+    """``--out``'s folder holds no sweep's files, nor another run's unless
+    ``--overwrite-out`` (barnraise/outdir.py): ScenarioError before the run."""
+    check_run_out(args.out, run_identity(
+        getattr(request.module, "NAME", pathlib.Path(request.scenario).stem),
+        request.seed, request.mode, request.params), overwrite=args.overwrite_out)
+
+
 def _resume(args: argparse.Namespace) -> int:
     if args.out:
         check_out_dir(args.out)
+    elif args.overwrite_out:
+        raise ScenarioError("--overwrite-out applies with --out only")
     with _script_warnings():
-        result, request = resume_request(args.store, script=args.script,
-                                         snapshot_every=args.snapshot_every or SNAPSHOT_EVERY)
+        result, request = resume_request(
+            args.store, script=args.script,
+            snapshot_every=args.snapshot_every or SNAPSHOT_EVERY,
+            check=(lambda request: _check_out(args, request)) if args.out else None)
     code = _report(result, request.module, args)
     if not args.json and result.live_after is not None:
         print(f"  resumed from {result.resumed_records:,} stored records: live after "

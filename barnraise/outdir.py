@@ -11,9 +11,14 @@ What callers can rely on:
   folder holding *another* run's files (a manifest of a run with other scenario,
   seed, mode or parameters, or an older barnraise's ``summary.json`` of one) unless
   ``overwrite``, and refuses a sweep's folder always. The same run again (a rerun,
-  a resume) may write over its own files. It reads and changes nothing else.
+  a resume) may write over its own files. It refuses, always, a run's manifest that
+  :func:`clear_run_files` would not act on: its ``files`` not a list of names, a name
+  that is not one a run writes (:data:`RUN_FILES`), or one that is there but not a
+  file. It reads and changes nothing else.
 * :func:`clear_run_files` removes the files the manifest lists, and the manifest,
-  so that a run written over another leaves none of the other's files behind.
+  so that a run written over another leaves none of the other's files behind: only
+  names of :data:`RUN_FILES`, only files or symlinks (never what a link points to),
+  after the same check (a bad manifest removes nothing).
 * :func:`check_sweep_out` refuses a folder holding a run's files or another sweep's
   (another scenario, or other parameters varied): a sweep reuses the saved runs of
   the same sweep only. A sweep folder written before manifests existed (``runs/``
@@ -25,16 +30,22 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import stat
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from barnraise.scenarios import ScenarioError
 
-__all__ = ["MANIFEST", "check_run_out", "check_sweep_out", "clear_run_files",
+__all__ = ["MANIFEST", "RUN_FILES", "check_run_out", "check_sweep_out", "clear_run_files",
            "run_identity", "write_run_manifest", "write_sweep_manifest"]
 
 #: The manifest's file name in an ``--out`` folder.
 MANIFEST: Final = "manifest.json"
+#: Every name of a file a run writes (:meth:`RunResult.write`): the only files a run's
+#: manifest may list, and so the only ones :func:`clear_run_files` removes.
+RUN_FILES: Final = frozenset({
+    "summary.json", "trace.jsonl", "events.csv", "timeseries.csv", "agents.csv",
+    "timeseries.png", "build.gif", "canvas.png", "gantt.png", "dag.png", "sequence.png"})
 _RUN: Final = "barnraise run"
 _SWEEP: Final = "barnraise sweep"
 
@@ -64,7 +75,8 @@ def _held_run(folder: pathlib.Path) -> dict[str, Any] | None:
     """The identity of the run whose files ``folder`` holds, if any."""
     manifest = _read(folder, MANIFEST)
     if manifest is not None and manifest.get("kind") == _RUN:
-        return dict(manifest.get("run") or {})
+        run = manifest.get("run")
+        return dict(run) if isinstance(run, dict) else {}
     if manifest is None:
         summary = _read(folder, "summary.json")  # written before manifests existed
         if summary is not None and "scenario" in summary and "trace_digest" in summary:
@@ -76,7 +88,8 @@ def _held_run(folder: pathlib.Path) -> dict[str, Any] | None:
 def _held_sweep(folder: pathlib.Path) -> dict[str, Any] | None:
     manifest = _read(folder, MANIFEST)
     if manifest is not None and manifest.get("kind") == _SWEEP:
-        return dict(manifest.get("sweep") or {})
+        sweep = manifest.get("sweep")
+        return dict(sweep) if isinstance(sweep, dict) else {}
     if manifest is None and (folder / "runs").is_dir() and (
             (folder / ".sweep.lock").exists() or (folder / "results.jsonl").exists()):
         return {}  # a sweep folder from before manifests: whose is not known
@@ -95,6 +108,7 @@ def check_run_out(path: str | os.PathLike[str], identity: Mapping[str, Any], *,
         raise ScenarioError(f"--out {where!r} holds a sweep's files"
                             + (f" ({sweep.get('scenario')})" if sweep else "")
                             + ": a run's files would mix with them; choose another folder")
+    _listed(folder)  # a manifest whose files a run would not remove is refused first
     held = _held_run(folder)
     if held is None or overwrite or held == dict(identity):
         return
@@ -102,16 +116,49 @@ def check_run_out(path: str | os.PathLike[str], identity: Mapping[str, Any], *,
                         "choose another folder, or give --overwrite-out to replace them")
 
 
-def clear_run_files(folder: pathlib.Path) -> None:
-    """Remove the files a run's manifest in ``folder`` lists, and the manifest."""
+def _listed(folder: pathlib.Path) -> list[str] | None:
+    """The files the run manifest in ``folder`` lists (None if it holds none), each
+    checked: ScenarioError naming the manifest and what is wrong when its ``run`` is
+    not an object, its ``files`` not a list of names a run writes (:data:`RUN_FILES`),
+    or one of them is there but not a file (a folder, say). Nothing is changed."""
     manifest = _read(folder, MANIFEST)
     if manifest is None or manifest.get("kind") != _RUN:
+        return None
+    where = os.fspath(folder / MANIFEST)
+    if not isinstance(manifest.get("run"), dict):
+        raise ScenarioError(f"{where!r} is not a run's manifest barnraise wrote: its \"run\" "
+                            "is not an object; remove it, or choose another folder")
+    files = manifest.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise ScenarioError(f"{where!r} is not a run's manifest barnraise wrote: its "
+                            f"\"files\" must be a list of file names, not {files!r:.80}; "
+                            "remove it, or choose another folder")
+    foreign = sorted(set(files) - RUN_FILES)
+    if foreign:
+        raise ScenarioError(f"{where!r} lists files a run does not write "
+                            f"({', '.join(map(repr, foreign[:5]))}): barnraise removes only "
+                            "its own; remove the manifest, or choose another folder")
+    for name in files:
+        try:
+            mode = (folder / name).lstat().st_mode
+        except FileNotFoundError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            raise ScenarioError(f"{where!r} lists {name!r}, which is there but not a "
+                                "file; remove it or the manifest, or choose another folder")
+    return files
+
+
+def clear_run_files(folder: pathlib.Path) -> None:
+    """Remove the files a run's manifest in ``folder`` lists, and the manifest; only
+    names of :data:`RUN_FILES`, only files (a symlink itself, not what it points to).
+    A manifest that lists anything else is a ScenarioError naming it, before anything
+    is removed."""
+    files = _listed(folder)
+    if files is None:
         return
-    for name in manifest.get("files") or []:
-        # only plain names in this folder: a hand-edited manifest cannot reach out of it
-        if isinstance(name, str) and name == pathlib.PurePath(name).name \
-                and name not in ("", ".", ".."):
-            (folder / name).unlink(missing_ok=True)
+    for name in files:
+        (folder / name).unlink(missing_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)
 
 

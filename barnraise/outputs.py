@@ -208,7 +208,9 @@ class RunResult:
 
         Last comes ``manifest.json``, naming the run and its files; the files an
         earlier run's manifest there lists are removed first, so no file of another
-        run stays beside these (:mod:`barnraise.outdir`; ``barnraise run --out``
+        run stays beside these (only names a run writes, only files: a manifest that
+        lists anything else is a ScenarioError before anything is written or removed;
+        :mod:`barnraise.outdir`; ``barnraise run --out``
         refuses another run's folder before the run, unless ``--overwrite-out``).
         """
         from barnraise import outdir, plots
@@ -219,6 +221,7 @@ class RunResult:
         written: list[pathlib.Path] = []
 
         def path(name: str) -> pathlib.Path:
+            assert name in outdir.RUN_FILES, name  # what a later write() may remove
             written.append(out / name)
             return out / name
 

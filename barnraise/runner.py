@@ -326,8 +326,13 @@ def resume(path: str | os.PathLike[str], *, script: str | os.PathLike[str] | Non
 def resume_request(path: str | os.PathLike[str], *,
                    script: str | os.PathLike[str] | None = None, record: bool = True,
                    progress: Callable[[float], None] | None = None,
-                   snapshot_every: int = SNAPSHOT_EVERY) -> tuple[RunResult, Request]:
-    """:func:`resume`, and the request it ran (its scenario module, for the text summary)."""
+                   snapshot_every: int = SNAPSHOT_EVERY,
+                   check: Callable[[Request], None] | None = None
+                   ) -> tuple[RunResult, Request]:
+    """:func:`resume`, and the request it ran (its scenario module, for the text summary).
+    ``check`` sees the request once the store is checked, before anything is written
+    (``barnraise resume --out`` checks its folder there); what it raises stops the
+    resume with the store as it was."""
     started = time.perf_counter()
     name = os.fspath(path)
     # Everything that can refuse is checked read-only first: the file stays as it was.
@@ -350,6 +355,8 @@ def resume_request(path: str | os.PathLike[str], *,
         problem = image.unsupported()
         if problem is not None:
             raise StoreError(f"store {name!r} cannot be resumed from its log: {problem}")
+    if check is not None:
+        check(request)
     store, info = Store.resume(name, info, snapshot_every=snapshot_every)
     if image is not None:
         store.continue_after()

@@ -390,11 +390,14 @@ class _Store:
             os.close(self._lock_fd)  # lets go of the flock
             self._lock_fd = -1
 
-    def load(self, spec: RunSpec, steps: bool = False) -> dict[str, Any] | None:
+    def load(self, spec: RunSpec, steps: bool = False,
+             reporters: Sequence[str] = ()) -> dict[str, Any] | None:
         """The saved run of ``spec``, checked (``{"row"}``, and its ``"steps"`` when
         ``steps``); None when there is none, when it is not one this sweep would have made
         (then said on stderr: it is computed again), or when ``steps`` are wanted and it
-        was saved without (a sweep that did not collect them)."""
+        was saved without (a sweep that did not collect them) or with other
+        ``reporters`` (the names of the sweep's own, whose columns its steps have: said
+        on stderr, and computed again)."""
         path = self.runs / f"{spec.key}.json"
         _regular_or_none(path)
         try:
@@ -418,15 +421,25 @@ class _Store:
             kept = saved.get("steps")
             if not isinstance(kept, list) or not all(isinstance(r, dict) for r in kept):
                 return None
+            had = saved.get("reporters")
+            if had != sorted(reporters):
+                _redo(path, "was saved with the reporters "
+                      + (", ".join(map(str, had)) or "(none)" if isinstance(had, list)
+                         else "(not said)")
+                      + ", not this sweep's " + (", ".join(sorted(reporters)) or "(none)"))
+                return None
             out["steps"] = kept
         return out
 
-    def save(self, spec: RunSpec, done: Mapping[str, Any]) -> None:
-        """Keep a finished run (its file written whole, then renamed into place)."""
+    def save(self, spec: RunSpec, done: Mapping[str, Any],
+             reporters: Sequence[str] = ()) -> None:
+        """Keep a finished run (its file written whole, then renamed into place); with
+        its steps, the names of the ``reporters`` that gave their columns."""
         record = {"key": spec.key, "scenario": spec.scenario, "seed": spec.seed,
                   "params": spec.params, "row": done["row"], "summary": done["summary"]}
         if "steps" in done:
             record["steps"] = done["steps"]
+            record["reporters"] = sorted(reporters)
         final = self.runs / f"{spec.key}.json"
         partial = final.with_suffix(f".{os.getpid()}.tmp")
         # Not sort_keys: the row's key order is the table's column order.
@@ -620,11 +633,12 @@ def _sweep(specs: list[RunSpec], store: _Store | None, engine: str, count: int,
            collect: Collect | None = None) -> pd.DataFrame:
     """:func:`sweep` once everything is checked (and ``out``, if any, held)."""
     collect = collect or Collect()
+    reporters = sorted(collect.reporters or {})
     rows: dict[int, dict[str, Any]] = {}
     steps: dict[int, list[dict[str, Any]]] = {}
     todo: list[RunSpec] = []
     for spec in specs:
-        saved = store.load(spec, collect.steps) if store is not None else None
+        saved = store.load(spec, collect.steps, reporters) if store is not None else None
         if saved is None:
             todo.append(spec)
         else:
@@ -634,7 +648,7 @@ def _sweep(specs: list[RunSpec], store: _Store | None, engine: str, count: int,
 
     def finished(spec: RunSpec, done: dict[str, Any]) -> None:
         if store is not None:
-            store.save(spec, done)
+            store.save(spec, done, reporters)
         rows[spec.index] = done["row"]
         steps[spec.index] = done.get("steps", [])
         if bar is not None:

@@ -9,6 +9,7 @@ bearer token from a ``session_join`` written as text. One server serves the modu
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import random
@@ -327,6 +328,59 @@ def test_what_a_conversation_keeps_is_bounded(server: GatewayServer, token: str,
         ok(server, "SendMessage", text_message("help"), token)  # made[1] is the oldest
         assert list(seen) == []
     assert made[1] not in slot.chats and slot.streams == 0
+
+
+def test_a_conversation_keeps_only_a_messages_ids_role_and_parts(server: GatewayServer,
+                                                                  token: str) -> None:
+    pad = "x" * 20_000
+    task = ok(server, "SendMessage", text_message(
+        "help", metadata={"pad": pad}, extensions=[pad], referenceTaskIds=[pad]),
+        token)["task"]
+    slot = server.gateway.hub.slot_for_token(token)
+    chat = slot.chats[task["id"]]
+    (asked, size), _ = chat.history
+    assert set(asked) == {"messageId", "role", "parts", "taskId", "contextId"}
+    assert size == len(json.dumps(asked, separators=(",", ":"))) < 4096
+    assert chat.kept == sum(n for _, n in chat.history) + sum(n for _, n in chat.artifacts)
+    # a caller's ids are bounded in length, refused before anything is kept
+    held = server.gateway.hub.held()
+    for field in ("contextId", "messageId"):
+        error = refused(server, "SendMessage", text_message("help", **{field: "c" * 257}),
+                        token)
+        assert error["code"] == -32602 and field in error["message"], error
+    assert server.gateway.hub.held() == held
+
+
+def test_all_agents_conversations_are_bounded_together(server: GatewayServer, token: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match=r"Limits\.conversation_bytes must be a positive int"):
+        Limits(conversation_bytes=0)
+    hub = server.gateway.hub
+    other = ok(server, "SendMessage", text_message(
+        f"session_join session_id={session_of(server)} agent_name=Other role=builder"))["task"]
+    data, _ = parts(other["status"]["message"])
+    mine, theirs = hub.slot_for_token(token), hub.slot_for_token(data["token"])
+    assert other["id"] in theirs.chats
+    held = hub.held()
+    assert held["conversations"] == len(mine.chats) + len(theirs.chats)
+    assert held["conversation_bytes"] == sum(c.kept for s in (mine, theirs)
+                                             for c in s.chats.values())
+    # with room for less than a conversation, each answer pushes out every other one,
+    # of any agent, oldest first; the one just answered stays (bounded on its own)
+    monkeypatch.setattr(hub, "limits", Limits(max_frame=FRAME, conversation_bytes=1))
+    first = ok(server, "SendMessage", text_message("help"), token)["task"]["id"]
+    assert list(mine.chats) == [first] and not theirs.chats
+    assert hub.held()["conversations"] == 1
+    assert hub.held()["conversation_bytes"] == mine.chats[first].kept
+    second = ok(server, "SendMessage", text_message("help"), data["token"])["task"]["id"]
+    assert not mine.chats and list(theirs.chats) == [second]
+    assert hub.held()["conversation_bytes"] == theirs.chats[second].kept
+    # an agent that expires takes its conversations with it (on the hub's loop)
+    async def expire() -> bool:
+        return hub.expire(theirs)
+    assert hub._loop is not None
+    assert asyncio.run_coroutine_threadsafe(expire(), hub._loop).result(timeout=10)
+    assert hub.held()["conversations"] == 0 and hub.held()["conversation_bytes"] == 0
 
 
 # -- ListTasks ----------------------------------------------------------------------------

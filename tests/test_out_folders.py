@@ -6,12 +6,19 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
+import sqlite3
 
 import pytest
 
 import barnraise
 from barnraise.cli import main
-from barnraise.outdir import MANIFEST, check_run_out, run_identity, write_run_manifest
+from barnraise.outdir import (
+    MANIFEST,
+    check_run_out,
+    clear_run_files,
+    run_identity,
+    write_run_manifest,
+)
 from barnraise.scenarios import ScenarioError
 
 # The cheapest shipped run that writes a canvas: fractions of a second.
@@ -23,11 +30,17 @@ def _files(folder: pathlib.Path) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+def result() -> barnraise.RunResult:
+    return barnraise.run("conflict_storm", agents=2)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory,
+            result: barnraise.RunResult) -> pathlib.Path:
     """A run's folder, as ``barnraise run --out`` writes it but for build.gif (copied by
     each test that changes it)."""
     folder = tmp_path_factory.mktemp("written") / "out"
-    barnraise.run("conflict_storm", agents=2).write(folder)
+    result.write(folder)
     return folder
 
 
@@ -147,3 +160,75 @@ def test_a_sweep_folder_from_before_manifests_is_still_a_sweeps(
     (mine / "runs").mkdir(parents=True)
     check_run_out(mine, run_identity("conflict_storm", 0, "deterministic", {}),
                   overwrite=False)
+
+
+@pytest.mark.parametrize("files, says", [
+    (["README.md", "summary.json"], "lists files a run does not write ('README.md')"),
+    (["../victim.txt"], "lists files a run does not write"),
+    ("ab", "must be a list of file names, not 'ab'"),  # not each letter a file
+    ({"summary.json": 1}, "must be a list of file names"),
+    (["gantt.png"], "lists 'gantt.png', which is there but not a file"),
+])
+def test_a_manifest_listing_what_a_run_does_not_write_removes_nothing(
+        tmp_path: pathlib.Path, result: barnraise.RunResult,
+        capsys: pytest.CaptureFixture[str], files: object, says: str) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for name in ("README.md", "summary.json", "a", "b"):
+        (folder / name).write_text("mine")
+    (folder / "gantt.png").mkdir()
+    (tmp_path / "victim.txt").write_text("mine")
+    params = json.loads(json.dumps(result.summary["params"]))
+    identity = run_identity("conflict_storm", 0, "deterministic", params)
+    (folder / MANIFEST).write_text(json.dumps({"kind": "barnraise run", "run": identity,
+                                               "files": files}))
+    before = _files(folder)
+    # the same run (no --overwrite-out needed) and another run with it: refused
+    # before the run, naming the manifest; and RunResult.write() by the same rule
+    for extra in ([], ["--seed", "1", "--overwrite-out"]):
+        capsys.readouterr()
+        assert main([*RUN, *extra, "--out", str(folder)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and str(folder / MANIFEST) in err and says in err, err
+    with pytest.raises(ScenarioError, match=r"manifest\.json"):
+        result.write(folder)
+    assert _files(folder) == before and (tmp_path / "victim.txt").exists()
+
+
+def test_clearing_a_run_removes_a_listed_symlink_not_what_it_points_to(
+        tmp_path: pathlib.Path) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (tmp_path / "victim.txt").write_text("mine")
+    (folder / "canvas.png").symlink_to(tmp_path / "victim.txt")
+    write_run_manifest(folder, run_identity("kernel_build", 3, "realtime", {}),
+                       [folder / "canvas.png"])
+    clear_run_files(folder)
+    assert list(folder.iterdir()) == [] and (tmp_path / "victim.txt").read_text() == "mine"
+
+
+def test_resume_out_checks_the_folder_before_the_resume(tmp_path: pathlib.Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    store = tmp_path / "run.db"
+    assert main([*RUN, "--store", str(store)]) == 0
+    with sqlite3.connect(store) as db:  # as a run killed at its end leaves it
+        db.execute("UPDATE run SET status = 'running', summary = NULL")
+    db.close()
+    rows = store.read_bytes()
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "gantt.png").write_text("old")
+    write_run_manifest(folder, run_identity("kernel_build", 3, "realtime", {}),
+                       [folder / "gantt.png"])
+    before = _files(folder)
+    capsys.readouterr()
+    assert main(["resume", str(store), "--out", str(folder)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "another run's files (kernel_build seed 3" in err, err
+    assert _files(folder) == before and store.read_bytes() == rows
+    assert main(["resume", str(store), "--overwrite-out"]) == 2
+    assert "--overwrite-out applies with --out only" in capsys.readouterr().err
+    assert main(["resume", str(store), "--out", str(folder), "--overwrite-out"]) == 0
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["run"]["scenario"] == "conflict_storm" and not (folder / "gantt.png").exists()

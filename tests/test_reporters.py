@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pathlib
 import pickle
+import re
 import textwrap
 
 import pandas as pd
@@ -271,3 +272,35 @@ def test_reporter_values_a_store_did_not_write_are_a_store_error(
     db.close()
     with pytest.raises(barnraise.StoreError, match=words):
         barnraise.open_run(path).timeseries()
+
+
+def test_reporter_names_or_tables_a_store_did_not_write_are_a_store_error(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A store's reporter names are checked on reading as a run's are before it runs:
+    one named as a built-in column would replace it; a missing table or column is said
+    as a StoreError (and `barnraise view` exits 2), not sqlite3's error."""
+    import shutil
+    import sqlite3
+
+    made = tmp_path / "run.db"
+    barnraise.run(SCENARIO, seed=1, store=made, reporters=REPORTERS)
+    for statement, words in (
+            ("UPDATE reporters SET name = 'tiles_placed' WHERE name = 'my_mode'",
+             "'tiles_placed' is a built-in column"),
+            ("UPDATE reporters SET name = 'my_tiles' WHERE name = 'my_mode'",
+             "the model reporter 'my_tiles' is named twice"),
+            ("UPDATE reporters SET kind = 'other' WHERE name = 'my_mode'", "of kind 'other'"),
+            ("UPDATE reporters SET name = '' WHERE name = 'my_mode'", "a reporter's name must"),
+            ("DROP TABLE reporters", "no such table: reporters"),
+            ("ALTER TABLE reported DROP COLUMN agent_id", "no such column: agent_id")):
+        path = tmp_path / "edited.db"
+        shutil.copy(made, path)
+        db = sqlite3.connect(path)
+        with db:
+            db.execute(statement)
+        db.close()
+        with pytest.raises(barnraise.StoreError, match=re.escape(words)):
+            barnraise.open_run(path).timeseries()
+        capsys.readouterr()
+        assert main(["view", str(path), "--port", "0"]) == 2, statement
+        assert words in capsys.readouterr().err

@@ -105,7 +105,7 @@ def test_a_blueprint_scenario_sweeps_alike_on_every_engine_with_its_steps(
 
 
 def test_per_step_rows_are_a_runs_own_samples_and_are_saved_with_it(
-        tmp_path: pathlib.Path) -> None:
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests import reporting
 
     args: dict[str, Any] = {"collect": "timeseries", "reporters": {"mine": reporting.tiles}}
@@ -122,6 +122,14 @@ def test_per_step_rows_are_a_runs_own_samples_and_are_saved_with_it(
     assert again.attrs["reused"] == 2 and again.attrs["computed"] == 0
     pd.testing.assert_frame_equal(again, first)
     assert len(pd.read_csv(out / "timeseries.csv")) == len(first)
+    # asked for other reporters, a saved run's rows (their columns) are not reused
+    capsys.readouterr()
+    theirs = barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=out,
+                             collect="timeseries", reporters={"theirs": reporting.members})
+    assert theirs.attrs["computed"] == 1 and "theirs" in theirs and "mine" not in theirs
+    assert "with the reporters mine, not this sweep's theirs" in capsys.readouterr().err
+    assert json.loads((out / "runs" / f"{plan('kernel_build', {'grid_size': [60]}, [0])[0].key}"
+                       ".json").read_text())["reporters"] == ["theirs"]
     # a run saved without its steps (a sweep that did not collect them) is computed again
     other = tmp_path / "plain"
     barnraise.sweep("kernel_build", {"grid_size": [60]}, [0], out=other)

@@ -96,6 +96,9 @@ MAX_PAGE_SIZE: Final = 100
 MAX_CHATS: Final = 200  # conversations kept per agent, the oldest dropped past it
 MAX_HISTORY: Final = 50  # messages (and artifacts) kept per conversation
 MAX_KEPT: Final = 4096  # bytes of JSON a kept message may take
+MAX_ID: Final = 256  # characters in a message's messageId or contextId
+_MESSAGE_KEPT: Final = ("messageId", "role", "parts", "taskId", "contextId")
+_ARTIFACT_KEPT: Final = ("artifactId", "name", "parts")
 _JOINING: Final = frozenset({"session_create", "session_join"})
 _STREAMING: Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 _ROLES: Final = ("ROLE_USER", "ROLE_AGENT")  # A2A 1.0's Role, but UNSPECIFIED
@@ -283,6 +286,11 @@ class A2ABinding:
         if not isinstance(message_id, str) or not message_id:
             raise RpcError(jsonrpc.INVALID_PARAMS,
                            "params.message.messageId must be a non-empty string")
+        for name in ("messageId", "contextId"):
+            value = message.get(name)
+            if isinstance(value, str) and len(value) > MAX_ID:
+                raise RpcError(jsonrpc.INVALID_PARAMS, f"params.message.{name} is "
+                               f"{len(value)} characters, over the {MAX_ID} allowed")
         if message.get("role") not in _ROLES:
             raise RpcError(jsonrpc.INVALID_PARAMS, "params.message.role must be one of "
                            f"{', '.join(_ROLES)}, not {message.get('role')!r}")
@@ -393,18 +401,28 @@ class A2ABinding:
         """Answer a conversation's message with its Task (see the module doc), its
         history as long as ``configuration.historyLength`` asks (all kept if unsaid)."""
         tool, result = call
+        conversations = self.hub.conversations
+        held = self.hub.slots.get(slot.agent_id) is slot  # not a join that failed
         if chat is None:
             context = message.get("contextId")
             chat = Chat(random_id(), context if isinstance(context, str) and context
                         else slot.session_id or random_id())
-            slot.chats[chat.id] = chat
+            if held:
+                conversations.open(slot, chat)
+            else:
+                slot.chats[chat.id] = chat
             while len(slot.chats) > MAX_CHATS:
-                _, forgotten = slot.chats.popitem(last=False)
-                for queue in forgotten.listeners:
-                    queue.put_nowait(None)
+                conversations.drop(slot, next(iter(slot.chats.values())))
         asked = {**message, "taskId": chat.id, "contextId": chat.context_id}
         reply["taskId"], reply["contextId"] = chat.id, chat.context_id
-        chat.add(asked, reply, tool, result)
+        grown = chat.add(asked, reply, tool, result)
+        if held:
+            conversations.grew(grown)
+            # all agents' together, the oldest conversation of any dropped first (the
+            # one just answered is kept: a conversation is bounded on its own)
+            while conversations.kept > self.hub.limits.conversation_bytes \
+                    and len(conversations) > 1:
+                conversations.drop(*conversations.oldest(besides=chat))
         answer = {"task": chat.task(_history_length(configuration))}
         if rpc.method == "SendMessage":
             return _json(jsonrpc.success(rpc.id, answer))
@@ -588,11 +606,13 @@ class Chat:
 
     It is ``TASK_STATE_WORKING`` from its first message until it is cancelled; each
     message and answer joins its history, each answer's result its artifacts, both
-    bounded (:data:`MAX_HISTORY`, the oldest dropped; a message whose JSON is over
-    :data:`MAX_KEPT` bytes is kept as a note of its size).
+    bounded (:data:`MAX_HISTORY`, the oldest dropped; of a message only its ids, role and
+    parts are kept, the parts as a note of their size when its JSON is over
+    :data:`MAX_KEPT` bytes); all agents' conversations together are bounded in bytes
+    too (``Limits.conversation_bytes``, the oldest dropped).
     """
 
-    __slots__ = ("answers", "artifacts", "context_id", "history", "id", "listeners",
+    __slots__ = ("answers", "artifacts", "context_id", "history", "id", "kept", "listeners",
                  "message", "order", "state", "updated")
 
     def __init__(self, task_id: str, context_id: str) -> None:
@@ -601,8 +621,10 @@ class Chat:
         self.state = "TASK_STATE_WORKING"
         self.message: dict[str, Any] | None = None
         self.answers = 0  # given so far (each artifact's number)
-        self.history: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
-        self.artifacts: deque[dict[str, Any]] = deque(maxlen=MAX_HISTORY)
+        #: Each kept message (artifact) with the bytes of its JSON; ``kept`` sums them.
+        self.history: deque[tuple[dict[str, Any], int]] = deque(maxlen=MAX_HISTORY)
+        self.artifacts: deque[tuple[dict[str, Any], int]] = deque(maxlen=MAX_HISTORY)
+        self.kept = 0
         self.updated = _now_ms()
         self.order = next(_updates)  # which of two updates in one millisecond came last
         #: The queues of its subscribers' streams: each update, or None when it is
@@ -610,13 +632,25 @@ class Chat:
         self.listeners: set[asyncio.Queue[dict[str, Any] | None]] = set()
 
     def add(self, asked: dict[str, Any], reply: dict[str, Any], tool: str | None,
-            result: dict[str, Any]) -> None:
-        self.history.append(_kept(asked))
-        self.history.append(_kept(reply))
+            result: dict[str, Any]) -> int:
+        """Keep a message and its answer; the bytes of JSON kept grew by (what is
+        returned: less than nothing when as much as came in was dropped)."""
+        before = self.kept
+        self._keep(self.history, _kept(asked, _MESSAGE_KEPT))
+        self._keep(self.history, _kept(reply, _MESSAGE_KEPT))
         self.answers += 1
-        self.artifacts.append(_kept({"artifactId": f"{self.id}-{self.answers}",
-                                     "name": tool or "help", "parts": reply["parts"]}))
+        self._keep(self.artifacts, _kept({"artifactId": f"{self.id}-{self.answers}",
+                                          "name": tool or "help", "parts": reply["parts"]},
+                                         _ARTIFACT_KEPT))
         self.update(self.state, reply)
+        return self.kept - before
+
+    def _keep(self, into: deque[tuple[dict[str, Any], int]],
+              entry: tuple[dict[str, Any], int]) -> None:
+        if len(into) == into.maxlen:
+            self.kept -= into[0][1]
+        into.append(entry)
+        self.kept += entry[1]
 
     def update(self, state: str, message: dict[str, Any] | None = None) -> None:
         self.state = state
@@ -638,22 +672,27 @@ class Chat:
         """The A2A Task: all its kept history, or the last ``history_length`` messages."""
         task: dict[str, Any] = {"id": self.id, "contextId": self.context_id,
                                 "status": self._status()}
-        history = list(self.history)
+        history = [message for message, _ in self.history]
         if history_length is not None:
             history = history[len(history) - history_length:] if history_length else []
         if history:
             task["history"] = history
         if artifacts and self.artifacts:
-            task["artifacts"] = list(self.artifacts)
+            task["artifacts"] = [artifact for artifact, _ in self.artifacts]
         return task
 
 
-def _kept(message: dict[str, Any]) -> dict[str, Any]:
-    size = len(jsonrpc.dumps(message))
-    if size <= MAX_KEPT:
-        return message
-    note = {"text": f"({size} bytes, over the {MAX_KEPT} kept of each message)"}
-    return {**{k: v for k, v in message.items() if k != "parts"}, "parts": [note]}
+def _kept(message: dict[str, Any], fields: tuple[str, ...]) -> tuple[dict[str, Any], int]:
+    """What a conversation keeps of ``message``: only ``fields`` (a caller's metadata,
+    extensions and the like are not kept), its parts replaced by a note of their size
+    when it is over :data:`MAX_KEPT` bytes of JSON; and the bytes that take."""
+    message = {k: message[k] for k in fields if k in message}
+    text = jsonrpc.dumps(message)
+    if len(text) > MAX_KEPT:
+        note = {"text": f"({len(text)} bytes, over the {MAX_KEPT} kept of each message)"}
+        message = {**message, "parts": [note]}
+        text = jsonrpc.dumps(message)  # the ids are bounded (MAX_ID), so this is small
+    return message, len(text)
 
 
 def _answer(result: dict[str, Any], tool: str | None, context_id: str | None,

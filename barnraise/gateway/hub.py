@@ -63,6 +63,7 @@ from barnraise.gateway.slots import (
     BOUNDED,
     WAITS,
     AgentSlot,
+    Conversations,
     Counters,
     Limits,
     Refused,
@@ -125,6 +126,8 @@ class Hub:
         self.bounds = Bounds(self.limits, self.counters,
                              simulation.dispatcher.holds_subscription)
         self.signed = SignedMail(self)
+        #: Every agent's A2A conversations, bounded together (``Limits.conversation_bytes``).
+        self.conversations = Conversations()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -191,6 +194,7 @@ class Hub:
             slot.unclaimed = True
             return False
         del self._slots[slot.agent_id]
+        self.conversations.release(slot)
         slot.client.on_arrival(None)
         self.simulation.release(slot.client)
         self.counters.add("guests_released")
@@ -262,6 +266,7 @@ class Hub:
         if self._slots.get(slot.agent_id) is not slot:
             return False
         del self._slots[slot.agent_id]
+        self.conversations.release(slot)
         if slot.token is not None:
             self._by_token.pop(slot.token, None)
         slot.client.on_arrival(None)
@@ -489,6 +494,8 @@ class Hub:
             "subscriptions": sum(len(s.subscriptions) for s in slots),
             "outbox": sum(len(s.outbox) for s in slots),
             "results": sum(len(s.results) for s in slots),
+            "conversations": len(self.conversations),
+            "conversation_bytes": self.conversations.kept,
             "connection_load": self.connection_load,
         }
 

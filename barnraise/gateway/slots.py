@@ -18,8 +18,8 @@ import msgspec
 from barnraise.actors.world import Client, PendingCall
 from barnraise.sim.messages import Message
 
-__all__ = ["BINDING", "BOUNDED", "WAITS", "AgentSlot", "Counters", "Limits", "Refused",
-           "digest_of", "fingerprint_of"]
+__all__ = ["BINDING", "BOUNDED", "WAITS", "AgentSlot", "Conversations", "Counters", "Limits",
+           "Refused", "digest_of", "fingerprint_of"]
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,14 @@ class Limits:
     #: Event subscriptions one remote agent holds (the world bounds them too:
     #: ``WorldLimits.max_subscriptions``).
     subscriptions: int = 100
+    #: Bytes of JSON the A2A conversations of all agents together may keep; past it,
+    #: the oldest conversation of any agent is dropped (:class:`Conversations`).
+    conversation_bytes: int = 64 << 20
 
     def __post_init__(self) -> None:
         for name in ("max_frame", "send_queue", "outbox", "results", "agents", "calls",
-                     "calls_per_connection", "waits", "subscriptions"):
+                     "calls_per_connection", "waits", "subscriptions",
+                     "conversation_bytes"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
@@ -168,3 +172,42 @@ class AgentSlot:
 
     def __repr__(self) -> str:
         return f"<AgentSlot {self.agent_id} session={self.session_id} seq={self.seq}>"
+
+
+class Conversations:
+    """Every agent's A2A conversations (``a2a_binding.Chat``) in one order, oldest
+    first, and the bytes of JSON they keep, summed: what ``Limits.conversation_bytes``
+    bounds across all agents. Each one also lives in its agent's ``AgentSlot.chats``;
+    the binding opens and drops them, the hub lets an agent's go when it does."""
+
+    def __init__(self) -> None:
+        self._order: OrderedDict[tuple[str, str], tuple[AgentSlot, Any]] = OrderedDict()
+        self.kept = 0  # bytes
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def open(self, slot: AgentSlot, chat: Any) -> None:
+        slot.chats[chat.id] = chat
+        self._order[(slot.agent_id, chat.id)] = (slot, chat)
+        self.kept += chat.kept
+
+    def grew(self, by: int) -> None:
+        self.kept += by
+
+    def drop(self, slot: AgentSlot, chat: Any) -> None:
+        """Forget ``chat``: its agent's copy, its bytes; a stream on it is ended."""
+        slot.chats.pop(chat.id, None)
+        if self._order.pop((slot.agent_id, chat.id), None) is not None:
+            self.kept -= chat.kept
+        for queue in chat.listeners:
+            queue.put_nowait(None)
+
+    def oldest(self, besides: Any) -> tuple[AgentSlot, Any]:
+        """The oldest conversation but ``besides`` (there must be another)."""
+        return next(entry for entry in self._order.values() if entry[1] is not besides)
+
+    def release(self, slot: AgentSlot) -> None:
+        """``slot``'s agent is gone: its conversations go with it."""
+        for chat in list(slot.chats.values()):
+            self.drop(slot, chat)

@@ -21,6 +21,7 @@ from typing import Any, Final
 import msgspec
 
 from barnraise.sim.metrics import Reported
+from barnraise.sim.reporters import check_reporters
 from barnraise.sim.store.divergence import Divergence, first_difference
 from barnraise.sim.store.files import (
     RunInfo,
@@ -50,6 +51,10 @@ def _unpack(seq: Any, content: bytes) -> bytes:
         raise StoreError(f"record {seq}: its packed content unpacks to more than "
                          f"{MAX_RECORD_BYTES:,} bytes; barnraise writes no such record")
     return data
+
+
+def _stored(view: Any) -> None:
+    """What a stored reporter's name stands for when it is checked: it is not called."""
 
 
 def _record(row: Any) -> TraceRecord:
@@ -135,11 +140,15 @@ class StoredLog:
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "reported" not in tables:
                 return (), (), []
-            names = db.execute("SELECT kind, name FROM reporters ORDER BY position").fetchall()
-            rows = db.execute("SELECT sample, t, session_id, agent_id, data FROM reported "
-                              "ORDER BY rowid").fetchall()
-        model = tuple(str(n) for k, n in names if k == "model")
-        agent = tuple(str(n) for k, n in names if k == "agent")
+            try:
+                names = db.execute("SELECT kind, name FROM reporters "
+                                   "ORDER BY position").fetchall()
+                rows = db.execute("SELECT sample, t, session_id, agent_id, data FROM reported "
+                                  "ORDER BY rowid").fetchall()
+            except sqlite3.OperationalError as exc:  # a table or a column is missing
+                raise StoreError(f"store {self.path!r}: its reporters are not kept as "
+                                 f"barnraise keeps them ({exc})") from None
+        model, agent = self._reporter_names(names)
         try:
             out = [Reported(int(sample), float(t), str(sid), None if aid is None else str(aid),
                             tuple(msgspec.msgpack.decode(data, type=list[int | float | str])))
@@ -153,6 +162,27 @@ class StoredLog:
                 raise StoreError(f"store {self.path!r}: sample {r.sample} holds "
                                  f"{len(r.values)} reporter values, not {wanted}")
         return model, agent, out
+
+    def _reporter_names(self, names: list[tuple[Any, Any]]
+                        ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The model and agent reporters' names, checked as a run's are before it runs
+        (:func:`~barnraise.sim.reporters.check_reporters`: no built-in column's name, none
+        twice): StoreError naming the store and the name."""
+        kinds: dict[str, list[str]] = {"model": [], "agent": []}
+        for kind, name in names:
+            if kind not in kinds:
+                raise StoreError(f"store {self.path!r}: reporter {name!r} is of kind "
+                                 f"{kind!r}, not model or agent")
+            if name in kinds[kind]:
+                raise StoreError(f"store {self.path!r}: the {kind} reporter {name!r} is "
+                                 "named twice")
+            kinds[kind].append(name)
+        try:
+            check_reporters(dict.fromkeys(kinds["model"], _stored),
+                            dict.fromkeys(kinds["agent"], _stored))
+        except ValueError as exc:
+            raise StoreError(f"store {self.path!r}: {exc}") from None
+        return tuple(kinds["model"]), tuple(kinds["agent"])
 
     def records(self, start: int = 0, *, types: Iterable[str] | None = None,
                 kind: str | None = None) -> Generator[TraceRecord, None, None]:
