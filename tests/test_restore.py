@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import random
 import re
 import sqlite3
@@ -229,6 +230,25 @@ def test_the_services_restored_from_any_prefix_of_the_log_are_the_services_in_me
 
 # -- kill -9 a realtime run, resume it --------------------------------------------------------
 
+#: ``BARNRAISE_DEEP=1`` kills each run at every seeded point; by default at a spread of them.
+DEEP = os.environ.get("BARNRAISE_DEEP") == "1"
+#: The length of each scenario's whole realtime log, measured once per test run.
+_LENGTHS: dict[str, int] = {}
+
+
+def _whole_length(scenario: str, where: Path) -> int:
+    """The number of records of a whole realtime run of ``scenario`` (run, unkilled, in a
+    subprocess, the first time a test asks; the tests below pick their kill points in
+    it). A realtime log's length varies a little from run to run: a point past a killed
+    run's end kills nothing, and the tests say so."""
+    if scenario not in _LENGTHS:
+        whole = where / "whole.db"
+        assert _run_killed("", "run", scenario, "--mode", "realtime", "--store",
+                           str(whole)) == 0
+        _LENGTHS[scenario] = len(list(open_run(whole).records()))
+    return _LENGTHS[scenario]
+
+
 def _run_killed(crash: str, *command: str) -> int:
     """Run ``barnraise COMMAND`` in a subprocess that kills itself at ``crash``
     (tests/crashing.py); its exit code (-9: killed)."""
@@ -316,11 +336,13 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
 
 
 def test_a_realtime_run_killed_at_seeded_moments_resumes_to_success(tmp_path: Path) -> None:
-    """SIGKILL a realtime kernel_build (time scale 50) at ten seeded records, at its first
-    commit and while it writes its snapshot (a realtime run takes one, at its end); each
-    resumes from the log to a successful end with nothing lost and nothing done twice."""
+    """SIGKILL a realtime kernel_build (time scale 50) at seeded records (four spread over
+    the run, every one of ten under BARNRAISE_DEEP=1), at its first commit and while it
+    writes its snapshot (a realtime run takes one, at its end); each resumes from the
+    log to a successful end with nothing lost and nothing done twice."""
     rng = random.Random(11)
-    moments = [f"record:{n}" for n in sorted(rng.sample(range(20, 2000), 10))]
+    records = sorted(rng.sample(range(20, 2000), 10))
+    moments = [f"record:{n}" for n in (records if DEEP else records[::3])]
     moments += ["commit:1", "snapshot:1"]
     for moment in moments:
         path = tmp_path / f"{moment.replace(':', '-')}.db"
@@ -406,10 +428,7 @@ def test_every_resumable_scenario_killed_in_realtime_resumes_to_success(
     """A scenario that declares RESUMABLE, run in realtime and killed at three seeded points
     of its log (measured on a whole run of it), resumes to success; every task is completed
     at most once in the log and the log before the kill is kept as it was."""
-    whole = tmp_path / "whole.db"
-    assert _run_killed("", "run", scenario, "--mode", "realtime", "--store",
-                       str(whole)) == 0
-    length = len(list(open_run(whole).records()))
+    length = _whole_length(scenario, tmp_path)
     rng = random.Random(scenario)
     for point in sorted(rng.sample(range(length // 10, length * 9 // 10), 3)):
         path = tmp_path / f"{point}.db"
@@ -566,18 +585,17 @@ def _done_twice(records: list[Any], stopped: int, claims: set[str] | None = None
 
 @pytest.mark.parametrize("scenario", TAKEN_BACK)
 def test_a_resumed_crew_does_nothing_twice(tmp_path: Path, scenario: str) -> None:
-    """Killed in realtime at two seeded points (other than the test above's), and killed,
-    resumed, killed again in its resume and resumed at a third pair, the scenario resumes
-    to success and its resumed crew redoes nothing a stopped one had done: no task
-    delegated again, no claim made again, no delegation, plan or approval event
-    published again (work in progress at a kill is requeued and done once, which is no
-    repeat: its task is the same)."""
+    """Killed in realtime at a seeded point (other than the test above's; at two under
+    BARNRAISE_DEEP=1), and killed, resumed, killed again in its resume and resumed at a
+    further pair, the scenario resumes to success and its resumed crew redoes nothing a
+    stopped one had done: no task delegated again, no claim made again, no delegation,
+    plan or approval event published again (work in progress at a kill is requeued and
+    done once, which is no repeat: its task is the same)."""
     assert getattr(load(scenario), "RESUMABLE", False)
-    whole = tmp_path / "whole.db"
-    assert _run_killed("", "run", scenario, "--mode", "realtime", "--store", str(whole)) == 0
-    length = len(list(open_run(whole).records()))
+    length = _whole_length(scenario, tmp_path)
     rng = random.Random(f"{scenario}: twice")
-    for point in sorted(rng.sample(range(length // 10, length * 19 // 20), 2)):
+    points = sorted(rng.sample(range(length // 10, length * 19 // 20), 2))
+    for point in points if DEEP else points[1:]:
         path = tmp_path / f"{point}.db"
         if _run_killed(f"record:{point}", "run", scenario, "--mode", "realtime",
                        "--store", str(path)) != -9:
