@@ -547,20 +547,25 @@ TAKEN_BACK = ("async_delegation", "best_of_n", "conflict_resolution", "conflict_
               "writer_critic")
 
 
-def _done_twice(records: list[Any], stopped: int, claims: set[str] | None = None) -> list[str]:
+def _done_twice(records: list[Any], stopped: int, claims: set[str] | None = None,
+                tasks: set[tuple[Any, ...]] | None = None) -> list[str]:
     """What the resumed part of a log (records from ``stopped`` on) did that the stopped
-    part had done already: a task delegated again (same delegator, type and description),
-    a claim made again (same agent and region, while its first was still held: at the
-    resume, held means among ``claims``, the claims the world was restored with), a
-    delegation or plan event published again."""
+    part had done already: a task delegated again (same delegator, type and description:
+    done means among ``tasks``, the tasks the world was restored with, when given; a call
+    the queue had taken but not acted on when the log stopped made none), a claim made
+    again (same agent and region, while its first was still held: at the resume, held
+    means among ``claims``, the claims the world was restored with), a delegation or plan
+    event published again."""
     def delegations(part: list[Any]) -> collections.Counter[tuple[Any, ...]]:
         return collections.Counter(
             (r.sender, c["args"].get("task_type"), c["args"].get("description"))
             for r in part if r.kind == "deliver" and r.type == "coordination_request"
             and (c := r.content_obj()).get("tool") == "task_delegate")
 
-    twice = [f"delegated again: {key}" for key in
-             set(delegations(records[:stopped])) & set(delegations(records[stopped:]))]
+    done = set(delegations(records[:stopped]))
+    if tasks is not None:
+        done &= tasks
+    twice = [f"delegated again: {key}" for key in done & set(delegations(records[stopped:]))]
     held: dict[str, tuple[str, str]] = {}
     published: collections.Counter[tuple[str, str]] = collections.Counter()
     for r in records:
@@ -601,20 +606,20 @@ def test_a_resumed_crew_does_nothing_twice(tmp_path: Path, scenario: str) -> Non
                        "--store", str(path)) != -9:
             continue
         stopped = len(list(open_run(path).records()))
-        claims = _claims_restored(path)
+        claims, tasks = _restored(path)
         result = resume(path, record=False)
         _say_if_failed(result, scenario, point)
         assert result.success, (scenario, point)
-        assert _done_twice(list(open_run(path).records()), stopped, claims) == [], \
+        assert _done_twice(list(open_run(path).records()), stopped, claims, tasks) == [], \
             (scenario, point)
     first, second = sorted(rng.sample(range(length // 5, length * 19 // 20), 2))
     path = tmp_path / "twice.db"
     if _run_killed(f"record:{first}", "run", scenario, "--mode", "realtime",
                    "--store", str(path)) != -9:
         return
-    stops = [(len(list(open_run(path).records())), _claims_restored(path))]
+    stops = [(len(list(open_run(path).records())), *_restored(path))]
     if _run_killed(f"record:{max(second, stops[0][0] + 5)}", "resume", str(path)) == -9:
-        stops.append((len(list(open_run(path).records())), _claims_restored(path)))
+        stops.append((len(list(open_run(path).records())), *_restored(path)))
     result = resume(path, record=False)
     _say_if_failed(result, scenario, first, second)
     assert result.success, (scenario, first, second)
@@ -622,11 +627,55 @@ def test_a_resumed_crew_does_nothing_twice(tmp_path: Path, scenario: str) -> Non
     assert [_done_twice(after, *stop) for stop in stops] == [[]] * len(stops), (scenario, stops)
 
 
-def _claims_restored(path: Path) -> set[str]:
-    """The claims a resume of the interrupted run at ``path`` restores."""
+def _restored(path: Path) -> tuple[set[str], set[tuple[Any, ...]]]:
+    """The claims a resume of the interrupted run at ``path`` restores, and its tasks as
+    (delegator, type, description)."""
     image = image_of(open_run(path))
-    return {cid for s in image.sessions.values() if s.regions is not None
-            for cid in s.regions.claims}
+    return ({cid for s in image.sessions.values() if s.regions is not None
+             for cid in s.regions.claims},
+            {(t["delegated_by"], t["type"], t["description"])
+             for s in image.sessions.values() for t in s.tasks.values()})
+
+
+def test_a_delegation_the_queue_took_and_the_log_cut_before_it_acted_on_is_made_once(
+        tmp_path: Path) -> None:
+    """In realtime a delivery is logged on its recipient's thread before its handler runs,
+    and the store commits whatever is logged by then: a kill can leave a log whose last
+    record is the task queue taking a task_delegate call, with no task_created after it
+    (a thread descheduled between the two under load). That call made no task in the
+    resumed world, so the resumed delegator delegates again, and the task is created
+    once in the whole log: no repeat, though the call is in the log twice (the check
+    above once counted it as one, a likely cause of its rare failure under load)."""
+    path = tmp_path / "cut.db"
+    assert _run_killed("", "run", "hitl_approval", "--mode", "realtime", "--store",
+                       str(path)) == 0
+    records = list(open_run(path).records())
+    call = next(r for r in records if r.kind == "deliver" and r.recipient == "tasks"
+                and r.type == "coordination_request"
+                and r.content_obj().get("tool") == "task_delegate")
+    description = call.content_obj()["args"]["description"]
+    cut = call.seq + 1
+    with sqlite3.connect(path) as db:  # the log as such a kill leaves it
+        db.execute("DELETE FROM events WHERE seq >= ?", (cut,))
+        for table in ("snapshots", "delegations", "digests"):
+            db.execute(f"DELETE FROM {table}")
+        Store._delegations(db, [r for r in records[:cut] if r.kind == "event"])
+        db.execute("UPDATE run SET status = 'running', summary = NULL, trace_digest = NULL")
+    db.close()
+    claims, tasks = _restored(path)
+    assert not any(d == description for _, _, d in tasks)  # the call made nothing
+    result = resume(path, record=False)
+    assert result.success, result.summary
+    after = list(open_run(path).records())
+    asked = [r.seq for r in after if r.kind == "deliver" and r.type == "coordination_request"
+             and r.content_obj().get("tool") == "task_delegate"
+             and r.content_obj()["args"]["description"] == description]
+    assert asked[0] == call.seq and len(asked) == 2 and asked[1] >= cut
+    made = collections.Counter(e["content"]["type"] for e in open_run(path).entries(
+        type="task_created"))
+    assert made == {"build": 4}  # each of the four blocks delegated once
+    assert _done_twice(after, cut, claims, tasks) == []
+    assert _done_twice(after, cut, claims) != []  # counting the call alone: a repeat
 
 
 def test_a_claim_made_for_an_acceptance_the_log_does_not_hold_is_no_ones() -> None:
