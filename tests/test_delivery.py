@@ -9,8 +9,6 @@ as live work while it is unanswered.
 from __future__ import annotations
 
 import pathlib
-import subprocess
-import sys
 import threading
 from typing import Any
 
@@ -20,7 +18,7 @@ from barnraise.actors.base import Agent, WaitTimeout
 from barnraise.sim.dispatch import Dispatcher, make_dispatcher
 from barnraise.sim.messages import Message
 from tests.conftest import new_dispatcher
-from tests.helpers import Echo, Recorder
+from tests.helpers import Echo, Recorder, mypy_says
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -247,12 +245,7 @@ def test_spawn_returns_the_class_it_was_given_to_static_tools(tmp_path: pathlib.
         "registry.records\n"
         "registry.no_such_attribute\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
-         "--ignore-missing-imports", str(snippet)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
-    )
-    out = done.stdout
+    out, _, _ = mypy_says(snippet)
     assert 'Revealed type is "barnraise.actors.registry.Registry"' in out, out
     assert '"Registry" has no attribute "no_such_attribute"' in out, out
     # the one error is the missing attribute: .records type-checks

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 import importlib
 import pathlib
-import subprocess
-import sys
 
 import pytest
+
+from tests.helpers import mypy_says
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -190,12 +190,7 @@ def test_static_tools_see_the_real_types_of_the_public_names(tmp_path: pathlib.P
         "simu = barnraise.Simulation(seed=1, bogus_option=1)\n"
         "other = barnraise.Simulation(seed='x')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
-         "--ignore-missing-imports", str(snippet)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
-    )
-    out = done.stdout
+    out, _, _ = mypy_says(snippet)
     assert "-> barnraise.actors.world.Simulation" in out, out
     assert "barnraise.outputs.RunResult" in out, out
     assert 'Revealed type is "Any"' not in out, out

@@ -30,7 +30,7 @@ from barnraise.sim.dispatch import (
 from barnraise.sim.messages import Message
 from barnraise.sim.tool_methods import TOOL_NAMES, ToolMethods
 from barnraise.sim.tools import FAILURE_KEYS, RESULT_KEYS, TOOLS
-from tests.helpers import box, session_crew
+from tests.helpers import box, mypy_says, session_crew
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -262,19 +262,11 @@ def fine(client: barnraise.Client, result: barnraise.RunResult) -> None:
 '''
 
 
-def test_mypy_refuses_the_four_typos(tmp_path: pathlib.Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    api = pytest.importorskip("mypy.api")
+def test_mypy_refuses_the_four_typos(tmp_path: pathlib.Path) -> None:
     snippet = tmp_path / "barnraise_typed_surface_examples.py"
     snippet.write_text(EXAMPLES)
-    # This checkout's modules first (not an installed copy), and mypy's own cache of
-    # them kept between runs, so a warm run takes seconds.
-    monkeypatch.setenv("MYPYPATH", str(ROOT))
-    monkeypatch.chdir(ROOT)
     started = time.process_time()
-    out, err, status = api.run([str(snippet), "--follow-imports=silent",
-                                "--cache-dir", str(ROOT / ".mypy_cache"),
-                                "--no-error-summary", "--show-error-codes"])
+    out, err, status = mypy_says(snippet)
     spent = time.process_time() - started
     lines = EXAMPLES.splitlines()
     errors: dict[int, list[str]] = {}
