@@ -52,6 +52,7 @@ from barnraise.scenarios import COUNT, GRID, RATE, Bound, ParamError
 from barnraise.scenarios._kit import (
     answered_before,
     count,
+    current,
     delivered_before,
     host_session,
     kernel_blueprint,
@@ -99,6 +100,8 @@ def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: 
     planner = spawn(simu, sid, "planner-1", "architect", crew=crew, behaviour=plan_runner,
                     plan=the_plan, **before.get("planner-1", {}))
     simu.run()
+    # after a crash under a fault plan, the agents' outcomes are their last incarnations'
+    planner, judge, watcher = current(planner), current(judge), current(watcher)
     out = planner.outcome
     plan_id = out.get("plan_id")
     events = [e for e in session_events(simu, sid, prefix="plan.") if e.get("plan_id") == plan_id]
