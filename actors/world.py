@@ -132,6 +132,11 @@ class Client(ToolMethods):
             self._actor.forget(correlation_id)  # no answer can come: expect none
             return PendingCall.done(fail("no_reply", f"{tool.service} did not accept the call: "
                                          f"{report.statuses}"))
+        injector = dispatcher.injector
+        if injector is not None:  # a member's letters may be lost: sent again till answered
+            injector.retry_unanswered(actor, correlation_id, tool.service,
+                                      "coordination_request", message.content,
+                                      Priority.HIGH)
         return PendingCall(self, tool, correlation_id)
 
     # -- mail --------------------------------------------------------------------------
@@ -231,6 +236,7 @@ class PendingCall:
                                                  actor.arrived)
         reply = actor.take_reply(cid) if arrived else None
         if reply is None:
+            actor.give_up(cid)
             if self._client._simulation.closed:
                 return fail("no_reply", f"no answer to {self._tool.name}: the simulation "
                             "was closed")
