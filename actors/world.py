@@ -133,7 +133,8 @@ class Client(ToolMethods):
             return PendingCall.done(fail("no_reply", f"{tool.service} did not accept the call: "
                                          f"{report.statuses}"))
         injector = dispatcher.injector
-        if injector is not None:  # a member's letters may be lost: sent again till answered
+        if injector is not None and (actor.agent_type is not None or name == "session_join"):
+            # A member's letters (a join's answer too) may be lost: sent again till answered.
             injector.retry_unanswered(actor, correlation_id, tool.service,
                                       "coordination_request", message.content,
                                       Priority.HIGH)
