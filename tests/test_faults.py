@@ -156,6 +156,40 @@ def test_kernel_build_survives_the_plan_in_realtime(seed: int) -> None:
                                 record=False))
 
 
+#: The plan every shipped scenario is to survive (issue 27): the one above with reorders.
+FULL_PLAN = "drop=0.05,duplicate=0.02,delay=0.5,reorder=0.01,crash=0.001"
+#: Scenarios made to survive FULL_PLAN, with the parameters they run at here (their
+#: defaults: each run costs well under a CPU second).
+_SURVIVORS_A: list[tuple[str, dict[str, object]]] = [
+    ("best_of_n", {}), ("writer_critic", {}), ("hitl_approval", {}), ("plan_run", {}),
+]
+_SURVIVOR_SEEDS = range(20) if DEEP else range(3)
+_SURVIVOR_REALTIME_SEEDS = range(3) if DEEP else range(1)
+
+
+def _survivor_cases(survivors: list[tuple[str, dict[str, object]]]) -> list[object]:
+    cases = []
+    for name, params in survivors:
+        cases += [pytest.param(name, params, "deterministic", seed, id=f"{name}-{seed}")
+                  for seed in _SURVIVOR_SEEDS]
+        cases += [pytest.param(name, params, "realtime", seed, id=f"{name}-realtime-{seed}")
+                  for seed in _SURVIVOR_REALTIME_SEEDS]
+    return cases
+
+
+@pytest.mark.parametrize(("name", "params", "mode", "seed"), _survivor_cases(_SURVIVORS_A))
+def test_every_scenario_survives_the_plan(name: str, params: dict[str, object], mode: str,
+                                          seed: int) -> None:
+    result = barnraise.run(name, seed=seed, mode=mode, faults=FULL_PLAN, **params)
+    s = result.summary
+    assert s["faults"]["plan"] == FULL_PLAN
+    assert result.success, (s["run_end"], s["waiting"], s["faults"], s["metrics"])
+    completed = Counter(r.content_obj()["task_id"] for r in result.trace.records("event")
+                        if r.type == "task_completed")
+    assert set(completed.values()) <= {1}, completed  # no task completed twice
+    assert sum(completed.values()) == s["tasks_completed"]
+
+
 def test_the_check_fails_a_task_completed_twice() -> None:
     from barnraise.scenarios import kernel_build
 
