@@ -19,6 +19,10 @@ approve completed; reject failed with "Rejected"; timeout failed with "Approval
 timed out"; skip completed with result {"skipped": true}; and the session counts
 agree (completed = approvals + skips, failed = rejections + timeouts).
 
+Under a fault plan the person is a member like any agent (its letters may be lost): its
+calls are retried, and hearing nothing for ``retry`` seconds it reads the queue (a
+request or a result it did not hear). The check is the same.
+
 Resumed after a kill (``barnraise resume``, realtime): the person finds its session
 again, takes the tasks it had delegated back from the task queue (delegating only
 the others), and what it had heard, seen and answered before the kill is read from

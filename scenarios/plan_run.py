@@ -18,7 +18,10 @@ Parameters: plan, grid_size, builders, testers, tile_rate, decision, progress_in
 Success: plan.completed published once with status completed, every step's
 events in dependency order (a step starts only after its dependencies
 completed), the approval step approved, progress updates at least
-progress_interval apart, and no behaviour failed.
+progress_interval apart, and no behaviour failed. The same under a fault plan: lost
+step results are read from the task queue, the approver reads open requests and sends
+its answer again while one stays open, and a planner restarted mid-plan picks its run
+up from the session's recent events (``plans.runner``).
 
 Resumed after a kill (``barnraise resume``, realtime): the planner picks its run up
 from the plan events it had published and the approval answers that had reached

@@ -26,6 +26,11 @@ ledger, from the ``tasks`` queue or from that delegation's delegate only:
 * any later one (a duplicated message, a second report) is counted in
   :attr:`DelegationLedger.duplicates` and dropped: dedupe by delegation id.
 
+Under a fault plan a result letter may be lost: :meth:`DelegationLedger.wait`, with
+nothing heard for ``4 x retry`` simulated seconds, settles the pending delegations whose
+tasks have finished from the task queue's records (:meth:`DelegationLedger.read_back`),
+and a letter that comes after is a duplicate.
+
 Delivery is the delegator's own doing: :meth:`take` hands over what settled
 since the last take, each delegation once in its life (its ``delivered_at`` is
 set); :meth:`wait` suspends until one settles. Both run in the delegator's own
