@@ -44,6 +44,8 @@ class ClientActor(A2AActor):
         self.inbox: deque[Message] = deque()
         #: correlation id of a call awaiting its answer -> the actor the call went to
         self.expected: dict[str, str] = {}
+        #: expected calls whose caller has stopped waiting (no reply in time)
+        self.given_up: set[str] = set()
         self.arrived = threading.Condition()
         #: Called (on this actor's thread, outside the lock) after every arrival:
         #: how a driver that is not a waiting thread (an event loop) hears of mail.
@@ -60,6 +62,7 @@ class ClientActor(A2AActor):
                 else:
                     forged = False
                     del self.expected[correlation_id]
+                    self.given_up.discard(correlation_id)
                     self.replies[correlation_id] = message
             else:
                 forged = False
@@ -78,6 +81,19 @@ class ClientActor(A2AActor):
         (the actor the call goes to) only; from anyone else it is ``forged_reply``."""
         with self.arrived:
             self.expected[correlation_id] = recipient
+
+    def awaits(self, correlation_id: str) -> bool:
+        """Is a caller still waiting for the answer to ``correlation_id``? (Under a fault
+        plan a client that is a session member has its requests sent again until then.)"""
+        with self.arrived:
+            return correlation_id in self.expected and correlation_id not in self.given_up
+
+    def give_up(self, correlation_id: str) -> None:
+        """The caller stopped waiting: the request is not sent again (a late answer is
+        still taken as the answer)."""
+        with self.arrived:
+            if correlation_id in self.expected:
+                self.given_up.add(correlation_id)
 
     def forget(self, correlation_id: str) -> None:
         """Stop expecting an answer (the call was never sent)."""

@@ -132,6 +132,12 @@ class Client(ToolMethods):
             self._actor.forget(correlation_id)  # no answer can come: expect none
             return PendingCall.done(fail("no_reply", f"{tool.service} did not accept the call: "
                                          f"{report.statuses}"))
+        injector = dispatcher.injector
+        if injector is not None and (actor.agent_type is not None or name == "session_join"):
+            # A member's letters (a join's answer too) may be lost: sent again till answered.
+            injector.retry_unanswered(actor, correlation_id, tool.service,
+                                      "coordination_request", message.content,
+                                      Priority.HIGH)
         return PendingCall(self, tool, correlation_id)
 
     # -- mail --------------------------------------------------------------------------
@@ -231,6 +237,7 @@ class PendingCall:
                                                  actor.arrived)
         reply = actor.take_reply(cid) if arrived else None
         if reply is None:
+            actor.give_up(cid)
             if self._client._simulation.closed:
                 return fail("no_reply", f"no answer to {self._tool.name}: the simulation "
                             "was closed")

@@ -25,7 +25,7 @@ from typing import Any
 from barnraise.actors.agents.critic import best_of_n_lead, critic, writer
 from barnraise.actors.world import Simulation
 from barnraise.scenarios import COUNT, FRACTION, GRID, Bound, ParamError
-from barnraise.scenarios._kit import host_session, kernel_blueprint, rng_for, spawn
+from barnraise.scenarios._kit import current, host_session, kernel_blueprint, rng_for, spawn
 
 NAME = "best_of_n"
 PARAMS: dict[str, Any] = {
@@ -63,7 +63,7 @@ def run(simu: Simulation, *, grid_size: int, size: int, builders: int, threshold
     lead = spawn(simu, sid, "lead-1", "architect", crew=crew, behaviour=best_of_n_lead,
                  region=region, builders=builder_ids, critic="critic-1", threshold=threshold)
     simu.run()
-    out = lead.outcome
+    out = current(lead).outcome  # its last incarnation's, after a crash under a fault plan
     return {
         "session_id": sid, "region": region, "builders": builders,
         "error_rates": dict(zip(builder_ids, error_rates, strict=True)),

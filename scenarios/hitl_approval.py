@@ -19,6 +19,10 @@ approve completed; reject failed with "Rejected"; timeout failed with "Approval
 timed out"; skip completed with result {"skipped": true}; and the session counts
 agree (completed = approvals + skips, failed = rejections + timeouts).
 
+Under a fault plan the person is a member like any agent (its letters may be lost): its
+calls are retried, and hearing nothing for ``retry`` seconds it reads the queue (a
+request or a result it did not hear). The check is the same.
+
 Resumed after a kill (``barnraise resume``, realtime): the person finds its session
 again, takes the tasks it had delegated back from the task queue (delegating only
 the others), and what it had heard, seen and answered before the kill is read from
@@ -129,10 +133,23 @@ def run(simu: Simulation, *, decisions: list[str], block: int, tile_rate: float,
         for task in _before_kill(simu, sid, person, tasks):
             answer(task)
     patience = approval_timeout + 60.0 + len(decisions) * block * block / tile_rate
+    # Under a fault plan the person is a member like any agent: an approval request or a
+    # result sent to it may be lost. It then looks at the queue every retry seconds
+    # (well inside the approval timeout): a task awaiting approval is one whose request
+    # it did not hear, a finished one is read from its record.
+    faults = simu.dispatcher.faults
+    look = patience if faults is None else min(patience, faults.retry)
+    quiet = 0.0
     while any(t["status"] is None for t in tasks):
-        message = person.receive(timeout=patience)
+        message = person.receive(timeout=look)
         if message is None:
-            break  # nothing more will come: the check will say what is missing
+            quiet += look
+            if faults is None or quiet >= patience:
+                break  # nothing more will come: the check will say what is missing
+            for task in _looked_up(person, tasks):
+                answer(task)
+            continue
+        quiet = 0.0
         content = message.content
         task = by_id.get(str(content.get("task_id")))
         if task is None:
@@ -162,6 +179,26 @@ def run(simu: Simulation, *, decisions: list[str], block: int, tile_rate: float,
         "outcomes": [t["status"] for t in tasks],
         "messages": [t["message"] for t in tasks],
     }
+
+
+def _looked_up(person: Client, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Under a fault plan, with nothing heard for a while: the person's tasks as the queue
+    shows them. A finished one is filled in from its record; those awaiting approval
+    whose request the person did not hear are returned, to look at and answer."""
+    queue = person.call("task_get_queue", filter={"status": "all"})
+    records = {q["task_id"]: q for q in queue.get("tasks", ())}
+    waiting = []
+    for task in tasks:
+        record = records.get(task["task_id"])
+        if record is None or task["status"] is not None:
+            continue
+        if record["status"] in _FINISHED:
+            task.update(status=record["status"], message=record["message"],
+                        result=record["result"])
+        elif record["status"] == "awaiting_approval" and not task["requested"]:
+            task["requested"] = True  # its request was lost on the way
+            waiting.append(task)
+    return waiting
 
 
 def _delegated_before(person: Client, simu: Simulation) -> list[dict[str, Any]]:

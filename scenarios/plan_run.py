@@ -18,7 +18,10 @@ Parameters: plan, grid_size, builders, testers, tile_rate, decision, progress_in
 Success: plan.completed published once with status completed, every step's
 events in dependency order (a step starts only after its dependencies
 completed), the approval step approved, progress updates at least
-progress_interval apart, and no behaviour failed.
+progress_interval apart, and no behaviour failed. The same under a fault plan: lost
+step results are read from the task queue, the approver reads open requests and sends
+its answer again while one stays open, and a planner restarted mid-plan picks its run
+up from the session's recent events (``plans.runner``).
 
 Resumed after a kill (``barnraise resume``, realtime): the planner picks its run up
 from the plan events it had published and the approval answers that had reached
@@ -52,6 +55,7 @@ from barnraise.scenarios import COUNT, GRID, RATE, Bound, ParamError
 from barnraise.scenarios._kit import (
     answered_before,
     count,
+    current,
     delivered_before,
     host_session,
     kernel_blueprint,
@@ -99,6 +103,8 @@ def run(simu: Simulation, *, plan: str, grid_size: int, builders: int, testers: 
     planner = spawn(simu, sid, "planner-1", "architect", crew=crew, behaviour=plan_runner,
                     plan=the_plan, **before.get("planner-1", {}))
     simu.run()
+    # after a crash under a fault plan, the agents' outcomes are their last incarnations'
+    planner, judge, watcher = current(planner), current(judge), current(watcher)
     out = planner.outcome
     plan_id = out.get("plan_id")
     events = [e for e in session_events(simu, sid, prefix="plan.") if e.get("plan_id") == plan_id]

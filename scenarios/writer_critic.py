@@ -32,7 +32,14 @@ from barnraise.actors.agents.architect import plan_blocks
 from barnraise.actors.agents.critic import critic, refinement_lead, writer
 from barnraise.actors.world import Simulation
 from barnraise.scenarios import COUNT, FRACTION, GRID, Bound, ParamError
-from barnraise.scenarios._kit import answered_before, host_session, kernel_blueprint, rng_for, spawn
+from barnraise.scenarios._kit import (
+    answered_before,
+    current,
+    host_session,
+    kernel_blueprint,
+    rng_for,
+    spawn,
+)
 
 NAME = "writer_critic"
 PARAMS: dict[str, Any] = {
@@ -67,6 +74,9 @@ def run(simu: Simulation, *, grid_size: int, block: int, writers: int, threshold
                  regions=regions, writers=writer_ids, critic="critic-1", threshold=threshold,
                  max_iterations=max_iterations)
     simu.run()
+    # after a crash under a fault plan, the agents' outcomes are their last incarnations'
+    lead, judge = current(lead), current(judge)
+    writers_ = [current(w) for w in writers_]
     results: list[dict[str, Any]] = lead.outcome.get("results", [])
     per_region = [{"region": r["region"], "writer": r.get("writer"), "status": r["status"],
                    "iterations": int(r.get("iterations", 0)), "scores": r.get("scores", []),

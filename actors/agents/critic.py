@@ -56,6 +56,7 @@ from barnraise.actors.agents.delegation import DelegationLedger
 from barnraise.actors.agents.participant import Participant, start_next
 from barnraise.actors.agents.tester import tester
 from barnraise.actors.base import Agent
+from barnraise.actors.errors import WaitTimeout
 from barnraise.sim.canvas import Tile
 
 __all__ = [
@@ -164,16 +165,33 @@ def rank(critiques: Sequence[Mapping[str, Any]]) -> list[int]:
 async def _ask(agent: Agent, critic_id: str, kind: str, body: dict[str, Any],
                timeout: float | None) -> dict[str, Any]:
     request_id = f"{agent.name}#{agent.next_serial('critic-request')}"
-    sent = await agent.call("a2a_send_message", to_agent=critic_id,
-                            message_type="status_update",
-                            content={"kind": kind, "request_id": request_id, **body})
-    if not sent.get("success") or sent.get("status") != "delivered":
-        raise CriticError(f"could not reach critic {critic_id}: "
-                          f"{sent.get('error') or sent.get('status')}: {sent.get('message', '')}")
     answer = f"{kind.removesuffix('_request')}_result"
-    reply = await agent.receive(
-        lambda m: m.content.get("kind") == answer and m.content.get("request_id") == request_id,
-        timeout=timeout, description=f"{critic_id}'s {answer} for {request_id}")
+    # Under faults the request or its answer may be lost: the request is sent again,
+    # under the same request_id, every 4 x retry simulated seconds until answered
+    # (the critic answers a request it has served again from what it said).
+    faults = agent.dispatcher.faults
+    poll = None if faults is None else 4 * faults.retry
+    until = None if timeout is None else agent.now + timeout
+    while True:
+        sent = await agent.call("a2a_send_message", to_agent=critic_id,
+                                message_type="status_update",
+                                content={"kind": kind, "request_id": request_id, **body})
+        if not sent.get("success") or sent.get("status") != "delivered":
+            raise CriticError(
+                f"could not reach critic {critic_id}: "
+                f"{sent.get('error') or sent.get('status')}: {sent.get('message', '')}")
+        left = None if until is None else max(0.0, until - agent.now)
+        patience = left if poll is None else (poll if left is None else min(poll, left))
+        try:
+            reply = await agent.receive(
+                lambda m: (m.content.get("kind") == answer
+                           and m.content.get("request_id") == request_id),
+                timeout=patience, description=f"{critic_id}'s {answer} for {request_id}")
+        except WaitTimeout:
+            if poll is None or (until is not None and agent.now >= until):
+                raise
+            continue
+        break
     content = dict(reply.content)
     if content.get("error"):
         raise CriticError(f"{critic_id}: {content['error']}")
@@ -209,12 +227,21 @@ async def critic(agent: Participant) -> None:
     outcome.update(reviews=0, proposals_scored=0, approvals=0, verifications=0,
                    verified_ok=0)
     kinds = ("review_request", "verify_request")
+    # Under faults a request comes again when its answer was lost (or is a duplicate):
+    # it is answered with what was said the first time, not served again.
+    answered: dict[tuple[str, Any], dict[str, Any]] | None = (
+        None if agent.dispatcher.faults is None else {})
     while True:
         message = await agent.receive(
             lambda m: m.message_type == "status_update" and m.content.get("kind") in kinds,
             daemon=True, description="a review or verify request")
         content = message.content
         kind = str(content["kind"])
+        key = (message.from_agent, content.get("request_id"))
+        if answered is not None and key in answered:
+            await agent.call("a2a_send_message", to_agent=message.from_agent,
+                             message_type="status_update", content=answered[key])
+            continue
         answer: dict[str, Any] = {"kind": f"{kind.removesuffix('_request')}_result",
                                   "request_id": content.get("request_id")}
         try:
@@ -237,6 +264,8 @@ async def critic(agent: Participant) -> None:
                 outcome["verified_ok"] += int(bool(answer["committed"]))
         except (KeyError, TypeError, ValueError) as exc:
             answer["error"] = f"malformed {kind}: {exc!r}"
+        if answered is not None:
+            answered[key] = answer
         await agent.call("a2a_send_message", to_agent=message.from_agent,
                          message_type="status_update", content=answer)
 

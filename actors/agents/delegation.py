@@ -26,6 +26,11 @@ ledger, from the ``tasks`` queue or from that delegation's delegate only:
 * any later one (a duplicated message, a second report) is counted in
   :attr:`DelegationLedger.duplicates` and dropped: dedupe by delegation id.
 
+Under a fault plan a result letter may be lost: :meth:`DelegationLedger.wait`, with
+nothing heard for ``4 x retry`` simulated seconds, settles the pending delegations whose
+tasks have finished from the task queue's records (:meth:`DelegationLedger.read_back`),
+and a letter that comes after is a duplicate.
+
 Delivery is the delegator's own doing: :meth:`take` hands over what settled
 since the last take, each delegation once in its life (its ``delivered_at`` is
 set); :meth:`wait` suspends until one settles. Both run in the delegator's own
@@ -57,6 +62,7 @@ from typing import Any, Final
 from barnraise.actors.agents.alerts import events_topic
 from barnraise.actors.agents.participant import FINISHED, Participant, accept_next, my_delegations
 from barnraise.actors.base import Agent
+from barnraise.actors.errors import WaitTimeout
 from barnraise.sim.events import DelegationCompleted, DelegationFailed
 from barnraise.sim.messages import Message
 
@@ -302,15 +308,28 @@ class DelegationLedger:
         WaitTimeout after ``timeout`` simulated seconds without a result.
         """
         wanted = None if only is None else set(only)
+        # Under faults a result letter may be lost: with none come for a while, the
+        # results of the pending delegations are read from the task queue instead (as
+        # the architect does). With no plan the wait is the plain one.
+        faults = self.agent.dispatcher.faults
+        poll = None if faults is None else 4 * faults.retry
+        until = None if timeout is None else self.agent.now + timeout
         while not self._has_ready(wanted):
             if not any(not self.records[d].settled for d in (wanted or self.records)):
                 return []
             token = f"{self.name}-{next(self._wakes)}"
             self._waiting = token
+            left = None if until is None else max(0.0, until - self.agent.now)
+            patience = left if poll is None else (poll if left is None else min(poll, left))
             try:
                 message = await self.agent.receive(
-                    lambda m: self.wants(m) or self._is_wake(m), timeout=timeout,
+                    lambda m: self.wants(m) or self._is_wake(m), timeout=patience,
                     description=f"a delegation result ({self.name})")
+            except WaitTimeout:
+                if poll is None or (until is not None and self.agent.now >= until):
+                    raise
+                await self.read_back()
+                continue
             finally:
                 self._waiting = None
             if self.wants(message):
@@ -326,6 +345,29 @@ class DelegationLedger:
             await self.wait(wanted, timeout=timeout)
         self.take(wanted)
         return {d: self.records[d] for d in wanted}
+
+    async def read_back(self) -> list[Delegation]:
+        """Settle the pending delegations whose tasks have finished, from the task queue's
+        records (what their ``task_result`` letters said); the ones settled now.
+
+        What a delegator does under faults when a result letter may have been lost; a
+        letter that comes after is a duplicate and dropped.
+        """
+        pending = {r.task_id: r for r in self.pending}
+        if not pending:
+            return []
+        queue = await self.agent.call("task_get_queue", filter={"status": "all"})
+        settled = []
+        for task in queue.get("tasks", ()):
+            record = pending.get(str(task.get("task_id")))
+            if record is None or record.settled or task.get("status") not in FINISHED:
+                continue
+            if record.delegate == "any" and task.get("assigned_to"):
+                record.delegate = str(task["assigned_to"])
+            self._settle(record, task["status"], task.get("result"), task.get("message"),
+                         self.queue)
+            settled.append(record)
+        return settled
 
     def _has_ready(self, wanted: set[str] | None) -> bool:
         if wanted is None:

@@ -152,6 +152,10 @@ async def _resume(agent: Participant) -> None:
         if not ready.get("released"):
             agent.outcome = {"error": "crew_incomplete", "ready": ready}
             return
+    elif not agent.regroup and agent.crew > 1 and agent.role != "observer" \
+            and not await _past_the_start(agent):
+        agent.outcome = {"error": "crew_incomplete"}
+        return
     # Its tasks in progress went back to pending when it crashed; they, and any
     # assigned meanwhile, are its to do (accept_next takes these first).
     agent.resumed_tasks.extend(await my_ready_tasks(agent))
@@ -212,6 +216,23 @@ def wait_for(match: Callable[[Message], bool], description: str, *,
     closure that runs ``all()`` over a generator on every message it tests; built
     directly, the wait and its one test cost a third (0.36 against 1.04 us)."""
     return Receive(match, description, timeout, daemon)
+
+
+async def _past_the_start(agent: Participant) -> bool:
+    """A member its supervisor restarted in a live run: is the crew past the ``ready``
+    barrier of the start? One that crashed before its arrival there was recorded
+    arrives now (the crew waits for it); one whose first incarnation is still counted
+    there, or whose crew was released, goes on. A look with a zero timeout tells which
+    (its answer's generation is past the first once the start's barrier was released);
+    False when the crew never gathered."""
+    look = await agent.call("a2a_barrier_enter", barrier_id="ready",
+                            expected_count=agent.crew, timeout=0)
+    if look.get("released") or look.get("generation", 1) > 1 \
+            or "already waiting" in str(look.get("message", "")):
+        return True
+    ready = await agent.call("a2a_barrier_enter", barrier_id="ready",
+                             expected_count=agent.crew, timeout=600, call_timeout=None)
+    return bool(ready.get("released")) or ready.get("generation", 1) > 1
 
 
 def _task_to_do(m: Message) -> bool:

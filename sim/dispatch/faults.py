@@ -274,6 +274,15 @@ class FaultInjector:
                                   priority, region, self.faults.retry, 0)
         return report
 
+    def retry_unanswered(self, endpoint: Endpoint, correlation_id: str, to: str,
+                         message_type: str, content: dict[str, Any], priority: int) -> None:
+        """Send a request already sent (with ``correlation_id``) again, as :meth:`post` does
+        an agent's, while ``endpoint`` awaits its answer: how a host's client that joins or
+        has joined a session (a member, so on the network) has its calls retried."""
+        copy = msgspec.json.decode(_encode(content))
+        self._retry_later(endpoint, correlation_id, to, message_type, copy, priority, None,
+                          self.faults.retry, 0)
+
     def _retry_later(self, endpoint: Endpoint, correlation_id: str, to: str, message_type: str,
                      content: dict[str, Any], priority: int, region: Region | None,
                      gap: float, resends: int) -> None:

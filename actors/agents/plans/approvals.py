@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from barnraise.actors.agents.participant import Participant
-from barnraise.actors.base import Agent
+from barnraise.actors.base import Agent, WaitTimeout
 from barnraise.sim.events import HitlApprovalRequested, HitlApprovalResolved
 
 __all__ = [
@@ -90,13 +90,32 @@ async def approver(agent: Participant) -> None:
     # its stored log; recent events are not kept across a restart).
     backlog += [dict(r) for r in params.get("requests_before", ())] if agent.resuming else []
     seen: set[tuple[str, str]] = set()
+    # Under faults a request's notification or the answer may be lost: every 4 x retry
+    # simulated seconds (a standing wait's poll, which keeps no run going) the approver
+    # reads the requests still open from recent events, answers a new one and sends its
+    # answer again to one it had answered (the runner counts the first answer only).
+    faults = agent.dispatcher.faults
+    poll = None if faults is None else 4 * faults.retry
+    said: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
     while True:
         if backlog:
             request = backlog.pop(0)
         else:
-            message = await agent.receive(
-                lambda m: m.content.get("event") == APPROVAL_REQUESTED, daemon=True,
-                description="an approval request")
+            try:
+                message = await agent.receive(
+                    lambda m: m.content.get("event") == APPROVAL_REQUESTED, daemon=True,
+                    timeout=poll, description="an approval request")
+            except WaitTimeout:
+                recent = await agent.call("session_get_state", include=["events"])
+                for request in _open_requests(recent.get("state", {}).get("events", [])):
+                    key = (str(request.get("plan_id")), str(request.get("step_id")))
+                    if key in said:
+                        asked, decision = said[key]
+                        await respond(agent, asked, decision,
+                                      comment=f"{decision} by {agent.name}")
+                    elif key not in seen:
+                        backlog.append(request)
+                continue
             request = message.content
         key = (str(request.get("plan_id")), str(request.get("step_id")))
         if key in seen:
@@ -110,6 +129,8 @@ async def approver(agent: Participant) -> None:
         await agent.sleep(low + (high - low) * float(agent.rng.random()))
         await respond(agent, request, decision, comment=f"{decision} by {agent.name}")
         answered.append([str(request["step_id"]), decision])
+        if poll is not None:
+            said[key] = (dict(request), decision)
 
 
 def _open_requests(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

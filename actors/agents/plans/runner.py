@@ -363,16 +363,26 @@ async def run_plan(agent: Agent, plan: Plan, *, plan_id: str | None = None,
     else:
         run.emit(PlanStarted, steps=plan.ids, runner=agent.name)
     await run.advance()
+    # Under faults a step's result letter may be lost: with none come for 4 x retry
+    # simulated seconds, the results of the running steps' tasks are read from the task
+    # queue (DelegationLedger.read_back). With no plan the wait is the plain one.
+    faults = agent.dispatcher.faults
+    poll = None if faults is None else 4 * faults.retry
     while run.running or run.deadlines:
-        timeout = None
+        timeout = poll
         if run.deadlines:
-            timeout = max(0.0, min(run.deadlines.values()) - agent.now)
+            due = max(0.0, min(run.deadlines.values()) - agent.now)
+            timeout = due if poll is None else min(due, poll)
         try:
             message = await agent.receive(
                 lambda m: run.ledger.wants(m) or run.is_response(m) or run.is_blocked(m),
                 timeout=timeout, description=f"a step result or an approval for plan {plan_id}")
         except WaitTimeout:
             run.time_out()
+            if poll is not None and run.running:
+                for record in await run.ledger.read_back():
+                    if record.delegation_id in run.running:
+                        run.finish(record)
         else:
             if run.ledger.wants(message):
                 run.settle(message)
@@ -410,7 +420,22 @@ async def plan_runner(agent: Participant) -> None:
         return
     # a resumed run: the events it had published for the plan, the answers it had had
     before = params.get("plan_events_before") if agent.resuming else None
+    if agent.resuming and before is None:
+        before = await _published_live(agent)
     await run_plan(agent, plan, outcome=agent.outcome, before=before,
                    answers=params.get("answers_before"))
 
 
+async def _published_live(agent: Agent) -> list[dict[str, Any]] | None:
+    """A runner its supervisor restarted in a live run (a crash under a fault plan): the
+    events its last plan run had published, from the session's recent events (the last
+    ``coordinator.RECENT_EVENTS``); None when its ``plan.started`` is no longer among
+    them, and the plan then starts afresh."""
+    recent = await agent.call("session_get_state", include=["events"])
+    events = [e for e in recent.get("state", {}).get("events", [])
+              if e.get("event") in PLAN_EVENTS]
+    started = [e for e in events if e["event"] == PLAN_STARTED and e.get("runner") == agent.name]
+    if not started:
+        return None
+    plan_id = started[-1]["plan_id"]
+    return [e for e in events if e.get("plan_id") == plan_id]
