@@ -8,9 +8,10 @@ and release it (if it is still theirs); before each pass an agent thinks for a
 seeded time of up to ``think`` seconds, so the seed decides who queues when.
 Then they all meet at the barrier ``done``. Each agent's timeline is in its
 outcome; the scenario computes from them how many agents were ever in the
-critical section at once. A lease shorter than a hold lets the lock pass on
-while its holder is still inside: the check then fails (which is what leases
-are for: a holder that hangs loses the lock).
+critical section at once. A lease is a term renewed while its holder is live
+(docs/reliability.md): a lease shorter than a hold is extended, term by term,
+until the release, so exclusion holds whatever the lease; a holder that leaves or
+is found offline loses the lock at once.
 
 Parameters: agents, rounds, hold_min, hold_max, lease, wait, think.
 Success: every acquisition granted, every release accepted, at most one agent
