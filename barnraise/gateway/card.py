@@ -44,6 +44,8 @@ _GROUP_TEXT: Final = {
              "results, answer approvals. task_delegate answers with an A2A Task."),
     "a2a": ("Agent to agent", "Message, broadcast to, discover and subscribe to other "
             "agents; named locks and barriers."),
+    "alert": ("Alerts", "Tell whoever watches the session that something needs "
+              "attention: an agent.alert event on its topic."),
 }
 
 
