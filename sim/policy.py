@@ -49,7 +49,7 @@ DEFAULT_MATRIX: Final[Mapping[str, frozenset[str]]] = {
     # The design notes: the architect may do everything but build_test.
     "architect": _READS | _TALK | _BUILD | _TASK_WORK | _ALERT | frozenset({
         "task_delegate", "task_add_dependencies", "build_checkpoint", "build_rollback",
-        "blueprint_set",
+        "blueprint_set", "plan_start",
         "approval_respond"}),
     "builder": _READS | _TALK | _BUILD | _TASK_WORK | _ALERT,
     "tester": _READS | _TALK | _TASK_WORK | _ALERT | frozenset({"build_test"}),

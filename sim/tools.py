@@ -397,6 +397,13 @@ _TOOL_LIST: Final = [
                           "description": "More keys of the event (plan_id, step_id...), "
                           "none of its own fields' names"},
           }, ("severity", "title")),
+    _tool("plan_start", "coordinator", "Start a plan's run: its steps delegated along "
+          "their dependencies by a runner agent started for it; plan.* events follow.", {
+              "plan": {"type": "object", "description": "The plan, in the plan file's "
+                       "form: name, description, steps (id, role or agent, task_type, "
+                       "region, depends_on, approval, approval_timeout, description, "
+                       "payload, priority)"},
+          }, ("plan",)),
 ]
 
 #: What each tool's success carries besides ``success`` (JSON types; a tuple is any
@@ -471,6 +478,8 @@ RESULT_KEYS: Final[Mapping[str, Mapping[str, str | tuple[str, ...]]]] = {
                          "released": "boolean"},
     "alert_raise": {"delivered": "boolean", "severity": "string", "title": "string",
                     "topic": "string"},
+    "plan_start": {"plan": "string", "plan_id": "string", "runner": "string",
+                   "steps": "array"},
     "a2a_barrier_enter": {"arrived": "array", "arrived_count": "integer",
                           "barrier_id": "string", "expected_count": "integer",
                           "generation": "integer", "missing": "array",

@@ -5,12 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
-from barnraise.actors.world import Simulation
-from barnraise.scenarios._kit import run_records, session_events
+from barnraise.actors.world import Client, Simulation
+from barnraise.scenarios._kit import (
+    host_session,
+    kernel_blueprint,
+    run_records,
+    session_events,
+    spawn,
+)
 from barnraise.sim.policy import Policy
 from tests.helpers import Crew, session_crew
+
+PLAN: dict[str, Any] = {"name": "tiny", "steps": [
+    {"id": "lay", "role": "builder", "task_type": "build",
+     "region": {"x": 0, "y": 0, "width": 4, "height": 2}},
+    {"id": "top", "role": "builder", "task_type": "build", "depends_on": ["lay"],
+     "region": {"x": 0, "y": 2, "width": 4, "height": 2}}]}
 
 
 @pytest.fixture
@@ -74,8 +87,106 @@ def test_a_refused_alert_publishes_nothing(simu: Simulation, who: str, args: dic
     assert len(list(run_records(simu, "event"))) == before
 
 
-def test_the_policy_lets_working_roles_raise_alerts() -> None:
+def test_the_policy_lets_working_roles_raise_alerts_and_architects_start_plans() -> None:
     policy = Policy()
     for role in ("architect", "builder", "tester"):
         assert policy.decide("alert_raise", role=role), role
     assert not policy.decide("alert_raise", role="observer")
+    assert policy.decide("plan_start", role="architect")
+    for role in ("builder", "tester", "observer"):
+        assert not policy.decide("plan_start", role=role), role
+
+
+# -- plan_start ---------------------------------------------------------------------------
+
+def _plan_world(simu: Simulation, max_agents: int = 10) -> tuple[str, Client, Client]:
+    """A session of 8 x 8 with one builder at work; an architect and a builder client."""
+    blueprint = kernel_blueprint(8, np.random.default_rng(0))
+    _, sid = host_session(simu, session_name="plans", grid_size=8, max_agents=max_agents,
+                          blueprint=blueprint.tolist())
+    boss = simu.client("boss")
+    simu.grant(sid, "boss", "architect")
+    assert boss.session_join(session_id=sid, agent_name="boss", role="architect")["success"]
+    spawn(simu, sid, "builder-1", "builder", crew=1, blueprint=blueprint)
+    simu.run(until=1.0)  # the builder has joined: the runner finds it
+    worker = simu.client("worker")
+    assert worker.session_join(session_id=sid, agent_name="worker", role="builder")["success"]
+    return sid, boss, worker
+
+
+def _plan_trace(simu: Simulation, sid: str) -> list[tuple[Any, ...]]:
+    return [(e["event"], e.get("step_id"), e.get("plan_id"), e["t"])
+            for e in session_events(simu, sid, prefix="plan.")]
+
+
+def test_plan_start_runs_the_plan_by_a_runner_of_its_own(simu: Simulation) -> None:
+    sid, boss, _ = _plan_world(simu)
+    started = boss.plan_start(plan=PLAN)
+    assert started["success"], started
+    plan_id, runner = started["plan_id"], started["runner"]
+    assert (started["plan"], started["steps"]) == ("tiny", ["lay", "top"])
+    assert runner == f"planner-{plan_id}"
+    report = simu.run()
+    assert report.reason == "quiescent"
+    events = [(e["event"], e.get("step_id")) for e in session_events(simu, sid, prefix="plan.")
+              if e["plan_id"] == plan_id]
+    assert events == [("plan.started", None), ("plan.step.started", "lay"),
+                      ("plan.step.completed", "lay"), ("plan.step.started", "top"),
+                      ("plan.step.completed", "top"), ("plan.completed", None)]
+    [done] = session_events(simu, sid, "plan.completed")
+    assert done["status"] == "completed" and done["completed"] == ["lay", "top"]
+    # the runner is a member, as the architect it was granted, and the steps' tasks are its
+    members = boss.a2a_discover(agent_type="architect")["agents"]
+    assert runner in [m["agent_id"] for m in members]
+    queue = boss.task_get_queue(filter={"status": "all"})["tasks"]
+    assert sorted(t["payload"]["step"] for t in queue if t["payload"].get("plan_id") == plan_id) \
+        == ["lay", "top"]
+
+
+def test_plan_start_is_deterministic() -> None:
+    traces = []
+    for _ in range(2):
+        with Simulation(seed=9) as simu:
+            sid, boss, _ = _plan_world(simu)
+            assert boss.plan_start(plan=PLAN)["success"]
+            simu.run()
+            traces.append(_plan_trace(simu, sid))
+    assert traces[0] == traces[1] and len(traces[0]) == 6
+
+
+@pytest.mark.parametrize(("change", "error", "field"), [
+    ({"steps": [{**PLAN["steps"][1], "depends_on": ["nope"]}]}, "invalid_argument",
+     "plan.steps[0].depends_on[0]"),
+    ({"steps": [{**PLAN["steps"][0], "region": {"x": 6, "y": 0, "width": 4, "height": 2}}]},
+     "invalid_argument", "plan.steps[0].region"),
+    ({"steps": [{**PLAN["steps"][0], "aproval": True}]}, "invalid_argument",
+     "plan.steps[0].aproval"),
+    ({"steps": []}, "invalid_argument", "plan.steps"),
+    ({"name": ""}, "invalid_argument", "plan.name"),
+])
+def test_a_bad_plan_is_refused_naming_its_field_and_starts_nothing(
+        simu: Simulation, change: dict[str, Any], error: str, field: str) -> None:
+    sid, boss, _ = _plan_world(simu)
+    actors = set(simu.dispatcher.actors)
+    refused = boss.plan_start(plan={**PLAN, **change})
+    assert (refused["success"], refused["error"]) == (False, error), refused
+    assert refused["field"].startswith(field), refused
+    simu.run()
+    assert set(simu.dispatcher.actors) == actors  # no runner
+    assert session_events(simu, sid, prefix="plan.") == []
+
+
+def test_plan_start_is_refused_to_a_builder_a_stranger_and_a_full_session(
+        simu: Simulation) -> None:
+    sid, boss, worker = _plan_world(simu, max_agents=3)  # boss, builder-1, worker
+    actors = set(simu.dispatcher.actors)
+    assert worker.plan_start(plan=PLAN)["error"] == "permission_denied"
+    stranger = simu.client("stranger")
+    assert stranger.call_any("plan_start", {"session_id": sid, "plan": PLAN})["error"] \
+        == "not_a_member"
+    full = boss.plan_start(plan=PLAN)
+    assert full["error"] == "session_full" and "runner" in full["message"]
+    assert boss.call_any("plan_start", {"plan": "kernel_plan"})["error"] == "invalid_argument"
+    simu.run()
+    assert set(simu.dispatcher.actors) - actors == {"stranger"}
+    assert session_events(simu, sid, prefix="plan.") == []

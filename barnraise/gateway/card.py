@@ -46,6 +46,8 @@ _GROUP_TEXT: Final = {
             "agents; named locks and barriers."),
     "alert": ("Alerts", "Tell whoever watches the session that something needs "
               "attention: an agent.alert event on its topic."),
+    "plan": ("Plans", "Start a plan's run: its steps delegated along their dependencies, "
+             "with approval gates; plan.* events on the session's topic."),
 }
 
 

@@ -394,7 +394,8 @@ async def run_plan(agent: Agent, plan: Plan, *, plan_id: str | None = None,
 
 
 async def plan_runner(agent: Participant) -> None:
-    """Run ``params["plan"]`` (a Plan, a mapping, a path or a name in ``params["plans_dir"]``).
+    """Run ``params["plan"]`` (a Plan, a mapping, a path or a name in ``params["plans_dir"]``),
+    as ``params["plan_id"]`` when given (the ``plan_start`` tool names its runs).
 
     The outcome is :func:`run_plan`'s; a plan that does not validate ends the
     behaviour with ``status`` "invalid" and ``error``. Restarted after a crash, it picks
@@ -410,7 +411,7 @@ async def plan_runner(agent: Participant) -> None:
         return
     # a resumed run: the events it had published for the plan, the answers it had had
     before = params.get("plan_events_before") if agent.resuming else None
-    await run_plan(agent, plan, outcome=agent.outcome, before=before,
-                   answers=params.get("answers_before"))
+    await run_plan(agent, plan, plan_id=params.get("plan_id"), outcome=agent.outcome,
+                   before=before, answers=params.get("answers_before"))
 
 
