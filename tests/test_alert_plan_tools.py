@@ -190,3 +190,21 @@ def test_plan_start_is_refused_to_a_builder_a_stranger_and_a_full_session(
     simu.run()
     assert set(simu.dispatcher.actors) - actors == {"stranger"}
     assert session_events(simu, sid, prefix="plan.") == []
+
+
+def test_plan_start_on_a_realtime_world_runs_to_completion() -> None:
+    """The runner is started from the coordinator's own thread here: its run is heard of
+    through a subscription, waited for with a timeout."""
+    with Simulation(seed=2, mode="realtime", time_scale=50.0) as simu:
+        _, boss, _ = _plan_world(simu)
+        assert boss.a2a_subscribe(event_type="plan.completed")["success"]
+        started = boss.plan_start(plan=PLAN)
+        assert started["success"], started
+        done = None
+        for _ in range(200):  # each wait is bounded; 200 of them at most
+            note = boss.receive(timeout=0.5)
+            if note is not None and note.content.get("event") == "plan.completed":
+                done = note.content
+                break
+        assert done is not None, "no plan.completed within 100 s"
+        assert (done["plan_id"], done["status"]) == (started["plan_id"], "completed")
