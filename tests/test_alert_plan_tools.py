@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from barnraise.actors.stored.resume import fold
 from barnraise.actors.world import Client, Simulation
 from barnraise.scenarios._kit import (
     host_session,
@@ -208,3 +209,17 @@ def test_plan_start_on_a_realtime_world_runs_to_completion() -> None:
                 break
         assert done is not None, "no plan.completed within 100 s"
         assert (done["plan_id"], done["status"]) == (started["plan_id"], "completed")
+
+
+def test_a_resume_fold_counts_a_plan_id_among_the_coordinators_draws(
+        simu: Simulation) -> None:
+    """A resumed coordinator goes on from the serial its fold counted: a plan's id is
+    one of its draws, so the fold counts the plan_start answer (actors/coordinator_log.py)."""
+    _, boss, _ = _plan_world(simu)
+    coordinator = simu.dispatcher.actors["coordinator"]
+    before = fold(list(simu.dispatcher.trace.records())).serials["coordinator"]
+    assert before == coordinator._serial
+    assert boss.plan_start(plan=PLAN)["success"]
+    simu.run()
+    image = fold(list(simu.dispatcher.trace.records()))
+    assert image.serials["coordinator"] == coordinator._serial == before + 1
