@@ -184,6 +184,11 @@ def test_disable_skill_takes_the_group_off_the_card_and_refuses_it_on_every_bind
                                           "params": {"claim_id": "nope"}}))
                 answer = json.loads(await asyncio.wait_for(ws.recv(), 20))
                 refused(answer["result"], "region_renew")
+                # refused as disabled whatever the arguments (not -32602 for a bad one)
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": "d", "method": "region_claim",
+                                          "params": {"region": "everywhere"}}))
+                answer = json.loads(await asyncio.wait_for(ws.recv(), 20))
+                refused(answer["result"], "region_claim")
 
         run(websocket())
 
@@ -202,7 +207,7 @@ def test_disable_skill_takes_the_group_off_the_card_and_refuses_it_on_every_bind
         run(mcp())
 
         # nothing reached the world: no claim was made
-        assert counters(server)["skill_disabled"] == 4
+        assert counters(server)["skill_disabled"] == 5
         assert _claims(server, session) == []
 
 
