@@ -12,10 +12,11 @@ A checkpoint is kept where its data lives: each service stores its own part
 under the checkpoint id, and the coordinator keeps the index (name, time,
 contents, size). Times are simulation seconds.
 
-Two rooms of the coordinator serve some of its tools, each the one owner of its own
+Three rooms of the coordinator serve some of its tools, each the one owner of its own
 state: :mod:`barnraise.actors.session_checkpoints` (``build_checkpoint``, ``build_rollback``,
-the index and autosave) and :mod:`barnraise.actors.session_messaging` (the A2A tools and the
-subscriptions they gave). The coordinator itself keeps the sessions' lifecycle:
+the index and autosave), :mod:`barnraise.actors.session_messaging` (the A2A tools and the
+subscriptions they gave, alerts) and :mod:`barnraise.actors.session_plans` (``plan_start``
+and the runners it starts). The coordinator itself keeps the sessions' lifecycle:
 creation, joins and grants, leaves and expiry, and the session's state.
 """
 
@@ -46,6 +47,7 @@ from barnraise.actors.service import (
 )
 from barnraise.actors.session_checkpoints import SessionCheckpoints
 from barnraise.actors.session_messaging import SessionMessaging
+from barnraise.actors.session_plans import SessionPlans
 from barnraise.actors.supervisor import ROOT, Supervisor
 from barnraise.sim.dispatch.core import SYSTEM
 from barnraise.sim.events import (
@@ -125,7 +127,8 @@ class Coordinator(SessionService):
         # checkpoint index and autosave, and the A2A tools with the subscriptions.
         self.checkpoints = SessionCheckpoints(self)
         self.messaging = SessionMessaging(self)
-        self.rooms = (self.checkpoints, self.messaging)
+        self.plans = SessionPlans(self)
+        self.rooms = (self.checkpoints, self.messaging, self.plans)
 
     def on_start(self) -> None:
         # The registry notices lost heartbeats; sessions hear of it from here.

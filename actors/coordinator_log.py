@@ -18,7 +18,9 @@ checkpoint index. What it held, the log says:
   the coordinator does;
 * **the checkpoint index**: the ``build_checkpoint`` answers; an automatic checkpoint's
   entry from its ``checkpoint_created`` event, made as the coordinator makes it from what
-  the services kept.
+  the services kept;
+* **its serial**: one a session, a checkpoint and a ``plan_start`` answer (a plan's id),
+  the ids it drew.
 
 :class:`CoordinatorFold` is its share of a realtime resume's fold
 (:mod:`barnraise.actors.stored.resume`); ``Coordinator.restore_session`` takes what it makes.
@@ -39,7 +41,7 @@ __all__ = ["ANSWERS", "EVENTS", "OPS", "WORLD_EVENTS", "CoordinatorFold", "match
 #: The coordinator's operations to every service its fold reads (regions' copy of each).
 OPS: Final = frozenset({SESSION, SESSION_CLOSED, MEMBER_JOINED, MEMBER_LEFT})
 #: The tools whose answers the coordinator's fold reads.
-ANSWERS: Final = frozenset({"session_create", "build_checkpoint"})
+ANSWERS: Final = frozenset({"session_create", "build_checkpoint", "plan_start"})
 #: The event types the coordinator's fold reads.
 EVENTS: Final = frozenset({"checkpoint_created"})
 
@@ -89,6 +91,9 @@ class CoordinatorFold:
             self.owners[str(answer.get("session_id"))] = (
                 r.recipient, list(args.get("granted_roles") or ["architect"]))
             return
+        if tool == "plan_start":
+            self.serials["coordinator"] += 1  # a plan's id is the coordinator's draw
+            return
         s = self.session(args.get("session_id"))
         if s is not None and tool == "build_checkpoint":
             entry = {k: v for k, v in answer.items() if k != "success"}
@@ -132,6 +137,9 @@ def matches(tool: Any, args: dict[str, Any], answer: dict[str, Any]) -> bool:
     if tool == "build_checkpoint":  # a checkpoint without a name is called by its id
         return answer.get("checkpoint_name") in (args.get("checkpoint_name") or
                                                  answer.get("checkpoint_id"),)
+    if tool == "plan_start":
+        plan = args.get("plan")
+        return isinstance(plan, dict) and answer.get("plan") == plan.get("name")
     return True
 
 

@@ -1,8 +1,10 @@
 """The coordinator's A2A tools: messages between members, broadcasts, subscriptions to
-the session's topics, and discovery.
+the session's topics, discovery, and alerts.
 
 A room of :class:`barnraise.actors.coordinator.Coordinator` serving ``a2a_send_message``,
-``a2a_broadcast``, ``a2a_subscribe`` and ``a2a_discover``, the one owner of what
+``a2a_broadcast``, ``a2a_subscribe``, ``a2a_discover`` and ``alert_raise`` (an
+``agent.alert`` event on the session's topic, the record the Python
+:func:`barnraise.actors.agents.alerts.alert` publishes), the one owner of what
 ``a2a_subscribe`` gave each agent: an identical subscription is answered with the one
 held (a second would only deliver every event twice), an agent holds at most
 ``WorldLimits.max_subscriptions``, and a member that leaves a session hears nothing
@@ -17,6 +19,7 @@ import msgspec
 
 from barnraise.actors.paging import cursor_offset, fit_lists
 from barnraise.actors.service import Call
+from barnraise.sim.events import AgentAlert
 from barnraise.sim.messages import SYSTEM_TYPES, MessageError, check_type_name, session_topic
 from barnraise.sim.tools import STATE_PAGE_DEFAULT, ToolError, ok
 
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["SessionMessaging"]
 
 _canonical_encoder: Final = msgspec.json.Encoder(order="sorted")
+#: The keys of an alert's event of its own: a detail may not take one's name.
+_ALERT_FIELDS: Final = frozenset({"event", *AgentAlert.__struct_fields__})
 
 
 def _canonical(value: Any) -> bytes:
@@ -132,6 +137,25 @@ class SessionMessaging:
             statuses.update(dispatcher.send(dispatcher.seal(message)).statuses)
         delivered = sorted(k for k, v in statuses.items() if v == "delivered")
         return ok(recipients=sorted(statuses), delivered=delivered, statuses=statuses)
+
+    def tool_alert_raise(self, call: Call) -> dict[str, Any]:
+        """Publish an ``agent.alert`` from the caller, as the caller (the event's sender
+        is the caller, not the coordinator: the same record a behaviour's ``alert``
+        makes). A detail named as one of the event's own fields is refused
+        ``invalid_argument`` naming it, and nothing is published."""
+        args = call.args
+        details = args["details"]
+        clash = sorted(_ALERT_FIELDS & details.keys())
+        if clash:
+            raise ToolError("invalid_argument", f"details: {clash[0]!r} is a field of the "
+                            f"alert itself ({', '.join(sorted(_ALERT_FIELDS))})",
+                            field=f"details.{clash[0]}")
+        topic = f"session:{call.session_id}:events"
+        event = AgentAlert(session_id=call.session_id, agent_id=call.caller,
+                           severity=args["severity"], title=args["title"], body=args["body"],
+                           details=dict(details))
+        self.coordinator.dispatcher.emit(call.caller, topic, event)
+        return ok(delivered=True, severity=event.severity, title=event.title, topic=topic)
 
     def tool_a2a_subscribe(self, call: Call) -> dict[str, Any]:
         coordinator = self.coordinator

@@ -208,6 +208,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="open connections (HTTP and WebSocket) past which a request "
                        "answers 503 (1..1000000; default 1000, or a quarter of the "
                        "open-file limit if less)")
+    serve.add_argument("--disable-skill", action="append", default=[], metavar="ID",
+                       help="take a skill group of the agent card (its id: session, "
+                       "region, build, ...) off the card and refuse its tools on every "
+                       "surface (repeatable)")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio, on a world of its own")
     for command in (serve, mcp):
         command.add_argument("--scenario", help="run this scenario's crew in the world")
@@ -434,6 +438,7 @@ def _serve(args: argparse.Namespace) -> int:
               f"got {connections}", file=sys.stderr)
         return 2
     try:  # the server's packages are an extra: only these commands need them
+        from barnraise.gateway.card import disabled_tools
         from barnraise.gateway.operator import operator_token
         from barnraise.gateway.serve import serve_mcp, serve_network
         from barnraise.gateway.server import check_hosts
@@ -451,6 +456,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         token = operator_token()
         check_hosts(args.allow_host)  # again in serve_network; here before anything prints
+        disabled_tools(args.disable_skill)  # likewise
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
     _check_port_free(args.host, args.port)
@@ -463,7 +469,8 @@ def _serve(args: argparse.Namespace) -> int:
                              allowed_origins=args.allow_origin,
                              allowed_hosts=args.allow_host, store=args.store,
                              overwrite=args.overwrite, operator_token=token, agent_ttl=ttl,
-                             max_connections=connections)
+                             max_connections=connections,
+                             disabled_skills=args.disable_skill)
     except (ScenarioError, StoreError, ValueError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
             print(f"barnraise: error: {_cannot_listen(args.host, args.port, exc)}",

@@ -42,15 +42,17 @@ _BUILD: Final = frozenset({"region_claim", "region_renew", "region_release", "bu
                            "builder_place_tiles", "builder_load_shader",
                            "builder_assemble_cartridge"})
 _TASK_WORK: Final = frozenset({"task_accept", "task_report"})
+#: Seed 004's alert tool: any member who works may tell the session something is wrong.
+_ALERT: Final = frozenset({"alert_raise"})
 
 DEFAULT_MATRIX: Final[Mapping[str, frozenset[str]]] = {
     # The design notes: the architect may do everything but build_test.
-    "architect": _READS | _TALK | _BUILD | _TASK_WORK | frozenset({
+    "architect": _READS | _TALK | _BUILD | _TASK_WORK | _ALERT | frozenset({
         "task_delegate", "task_add_dependencies", "build_checkpoint", "build_rollback",
-        "blueprint_set",
+        "blueprint_set", "plan_start",
         "approval_respond"}),
-    "builder": _READS | _TALK | _BUILD | _TASK_WORK,
-    "tester": _READS | _TALK | _TASK_WORK | frozenset({"build_test"}),
+    "builder": _READS | _TALK | _BUILD | _TASK_WORK | _ALERT,
+    "tester": _READS | _TALK | _TASK_WORK | _ALERT | frozenset({"build_test"}),
     "observer": _READS,
 }
 

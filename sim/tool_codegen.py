@@ -10,10 +10,10 @@ nothing). The generated module holds, for a type checker and a reader:
   ``<Tool>Result`` (``success``, what any failure may carry, and the tool's declared
   result keys, :data:`barnraise.sim.tools.RESULT_KEYS`);
 * one class per family of tools (:data:`FAMILIES`: ``SessionTools``, ``RegionTools``,
-  ``BuilderTools``, ``TaskTools``, ``CheckpointTools``, ``A2aTools``), each with one
-  method per tool of its family, and ``TypedCall``, ``call`` with one overload per
-  tool; all of them thin calls of ``call_any(name, args)`` (declared by
-  ``ToolCaller``, their common base), which a client defines;
+  ``BuilderTools``, ``TaskTools``, ``CheckpointTools``, ``A2aTools``, ``AlertTools``,
+  ``PlanTools``), each with one method per tool of its family, and ``TypedCall``,
+  ``call`` with one overload per tool; all of them thin calls of ``call_any(name,
+  args)`` (declared by ``ToolCaller``, their common base), which a client defines;
 * :class:`~barnraise.sim.tool_methods.ToolMethods`, which is all of them together: the base of
   ``Client`` and ``RemoteClient``.
 
@@ -54,6 +54,10 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("build_checkpoint", "build_rollback")),
     ("A2aTools", "Agent to agent: messages, broadcasts, subscriptions, discovery, locks "
      "and barriers.", ("a2a_",)),
+    ("AlertTools", "Alerts: tell whoever watches the session that something needs "
+     "attention.", ("alert_",)),
+    ("PlanTools", "Plans: start a plan's run, its steps delegated along their "
+     "dependencies.", ("plan_",)),
 )
 
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",

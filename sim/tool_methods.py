@@ -34,6 +34,9 @@ __all__ = [
     "A2aSubscribeArgs",
     "A2aSubscribeResult",
     "A2aTools",
+    "AlertRaiseArgs",
+    "AlertRaiseResult",
+    "AlertTools",
     "ApprovalRespondArgs",
     "ApprovalRespondResult",
     "BlueprintSetArgs",
@@ -56,6 +59,9 @@ __all__ = [
     "CheckpointTools",
     "ConfigArg",
     "FilterArg",
+    "PlanStartArgs",
+    "PlanStartResult",
+    "PlanTools",
     "RegionArg",
     "RegionClaimArgs",
     "RegionClaimResult",
@@ -103,7 +109,7 @@ ToolName = Literal[
     "build_test", "task_delegate", "task_add_dependencies", "task_accept", "task_report",
     "task_get_queue", "approval_respond", "build_checkpoint", "build_rollback", "a2a_send_message",
     "a2a_broadcast", "a2a_subscribe", "a2a_discover", "a2a_lock_acquire", "a2a_lock_renew",
-    "a2a_lock_release", "a2a_barrier_enter"]
+    "a2a_lock_release", "a2a_barrier_enter", "alert_raise", "plan_start"]
 TOOL_NAMES: tuple[ToolName, ...] = (
     "session_create", "session_join", "session_grant", "session_leave", "session_get_state",
     "region_claim", "region_release", "region_renew", "region_query", "builder_place_tile",
@@ -111,7 +117,7 @@ TOOL_NAMES: tuple[ToolName, ...] = (
     "build_test", "task_delegate", "task_add_dependencies", "task_accept", "task_report",
     "task_get_queue", "approval_respond", "build_checkpoint", "build_rollback", "a2a_send_message",
     "a2a_broadcast", "a2a_subscribe", "a2a_discover", "a2a_lock_acquire", "a2a_lock_renew",
-    "a2a_lock_release", "a2a_barrier_enter",)
+    "a2a_lock_release", "a2a_barrier_enter", "alert_raise", "plan_start",)
 
 
 class ConfigArg(TypedDict, total=False):
@@ -420,6 +426,23 @@ class A2aBarrierEnterArgs(TypedDict, total=False):
     expected_count: int
     expected_agents: Sequence[str]
     timeout: float
+
+
+class AlertRaiseArgs(TypedDict, total=False):
+    """The arguments of ``alert_raise``."""
+
+    session_id: str
+    severity: Required[Literal["info", "warning", "critical"]]
+    title: Required[str]
+    body: str
+    details: Mapping[str, Any]
+
+
+class PlanStartArgs(TypedDict, total=False):
+    """The arguments of ``plan_start``."""
+
+    session_id: str
+    plan: Required[Mapping[str, Any]]
 
 
 class SessionCreateResult(TypedDict, total=False):
@@ -1563,6 +1586,80 @@ class A2aBarrierEnterResult(TypedDict, total=False):
     waited: float
 
 
+class AlertRaiseResult(TypedDict, total=False):
+    """What ``alert_raise`` answers: on success ``success`` and its own keys;
+    on a failure ``error``, ``message`` and what the refusal names."""
+
+    success: Required[bool]
+    error: str
+    message: str
+    truncated: bool
+    field: str
+    tool: str
+    limit: str
+    reason: str
+    retry_after: float
+    suggestion: str
+    suggestion_region: dict[str, Any] | None
+    cells_outside: int
+    conflicting_agents: list[Any]
+    cycle: list[Any]
+    dependency: str
+    waiting_on: list[Any]
+    holder: str | None
+    holder_name: str
+    owner: str
+    role: str
+    status: str
+    task_id: str
+    lock_id: str
+    region: dict[str, Any]
+    expected_count: int
+    assigned_to: str
+    grid_size: int
+    delivered: bool
+    severity: str
+    title: str
+    topic: str
+
+
+class PlanStartResult(TypedDict, total=False):
+    """What ``plan_start`` answers: on success ``success`` and its own keys;
+    on a failure ``error``, ``message`` and what the refusal names."""
+
+    success: Required[bool]
+    error: str
+    message: str
+    truncated: bool
+    field: str
+    tool: str
+    limit: str
+    reason: str
+    retry_after: float
+    suggestion: str
+    suggestion_region: dict[str, Any] | None
+    cells_outside: int
+    conflicting_agents: list[Any]
+    cycle: list[Any]
+    dependency: str
+    waiting_on: list[Any]
+    holder: str | None
+    holder_name: str
+    owner: str
+    role: str
+    status: str
+    task_id: str
+    lock_id: str
+    region: dict[str, Any]
+    expected_count: int
+    assigned_to: str
+    grid_size: int
+    plan: str
+    plan_id: str
+    runner: str
+    steps: list[Any]
+
+
 class ToolCaller:
     """What every generated method calls: ``call_any``, which a client defines."""
 
@@ -1703,6 +1800,14 @@ class TypedCall(ToolCaller):
     @overload
     def call(self, name: Literal["a2a_barrier_enter"], /,
              **args: Unpack[A2aBarrierEnterArgs]) -> A2aBarrierEnterResult: ...
+
+    @overload
+    def call(self, name: Literal["alert_raise"], /,
+             **args: Unpack[AlertRaiseArgs]) -> AlertRaiseResult: ...
+
+    @overload
+    def call(self, name: Literal["plan_start"], /,
+             **args: Unpack[PlanStartArgs]) -> PlanStartResult: ...
 
     def call(self, name: str, /, **args: Any) -> Any:
         """Call tool ``name`` with these arguments; wait for and return its result."""
@@ -1880,8 +1985,31 @@ class A2aTools(ToolCaller):
         return self.call_any("a2a_barrier_enter", args)  # type: ignore[return-value]
 
 
+class AlertTools(ToolCaller):
+    """Alerts: tell whoever watches the session that something needs attention."""
+
+    __slots__ = ()
+
+    def alert_raise(self, /, **args: Unpack[AlertRaiseArgs]) -> AlertRaiseResult:
+        """Raise an alert: an agent.alert event on the session's event topic, for whoever watches
+        it."""
+        return self.call_any("alert_raise", args)  # type: ignore[return-value]
+
+
+class PlanTools(ToolCaller):
+    """Plans: start a plan's run, its steps delegated along their dependencies."""
+
+    __slots__ = ()
+
+    def plan_start(self, /, **args: Unpack[PlanStartArgs]) -> PlanStartResult:
+        """Start a plan's run: its steps delegated along their dependencies by a runner agent
+        started for it; plan.* events follow."""
+        return self.call_any("plan_start", args)  # type: ignore[return-value]
+
+
 class ToolMethods(
     TypedCall, SessionTools, RegionTools, BuilderTools, TaskTools, CheckpointTools, A2aTools,
+    AlertTools, PlanTools,
 ):
     """A method per tool (one base class per family of tools) and a typed
     ``call``; a subclass defines ``call_any``."""

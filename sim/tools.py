@@ -118,6 +118,8 @@ MAX_COUNT: Final = 1_000_000
 #: with them every member's entry fits one reply, so a2a_discover pages past anyone.
 MAX_NAME: Final = 256
 MAX_CAPABILITIES: Final = 64
+#: The longest body of an alert (characters).
+MAX_ALERT_BODY: Final = 4_000
 #: session_get_state's page of agents and of regions: its default length and its
 #: longest (a page is cut shorter still to fit one reply; next_cursor goes on).
 STATE_PAGE_DEFAULT: Final = 500
@@ -385,6 +387,23 @@ _TOOL_LIST: Final = [
         "expected_agents": {"type": "array", "items": {"type": "string"}},
         "timeout": _seconds(300, maximum=MAX_WAIT),
     }, ("barrier_id",)),
+    # -- alerts and plans (seed 004) ---------------------------------------------------
+    _tool("alert_raise", "coordinator", "Raise an alert: an agent.alert event on the "
+          "session's event topic, for whoever watches it.", {
+              "severity": {"type": "string", "enum": ["info", "warning", "critical"]},
+              "title": {"type": "string", "minLength": 1, "maxLength": MAX_NAME},
+              "body": {"type": "string", "maxLength": MAX_ALERT_BODY, "default": ""},
+              "details": {"type": "object", "default": {},
+                          "description": "More keys of the event (plan_id, step_id...), "
+                          "none of its own fields' names"},
+          }, ("severity", "title")),
+    _tool("plan_start", "coordinator", "Start a plan's run: its steps delegated along "
+          "their dependencies by a runner agent started for it; plan.* events follow.", {
+              "plan": {"type": "object", "description": "The plan, in the plan file's "
+                       "form: name, description, steps (id, role or agent, task_type, "
+                       "region, depends_on, approval, approval_timeout, description, "
+                       "payload, priority)"},
+          }, ("plan",)),
 ]
 
 #: What each tool's success carries besides ``success`` (JSON types; a tuple is any
@@ -457,6 +476,10 @@ RESULT_KEYS: Final[Mapping[str, Mapping[str, str | tuple[str, ...]]]] = {
                        "lease": "number", "lock_id": "string"},
     "a2a_lock_release": {"lock_id": "string", "next_holder": ("string", "null"),
                          "released": "boolean"},
+    "alert_raise": {"delivered": "boolean", "severity": "string", "title": "string",
+                    "topic": "string"},
+    "plan_start": {"plan": "string", "plan_id": "string", "runner": "string",
+                   "steps": "array"},
     "a2a_barrier_enter": {"arrived": "array", "arrived_count": "integer",
                           "barrier_id": "string", "expected_count": "integer",
                           "generation": "integer", "missing": "array",

@@ -25,6 +25,7 @@ def served(*, time_scale: float = 20.0, limits: Limits | None = None,
            agent_ttl: float | None = AGENT_TTL, operator: str | Operator | None = None,
            view: bool = False, auth_timeout: float | None = None,
            server_options: dict[str, Any] | None = None,
+           gateway_options: dict[str, Any] | None = None,
            **world: Any) -> Iterator[GatewayServer]:
     """A hosted world behind a gateway on 127.0.0.1 and a free port; all stopped after.
 
@@ -32,12 +33,13 @@ def served(*, time_scale: float = 20.0, limits: Limits | None = None,
     expires); ``operator``: the operator's token, as ``barnraise serve`` sets it (or an
     Operator of the test's own); ``view``: serve the page and its socket ``/view/ws`` too
     (what ``serve`` does); ``auth_timeout`` and ``server_options`` (the server's
-    timeouts and bounds) as the Gateway's and GatewayServer's defaults unless given."""
+    timeouts and bounds) as the Gateway's and GatewayServer's defaults unless given;
+    ``gateway_options``: more of the Gateway's (``disabled_skills``)."""
     hosted = HostedWorld(time_scale=time_scale, **world)
     watcher = Watcher(hosted.simulation, lazy=True) if view else None
     try:
         gateway = Gateway(hosted, limits=limits, allowed_hosts=allowed_hosts,
-                          agent_ttl=agent_ttl,
+                          agent_ttl=agent_ttl, **(gateway_options or {}),
                           **({} if auth_timeout is None else {"auth_timeout": auth_timeout}))
         if operator is not None:
             gateway.operator = operator if isinstance(operator, Operator) else Operator(operator)

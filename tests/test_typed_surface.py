@@ -65,7 +65,8 @@ def test_each_family_class_holds_its_own_tools_and_tool_methods_is_all_of_them()
     method is defined in exactly one of them, the one whose prefixes claim it, and
     ToolMethods defines none itself: it only puts the families and ``call`` together."""
     assert [name for name, _, _ in tool_codegen.FAMILIES] == [
-        "SessionTools", "RegionTools", "BuilderTools", "TaskTools", "CheckpointTools", "A2aTools"]
+        "SessionTools", "RegionTools", "BuilderTools", "TaskTools", "CheckpointTools", "A2aTools",
+        "AlertTools", "PlanTools"]
     homes: dict[str, str] = {}
     for family, _, prefixes in tool_codegen.FAMILIES:
         cls = getattr(tool_methods, family)

@@ -9,7 +9,8 @@ Modules: ``card`` (the agent card from the tool table), ``hub`` (remote agents a
 Clients: identity, numbered mail, retried calls, signed messages, counters),
 ``jsonrpc`` (framing), ``ws`` (WebSocket ``/a2a``), ``a2a_binding`` (A2A
 JSON-RPC over HTTP and SSE), ``mcp_surface`` (MCP), ``hosting`` (the world a
-server hosts), ``server`` (the app and uvicorn), ``remote`` (the client).
+server hosts), ``server`` (the app and uvicorn), ``metrics`` (``GET /metrics``),
+``remote`` (the client).
 """
 
 from barnraise.gateway.remote import Backoff, RemoteClient, RemoteError, connect

@@ -61,6 +61,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from barnraise.gateway import jsonrpc, text_calls
+from barnraise.gateway.card import served_tools
 from barnraise.gateway.hub import AgentSlot, Hub, Refused
 from barnraise.gateway.jsonrpc import RpcError
 from barnraise.gateway.ws import bearer_token
@@ -192,6 +193,8 @@ class A2ABinding:
         self.watch = watch
         self._offered = offered
         self.counters = hub.counters
+        #: The tools help lists: the table's, less those this server refuses.
+        self.tools = served_tools(hub.disabled)
         self._ids = itertools.count(1)
 
     async def endpoint(self, request: Request) -> Response:
@@ -350,7 +353,7 @@ class A2ABinding:
                 what = "help" if tool is None else tool
                 return _unauthorized(rpc.id, f"{what} needs the bearer token that session_join "
                                      "returned; join first: "
-                                     + text_calls.usage(TOOLS, self._default_session()))
+                                     + text_calls.usage(self.tools, self._default_session()))
             try:
                 slot = self.hub.new_slot()
             except Refused as exc:
@@ -359,8 +362,9 @@ class A2ABinding:
         if tool is None:
             self.counters.add("a2a_help")
             result: dict[str, Any] = {
-                "success": True, "tools": list(TOOLS),
-                "usage": text_calls.usage(TOOLS, slot.session_id or self._default_session())}
+                "success": True, "tools": list(self.tools),
+                "usage": text_calls.usage(self.tools,
+                                          slot.session_id or self._default_session())}
         else:
             if tool == "task_delegate" and slot.session_id is not None:
                 self.watch.follow(slot.session_id)

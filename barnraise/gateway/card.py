@@ -15,13 +15,13 @@ server installed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from barnraise.sim.tools import TOOLS, Tool
 
 __all__ = ["A2A_PROTOCOL_VERSION", "CARD_PATHS", "RPC_PATH", "WS_PATH", "agent_card",
-           "tool_groups"]
+           "disabled_tools", "served_tools", "tool_groups"]
 
 A2A_PROTOCOL_VERSION: Final = "1.0"
 #: Where the card is served: the A2A 1.0 name, and the name the design notes use.
@@ -44,6 +44,10 @@ _GROUP_TEXT: Final = {
              "results, answer approvals. task_delegate answers with an A2A Task."),
     "a2a": ("Agent to agent", "Message, broadcast to, discover and subscribe to other "
             "agents; named locks and barriers."),
+    "alert": ("Alerts", "Tell whoever watches the session that something needs "
+              "attention: an agent.alert event on its topic."),
+    "plan": ("Plans", "Start a plan's run: its steps delegated along their dependencies, "
+             "with approval gates; plan.* events on the session's topic."),
 }
 
 
@@ -58,6 +62,26 @@ def tool_groups(tools: Mapping[str, Tool] = TOOLS) -> dict[str, list[Tool]]:
     for tool in tools.values():
         groups.setdefault(_group_of(tool.name), []).append(tool)
     return groups
+
+
+def disabled_tools(skills: Sequence[str],
+                   tools: Mapping[str, Tool] = TOOLS) -> dict[str, str]:
+    """The tools of the skill groups ``skills`` (``serve --disable-skill``), each with its
+    group's id. :class:`ValueError` naming the known ids for an id that is not one."""
+    groups = tool_groups(tools)
+    disabled: dict[str, str] = {}
+    for skill in skills:
+        if skill not in groups:
+            raise ValueError(f"--disable-skill {skill!r}: no such skill; the card's skills "
+                             f"are {', '.join(groups)}")
+        disabled.update((tool.name, skill) for tool in groups[skill])
+    return disabled
+
+
+def served_tools(disabled: Collection[str], tools: Mapping[str, Tool] = TOOLS
+                 ) -> dict[str, Tool]:
+    """``tools`` less the ``disabled`` ones, in table order."""
+    return {name: tool for name, tool in tools.items() if name not in disabled}
 
 
 def _skill(group: str, members: list[Tool]) -> dict[str, Any]:

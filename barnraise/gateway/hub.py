@@ -57,6 +57,7 @@ from typing import Any, Final
 
 from barnraise.actors.world import Simulation
 from barnraise.gateway.bounds import Bounds
+from barnraise.gateway.metrics import ToolLatency
 from barnraise.gateway.signed import SignedMail
 from barnraise.gateway.slots import (
     BINDING,
@@ -70,7 +71,7 @@ from barnraise.gateway.slots import (
     fingerprint_of,
 )
 from barnraise.sim.messages import Message, encode
-from barnraise.sim.tools import fail
+from barnraise.sim.tools import TOOLS, fail
 
 __all__ = ["WAITS", "AgentSlot", "Counters", "Hub", "Limits", "Refused"]
 
@@ -90,9 +91,13 @@ class Hub:
 
     def __init__(self, simulation: Simulation, *, limits: Limits | None = None,
                  counters: Counters | None = None, name_prefix: str = "remote",
-                 agents: bool = True, agent_ttl: float | None = AGENT_TTL) -> None:
+                 agents: bool = True, agent_ttl: float | None = AGENT_TTL,
+                 disabled: Mapping[str, str] | None = None) -> None:
         """``agent_ttl``: wall seconds an agent may go unheard from before it expires
-        (None: never, for a host whose one agent lives as long as it does)."""
+        (None: never, for a host whose one agent lives as long as it does).
+        ``disabled``: tools this host refuses, each with the skill group it was taken
+        off with (``serve --disable-skill``): a call of one answers ``permission_denied``
+        naming the skill, on every surface, and never reaches the world."""
         if agent_ttl is not None and not 0 < agent_ttl < float("inf"):
             raise ValueError(f"agent_ttl must be a positive number of seconds, got {agent_ttl!r}")
         if agents and simulation.mode != "realtime":
@@ -104,6 +109,9 @@ class Hub:
         self.agents = agents
         self.limits = limits or Limits()
         self.counters = counters or Counters()
+        self.disabled: Mapping[str, str] = dict(disabled or {})
+        #: Wall seconds from each call's start to its answer, by tool (GET /metrics).
+        self.latency = ToolLatency(TOOLS)
         self.time_scale = float(getattr(simulation.dispatcher.clock, "time_scale", 1.0))
         self._prefix = name_prefix
         self._numbers = 0
@@ -319,6 +327,8 @@ class Hub:
         """
         loop = self.loop
         slot.heard = loop.time()
+        if tool in self.disabled:
+            return self._refuse_disabled(tool)
         fingerprint = b""
         if call_id is not None:
             fingerprint = fingerprint_of(tool, args)
@@ -353,6 +363,16 @@ class Hub:
                     lambda f: self._remember(slot, call_id, fingerprint, f))
         return future
 
+    def _refuse_disabled(self, tool: str) -> asyncio.Future[dict[str, Any]]:
+        skill = self.disabled[tool]
+        self.counters.add("skill_disabled")
+        done: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        done.set_result(fail(
+            "permission_denied", f"{tool}: the skill {skill!r} is disabled on this server "
+            f"(barnraise serve --disable-skill {skill}); its tools are refused",
+            tool=tool, reason="skill_disabled"))
+        return done
+
     def _tool_wait(self, args: Mapping[str, Any]) -> float:
         # A barrier or a lock may wait as long as its own arguments say.
         longest = 0.0
@@ -372,6 +392,7 @@ class Hub:
         result = pending.known
         if result is not None:
             future.set_result(self._finish(slot, tool, result))
+            self.latency.observe(tool, loop.time() - slot.heard)
         else:
             # No timer per call (one cost as much as the rest of the hub's part of it):
             # one sweep looks at every waiting agent's calls (see _sweep).
@@ -399,6 +420,7 @@ class Hub:
             for _, future, tool, deadline, wait in slot.pending:
                 if now >= deadline and not future.done():
                     future.set_result(fail("no_reply", f"no answer to {tool} within {wait:g} s"))
+                    self.latency.observe(tool, wait)
         if self._waiting and not self._closed:
             self._sweeper = self.loop.call_later(SWEEP, self._sweep)
 
@@ -534,6 +556,7 @@ class Hub:
         slot.wake_scheduled = False
         if slot.pending:
             waiting = []
+            now = self.loop.time()
             for entry in slot.pending:
                 pending, future, tool = entry[0], entry[1], entry[2]
                 result = pending.poll()
@@ -544,6 +567,8 @@ class Hub:
                     self.bounds.settled(slot, tool)
                 if not future.done():
                     future.set_result(self._finish(slot, tool, result))
+                    # started at its deadline less its wait (no start time kept per call)
+                    self.latency.observe(tool, now - entry[3] + entry[4])
             slot.pending = waiting
             if slot.unclaimed and not waiting and self.forget(slot):
                 return  # its join failed after its caller left: nothing is owed to anyone

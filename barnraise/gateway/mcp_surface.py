@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any, Final
 
 import anyio
@@ -59,10 +59,10 @@ CHUNK: Final = 1 << 16
 _JOINING = frozenset({"session_create", "session_join"})
 
 
-def _tools() -> list[types.Tool]:
+def _tools(disabled: Collection[str] = ()) -> list[types.Tool]:
     return [types.Tool(name=tool.name, description=tool.description,
                        input_schema=json.loads(json.dumps(tool.input_schema)))
-            for tool in TOOLS.values()]
+            for tool in TOOLS.values() if tool.name not in disabled]
 
 
 class McpSurface:
@@ -73,7 +73,7 @@ class McpSurface:
         self.single_agent = single_agent
         self._only: AgentSlot | None = None
         self._by_session: dict[str, AgentSlot] = {}
-        self._tool_list = _tools()
+        self._tool_list = _tools(hub.disabled)  # a disabled tool is called, and refused
         self.server: Server[Any] = Server(
             "barnraise", version=version,
             instructions="Tools of a barnraise build session. Call session_join first "

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 
+from barnraise.gateway.card import disabled_tools
 from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.hub import AGENT_TTL, Hub
 from barnraise.gateway.mcp_surface import McpSurface, serve_stdio
@@ -30,7 +31,8 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
                   time_scale: float = 1.0, allowed_origins: Sequence[str] = (),
                   allowed_hosts: Sequence[str] = (), store: str | None = None,
                   overwrite: bool = False, operator_token: str | None = None,
-                  agent_ttl: float = AGENT_TTL, max_connections: int | None = None) -> int:
+                  agent_ttl: float = AGENT_TTL, max_connections: int | None = None,
+                  disabled_skills: Sequence[str] = ()) -> int:
     """Host a world and serve it until SIGINT/SIGTERM; print the base URL once; exit 0.
 
     With ``store``, the served run is kept in that SQLite file as it goes (the
@@ -44,11 +46,15 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
     A remote agent not heard from for ``agent_ttl`` wall seconds expires (hub.py).
     ``max_connections``: the server's bound on open connections (None: its default,
     :data:`~barnraise.gateway.server.MAX_CONNECTIONS`).
+    ``disabled_skills``: skill ids taken off the card, their tools refused
+    (``--disable-skill``); an unknown one is a :class:`ValueError` naming the known
+    ones, before anything starts.
     """
     from barnraise.view.server import ViewSurface  # the live page at / (barnraise.view)
     from barnraise.view.watch import Watcher
 
     allowed_hosts = check_hosts(allowed_hosts)
+    disabled_tools(disabled_skills)  # before the world starts: Gateway uses them
     token = make_operator_token() if operator_token is None else operator_token
     world = HostedWorld(scenario=scenario, params=params, seed=seed, time_scale=time_scale,
                         store=store, overwrite=overwrite)
@@ -65,7 +71,7 @@ def serve_network(*, host: str = "127.0.0.1", port: int = 8765, scenario: str | 
     watcher = Watcher(world.simulation, lazy=True)
     try:
         gateway = Gateway(world, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
-                          agent_ttl=agent_ttl)
+                          agent_ttl=agent_ttl, disabled_skills=disabled_skills)
         gateway.operator = Operator(token)
         ViewSurface(watcher, gateway)
         # One gateway for the process's life: the heap built so far is frozen (see

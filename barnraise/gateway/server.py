@@ -6,6 +6,7 @@
 ``WS /a2a``                      JSON-RPC 2.0 over WebSocket, one method per tool (:mod:`.ws`)
 ``/mcp``                         MCP over streamable HTTP (:mod:`.mcp_surface`)
 ``GET /stats``                   counters and counts; sessions with the operator's token
+``GET /metrics``                 the counts of /stats and per-tool latency, for Prometheus
 ``GET /healthz``                 ``{"ok": true}`` while serving
 =============================== ==========================================================
 
@@ -53,11 +54,20 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from barnraise.gateway import jsonrpc
 from barnraise.gateway.a2a_binding import A2ABinding, TaskWatch
-from barnraise.gateway.card import CARD_PATHS, RPC_PATH, WS_PATH, agent_card
+from barnraise.gateway.card import (
+    CARD_PATHS,
+    RPC_PATH,
+    WS_PATH,
+    agent_card,
+    disabled_tools,
+    served_tools,
+)
 from barnraise.gateway.hosting import HostedWorld
 from barnraise.gateway.hub import AGENT_TTL, Counters, Hub, Limits
 from barnraise.gateway.jsonrpc import dumps
 from barnraise.gateway.mcp_surface import McpSurface
+from barnraise.gateway.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from barnraise.gateway.metrics import exposition
 from barnraise.gateway.operator import LOCAL as LOCAL_OPERATOR
 from barnraise.gateway.operator import Operator
 from barnraise.gateway.ws import WebSocketSession
@@ -149,18 +159,23 @@ class Gateway:
     def __init__(self, world: HostedWorld, *, limits: Limits | None = None,
                  allowed_origins: Sequence[str] = (), allowed_hosts: Sequence[str] = (),
                  agents: bool = True, agent_ttl: float | None = AGENT_TTL,
-                 auth_timeout: float = AUTH_TIMEOUT) -> None:
+                 auth_timeout: float = AUTH_TIMEOUT,
+                 disabled_skills: Sequence[str] = ()) -> None:
         """``agents=False``: serve the routes, but refuse every join (``no_agents``):
         for a view of a deterministic run, which one thread drives.
         ``allowed_hosts``: more ``Host`` values to serve (see :meth:`host_allowed`).
         ``agent_ttl``: wall seconds a remote agent may go unheard from before it
         expires (hub.py). ``auth_timeout``: wall seconds a WebSocket may stay open
         without an agent (on ``/a2a``) or without watching (the view's socket) before
-        it is closed, counted ``auth_timeout``."""
+        it is closed, counted ``auth_timeout``. ``disabled_skills``: skill ids of the
+        card (``serve --disable-skill``) taken off it, their tools refused on every
+        surface; :class:`ValueError` naming the known ids for one that is not."""
         _check_seconds("auth_timeout", auth_timeout)
+        disabled = disabled_tools(disabled_skills)
         self.auth_timeout = auth_timeout
         self.world = world
-        self.hub = Hub(world.simulation, limits=limits, agents=agents, agent_ttl=agent_ttl)
+        self.hub = Hub(world.simulation, limits=limits, agents=agents, agent_ttl=agent_ttl,
+                       disabled=disabled)
         self.counters = self.hub.counters
         self.watch = TaskWatch(self.hub)
         self.a2a = A2ABinding(self.hub, self.watch, offered=self.offered_session)
@@ -186,6 +201,7 @@ class Gateway:
             Route(MCP_PATH, McpFrameLimits(StreamableHTTPASGIApp(self._mcp_manager),
                                            self.hub.limits.max_frame, self.counters)),
             Route("/stats", self._stats, methods=["GET"]),
+            Route("/metrics", self._metrics, methods=["GET"]),
             Route("/healthz", self._health, methods=["GET"]),
         ]
         self._app: Starlette | None = None
@@ -244,7 +260,8 @@ class Gateway:
         base = str(request.base_url).rstrip("/")
         body = self._cards.get(base)
         if body is None:
-            body = self._cards[base] = dumps(agent_card(base, version=version()))
+            body = self._cards[base] = dumps(agent_card(
+                base, version=version(), tools=served_tools(self.hub.disabled)))
         return Response(body, media_type="application/json",
                         headers={"cache-control": "public, max-age=60"})
 
@@ -279,6 +296,12 @@ class Gateway:
         if self.operator.may_see_details(peer, request.headers.get("authorization")):
             return JSONResponse(self.stats())
         return JSONResponse(self.counts())
+
+    async def _metrics(self, request: Request) -> Response:
+        # Only what /stats shows everyone (counts, no ids or names): the same rules as
+        # that view of it, which are the edge's (EdgeMiddleware), with no token asked.
+        return Response(exposition(self.counts, self.hub.latency),
+                        media_type=METRICS_CONTENT_TYPE)
 
     async def _health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})

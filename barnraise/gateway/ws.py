@@ -278,9 +278,11 @@ class WebSocketSession:
         slot = self.slot
         tool = TOOLS.get(request.method)
         if tool is not None and slot is not None:
-            # The common case, without a task: the call's future answers the frame.
+            # The common case, without a task: the call's future answers the frame. A tool
+            # of a disabled skill is refused by the hub whatever its arguments.
             try:
-                validate(tool, request.params)
+                if request.method not in self.hub.disabled:
+                    validate(tool, request.params)
             except ToolError as exc:
                 self._fault(RpcError(jsonrpc.INVALID_PARAMS, str(exc), exc.result(),
                                      id=request.id))
@@ -419,7 +421,8 @@ class WebSocketSession:
         tool = TOOLS.get(method)
         if tool is not None:
             try:
-                validate(tool, params)
+                if method not in self.hub.disabled:
+                    validate(tool, params)
             except ToolError as exc:
                 raise RpcError(jsonrpc.INVALID_PARAMS, str(exc), exc.result()) from None
             slot = self.slot

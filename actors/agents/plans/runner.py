@@ -404,7 +404,8 @@ async def run_plan(agent: Agent, plan: Plan, *, plan_id: str | None = None,
 
 
 async def plan_runner(agent: Participant) -> None:
-    """Run ``params["plan"]`` (a Plan, a mapping, a path or a name in ``params["plans_dir"]``).
+    """Run ``params["plan"]`` (a Plan, a mapping, a path or a name in ``params["plans_dir"]``),
+    as ``params["plan_id"]`` when given (the ``plan_start`` tool names its runs).
 
     The outcome is :func:`run_plan`'s; a plan that does not validate ends the
     behaviour with ``status`` "invalid" and ``error``. Restarted after a crash, it picks
@@ -422,8 +423,8 @@ async def plan_runner(agent: Participant) -> None:
     before = params.get("plan_events_before") if agent.resuming else None
     if agent.resuming and before is None:
         before = await _published_live(agent)
-    await run_plan(agent, plan, outcome=agent.outcome, before=before,
-                   answers=params.get("answers_before"))
+    await run_plan(agent, plan, plan_id=params.get("plan_id"), outcome=agent.outcome,
+                   before=before, answers=params.get("answers_before"))
 
 
 async def _published_live(agent: Agent) -> list[dict[str, Any]] | None:
