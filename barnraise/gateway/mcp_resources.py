@@ -192,9 +192,9 @@ class Subscriptions:
         self.folded = 0
         feeds.on_change = self._changed
 
-    def count(self, client: str) -> int:
-        held = self._clients.get(client)
-        return 0 if held is None else len(held.subscriptions)
+    def total(self) -> int:
+        """The subscriptions held, by every client."""
+        return sum(len(held.subscriptions) for held in self._clients.values())
 
     def add(self, client: str, uri: str, send: Callable[[str], Any],
             still_allowed: Callable[[], bool]) -> None:
