@@ -13,7 +13,8 @@ Three URIs a session, listed by ``resources/list`` and described by
 Who may read them is decided by the caller (see :class:`Reader`): a member of the
 session reads its own session's, the operator reads every session's, anybody else
 none. :class:`Subscriptions` sends ``notifications/resources/updated`` for a subscribed
-URI when its session has a new domain event, at most once each :data:`MIN_INTERVAL`
+URI when its session has a new domain event or its counters moved (a tile write is no
+event: they are looked at once an interval), at most once each :data:`MIN_INTERVAL`
 wall seconds a subscription (a burst of changes is one notification, sent when the
 interval is up), and holds at most :data:`MAX_PER_CLIENT` subscriptions a client.
 """
@@ -128,6 +129,18 @@ class Feeds:
         if session_id in self.watched and self.on_change is not None:
             self.on_change(session_id)
 
+    def version(self, session_id: str) -> tuple[int, ...] | None:
+        """What changes with every write to the canvas (tile writes are not domain events):
+        the session's counters (asks the world: call off the loop). None: no such session."""
+        try:
+            view = self.simulation.view(session_id, canvas=False, tasks=False,
+                                        timeout=READ_TIMEOUT)
+        except LookupError:
+            return None
+        p = view.progress
+        return (p.tiles_placed, p.lost_work, p.conflicts, p.shaders_loaded,
+                p.cartridges_assembled, len(view.checkpoints))
+
     def sessions(self) -> list[str]:
         """The open sessions' ids, oldest first (asks the world: call off the loop)."""
         return self.simulation.sessions()
@@ -187,6 +200,8 @@ class Subscriptions:
         self._by_session: dict[str, list[_Subscription]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._due: set[str] = set()
+        self._versions: dict[str, tuple[int, ...] | None] = {}
+        self._poller: asyncio.Task[None] | None = None
         #: Notifications sent, and updates folded into a later one (for tests and /stats).
         self.sent = 0
         self.folded = 0
@@ -196,21 +211,50 @@ class Subscriptions:
         """The subscriptions held, by every client."""
         return sum(len(held.subscriptions) for held in self._clients.values())
 
-    def add(self, client: str, uri: str, send: Callable[[str], Any],
-            still_allowed: Callable[[], bool]) -> None:
-        """Subscribe ``client`` to ``uri`` (again: no change). ValueError at the bound."""
+    async def add(self, client: str, uri: str, send: Callable[[str], Any],
+                  still_allowed: Callable[[], bool]) -> None:
+        """Subscribe ``client`` to ``uri`` (again: no change). ValueError at the bound.
+        A change after this returns is one an update is sent for."""
         self._loop = asyncio.get_running_loop()
         session_id, _ = parse_uri(uri)
+        held = self._clients.get(client)
+        if held is not None and uri in held.subscriptions:
+            return
+        if held is not None and len(held.subscriptions) >= self.max_per_client:
+            raise ValueError(f"this client holds {len(held.subscriptions)} subscriptions, "
+                             f"the most one may (unsubscribe from one first)")
+        if session_id not in self._by_session:  # the counters to compare the next look with
+            self._versions[session_id] = await asyncio.to_thread(self.feeds.version,
+                                                                 session_id)
         held = self._clients.setdefault(client, _Client())
         if uri in held.subscriptions:
             return
-        if len(held.subscriptions) >= self.max_per_client:
-            raise ValueError(f"this client holds {len(held.subscriptions)} subscriptions, "
-                             f"the most one may (unsubscribe from one first)")
         sub = _Subscription(client, uri, session_id, send, still_allowed)
         held.subscriptions[uri] = sub
         self._by_session.setdefault(session_id, []).append(sub)
         self.feeds.watched = frozenset(self._by_session)
+        if self._poller is None or self._poller.done():
+            self._poller = self._loop.create_task(self._poll())
+            self._poller.add_done_callback(_quiet)
+
+    async def _poll(self) -> None:
+        """Each interval while anything is subscribed: the watched sessions' counters,
+        an update for each session whose counters moved (a tile write is no event)."""
+        while self._by_session:
+            for session_id in list(self._by_session):
+                version = await asyncio.to_thread(self.feeds.version, session_id)
+                before = self._versions.get(session_id, version)
+                if session_id not in self._by_session:
+                    continue
+                self._versions[session_id] = version
+                if version != before:
+                    self._update(session_id)
+            await asyncio.sleep(self.interval)
+        self._versions.clear()
+
+    def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
 
     def remove(self, client: str, uri: str) -> bool:
         held = self._clients.get(client)
@@ -235,6 +279,7 @@ class Subscriptions:
             same.remove(sub)
         if not same:
             self._by_session.pop(sub.session_id, None)
+            self._versions.pop(sub.session_id, None)
             self.feeds.watched = frozenset(self._by_session)
 
     def _changed(self, session_id: str) -> None:

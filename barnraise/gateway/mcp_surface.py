@@ -135,6 +135,7 @@ class McpSurface:
                                         self._set_level)
 
     def close(self) -> None:
+        self.subscriptions.close()
         self.feeds.close()
 
     async def _list_tools(self, ctx: ServerRequestContext[Any],
@@ -145,8 +146,7 @@ class McpSurface:
                          params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
             call = self._call(ctx, params.name, dict(params.arguments or {}))
-            if params.name in WAITING and ctx.meta is not None \
-                    and ctx.meta.get("progressToken") is not None:
+            if params.name in WAITING:  # (a no-op for a client that sent no progressToken)
                 result = await self._with_progress(ctx, params.name, call)
             else:
                 result = await call
@@ -341,7 +341,7 @@ class McpSurface:
             await session.send_resource_updated(changed)
 
         try:
-            self.subscriptions.add(client, uri, send, still_allowed)
+            await self.subscriptions.add(client, uri, send, still_allowed)
         except ValueError as exc:
             self.hub.counters.add("mcp_subscriptions_full")
             raise MCPError(jsonrpc.INVALID_REQUEST, f"resources/subscribe {uri}: {exc}") \
