@@ -6,6 +6,14 @@ it through the hub (so as a Client would) and returns the result dict as
 structured content, with the same dict as JSON text for clients that read
 text only; a failure result is flagged ``isError``.
 
+Beside the tools (docs/gateway.md, "What MCP shows besides the tools"): each session's
+canvas, state and events as resources (:mod:`.mcp_resources`; a member reads its own
+session's, the operator every one's), ``resources/subscribe`` with updates at most once
+a second a subscription, a brief a role as prompts (:mod:`.mcp_prompts`), progress
+notifications while ``a2a_barrier_enter`` or ``a2a_lock_acquire`` waits,
+``logging/setLevel`` (a failed call is then a ``warning``), and completion of session
+ids and tool names.
+
 Who calls: an MCP client acts as one agent. Over stdio the process serves one
 client, so that client is the agent. Over HTTP, ``Authorization: Bearer
 TOKEN`` names the agent; without it, a stateful MCP session (its
