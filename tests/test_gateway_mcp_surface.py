@@ -242,6 +242,15 @@ def test_subscriptions_are_bounded_a_client_and_origin_rules_hold(
                 await client.subscribe_resource(f"{base}/canvas.png")
             assert "the most one may" in full.value.message
             assert subscriptions.total() == held + 2
+            # leaving the session ends them: the next change finds it no longer allowed
+            assert (await tool(client, "session_leave"))["success"]
+            for _ in range(100):
+                if subscriptions.total() == held:
+                    break
+                await asyncio.sleep(0.05)
+            assert subscriptions.total() == held
+            with pytest.raises(MCPError):
+                await client.read_resource(f"{base}/state")
 
     subscriptions.max_per_client = 2
     try:

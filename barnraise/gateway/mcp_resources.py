@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from barnraise.actors.world import Simulation
+from barnraise.plots import TILE_COLOURS
 
 __all__ = ["MAX_PER_CLIENT", "MIN_INTERVAL", "RECENT", "Feeds", "Reader", "Subscriptions",
            "encode_png", "parse_uri", "uris_of"]
@@ -52,8 +53,8 @@ KINDS: Final = {"canvas.png": "image/png", "state": "application/json",
                 "events": "application/json"}
 PREFIX: Final = "barnraise://session/"
 _URI: Final = re.compile(r"^barnraise://session/([^/]+)/(canvas\.png|state|events)$")
-#: The live view's palette (barnraise.plots.TILE_COLOURS), as RGB triples, by tile code.
-_PALETTE: Final = bytes.fromhex("FFFFFF37474F1E88E543A0478E24AAFB8C0000ACC16D4C41")
+#: The live view's palette, as RGB triples, by tile code.
+_PALETTE: Final = b"".join(bytes.fromhex(colour[1:]) for colour in TILE_COLOURS)
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
@@ -238,9 +239,13 @@ class Subscriptions:
             self._poller.add_done_callback(_quiet)
 
     async def _poll(self) -> None:
-        """Each interval while anything is subscribed: the watched sessions' counters,
-        an update for each session whose counters moved (a tile write is no event)."""
+        """Each interval while anything is subscribed: the subscriptions whose agent
+        has left or expired end; then the watched sessions' counters, an update for each
+        session whose counters moved (a tile write is no event)."""
         while self._by_session:
+            for sub in [sub for subs in self._by_session.values() for sub in subs]:
+                if not sub.still_allowed():  # its agent left or expired: it ends
+                    self.remove_client(sub.client)
             for session_id in list(self._by_session):
                 version = await asyncio.to_thread(self.feeds.version, session_id)
                 before = self._versions.get(session_id, version)
