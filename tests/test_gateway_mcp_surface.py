@@ -217,6 +217,10 @@ def test_who_may_read_a_private_sessions_resources(server: GatewayServer) -> Non
                 assert f"barnraise://session/{default}/state" in uris
                 state = json_of(await operator.read_resource(f"{secret}/state"))
                 assert state["session"]["private"] is True
+                for kind in ("events", "state"):
+                    with pytest.raises(MCPError) as gone:
+                        await operator.read_resource(f"barnraise://session/nope/{kind}")
+                    assert "no open session 'nope'" in gone.value.message
 
     before = counters(server).get("mcp_resource_refused", 0)
     run(scenario())

@@ -10,9 +10,9 @@ Three URIs a session, listed by ``resources/list`` and described by
 * ``barnraise://session/{id}/events``: JSON: the session's last :data:`RECENT` domain
   events, oldest first, each ``{"t", "type", ...body}``.
 
-Who may read them is decided by the caller (see :class:`Reader`): a member of the
-session reads its own session's, the operator reads every session's, anybody else
-none. :class:`Subscriptions` sends ``notifications/resources/updated`` for a subscribed
+Who may read them is the caller's to decide (:class:`~.mcp_surface.McpSurface`: a member
+of the session reads its own session's, the operator every session's, anybody else
+none). :class:`Subscriptions` sends ``notifications/resources/updated`` for a subscribed
 URI when its session has a new domain event or its counters moved (a tile write is no
 event: they are looked at once an interval), at most once each :data:`MIN_INTERVAL`
 wall seconds a subscription (a burst of changes is one notification, sent when the
@@ -26,9 +26,9 @@ import re
 import struct
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import msgspec
 import numpy as np
@@ -37,8 +37,8 @@ from numpy.typing import NDArray
 from barnraise.actors.world import Simulation
 from barnraise.plots import TILE_COLOURS
 
-__all__ = ["MAX_PER_CLIENT", "MIN_INTERVAL", "RECENT", "Feeds", "Reader", "Subscriptions",
-           "encode_png", "parse_uri", "uris_of"]
+__all__ = ["MAX_PER_CLIENT", "MIN_INTERVAL", "RECENT", "Feeds", "Subscriptions", "encode_png",
+           "parse_uri"]
 
 #: Events a session's ``events`` resource keeps (its last).
 RECENT: Final = 100
@@ -66,10 +66,6 @@ def parse_uri(uri: str) -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
-def uris_of(session_id: str) -> list[str]:
-    return [f"{PREFIX}{session_id}/{kind}" for kind in KINDS]
-
-
 def encode_png(tiles: NDArray[np.uint8]) -> bytes:
     """``tiles`` (``[y, x]`` tile codes) as an indexed-colour PNG, one pixel a cell."""
     height, width = tiles.shape
@@ -85,21 +81,6 @@ def encode_png(tiles: NDArray[np.uint8]) -> bytes:
     header = struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"PLTE", _PALETTE)
             + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + chunk(b"IEND", b""))
-
-
-class Reader(Protocol):
-    """Who is asking: ``everything`` (the operator) or the session its agent is in."""
-
-    @property
-    def everything(self) -> bool: ...
-
-    @property
-    def session_id(self) -> str | None: ...
-
-
-def may_read(reader: Reader, session_id: str) -> bool:
-    return reader.everything or (reader.session_id is not None
-                                 and reader.session_id == session_id)
 
 
 class Feeds:
@@ -150,6 +131,8 @@ class Feeds:
         """The resource's bytes (asks the world: call off the loop). LookupError: no
         such session."""
         if kind == "events":
+            if session_id not in self._recent and session_id not in self.sessions():
+                raise LookupError(session_id)
             events = [{"t": t, "type": event_type, **body} if isinstance(body, dict)
                       else {"t": t, "type": event_type, "body": body}
                       for t, event_type, body in list(self._recent.get(session_id, ()))]
@@ -337,6 +320,3 @@ def _quiet(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()
 
-
-def readable(sessions: Iterable[str], reader: Reader) -> list[str]:
-    return [s for s in sessions if may_read(reader, s)]
