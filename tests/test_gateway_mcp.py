@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import struct
 import sys
 from collections.abc import Coroutine
 from typing import Any
 
 import httpx2
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -46,6 +49,14 @@ def test_stdio_lists_every_tool_with_its_schema_and_calls_them_as_one_agent() ->
             made = await structured(client, "session_create", session_name="Over stdio",
                                     grid_size=50)
             assert made["success"] and made["token"]
+            # the one client started the world: it reads every session's resources
+            canvas = f"barnraise://session/{made['session_id']}/canvas.png"
+            assert canvas in {r.uri for r in (await client.list_resources()).resources}
+            [content] = (await client.read_resource(canvas)).contents
+            assert isinstance(content, types.BlobResourceContents)
+            png = base64.b64decode(content.blob)
+            assert png[:8] == b"\x89PNG\r\n\x1a\n"
+            assert struct.unpack(">II", png[16:24]) == (50, 50)  # IHDR: width, height
             joined = await structured(client, "session_join", session_id=made["session_id"],
                                       agent_name="Claude", role="architect")
             assert joined["agent_id"] == made["agent_id"]  # the one client is one agent

@@ -118,6 +118,7 @@ def serve_mcp(*, scenario: str | None = None, params: Mapping[str, str] | None =
     finally:
         os.dup2(wire, sys.stdout.fileno())
         os.close(wire)
+        surface.close()
         hub.close()
         world.close()
         sys.stderr.flush()

@@ -179,7 +179,8 @@ class Gateway:
         self.counters = self.hub.counters
         self.watch = TaskWatch(self.hub)
         self.a2a = A2ABinding(self.hub, self.watch, offered=self.offered_session)
-        self.mcp = McpSurface(self.hub, version=version())
+        self.mcp = McpSurface(self.hub, version=version(), operator=lambda peer, auth:
+                              self.operator.may_see_details(peer, auth))
         self.allowed_origins = frozenset(o.rstrip("/") for o in allowed_origins)
         self.allowed_hosts = check_hosts(allowed_hosts)
         self.port: int | None = None
@@ -252,6 +253,7 @@ class Gateway:
             try:
                 yield
             finally:
+                self.mcp.close()
                 self.hub.close()
 
     # -- endpoints ------------------------------------------------------------------------
