@@ -392,6 +392,40 @@ def test_updates_of_one_subscription_come_at_most_once_an_interval() -> None:
     assert subs.sent == 2 and subs.folded == 4
 
 
+def test_the_recent_events_kept_are_bounded_in_sessions_too() -> None:
+    """Each session keeps its last RECENT events, and only the MAX_SESSIONS sessions heard
+    from latest keep any: a closed session's are forgotten once others have spoken."""
+    from barnraise.gateway.mcp_resources import MAX_SESSIONS, RECENT
+
+    class Trace:
+        def listen(self, listener: Any) -> Any:
+            self.listener = listener
+            return lambda: None
+
+    class Simulation:
+        class dispatcher:
+            trace = Trace()
+
+        @staticmethod
+        def sessions() -> list[str]:
+            return []
+
+    feeds = Feeds(Simulation())  # type: ignore[arg-type]
+    heard = Simulation.dispatcher.trace.listener
+    for n in range(RECENT + 5):
+        heard(float(n), "x", "session:first:events", "tiles_placed", {"n": n})
+    for i in range(MAX_SESSIONS - 1):
+        heard(1.0, "x", f"session:s{i}:events", "agent_joined", {})
+    heard(2.0, "x", "session:first:events", "tiles_placed", {"n": -1})  # latest again
+    heard(3.0, "x", "session:new:events", "agent_joined", {})  # past the bound: s0 goes
+    kept = json.loads(feeds.read("first", "events"))["events"]
+    assert len(kept) == RECENT and kept[-1]["n"] == -1
+    assert json.loads(feeds.read("new", "events"))["events"][0]["type"] == "agent_joined"
+    with pytest.raises(LookupError):
+        feeds.read("s0", "events")
+    assert json.loads(feeds.read("s1", "events"))["events"]
+
+
 def test_the_png_of_a_canvas_is_one_pixel_a_cell() -> None:
     import numpy as np
     tiles = np.zeros((3, 5), dtype=np.uint8)

@@ -37,11 +37,15 @@ from numpy.typing import NDArray
 from barnraise.actors.world import Simulation
 from barnraise.plots import TILE_COLOURS
 
-__all__ = ["MAX_PER_CLIENT", "MIN_INTERVAL", "RECENT", "Feeds", "Subscriptions", "encode_png",
-           "parse_uri"]
+__all__ = ["MAX_PER_CLIENT", "MAX_SESSIONS", "MIN_INTERVAL", "RECENT", "Feeds", "Subscriptions",
+           "encode_png", "parse_uri"]
 
 #: Events a session's ``events`` resource keeps (its last).
 RECENT: Final = 100
+#: Sessions whose recent events are kept at most: past it, the one heard from longest
+#: ago is forgotten (a session's close is not a traced event, so a closed session's
+#: events would otherwise stay for the life of the server).
+MAX_SESSIONS: Final = 1024
 #: Wall seconds between two updates of one subscription, at least.
 MIN_INTERVAL: Final = 1.0
 #: Subscriptions one MCP client (one MCP session, or the stdio peer) may hold.
@@ -107,9 +111,12 @@ class Feeds:
         if not (topic.startswith("session:") and topic.endswith(":events")):
             return
         session_id = topic[8:-7]
-        recent = self._recent.get(session_id)
+        recent = self._recent.pop(session_id, None)  # re-inserted: the latest heard last
         if recent is None:
-            recent = self._recent[session_id] = deque(maxlen=RECENT)
+            recent = deque(maxlen=RECENT)
+            while len(self._recent) >= MAX_SESSIONS:
+                del self._recent[next(iter(self._recent))]
+        self._recent[session_id] = recent
         recent.append((t, event_type, body))
         if session_id in self.watched and self.on_change is not None:
             self.on_change(session_id)
