@@ -426,6 +426,78 @@ def test_the_recent_events_kept_are_bounded_in_sessions_too() -> None:
     assert json.loads(feeds.read("s1", "events"))["events"]
 
 
+def test_a_canvas_read_again_unchanged_is_not_encoded_again() -> None:
+    """Reads in a loop or at once cost one encoding per change of the canvas, not one per
+    read: the kept PNG serves until a write or an event moves the session."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from barnraise.actors.world import Simulation as World
+    from tests.helpers import box, session_crew
+
+    with World(seed=5, mode="deterministic") as simu:
+        crew = session_crew(simu, 16, mode="free")
+        feeds = Feeds(simu)
+        try:
+            first = feeds.read(crew.sid, "canvas.png")
+            with ThreadPoolExecutor(4) as pool:
+                again = list(pool.map(lambda _: feeds.read(crew.sid, "canvas.png"),
+                                      range(8)))
+            assert feeds.encoded == 1 and all(data == first for data in again)
+            assert crew.a.builder_place_tiles(region=box(0, 0, 2, 2), tiles="code")["success"]
+            simu.run()
+            moved = feeds.read(crew.sid, "canvas.png")
+            assert feeds.encoded == 2 and moved != first
+            image = Image.open(io.BytesIO(moved)).convert("RGB")
+            assert image.getpixel((1, 1)) != image.getpixel((5, 5))
+            with pytest.raises(LookupError):
+                feeds.read("nope", "canvas.png")
+        finally:
+            feeds.close()
+
+
+def test_subscriptions_are_bounded_per_agent_over_its_sessions_and_in_all(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token can open many MCP sessions: one agent's subscriptions are bounded over all
+    of them, and all clients' together; an unsubscribe gives the place back."""
+    import barnraise.gateway.mcp_resources as resources
+
+    class Quiet:
+        on_change = None
+        watched: frozenset[str] = frozenset()
+
+        @staticmethod
+        def version(session_id: str) -> tuple[int, ...]:
+            return (0,)
+
+    monkeypatch.setattr(resources, "MAX_PER_OWNER", 5)
+    monkeypatch.setattr(resources, "MAX_TOTAL", 8)
+    subs = Subscriptions(Quiet(), max_per_client=2)  # type: ignore[arg-type]
+
+    async def send(uri: str) -> None:
+        pass
+
+    async def scenario() -> None:
+        for n in range(5):  # agent-1 from three MCP sessions, two each at most
+            await subs.add(f"c{n // 2}", f"barnraise://session/s{n}/state", send,
+                           lambda: True, owner="agent-1")
+        with pytest.raises(ValueError, match="this agent holds 5 subscriptions"):
+            await subs.add("c9", "barnraise://session/s9/state", send, lambda: True,
+                           owner="agent-1")
+        assert subs.remove("c0", "barnraise://session/s0/state")
+        await subs.add("c9", "barnraise://session/s9/state", send, lambda: True,
+                       owner="agent-1")
+        for n in range(3):
+            await subs.add(f"d{n}", f"barnraise://session/t{n}/state", send, lambda: True,
+                           owner=f"agent-{n + 2}")
+        with pytest.raises(ValueError, match="the server holds 8 subscriptions"):
+            await subs.add("e", "barnraise://session/u/state", send, lambda: True,
+                           owner="agent-9")
+        assert subs.total() == 8
+        subs.close()
+
+    run(scenario())
+
+
 def test_the_png_of_a_canvas_is_one_pixel_a_cell() -> None:
     import numpy as np
     tiles = np.zeros((3, 5), dtype=np.uint8)

@@ -16,7 +16,8 @@ none). :class:`Subscriptions` sends ``notifications/resources/updated`` for a su
 URI when its session has a new domain event or its counters moved (a tile write is no
 event: they are looked at once an interval), at most once each :data:`MIN_INTERVAL`
 wall seconds a subscription (a burst of changes is one notification, sent when the
-interval is up), and holds at most :data:`MAX_PER_CLIENT` subscriptions a client.
+interval is up), and holds at most :data:`MAX_PER_CLIENT` subscriptions a client,
+:data:`MAX_PER_OWNER` an agent (over all its MCP sessions) and :data:`MAX_TOTAL` in all.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 import struct
+import threading
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -37,8 +39,8 @@ from numpy.typing import NDArray
 from barnraise.actors.world import Simulation
 from barnraise.plots import TILE_COLOURS
 
-__all__ = ["MAX_PER_CLIENT", "MAX_SESSIONS", "MIN_INTERVAL", "RECENT", "Feeds", "Subscriptions",
-           "encode_png", "parse_uri"]
+__all__ = ["MAX_PER_CLIENT", "MAX_PER_OWNER", "MAX_SESSIONS", "MAX_TOTAL", "MIN_INTERVAL",
+           "RECENT", "Feeds", "Subscriptions", "encode_png", "parse_uri"]
 
 #: Events a session's ``events`` resource keeps (its last).
 RECENT: Final = 100
@@ -46,10 +48,18 @@ RECENT: Final = 100
 #: ago is forgotten (a session's close is not a traced event, so a closed session's
 #: events would otherwise stay for the life of the server).
 MAX_SESSIONS: Final = 1024
+#: Encoded canvases kept, each for the counters it was encoded at (a 4,096-square canvas
+#: costs about a third of a CPU second to encode): a read of an unchanged canvas is
+#: served from here, and the server encodes one canvas at a time.
+PNGS_KEPT: Final = 8
 #: Wall seconds between two updates of one subscription, at least.
 MIN_INTERVAL: Final = 1.0
 #: Subscriptions one MCP client (one MCP session, or the stdio peer) may hold.
 MAX_PER_CLIENT: Final = 32
+#: Subscriptions one agent holds at most over all its MCP sessions (a token can open
+#: any number of them), and all clients together.
+MAX_PER_OWNER: Final = 64
+MAX_TOTAL: Final = 4096
 #: Wall seconds a read waits for the world's services.
 READ_TIMEOUT: Final = 10.0
 #: zlib's level for the canvas PNG: 1 takes an eighth of the CPU of the default (6) on a
@@ -100,6 +110,10 @@ class Feeds:
     def __init__(self, simulation: Simulation) -> None:
         self.simulation = simulation
         self._recent: dict[str, deque[tuple[float, str, Any]]] = {}
+        self._heard_count: dict[str, int] = {}  # events heard a session: a rollback is one
+        self._pngs: dict[str, tuple[tuple[int, ...], bytes]] = {}
+        self._encoding = threading.Lock()
+        self.encoded = 0  # canvases encoded (the rest of the reads were served kept ones)
         self.watched: frozenset[str] = frozenset()
         self.on_change: Callable[[str], None] | None = None
         self._stop = simulation.dispatcher.trace.listen(self._heard)
@@ -115,8 +129,11 @@ class Feeds:
         if recent is None:
             recent = deque(maxlen=RECENT)
             while len(self._recent) >= MAX_SESSIONS:
-                del self._recent[next(iter(self._recent))]
+                forgotten = next(iter(self._recent))
+                del self._recent[forgotten]
+                self._heard_count.pop(forgotten, None)
         self._recent[session_id] = recent
+        self._heard_count[session_id] = self._heard_count.get(session_id, 0) + 1
         recent.append((t, event_type, body))
         if session_id in self.watched and self.on_change is not None:
             self.on_change(session_id)
@@ -133,6 +150,29 @@ class Feeds:
         return (p.tiles_placed, p.lost_work, p.conflicts, p.shaders_loaded,
                 p.cartridges_assembled, len(view.checkpoints))
 
+    def _canvas_png(self, session_id: str) -> bytes:
+        """The session's canvas as a PNG: the kept one while the session's counters and
+        events have not moved since, else encoded now, one canvas at a time server-wide
+        (so a client that reads in a loop, or many at once, costs one encoding per
+        change, not one per read)."""
+        with self._encoding:
+            moved = self.version(session_id)
+            if moved is None:
+                raise LookupError(session_id)
+            at = (self._heard_count.get(session_id, 0), *moved)
+            kept = self._pngs.get(session_id)
+            if kept is not None and kept[0] == at:
+                return kept[1]
+            view = self.simulation.view(session_id, canvas=True, timeout=READ_TIMEOUT)
+            assert view.canvas is not None
+            data = encode_png(view.canvas)
+            self.encoded += 1
+            self._pngs.pop(session_id, None)
+            while len(self._pngs) >= PNGS_KEPT:
+                del self._pngs[next(iter(self._pngs))]
+            self._pngs[session_id] = (at, data)
+            return data
+
     def sessions(self) -> list[str]:
         """The open sessions' ids, oldest first (asks the world: call off the loop)."""
         return self.simulation.sessions()
@@ -147,11 +187,9 @@ class Feeds:
                       else {"t": t, "type": event_type, "body": body}
                       for t, event_type, body in list(self._recent.get(session_id, ()))]
             return msgspec.json.encode({"session_id": session_id, "events": events})
-        view = self.simulation.view(session_id, canvas=kind == "canvas.png",
-                                    completion=kind == "state", timeout=READ_TIMEOUT)
         if kind == "canvas.png":
-            assert view.canvas is not None
-            return encode_png(view.canvas)
+            return self._canvas_png(session_id)
+        view = self.simulation.view(session_id, completion=True, timeout=READ_TIMEOUT)
         return msgspec.json.encode({
             "at": view.at, "session": view.session, "members": view.members,
             "claims": view.claims, "task_counts": dict(view.task_counts()),
@@ -162,6 +200,7 @@ class Feeds:
 @dataclass(eq=False)
 class _Subscription:
     client: str
+    owner: str  # the agent (or the operator) whose subscription it is
     uri: str
     session_id: str
     send: Callable[[str], Any]  # coroutine function: notify the client of uri
@@ -191,6 +230,7 @@ class Subscriptions:
         self.max_per_client = max_per_client
         self.interval = interval
         self._clients: dict[str, _Client] = {}
+        self._owners: dict[str, int] = {}  # subscriptions held by each agent (or client)
         self._by_session: dict[str, list[_Subscription]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._due: set[str] = set()
@@ -201,30 +241,45 @@ class Subscriptions:
         self.folded = 0
         feeds.on_change = self._changed
 
+    def _bound(self, client: str, owner: str) -> None:
+        held = self._clients.get(client)
+        if held is not None and len(held.subscriptions) >= self.max_per_client:
+            raise ValueError(f"this client holds {len(held.subscriptions)} subscriptions, "
+                             f"the most one may (unsubscribe from one first)")
+        if self._owners.get(owner, 0) >= MAX_PER_OWNER:
+            raise ValueError(f"this agent holds {MAX_PER_OWNER} subscriptions over its MCP "
+                             "sessions, the most one may (unsubscribe from one first)")
+        if self.total() >= MAX_TOTAL:
+            raise ValueError(f"the server holds {MAX_TOTAL} subscriptions, the most it "
+                             "keeps; try again later")
+
     def total(self) -> int:
         """The subscriptions held, by every client."""
         return sum(len(held.subscriptions) for held in self._clients.values())
 
     async def add(self, client: str, uri: str, send: Callable[[str], Any],
-                  still_allowed: Callable[[], bool]) -> None:
-        """Subscribe ``client`` to ``uri`` (again: no change). ValueError at the bound.
-        A change after this returns is one an update is sent for."""
+                  still_allowed: Callable[[], bool], owner: str | None = None) -> None:
+        """Subscribe ``client`` (of agent ``owner``; the client itself when None) to
+        ``uri`` (again: no change). ValueError at a bound: the client's, the owner's or
+        all clients'. A change after this returns is one an update is sent for."""
+        owner = client if owner is None else owner
         self._loop = asyncio.get_running_loop()
         session_id, _ = parse_uri(uri)
         held = self._clients.get(client)
         if held is not None and uri in held.subscriptions:
             return
-        if held is not None and len(held.subscriptions) >= self.max_per_client:
-            raise ValueError(f"this client holds {len(held.subscriptions)} subscriptions, "
-                             f"the most one may (unsubscribe from one first)")
+        self._bound(client, owner)
         if session_id not in self._by_session:  # the counters to compare the next look with
             self._versions[session_id] = await asyncio.to_thread(self.feeds.version,
                                                                  session_id)
-        held = self._clients.setdefault(client, _Client())
-        if uri in held.subscriptions:
+        held = self._clients.get(client)
+        if held is not None and uri in held.subscriptions:
             return
-        sub = _Subscription(client, uri, session_id, send, still_allowed)
+        self._bound(client, owner)  # again: another subscribe may have come in the await
+        held = self._clients.setdefault(client, _Client())
+        sub = _Subscription(client, owner, uri, session_id, send, still_allowed)
         held.subscriptions[uri] = sub
+        self._owners[owner] = self._owners.get(owner, 0) + 1
         self._by_session.setdefault(session_id, []).append(sub)
         self.feeds.watched = frozenset(self._by_session)
         if self._poller is None or self._poller.done():
@@ -272,6 +327,11 @@ class Subscriptions:
     def _drop(self, sub: _Subscription) -> None:
         if sub.timer is not None:
             sub.timer.cancel()
+        left = self._owners.get(sub.owner, 0) - 1
+        if left > 0:
+            self._owners[sub.owner] = left
+        else:
+            self._owners.pop(sub.owner, None)
         same = self._by_session.get(sub.session_id, [])
         if sub in same:
             same.remove(sub)

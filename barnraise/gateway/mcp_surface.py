@@ -349,7 +349,8 @@ class McpSurface:
             await session.send_resource_updated(changed)
 
         try:
-            await self.subscriptions.add(client, uri, send, still_allowed)
+            await self.subscriptions.add(client, uri, send, still_allowed,
+                                         owner=None if slot is None else slot.agent_id)
         except ValueError as exc:
             self.hub.counters.add("mcp_subscriptions_full")
             raise MCPError(jsonrpc.INVALID_REQUEST, f"resources/subscribe {uri}: {exc}") \
