@@ -120,6 +120,29 @@ def test_metrics_follows_the_edge_rules_of_stats() -> None:
         assert found["foreign_host"] == 1 and found["foreign_origin"] == 1
 
 
+def test_metrics_renders_at_most_once_a_second_however_often_scraped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Anyone past the edge may scrape: a burst of scrapes is one render (the page of the
+    first), and the world's sessions are asked once for it, off the loop."""
+    import barnraise.gateway.server as server_module
+
+    renders: list[int] = []
+    real = server_module.exposition
+
+    def counted(counts: Any, latency: Any) -> bytes:
+        renders.append(1)
+        return real(counts, latency)
+
+    monkeypatch.setattr(server_module, "exposition", counted)
+    with served() as server, httpx.Client(timeout=10) as http:
+        server.gateway.METRICS_EVERY = 3600.0  # type: ignore[misc]  # one page for the test
+        pages = {http.get(server.url + "/metrics").text for _ in range(20)}
+        assert len(pages) == 1 and len(renders) == 1
+        server.gateway.METRICS_EVERY = 0.0  # type: ignore[misc]
+        http.get(server.url + "/metrics")
+        assert len(renders) == 2
+
+
 def test_tool_latency_buckets_and_the_other_label() -> None:
     latency = ToolLatency(["a", "b"])
     latency.observe("a", BUCKETS[0] / 2)

@@ -299,37 +299,57 @@ class Gateway:
             return JSONResponse(self.stats())
         return JSONResponse(self.counts())
 
+    #: Wall seconds a rendered /metrics page is served again: a scrape costs about 7 ms
+    #: of the loop's CPU, and anyone past the edge may ask, so at most one render a second.
+    METRICS_EVERY: Final = 1.0
+    _metrics_page: tuple[float, bytes] | None = None
+    _metrics_lock: asyncio.Lock | None = None
+
     async def _metrics(self, request: Request) -> Response:
         # Only what /stats shows everyone (counts, no ids or names): the same rules as
         # that view of it, which are the edge's (EdgeMiddleware), with no token asked.
-        return Response(exposition(self.counts, self.hub.latency),
-                        media_type=METRICS_CONTENT_TYPE)
+        # Rendered at most once a METRICS_EVERY (concurrent scrapes wait for one render);
+        # the world's session list is asked off the loop (an ask may wait on the world).
+        if self._metrics_lock is None:
+            self._metrics_lock = asyncio.Lock()
+        async with self._metrics_lock:
+            now = asyncio.get_running_loop().time()
+            page = self._metrics_page
+            if page is None or now - page[0] >= self.METRICS_EVERY:
+                sessions = await asyncio.to_thread(self.world.simulation.sessions)
+                counts = self.counts(sessions)
+                page = self._metrics_page = (
+                    now, exposition(lambda: counts, self.hub.latency))
+        return Response(page[1], media_type=METRICS_CONTENT_TYPE)
 
     async def _health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
 
-    def offered_session(self) -> str | None:
+    def offered_session(self, sessions: Sequence[str] | None = None) -> str | None:
         """The one session an outsider is offered to join: the world's default, or its
-        only one."""
+        only one (of ``sessions`` when given, else asked of the world)."""
         offered = self.world.default_session
         if offered is None:
-            sessions = self.world.simulation.sessions()
+            if sessions is None:
+                sessions = self.world.simulation.sessions()
             if len(sessions) == 1:
                 offered = sessions[0]
         return offered
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self, sessions: Sequence[str] | None = None) -> dict[str, Any]:
         """What /stats shows without the operator token: counts, and the one session an
         outsider is offered to join (the world's default, or its only one); no other
-        session's id, no names, no members."""
+        session's id, no names, no members. ``sessions``: the world's open sessions, when
+        the caller asked for them already (off the loop: the ask may wait)."""
         slots = self.hub.slots
-        sessions = self.world.simulation.sessions()
+        if sessions is None:
+            sessions = self.world.simulation.sessions()
         return {
             "counters": self.counters.snapshot(),
             "agents": len(slots),
             "unacknowledged": sum(len(s.outbox) for s in slots.values()),
             "sessions": len(sessions),
-            "default_session": self.offered_session(),
+            "default_session": self.offered_session(sessions),
             "now": self.world.simulation.now,
             "details": "send Authorization: Bearer OPERATOR_TOKEN for sessions and members",
         }
