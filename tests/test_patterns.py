@@ -184,6 +184,21 @@ def test_plan_validation_names_the_bad_field(plan: Any, field: str, words: str) 
     assert field in str(caught.value) and words in str(caught.value)
 
 
+def test_a_chain_of_thousands_of_steps_is_checked_without_exhausting_the_stack() -> None:
+    """The cycle check is iterative: a 3,000-step chain given last step first (each
+    depends on the next) parses, and the same chain closed into a loop is refused
+    naming the cycle, where a recursive search raised RecursionError."""
+    n = 3000
+    chain = [_step(f"s{i}", depends_on=[f"s{i + 1}"] if i + 1 < n else []) for i in range(n)]
+    plan = parse_plan(_plan(*chain))
+    assert len(plan.steps) == n
+    chain[-1] = _step(f"s{n - 1}", depends_on=["s0"])
+    with pytest.raises(PlanError) as caught:
+        parse_plan(_plan(*chain))
+    assert caught.value.field == "steps[0].depends_on"
+    assert str(caught.value).count("->") == n and "cycle: s0 -> s1 -> s2" in str(caught.value)
+
+
 def test_a_valid_plan_parses_with_defaults_durations_and_a_dependency_order() -> None:
     plan = parse_plan(_plan(
         _step("c", depends_on=["a", "b"]), _step("a"),

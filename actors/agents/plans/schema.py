@@ -263,27 +263,29 @@ def _check_graph(steps: Sequence[Step], source: str) -> None:
             if dep not in index:
                 raise PlanError(f"steps[{i}].depends_on[{k}]", f"step {step.id!r} depends on "
                                 f"unknown step {dep!r} (steps: {', '.join(index)})", source)
-    # Depth-first search; a grey node reached again closes a cycle.
+    # Depth-first search, iterative (a chain of thousands of steps must not exhaust
+    # Python's stack); a grey node reached again closes a cycle.
     colour: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(step_id: str) -> None:
-        colour[step_id] = 1
-        path.append(step_id)
-        for dep in steps[index[step_id]].depends_on:
-            if colour.get(dep) == 1:
+    for root in steps:
+        if root.id in colour:
+            continue
+        colour[root.id] = 1
+        path = [root.id]
+        pending = [iter(root.depends_on)]
+        while pending:
+            dep = next(pending[-1], None)
+            if dep is None:
+                colour[path.pop()] = 2
+                pending.pop()
+            elif colour.get(dep) == 1:
                 cycle = [*path[path.index(dep):], dep]
                 raise PlanError(f"steps[{index[dep]}].depends_on",
                                 f"cycle: {' -> '.join(cycle)} (each step waits for the next)",
                                 source)
-            if dep not in colour:
-                visit(dep)
-        path.pop()
-        colour[step_id] = 2
-
-    for step in steps:
-        if step.id not in colour:
-            visit(step.id)
+            elif dep not in colour:
+                colour[dep] = 1
+                path.append(dep)
+                pending.append(iter(steps[index[dep]].depends_on))
 
 
 def parse_plan(data: Any, *, source: str = "", grid_size: int | None = None) -> Plan:
