@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from barnraise.actors.base import A2AActor
 from barnraise.sim.dispatch.core import answers
@@ -29,7 +29,10 @@ from barnraise.sim.dispatch.values import WAKE, Timer
 from barnraise.sim.mailbox import PriorityMailbox
 from barnraise.sim.messages import Message
 
-__all__ = ["ClientActor", "InlineClientActor", "InlineMailbox"]
+__all__ = ["GIVEN_UP_KEPT", "ClientActor", "InlineClientActor", "InlineMailbox"]
+
+#: Calls a client keeps expecting an answer to after their callers stopped waiting.
+GIVEN_UP_KEPT: Final = 1024
 
 
 class ClientActor(A2AActor):
@@ -44,8 +47,10 @@ class ClientActor(A2AActor):
         self.inbox: deque[Message] = deque()
         #: correlation id of a call awaiting its answer -> the actor the call went to
         self.expected: dict[str, str] = {}
-        #: expected calls whose caller has stopped waiting (no reply in time)
-        self.given_up: set[str] = set()
+        #: expected calls whose caller has stopped waiting (no reply in time), oldest
+        #: first; past :data:`GIVEN_UP_KEPT` the oldest is forgotten (its late answer
+        #: then goes to the inbox like any letter), so calls never answered pile up nowhere
+        self.given_up: dict[str, None] = {}
         self.arrived = threading.Condition()
         #: Called (on this actor's thread, outside the lock) after every arrival:
         #: how a driver that is not a waiting thread (an event loop) hears of mail.
@@ -62,7 +67,7 @@ class ClientActor(A2AActor):
                 else:
                     forged = False
                     del self.expected[correlation_id]
-                    self.given_up.discard(correlation_id)
+                    self.given_up.pop(correlation_id, None)
                     self.replies[correlation_id] = message
             else:
                 forged = False
@@ -93,12 +98,17 @@ class ClientActor(A2AActor):
         still taken as the answer)."""
         with self.arrived:
             if correlation_id in self.expected:
-                self.given_up.add(correlation_id)
+                self.given_up[correlation_id] = None
+                while len(self.given_up) > GIVEN_UP_KEPT:
+                    oldest = next(iter(self.given_up))
+                    del self.given_up[oldest]
+                    self.expected.pop(oldest, None)
 
     def forget(self, correlation_id: str) -> None:
         """Stop expecting an answer (the call was never sent)."""
         with self.arrived:
             self.expected.pop(correlation_id, None)
+            self.given_up.pop(correlation_id, None)
 
     def take_reply(self, correlation_id: str) -> Message | None:
         with self.arrived:

@@ -260,6 +260,25 @@ def test_a_critic_asked_again_answers_from_what_it_said() -> None:
     assert result.summary["metrics"]["reviews"] == len(asked)
 
 
+def test_a_restarted_writers_requests_are_its_own_not_its_predecessors() -> None:
+    # writer_critic at seed 15: writer-1 crashes and restarts, counting its serials from
+    # 1 again. Its requests name its incarnation, so the critic reviews them anew
+    # instead of answering them with what it kept for its predecessor's same serials.
+    result = _full("writer_critic", 15)
+    [crash] = [r for r in result.trace.records(FAULT) if r.type == "crash"]
+    assert crash.sender == "writer-1"
+    asked: Counter[tuple[str, str]] = Counter()
+    after: set[str] = set()
+    for r in result.trace.records("deliver"):
+        content = r.content_obj()
+        if r.recipient == "critic-1" and content.get("kind") == "review_request":
+            asked[(r.sender, str(content["request_id"]))] += 1
+            if r.sender == "writer-1" and r.t > crash.t:
+                after.add(str(content["request_id"]))
+    assert after and all(i.startswith("writer-1.1#") for i in after)
+    assert result.summary["metrics"]["reviews"] == len(asked)
+
+
 def test_a_plan_runner_restarted_mid_plan_picks_its_plan_up() -> None:
     # plan_run at seed 6: the planner crashes 18.7 s in, with steps running. Its next
     # incarnation takes its plan events from the session and its tasks from the queue:
@@ -314,3 +333,21 @@ def test_a_call_its_client_gave_up_on_is_not_sent_again() -> None:
         assert tried >= 2  # sent, then sent again while it was awaited
         assert sum(1 for r in simu.dispatcher.trace.records(FAULT)
                    if r.type == "drop" and r.sender == "person") == tried
+
+
+def test_calls_given_up_on_are_kept_expected_up_to_a_bound() -> None:
+    """A call whose caller stopped waiting stays expected (a late answer is still its
+    answer), but only the latest GIVEN_UP_KEPT of them: answers that never come pile up
+    nowhere; a call forgotten leaves no trace in either table."""
+    from barnraise.actors.client import GIVEN_UP_KEPT, ClientActor
+
+    client = ClientActor()
+    for n in range(GIVEN_UP_KEPT + 10):
+        client.expect(f"c{n}", "regions")
+        client.give_up(f"c{n}")
+    assert len(client.given_up) == GIVEN_UP_KEPT == len(client.expected)
+    assert "c0" not in client.expected and f"c{GIVEN_UP_KEPT + 9}" in client.given_up
+    client.expect("x", "regions")
+    client.give_up("x")
+    client.forget("x")
+    assert "x" not in client.expected and "x" not in client.given_up

@@ -164,12 +164,17 @@ def rank(critiques: Sequence[Mapping[str, Any]]) -> list[int]:
 
 async def _ask(agent: Agent, critic_id: str, kind: str, body: dict[str, Any],
                timeout: float | None) -> dict[str, Any]:
-    request_id = f"{agent.name}#{agent.next_serial('critic-request')}"
-    answer = f"{kind.removesuffix('_request')}_result"
     # Under faults the request or its answer may be lost: the request is sent again,
     # under the same request_id, every 4 x retry simulated seconds until answered
-    # (the critic answers a request it has served again from what it said).
+    # (the critic answers a request it has served again from what it said). A
+    # supervised restart counts its serials from 1 again, so under faults the id names
+    # the incarnation too: a restarted writer's first request is not its predecessor's,
+    # and gets a review of its own, not the answer kept for the other.
     faults = agent.dispatcher.faults
+    serial = agent.next_serial("critic-request")
+    request_id = f"{agent.name}.{agent.incarnation}#{serial}" \
+        if faults is not None and agent.incarnation > 0 else f"{agent.name}#{serial}"
+    answer = f"{kind.removesuffix('_request')}_result"
     poll = None if faults is None else 4 * faults.retry
     until = None if timeout is None else agent.now + timeout
     while True:

@@ -273,19 +273,19 @@ def _check_graph(steps: Sequence[Step], source: str) -> None:
         path = [root.id]
         pending = [iter(root.depends_on)]
         while pending:
-            dep = next(pending[-1], None)
-            if dep is None:
+            child = next(pending[-1], None)
+            if child is None:
                 colour[path.pop()] = 2
                 pending.pop()
-            elif colour.get(dep) == 1:
-                cycle = [*path[path.index(dep):], dep]
-                raise PlanError(f"steps[{index[dep]}].depends_on",
+            elif colour.get(child) == 1:
+                cycle = [*path[path.index(child):], child]
+                raise PlanError(f"steps[{index[child]}].depends_on",
                                 f"cycle: {' -> '.join(cycle)} (each step waits for the next)",
                                 source)
-            elif dep not in colour:
-                colour[dep] = 1
-                path.append(dep)
-                pending.append(iter(steps[index[dep]].depends_on))
+            elif child not in colour:
+                colour[child] = 1
+                path.append(child)
+                pending.append(iter(steps[index[child]].depends_on))
 
 
 def parse_plan(data: Any, *, source: str = "", grid_size: int | None = None) -> Plan:
