@@ -76,10 +76,7 @@ class RegionLeases:
         manager = self.manager
         s = manager.world_of(call.session_id)
         claim_id = call.args["claim_id"]
-        claim = s.claims.get(claim_id)
-        if claim is None:
-            raise ToolError("claim_not_found", f"no claim {claim_id!r} in {call.session_id}",
-                            field="claim_id")
+        claim = manager.claim_of(s, call.session_id, claim_id)
         if claim.agent_id != call.caller:
             raise ToolError("not_owner", f"{claim_id} is held by "
                             f"{manager.member_name(call.session_id, claim.agent_id)}; only its "

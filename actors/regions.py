@@ -469,6 +469,14 @@ class RegionManager(SessionService):
         return self._grant(s, call.caller, rect, args["purpose"], args["exclusive"],
                            float(args["timeout"]))
 
+    def claim_of(self, s: _World, session_id: str, claim_id: str) -> _Claim:
+        """The claim ``claim_id`` of the session, or ``claim_not_found``."""
+        claim = s.claims.get(claim_id)
+        if claim is None:
+            raise ToolError("claim_not_found", f"no claim {claim_id!r} in {session_id}",
+                            field="claim_id")
+        return claim
+
     def tool_region_release(self, call: Call) -> dict[str, Any]:
         """Release a claim, or hand it to ``transfer_to`` (an agent id or name).
 
@@ -478,10 +486,7 @@ class RegionManager(SessionService):
         """
         s = self.world_of(call.session_id)
         claim_id = call.args["claim_id"]
-        claim = s.claims.get(claim_id)
-        if claim is None:
-            raise ToolError("claim_not_found", f"no claim {claim_id!r} in {call.session_id}",
-                            field="claim_id")
+        claim = self.claim_of(s, call.session_id, claim_id)
         role = call.member.role if call.member is not None else ""
         if claim.agent_id != call.caller and role != "architect":
             raise ToolError("not_owner", f"{claim_id} belongs to "

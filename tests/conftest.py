@@ -29,9 +29,12 @@ def new_dispatcher(mode: str, seed: int = 7, **options: Any) -> Dispatcher:
 
 
 @pytest.fixture(autouse=True)
-def _stop_every_actor() -> Iterator[None]:
+def _stop_every_actor(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every actor a test started is stopped after it; a module whose one server keeps
+    its actors across its tests says ``MODULE_SERVER = True`` and stops them with it."""
     yield
-    pykka.ActorRegistry.stop_all(timeout=5)
+    if not getattr(request.module, "MODULE_SERVER", False):
+        pykka.ActorRegistry.stop_all(timeout=5)
 
 
 @pytest.fixture(params=MODES)

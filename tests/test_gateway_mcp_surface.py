@@ -44,11 +44,9 @@ def server() -> Iterator[GatewayServer]:
         pykka.ActorRegistry.stop_all(timeout=5)  # conftest's guarantee, once a module
 
 
-@pytest.fixture(autouse=True)
-def _stop_every_actor() -> Iterator[None]:
-    """Overrides conftest's: the module's one server keeps its actors across its tests
-    (they stop with it, above), where conftest's would stop them after each test."""
-    yield
+#: The module's one server keeps its actors across its tests (they stop with it, above;
+#: conftest's _stop_every_actor would stop them after each test).
+MODULE_SERVER = True
 
 
 def run(scenario: Coroutine[Any, Any, None]) -> None:
