@@ -56,7 +56,7 @@ from typing import Any, Final
 
 from barnraise.actors.agents.alerts import events_topic
 from barnraise.actors.agents.participant import FINISHED, Participant, accept_next, my_delegations
-from barnraise.actors.base import Agent
+from barnraise.actors.base import Agent, WaitTimeout
 from barnraise.sim.events import DelegationCompleted, DelegationFailed
 from barnraise.sim.messages import Message
 
@@ -300,23 +300,50 @@ class DelegationLedger:
 
         Returns at once if one is ready, and ``[]`` if none is pending. Raises
         WaitTimeout after ``timeout`` simulated seconds without a result.
+
+        Under a fault plan a result letter may be lost: with none come for ``4 *
+        retry`` simulated seconds, the ledger reads its open delegations' tasks from the
+        task queue and settles those that finished from their records (as the
+        architect does, docs/reliability.md); a letter that comes after is a duplicate.
         """
         wanted = None if only is None else set(only)
+        faults = self.agent.dispatcher.faults
+        poll = None if faults is None else 4 * faults.retry
+        deadline = None if timeout is None else self.agent.now + timeout
         while not self._has_ready(wanted):
             if not any(not self.records[d].settled for d in (wanted or self.records)):
                 return []
+            left = None if deadline is None else max(0.0, deadline - self.agent.now)
+            last = poll is None or (left is not None and left <= poll)
             token = f"{self.name}-{next(self._wakes)}"
             self._waiting = token
             try:
                 message = await self.agent.receive(
-                    lambda m: self.wants(m) or self._is_wake(m), timeout=timeout,
+                    lambda m: self.wants(m) or self._is_wake(m), timeout=left if last else poll,
                     description=f"a delegation result ({self.name})")
+            except WaitTimeout:
+                if last:
+                    raise
+                message = None
             finally:
                 self._waiting = None
-            if self.wants(message):
+            if message is None:
+                await self._read_back()
+            elif self.wants(message):
                 self.settle(message)
             # else a wake (this one, or a stale one): look again
         return self.take(wanted)
+
+    async def _read_back(self) -> None:
+        """Settle the open delegations whose tasks have finished, from the task queue."""
+        for task in await my_delegations(self.agent):
+            delegation_id = self._by_task.get(str(task["task_id"]))
+            if delegation_id is None or task["status"] not in FINISHED:
+                continue
+            record = self.records[delegation_id]
+            if not record.settled:
+                self._settle(record, task["status"], task.get("result"), task.get("message"),
+                             self.queue)
 
     async def gather(self, ids: Iterable[str],
                      timeout: float | None = None) -> dict[str, Delegation]:
