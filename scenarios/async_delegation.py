@@ -27,6 +27,12 @@ with it); a delegation event or an alert the stopped run had published is not
 published again. It keeps the claim on its strip it holds and builds only the
 rows it had not been told were built. What the stopped run did and was told
 (rows built, echoes, duplicates, refused reports) is read from the stored log.
+
+Under a fault plan a result letter may be lost: the ledger, with none come for ``4 *
+retry`` seconds, reads its open delegations' tasks from the task queue; a crashed
+delegator recovers its ledger as after a kill. Letters are lost and doubled there, so
+the duplicates dropped are not compared with the echoes: what is checked is that each
+result reached the delegator once.
 """
 
 from __future__ import annotations

@@ -37,6 +37,13 @@ from the first call the log holds no answer to. A last call whose answer the kil
 took but whose effect the log shows (a claim granted, a refusal counted, a
 release) is answered from that effect, so no claim is made twice and every
 refusal the regions counted is one an agent saw.
+
+Under a fault plan an agent may crash in the run: its supervisor restarts it on the
+same script, which replays the agent's journal (``Replay``'s, in its params: what its
+incarnations were answered) and goes on live, and a claim whose answer the crash took is
+read back from the world (``region_query``). A refusal whose answer the crash took is
+counted by the regions and not by the agent, so under a plan the check allows the regions
+one refusal more than the agents saw per crash.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ was placed), calls (tile-placing calls), claims.
 Success: every tile placed as planned (completion 100%, so the canvas equals the
 plan), tiles_placed == builders * block * block in the world and in the builders'
 own counts, every builder claimed its block, and no behaviour failed.
+
+Under a fault plan a builder may crash in the run: restarted by its supervisor, it
+replays its journal (``Replay``'s: the answers its incarnations were given) and goes on
+from the first row it had not been told was placed; a claim whose answer the crash took
+is found in the world, not made again. The check is the same.
 """
 
 from __future__ import annotations
