@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Final
 
 from barnraise.actors.base import Agent
+from barnraise.actors.coordinator import RECENT_EVENTS
 from barnraise.actors.effects import Behaviour as Task
 from barnraise.actors.effects import Receive
 from barnraise.sim.events import TaskResultRead, body_of
@@ -152,10 +153,29 @@ async def _resume(agent: Participant) -> None:
         if not ready.get("released"):
             agent.outcome = {"error": "crew_incomplete", "ready": ready}
             return
+    elif not agent.regroup and agent.crew > 1 and agent.role != "observer" \
+            and not await _crew_was_ready(agent):
+        # It crashed before the crew's ``ready`` barrier was released (before it came
+        # there, or while it waited): the others wait there for it, so it goes there.
+        ready = await agent.call("a2a_barrier_enter", barrier_id="ready",
+                                 expected_count=agent.crew, timeout=600, call_timeout=None)
+        if not ready.get("released"):
+            agent.outcome = {"error": "crew_incomplete", "ready": ready}
+            return
     # Its tasks in progress went back to pending when it crashed; they, and any
     # assigned meanwhile, are its to do (accept_next takes these first).
     agent.resumed_tasks.extend(await my_ready_tasks(agent))
     await agent.behaviour(agent)
+
+
+async def _crew_was_ready(agent: Participant) -> bool:
+    """Was the session's ``ready`` barrier released (as its recent events show)? A list
+    of recent events that is full without the release says the release is older."""
+    state = await agent.call("session_get_state", include=["events"])
+    events = state.get("state", {}).get("events", [])
+    return len(events) >= RECENT_EVENTS or any(
+        e.get("event") == "barrier_released" and e.get("barrier_id") == "ready"
+        for e in events)
 
 
 async def my_ready_tasks(agent: Participant) -> list[dict[str, Any]]:
