@@ -35,7 +35,7 @@ The speedup is reported in both modes.
 Under a fault plan (``summary["faults"]``) the makespans are the plan's as much as the
 schedule's: a lost letter waits out a retry (2 simulated seconds and up), a crashed
 builder its restart, and the short parallel build pays relatively more than the long
-sequential one (speedups of about 2.0-2.2 at the plan of docs/reliability.md). So
+sequential one (speedups of about 2.0-2.6 at the plan of docs/reliability.md). So
 there, in both modes, the check is the order one: the builds ran at once.
 
 Parameters: tasks (blocks), builders, block (side of a block), tile_rate.
