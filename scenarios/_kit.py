@@ -480,11 +480,24 @@ class Replay:
     resume after it made it again (it is left out). The script's random draws must
     come from ``agent.rng`` (its stream is the same in every incarnation), so it
     makes the same choices on the same answers.
+
+    A crash in the run (a fault plan's, say) takes the agent's memory too, and its
+    supervisor restarts it on the same script. ``journal``: a list the agent keeps
+    where its crash does not reach (what a real agent keeps on its disk): given in its
+    params, every incarnation has the same list. Each live call is added to it when
+    asked and given its answer when answered, in the form of ``calls``; the next
+    incarnation passes it (after the stopped run's ``calls``, in a resumed run) as its
+    own ``calls``, so it replays what it was told and goes on live from there. A call
+    whose answer the crash took is its last one without an answer, made again live;
+    what such a call did in the world is the script's to read back.
     """
 
     def __init__(self, agent: Participant, calls: Iterable[Mapping[str, Any]] = (),
-                 inbox: Iterable[Message] = ()) -> None:
+                 inbox: Iterable[Message] = (),
+                 journal: list[dict[str, Any]] | None = None) -> None:
         self.agent = agent
+        #: where each live call and its answer are kept (see above); None: nowhere
+        self.journal = journal
         given = [dict(c) for c in calls]
         self.calls = [c for i, c in enumerate(given)
                       if c.get("answer") is not None or i == len(given) - 1]
@@ -504,7 +517,14 @@ class Replay:
     async def call(self, tool: str, **args: Any) -> dict[str, Any]:
         if not self.calls:
             self._now = None
-            return await self.agent.call(tool, **args)
+            if self.journal is None:
+                return await self.agent.call(tool, **args)
+            kept: dict[str, Any] = {"tool": tool, "args": dict(args), "asked": self.agent.now,
+                                    "answer": None, "answered": None}
+            self.journal.append(kept)
+            live = await self.agent.call(tool, **args)
+            kept.update(answer=live, answered=self.agent.now)
+            return live
         logged = self.calls.pop(0)
         wrong = [k for k, v in args.items() if logged["args"].get(k) != v]
         if logged["tool"] != tool or wrong:

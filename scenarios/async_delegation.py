@@ -27,6 +27,12 @@ with it); a delegation event or an alert the stopped run had published is not
 published again. It keeps the claim on its strip it holds and builds only the
 rows it had not been told were built. What the stopped run did and was told
 (rows built, echoes, duplicates, refused reports) is read from the stored log.
+
+Under a fault plan a result letter may be lost: the ledger, with none come for ``4 *
+retry`` seconds, reads its open delegations' tasks from the task queue; a crashed
+delegator recovers its ledger as after a kill. Letters are lost and doubled there, so
+the duplicates dropped are not compared with the echoes: what is checked is that each
+result reached the delegator once.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from barnraise.scenarios import COUNT, GRID, WAIT, Bound, ParamError
 from barnraise.scenarios._kit import (
     answered_before,
     count,
+    current,
     deliveries,
     host_session,
     kernel_blueprint,
@@ -192,7 +199,8 @@ def run(simu: Simulation, *, workers: int, delegations: int, fail_index: int, ec
                  region={"x": 0, "y": 0, "width": grid_size, "height": own_rows},
                  **({"before": before} if before else {}))
     simu.run()
-    out = boss.outcome
+    out = current(boss).outcome  # after a crash, its last incarnation (its ledger recovered)
+    crew_ = [current(w) for w in crew_]
     ledger: DelegationLedger = out["ledger"]
     deliveries: list[dict[str, Any]] = out["deliveries"]
     ids = list(ledger.records)
@@ -230,5 +238,14 @@ def check(summary: dict[str, Any]) -> bool:
             and m["completed"] >= 1 and m["failed"] >= 1 and m["pending"] == 0
             and m["completed"] + m["failed"] == m["delegations"]
             and m["events_completed"] == m["completed"] and m["events_failed"] == m["failed"]
-            and m["duplicates_ignored"] == m["echoes"] and m["work_while_waiting"] >= 1
+            and _duplicates_dropped(summary) and m["work_while_waiting"] >= 1
             and m["alerts"] == m["failed"] and summary["behaviour_errors"] == 0)
+
+
+def _duplicates_dropped(summary: dict[str, Any]) -> bool:
+    """Each echo reached the ledger as a duplicate and was dropped. Under a fault plan
+    letters are lost and doubled, and a crash takes an incarnation's counts: what is
+    promised there is what ``exactly_once`` checks, each result delivered once however
+    many copies came (so the count of copies dropped is not compared)."""
+    m = summary["metrics"]
+    return bool(summary.get("faults")) or m["duplicates_ignored"] == m["echoes"]

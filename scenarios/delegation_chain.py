@@ -27,10 +27,12 @@ from itertools import pairwise
 from typing import Any
 
 from barnraise.actors.agents.participant import FINISHED, Participant, my_delegations
+from barnraise.actors.base import WaitTimeout
 from barnraise.actors.world import Simulation
 from barnraise.scenarios import FRACTION, GRID, RATE, ParamError
 from barnraise.scenarios._kit import (
     box,
+    current,
     deliveries,
     host_session,
     kernel_blueprint,
@@ -91,14 +93,32 @@ async def chain_architect(agent: Participant) -> None:
             result = {"status": earlier["status"], "result": earlier["result"],
                       "reported_by": earlier["assigned_to"]}
         else:
-            message = await agent.receive(_result_of(task_id),
-                                          description=f"the {kind} result")
-            result = message.content
+            result = await _result(agent, task_id, kind)
         outcome[kind] = {"status": result["status"], "result": result.get("result", {}),
                          "reported_by": result.get("reported_by")}
         mark(agent, "result", task=kind, status=result["status"])
         if result["status"] != "completed":
             return
+
+
+async def _result(agent: Participant, task_id: str, kind: str) -> dict[str, Any]:
+    """The task's ``task_result`` letter. Under a fault plan the letter may be lost: with
+    none come for ``4 * retry`` seconds, the task's record is read from the task queue
+    (as the architect does), and a finished one's result is the one its letter had."""
+    faults = agent.dispatcher.faults
+    poll = None if faults is None else 4 * faults.retry
+    while True:
+        try:
+            message = await agent.receive(_result_of(task_id), timeout=poll,
+                                          description=f"the {kind} result")
+        except WaitTimeout:
+            done = next((t for t in await my_delegations(agent)
+                         if t["task_id"] == task_id and t["status"] in FINISHED), None)
+            if done is not None:
+                return {"status": done["status"], "result": done["result"],
+                        "reported_by": done["assigned_to"]}
+            continue
+        return dict(message.content)
 
 
 def _chain(simu: Simulation, sid: str, task_id: str) -> dict[str, int]:
@@ -112,9 +132,9 @@ def _chain(simu: Simulation, sid: str, task_id: str) -> dict[str, int]:
     for note in deliveries(simu, ARCHITECT, "task_result"):
         if note["content"].get("task_id") == task_id and seqs["notify"] < 0:
             seqs["notify"] = note["seq"]
-    if seqs["notify"] < 0 and simu.restored is not None:
-        # Finished before a kill, its result not yet sent: the resumed architect read it
-        # in the task queue's answer.
+    if seqs["notify"] < 0:
+        # Finished before a kill, its result not yet sent, or its letter lost to a fault
+        # plan: the architect read it in the task queue's answer.
         for note in deliveries(simu, ARCHITECT, "coordination_response"):
             if note["from"] == "tasks" and any(
                     t.get("task_id") == task_id and t.get("status") in FINISHED
@@ -137,6 +157,7 @@ def run(simu: Simulation, *, size: int, tile_rate: float, error_rate: float) -> 
                     tile_rate=tile_rate, error_rate=error_rate)
     tester = spawn(simu, sid, TESTER, "tester", crew=3)
     simu.run()
+    architect = current(architect)  # after a crash, its last incarnation (its tasks taken back)
     tasks: dict[str, str] = architect.outcome.get("tasks", {})
     chains = {kind: _chain(simu, sid, task_id) for kind, task_id in tasks.items()}
     ordered = {kind: all(0 <= seqs[a] < seqs[b] for a, b in pairwise(STEPS))

@@ -93,11 +93,19 @@ class _Told:
 
     def __init__(self, agent: Participant) -> None:
         self.agent = agent
-        self.answers: list[tuple[str, float, dict[str, Any]]] = list(
-            agent.params.get("told") or () if agent.resuming else ())
+        #: Its journal, where a crash in the run does not reach (``_kit.Replay`` has the
+        #: idea): the answers each incarnation here was told live, and when the first
+        #: began, so one its supervisor restarts replays them as it would the log's.
+        self.journal: dict[str, Any] = agent.params["journal"]
+        self.answers: list[tuple[str, float, dict[str, Any]]] = [
+            *(agent.params.get("told") or ()), *self.journal["told"]] \
+            if agent.resuming else []
         self.live = not agent.resuming
         started = agent.params.get("started_at") if agent.resuming else None
+        if started is None:
+            started = self.journal["started_at"]
         self.t = agent.now if started is None else float(started)
+        self.journal["started_at"] = self.t
 
     @property
     def now(self) -> float:
@@ -124,11 +132,16 @@ class _Told:
         if first and tool == "region_claim" and self.agent.resuming:
             # Its first call live may be one the stopped run made and never answered: a
             # claim made then is in the world, under this builder, and is not made twice.
-            held = self._held(await self.agent.call("region_query", region=args["region"]),
+            held = self._held(await self._live("region_query", region=args["region"]),
                               args["region"])
             if held is not None:
                 return held
-        return await self.agent.call(tool, **args)
+        return await self._live(tool, **args)
+
+    async def _live(self, tool: str, **args: Any) -> dict[str, Any]:
+        answer = await self.agent.call(tool, **args)
+        self.journal["told"].append((tool, self.agent.now, answer))
+        return answer
 
     def _held(self, query: dict[str, Any], region: dict[str, int]) -> dict[str, Any] | None:
         """A claim of exactly ``region`` this builder holds, from a region_query's answer, as
@@ -224,7 +237,8 @@ def _start(simu: Simulation, host: Client, mode: str, plan: np.ndarray[Any, Any]
         name = f"{mode}-builder-{i + 1}"
         crew.append(spawn(simu, sid, name, "builder", crew=len(layout),
                           behaviour=_strip_builder, plan=plan, mode=mode, x=s["x"],
-                          width=s["width"], **_told_before(simu, name), **params))
+                          width=s["width"], journal={"told": [], "started_at": None},
+                          **_told_before(simu, name), **params))
     return sid, crew
 
 

@@ -36,6 +36,7 @@ from barnraise.actors.agents.participant import (
     my_delegations,
     results_read,
 )
+from barnraise.actors.base import WaitTimeout
 from barnraise.actors.world import Simulation
 from barnraise.scenarios import COUNT, ParamError
 from barnraise.scenarios._kit import answered_before, deliveries, host_session, mark, spawn
@@ -102,11 +103,25 @@ async def watcher(agent: Participant) -> None:
     await agent.call("a2a_subscribe")
     state = await agent.call("session_get_state", include=["agents"])
     joined = {a["agent_id"] for a in state["state"]["agents"]}
+    # Under a fault plan an agent_joined event may be lost (events are not sent again):
+    # with none come for 4 * retry seconds, or another event come first (the crew's
+    # barrier is released once all have joined), the state says who has joined.
+    faults = agent.dispatcher.faults
+    poll = None if faults is None else 4 * faults.retry
     while len(joined) < expected:
-        message = await agent.receive(_is_event, daemon=True, description="members joining")
-        record.append(message.content["event"])
-        if message.content["event"] == "agent_joined":
-            joined.add(message.content["agent_id"])
+        try:
+            message = await agent.receive(_is_event, daemon=True, timeout=poll,
+                                          description="members joining")
+        except WaitTimeout:
+            message = None
+        if message is not None:
+            record.append(message.content["event"])
+            if message.content["event"] == "agent_joined":
+                joined.add(message.content["agent_id"])
+                continue
+        if poll is not None:
+            state = await agent.call("session_get_state", include=["agents"])
+            joined |= {a["agent_id"] for a in state.get("state", {}).get("agents", [])}
     await _pause(agent)
     await _look(agent)
     await _try_forbidden(agent, "observer")

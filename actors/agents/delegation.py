@@ -306,11 +306,13 @@ class DelegationLedger:
 
         Returns at once if one is ready, and ``[]`` if none is pending. Raises
         WaitTimeout after ``timeout`` simulated seconds without a result.
+
+        Under a fault plan a result letter may be lost: with none come for ``4 *
+        retry`` simulated seconds, the ledger reads its open delegations' tasks from the
+        task queue and settles those that finished from their records (as the
+        architect does, docs/reliability.md); a letter that comes after is a duplicate.
         """
         wanted = None if only is None else set(only)
-        # Under faults a result letter may be lost: with none come for a while, the
-        # results of the pending delegations are read from the task queue instead (as
-        # the architect does). With no plan the wait is the plain one.
         faults = self.agent.dispatcher.faults
         poll = None if faults is None else 4 * faults.retry
         until = None if timeout is None else self.agent.now + timeout
