@@ -396,7 +396,7 @@ def _scenarios(args: argparse.Namespace) -> int:
             print(f"{name:22} {line}")
         return 0
     info = describe(load(args.name))
-    print(info["name"])
+    print(info["name"] if info["file"] is None else f"{info['name']} (from {info['file']})")
     print()
     print(info["doc"])
     print()

@@ -105,6 +105,11 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
     assert main(["run", str(path), "--param", "agents=3", "--json"]) == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["metrics"] == {"agents_asked": 3} and summary["success"] is False
+    # `scenarios FILE` names it as the run's summary does, and says which file it is
+    assert main(["scenarios", str(path)]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"{summary['scenario']} (from {path})\n\nA scenario whose success check never holds.")
+    assert summary["scenario"] == "never_happy"
 
 
 def test_every_scenarios_defaults_are_within_its_bounds() -> None:
