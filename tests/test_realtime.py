@@ -299,4 +299,5 @@ def test_a_realtime_run_report_counts_letters_not_steps_it_never_takes() -> None
     assert gate.seen == ["a", "b", "c"]
     assert report.reason == "quiescent" and report.steps is None
     assert report.delivered == d.statistics().delivered == 3
-    assert report.describe() == f"run ended: quiescent at t={report.now:g} after 3 letters delivered"
+    assert report.describe() == (
+        f"run ended: quiescent at t={report.now:g} after 3 letters delivered")
