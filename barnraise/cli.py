@@ -752,6 +752,9 @@ def summary_lines(summary: Mapping[str, Any], module: Any = None) -> list[str]:
              if v is not None and not isinstance(v, (list, dict))}
     if shown:
         lines.append("  metrics: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+    if summary.get("resumed_metrics_only"):
+        lines.append("  a resumed realtime run: the counts above are the whole run's, the "
+                     "scenario's own figures (metrics, and its lines) the resumed part's only")
     faults = summary.get("faults")
     if faults:
         lines.append(f"  faults ({faults['plan']}): " + ", ".join(

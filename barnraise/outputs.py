@@ -86,6 +86,11 @@ class RunSummary(TypedDict):
     waiting: list[str]
     #: What the scenario's own ``run`` returned.
     metrics: dict[str, Any]
+    #: True for a resumed realtime run: its ``metrics`` are what the scenario's crew did
+    #: after the resume only (a scenario's own figures are its own to add up), while every
+    #: other count is the whole run's (the stopped part's read from its log). False for
+    #: any other run, a deterministic resume included (it re-executes the whole run).
+    resumed_metrics_only: bool
     #: Counts of the injected faults (None: the run had no fault plan).
     faults: dict[str, Any] | None
     #: The scenario's success check, over the rest of the summary.
