@@ -385,6 +385,10 @@ TIMESERIES_PANELS: Final = {
 }
 
 
+#: Columns :func:`timeseries_figure` draws only when they were above 0 at some sample.
+_DRAWN_ABOVE_0: Final = ("tasks_", "mailbox_max")
+
+
 def timeseries_figure(series: pd.DataFrame, *, title: str = "",
                       panels: Mapping[str, Sequence[str]] | None = None) -> Figure:
     """The collector's figures over time, one panel per group, one line per column.
@@ -392,13 +396,16 @@ def timeseries_figure(series: pd.DataFrame, *, title: str = "",
     ``series`` is :func:`barnraise.sim.metrics.timeseries_frame`'s table (one session's).
     A column is drawn from the rows that measured it, as steps, with the value
     each instant ended on (several events at one instant show as one step);
-    columns with no data, and panels left empty, are not drawn.
+    columns with no data, and panels left empty, are not drawn. Nor are a task status
+    never held and a deepest mailbox never above 0 (what a deterministic run without
+    latency samples: no letter is left waiting at a sample, docs/experiments.md), which
+    would be flat lines at 0.
     """
     chosen = dict(TIMESERIES_PANELS if panels is None else panels)
     drawn: dict[str, list[str]] = {}
     for name, cols in chosen.items():
         have = [c for c in cols if c in series.columns and series[c].notna().any()
-                and (c.startswith("tasks_") is False or bool((series[c].fillna(0) > 0).any()))]
+                and (not c.startswith(_DRAWN_ABOVE_0) or bool((series[c].fillna(0) > 0).any()))]
         if have:
             drawn[name] = have
     figure = _figure(10, max(2.6, 2.2 * len(drawn)))

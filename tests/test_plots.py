@@ -158,10 +158,21 @@ def test_timeseries_draws_one_line_per_measured_figure(kernel: RunResult) -> Non
     lines = [line for axes in figure.axes for line in axes.get_lines()]
     drawn = {line.get_label() for line in lines}
     assert {"completion_percent", "tiles_placed", "claims_active", "completed",
-            "messages_delivered", "mailbox_max"} <= drawn
+            "messages_delivered"} <= drawn
     assert "awaiting_approval" not in drawn  # never non-zero here: not drawn
+    # A deterministic run without latency leaves no letter waiting at a sample: its
+    # deepest mailbox is 0 throughout, and no flat panel of it is drawn ...
+    assert series["mailbox_max"].dropna().eq(0).all() and "mailbox_max" not in drawn
+    assert "deepest mailbox" not in {a.get_ylabel() for a in figure.axes}
     tiles = next(line for line in lines if line.get_label() == "tiles_placed")
     assert tiles.get_ydata()[-1] == kernel.summary["tiles_placed"]
+    # ... while one that was ever above 0 is
+    deeper = series.copy()
+    deeper.loc[deeper["mailbox_max"].notna().idxmax(), "mailbox_max"] = 3
+    again = timeseries_figure(deeper)
+    assert "deepest mailbox" in {a.get_ylabel() for a in again.axes}
+    assert max(line.get_ydata().max() for a in again.axes for line in a.get_lines()
+               if line.get_label() == "mailbox_max") == 3
 
 
 def test_sweep_plot_has_a_mean_line_and_band_per_mode() -> None:
