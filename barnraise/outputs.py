@@ -97,6 +97,19 @@ class RunSummary(TypedDict):
     success: bool
 
 
+def sequence_window(letters: pd.DataFrame, size: int = 60) -> pd.DataFrame:
+    """The letters ``sequence.png`` draws, at most ``size`` of
+    :func:`barnraise.sim.analyses.messages_frame`'s rows in trace order: the first of each
+    message type (each drop reason too), then letters evenly spread over the whole run.
+    The first ``size`` alone would be a run's setup, all at its first instant."""
+    if size < 1:
+        raise ValueError(f"size must be at least 1, got {size}")
+    firsts = list(letters.drop_duplicates(["kind", "type", "reason"]).index[:size])
+    spread = np.linspace(0, len(letters) - 1, max(0, size - len(firsts))).round()
+    chosen = set(firsts) | {letters.index[int(i)] for i in spread}
+    return letters.loc[sorted(chosen)]
+
+
 @dataclass
 class RunResult:
     """What a scenario run produced. It pickles, so it comes back from worker processes.
@@ -259,9 +272,11 @@ class RunResult:
             plots.gantt_figure(spans, title=title).savefig(path("gantt.png"))
         if self.tasks:
             plots.dag_figure(self.tasks, title=title).savefig(path("dag.png"))
-        window = self.messages()
-        if len(window):
-            plots.sequence_figure(window, title=f"{title}: the first letters"
+        letters = self.messages()
+        if len(letters):
+            window = sequence_window(letters)
+            plots.sequence_figure(window, title=f"{title}: {len(window)} of {len(letters)} "
+                                  "letters, each type's first and the rest spread over the run"
                                   ).savefig(path("sequence.png"))
         summary = self.summary
         written.append(outdir.write_run_manifest(out, outdir.run_identity(

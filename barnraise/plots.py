@@ -321,7 +321,8 @@ def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = No
     A lifeline per agent (``agents``, or everyone who appears, in order of first
     appearance), an arrow per delivery from sender to recipient, a cross at the
     recipient per drop (labelled with its reason), top to bottom in trace order;
-    the left axis shows each row's simulated time. At most ``max_messages`` rows
+    the left axis shows each row's simulated time and, with a ``seq`` column, its trace
+    record's number. At most ``max_messages`` rows
     are drawn (the first ones; the title says so when more were given).
     """
     if max_messages < 1:
@@ -364,8 +365,12 @@ def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = No
     axes.set_xticks(range(len(names)), names, rotation=30, ha="right")
     step = max(1, len(rows) // 20)
     ticks = list(range(1, len(rows) + 1, step))
-    axes.set_yticks(ticks, [f"{float(rows[i - 1]['t']):.3g}" for i in ticks])
-    axes.set_ylabel("simulated seconds (one row per letter, in trace order)")
+    numbered = "seq" in table.columns  # many letters share an instant: their numbers differ
+    axes.set_yticks(ticks, [f"{float(rows[i - 1]['t']):.4g}"
+                            + (f"  #{int(rows[i - 1]['seq'])}" if numbered else "")
+                            for i in ticks])
+    axes.set_ylabel("simulated seconds" + ("  #trace record" if numbered else "")
+                    + " (one row per letter, in trace order)")
     axes.set_ylim(depth, 0)
     more = len(messages) - len(table)
     heading = title or "messages"

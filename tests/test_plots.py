@@ -69,7 +69,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import barnraise  # noqa: E402
-from barnraise.outputs import RunResult  # noqa: E402
+from barnraise.outputs import RunResult, sequence_window  # noqa: E402
 from barnraise.plots import (  # noqa: E402
     TILE_NAMES,
     canvas_animation,
@@ -150,6 +150,22 @@ def test_sequence_has_lifelines_arrows_and_drops() -> None:
     assert len(_with_gid(short, "message")) + len(_with_gid(short, "drop")) == 3
     with pytest.raises(ValueError, match="max_messages"):
         sequence_figure(table, max_messages=0)
+
+
+def test_the_sequence_window_spans_the_run_and_its_ticks_tell_rows_apart(
+        kernel: RunResult) -> None:
+    letters = kernel.messages()
+    window = sequence_window(letters)
+    assert 50 <= len(window) <= 60 and window["seq"].is_monotonic_increasing
+    # every message type once, not only the setup's letters at t=0
+    assert set(window["type"]) == set(letters["type"])
+    assert window["t"].iloc[-1] == letters["t"].iloc[-1] > 0 == letters["t"].iloc[59]
+    axes = sequence_figure(window).axes[0]
+    labels = [t.get_text() for t in axes.get_yticklabels()]
+    assert len(set(labels)) == len(labels)  # one instant's rows: their record numbers differ
+    assert labels[0] == f"0  #{int(window['seq'].iloc[0])}"
+    with pytest.raises(ValueError, match="size"):
+        sequence_window(letters, size=0)
 
 
 def test_timeseries_draws_one_line_per_measured_figure(kernel: RunResult) -> None:
