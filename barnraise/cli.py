@@ -8,7 +8,9 @@ exits 0 when its success check held, 1 when it did not; a sweep exits 0 when
 every run's check held, 1 when one did not. ``resume`` exits like ``run``, and 1
 naming the first differing record when the re-execution does not reproduce the
 stored log; ``replay`` exits 0 when the stored run's trace is reproduced, 1
-naming the first record that differs.
+naming the first record that differs. Any command whose stdout is closed early (piped
+into ``head``) stops writing and exits 141 (128 + SIGPIPE) without a traceback; ``run``
+and ``resume`` still write ``--out``.
 
 An exception that escapes an agent's handler or behaviour is printed on stderr as it
 happens (``barnraise: AGENT: WHERE raised ERROR at FILE:LINE`` and its traceback) and
@@ -24,6 +26,7 @@ import errno
 import json
 import logging
 import math
+import os
 import pathlib
 import pdb
 import re
@@ -315,10 +318,32 @@ class _AtOwnFrame(pdb.Pdb):
         return stop
 
 
+# The exit status when whoever reads stdout stopped reading (``barnraise run --json | head``):
+# 128 + SIGPIPE, what a shell reports for a command that SIGPIPE ended, as it ends cat or
+# yes. A script under ``set -o pipefail`` then sees a closed pipe, not a failed run (1) or a
+# bad request (2), and an ordinary pipeline goes by head's status.
+EXIT_BROKEN_PIPE: Final = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    with _errors_on_stderr():
-        return _main(args)
+    try:
+        with _errors_on_stderr():
+            code = _main(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _stdout_to_devnull() -> None:
+    """After stdout's reader went away: what is still buffered for it, or written later,
+    goes to /dev/null, so the interpreter's last flush raises nothing."""
+    with contextlib.suppress(OSError, ValueError):  # and a stdout with no descriptor
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -396,7 +421,7 @@ def _scenarios(args: argparse.Namespace) -> int:
             print(f"{name:22} {line}")
         return 0
     info = describe(load(args.name))
-    print(info["name"])
+    print(info["name"] if info["file"] is None else f"{info['name']} (from {info['file']})")
     print()
     print(info["doc"])
     print()
@@ -593,11 +618,17 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _report(result: RunResult, module: Any, args: argparse.Namespace) -> int:
     summary = result.summary
-    if args.json:
-        print(json.dumps(summary, sort_keys=True))
-    else:
-        for line in summary_lines(summary, module):
-            print(line)
+    closed: BrokenPipeError | None = None
+    try:
+        if args.json:
+            print(json.dumps(summary, sort_keys=True))
+        else:
+            for line in summary_lines(summary, module):
+                print(line)
+        sys.stdout.flush()
+    except BrokenPipeError as exc:  # stdout's reader left: --out is written all the same
+        closed = exc
+        _stdout_to_devnull()
     code = 0 if result.success else 1
     if args.out:
         try:
@@ -605,6 +636,8 @@ def _report(result: RunResult, module: Any, args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"barnraise: error: writing {args.out}: {exc}", file=sys.stderr)
             code = 2
+    if closed is not None:
+        raise closed
     return code
 
 
@@ -719,6 +752,9 @@ def summary_lines(summary: Mapping[str, Any], module: Any = None) -> list[str]:
              if v is not None and not isinstance(v, (list, dict))}
     if shown:
         lines.append("  metrics: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+    if summary.get("resumed_metrics_only"):
+        lines.append("  a resumed realtime run: the counts above are the whole run's, the "
+                     "scenario's own figures (metrics, and its lines) the resumed part's only")
     faults = summary.get("faults")
     if faults:
         lines.append(f"  faults ({faults['plan']}): " + ", ".join(

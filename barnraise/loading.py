@@ -81,6 +81,10 @@ class UnverifiedScript(UserWarning):
     it was made from (a store from before schema 4): it runs, unverified."""
 
 
+# The module name a scenario file is loaded under: this prefix and the file's stem.
+_USER_PREFIX = "user_scenario_"
+
+
 def is_script(name: str) -> bool:
     """Does ``name`` name a scenario file (a ``.py`` path) rather than a shipped scenario?"""
     return name.endswith(".py") or pathlib.Path(name).parent != pathlib.Path(".")
@@ -119,7 +123,7 @@ def _load(name_or_path: str, expect_sha256: str | None = None, *, file: bool | N
             raise StoreError(f"scenario file {name_or_path!r} is not the file the store was "
                              f"made from (its sha256 is {sha[:16]}..., the store keeps "
                              f"{expect_sha256[:16]}...): nothing run")
-        spec = importlib.util.spec_from_file_location(f"user_scenario_{path.stem}", path)
+        spec = importlib.util.spec_from_file_location(f"{_USER_PREFIX}{path.stem}", path)
         if spec is None:
             raise ScenarioError(f"cannot load {name_or_path!r} as a Python module")
         module = importlib.util.module_from_spec(spec)
@@ -192,12 +196,16 @@ def _convert(key: str, value: Any, default: Any) -> Any:
 
 def describe(module: ModuleType) -> dict[str, Any]:
     """A scenario's name, docstring and parameters (name -> default, type name and,
-    where the scenario declares one, its bound in words)."""
+    where the scenario declares one, its bound in words). A scenario file's name is its
+    ``NAME`` or, as a run's summary names it, the file's stem; ``file`` is then the
+    file's path (None for a shipped scenario)."""
     bounds: Mapping[str, Bound] = getattr(module, "BOUNDS", {})
     params = {name: {"default": value, "type": "any" if value is None else type(value).__name__,
                      **({"bound": bounds[name].describe()} if name in bounds else {})}
               for name, value in module.PARAMS.items()}
-    return {"name": getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1]),
+    file = getattr(module, "__file__", None) if module.__name__.startswith(_USER_PREFIX) else None
+    default = pathlib.Path(file).stem if file else module.__name__.rsplit(".", 1)[-1]
+    return {"name": getattr(module, "NAME", default), "file": file,
             "doc": inspect.cleandoc(module.__doc__ or ""), "params": params}
 
 

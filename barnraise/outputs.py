@@ -86,10 +86,28 @@ class RunSummary(TypedDict):
     waiting: list[str]
     #: What the scenario's own ``run`` returned.
     metrics: dict[str, Any]
+    #: True for a resumed realtime run: its ``metrics`` are what the scenario's crew did
+    #: after the resume only (a scenario's own figures are its own to add up), while every
+    #: other count is the whole run's (the stopped part's read from its log). False for
+    #: any other run, a deterministic resume included (it re-executes the whole run).
+    resumed_metrics_only: bool
     #: Counts of the injected faults (None: the run had no fault plan).
     faults: dict[str, Any] | None
     #: The scenario's success check, over the rest of the summary.
     success: bool
+
+
+def sequence_window(letters: pd.DataFrame, size: int = 60) -> pd.DataFrame:
+    """The letters ``sequence.png`` draws, at most ``size`` of
+    :func:`barnraise.sim.analyses.messages_frame`'s rows in trace order: the first of each
+    message type (each drop reason too), then letters evenly spread over the whole run.
+    The first ``size`` alone would be a run's setup, all at its first instant."""
+    if size < 1:
+        raise ValueError(f"size must be at least 1, got {size}")
+    firsts = list(letters.drop_duplicates(["kind", "type", "reason"]).index[:size])
+    spread = np.linspace(0, len(letters) - 1, max(0, size - len(firsts))).round()
+    chosen = set(firsts) | {letters.index[int(i)] for i in spread}
+    return letters.loc[sorted(chosen)]
 
 
 @dataclass
@@ -254,9 +272,11 @@ class RunResult:
             plots.gantt_figure(spans, title=title).savefig(path("gantt.png"))
         if self.tasks:
             plots.dag_figure(self.tasks, title=title).savefig(path("dag.png"))
-        window = self.messages()
-        if len(window):
-            plots.sequence_figure(window, title=f"{title}: the first letters"
+        letters = self.messages()
+        if len(letters):
+            window = sequence_window(letters)
+            plots.sequence_figure(window, title=f"{title}: {len(window)} of {len(letters)} "
+                                  "letters, each type's first and the rest spread over the run"
                                   ).savefig(path("sequence.png"))
         summary = self.summary
         written.append(outdir.write_run_manifest(out, outdir.run_identity(

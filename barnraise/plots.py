@@ -321,7 +321,8 @@ def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = No
     A lifeline per agent (``agents``, or everyone who appears, in order of first
     appearance), an arrow per delivery from sender to recipient, a cross at the
     recipient per drop (labelled with its reason), top to bottom in trace order;
-    the left axis shows each row's simulated time. At most ``max_messages`` rows
+    the left axis shows each row's simulated time and, with a ``seq`` column, its trace
+    record's number. At most ``max_messages`` rows
     are drawn (the first ones; the title says so when more were given).
     """
     if max_messages < 1:
@@ -364,8 +365,12 @@ def sequence_figure(messages: pd.DataFrame, *, agents: Sequence[str] | None = No
     axes.set_xticks(range(len(names)), names, rotation=30, ha="right")
     step = max(1, len(rows) // 20)
     ticks = list(range(1, len(rows) + 1, step))
-    axes.set_yticks(ticks, [f"{float(rows[i - 1]['t']):.3g}" for i in ticks])
-    axes.set_ylabel("simulated seconds (one row per letter, in trace order)")
+    numbered = "seq" in table.columns  # many letters share an instant: their numbers differ
+    axes.set_yticks(ticks, [f"{float(rows[i - 1]['t']):.4g}"
+                            + (f"  #{int(rows[i - 1]['seq'])}" if numbered else "")
+                            for i in ticks])
+    axes.set_ylabel("simulated seconds" + ("  #trace record" if numbered else "")
+                    + " (one row per letter, in trace order)")
     axes.set_ylim(depth, 0)
     more = len(messages) - len(table)
     heading = title or "messages"
@@ -385,6 +390,10 @@ TIMESERIES_PANELS: Final = {
 }
 
 
+#: Columns :func:`timeseries_figure` draws only when they were above 0 at some sample.
+_DRAWN_ABOVE_0: Final = ("tasks_", "mailbox_max")
+
+
 def timeseries_figure(series: pd.DataFrame, *, title: str = "",
                       panels: Mapping[str, Sequence[str]] | None = None) -> Figure:
     """The collector's figures over time, one panel per group, one line per column.
@@ -392,13 +401,16 @@ def timeseries_figure(series: pd.DataFrame, *, title: str = "",
     ``series`` is :func:`barnraise.sim.metrics.timeseries_frame`'s table (one session's).
     A column is drawn from the rows that measured it, as steps, with the value
     each instant ended on (several events at one instant show as one step);
-    columns with no data, and panels left empty, are not drawn.
+    columns with no data, and panels left empty, are not drawn. Nor are a task status
+    never held and a deepest mailbox never above 0 (what a deterministic run without
+    latency samples: no letter is left waiting at a sample, docs/experiments.md), which
+    would be flat lines at 0.
     """
     chosen = dict(TIMESERIES_PANELS if panels is None else panels)
     drawn: dict[str, list[str]] = {}
     for name, cols in chosen.items():
         have = [c for c in cols if c in series.columns and series[c].notna().any()
-                and (c.startswith("tasks_") is False or bool((series[c].fillna(0) > 0).any()))]
+                and (not c.startswith(_DRAWN_ABOVE_0) or bool((series[c].fillna(0) > 0).any()))]
         if have:
             drawn[name] = have
     figure = _figure(10, max(2.6, 2.2 * len(drawn)))

@@ -11,6 +11,7 @@ a run gives back and writes, :mod:`barnraise.outputs`'.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import math
@@ -37,9 +38,11 @@ from barnraise.outputs import RunResult, RunSummary
 from barnraise.scenarios import ParamError, ScenarioError
 from barnraise.sim.clock import MAX_TIME_SCALE, MIN_TIME_SCALE
 from barnraise.sim.dispatch import DeterministicDispatcher, Faults, FaultsError
+from barnraise.sim.dispatch.routing import KEPT_FAILURES
 from barnraise.sim.failures import Failure
 from barnraise.sim.reporters import ReporterError, Reporters, ReporterSampler, check_reporters
 from barnraise.sim.store import SNAPSHOT_EVERY, Divergence, RunInfo, Store, StoreError, check_store
+from barnraise.sim.trace import DELIVER, DROP, ERROR
 from barnraise.sim.views import WorldView
 
 if TYPE_CHECKING:
@@ -343,6 +346,7 @@ def resume_request(path: str | os.PathLike[str], *,
                          "(barnraise replay checks it)")
     request = stored_request(info, name, script)
     image = None
+    before: _Before | None = None
     if info.mode == "realtime":
         # No re-execution: the world is folded from the log, and the scenario's crew
         # resumes from it (actors/stored/resume.py; docs/store.md).
@@ -351,7 +355,9 @@ def resume_request(path: str | os.PathLike[str], *,
                              "does not declare how it resumes (RESUMABLE); only a "
                              "deterministic run of it resumes")
         with _log_contents(name):
-            image = image_of(StoredRun(name, info))
+            stored = StoredRun(name, info)
+            image = image_of(stored)
+            before = _Before.of(stored)
         problem = image.unsupported()
         if problem is not None:
             raise StoreError(f"store {name!r} cannot be resumed from its log: {problem}")
@@ -361,12 +367,41 @@ def resume_request(path: str | os.PathLike[str], *,
     if image is not None:
         store.continue_after()
     result = run_request(request, progress=progress, record=record, store=store,
-                         restore=image)
+                         restore=image, before=before)
     result.stored = info
     result.resumed_records = store.offset if image is not None else store.expected
     if store.live_at is not None:
         result.live_after = store.live_at - started
     return result, request
+
+
+@dataclass(frozen=True)
+class _Before:
+    """What a realtime run stopped by a kill had counted, read from its stored log: a
+    resumed realtime run goes on from the world it left but with a new dispatcher, whose
+    counts start at 0, so its summary adds these (a deterministic resume re-executes
+    the whole run and counts it all itself)."""
+
+    records: int
+    delivered: int
+    dead_letters: dict[str, int]
+    details: dict[str, int]
+    errors: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, stored: StoredRun) -> _Before:
+        dead: collections.Counter[str] = collections.Counter()
+        details: collections.Counter[str] = collections.Counter()
+        for r in stored.records(kind=DROP):
+            content = r.content_obj()
+            dead[content["reason"]] += 1
+            if "detail" in content:
+                details[content["detail"]] += 1
+        errors = [r.content_obj() for r in stored.records(kind=ERROR)]
+        last = stored.last()
+        return cls(records=0 if last is None else last.seq + 1,
+                   delivered=stored.count(DELIVER), dead_letters=dict(dead),
+                   details=dict(details), errors=errors)
 
 
 def replay(path: str | os.PathLike[str], *, script: str | os.PathLike[str] | None = None
@@ -413,8 +448,8 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
                 store: Store | None = None,
                 watch: Callable[[Simulation], Callable[[], None]] | None = None,
                 restore: Image | None = None,
-                on_error: Callable[[Failure, BaseException], None] | None = None
-                ) -> RunResult:
+                on_error: Callable[[Failure, BaseException], None] | None = None,
+                before: _Before | None = None) -> RunResult:
     """Run a request :func:`check_request` made (see :func:`run`); ``store`` keeps it
     (a new store from :func:`open_store`, or a resumed one).
 
@@ -422,7 +457,8 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
     scenario starts; the function it returns is called once the run has ended,
     while the world is still up, even when the scenario raised. ``on_error`` is called
     with every exception an agent's handler or behaviour lets escape, as it happens
-    (``Dispatcher.on_error``: ``barnraise run --pdb``'s debugger).
+    (``Dispatcher.on_error``: ``barnraise run --pdb``'s debugger). ``before``: what the
+    stopped run of a realtime resume had counted, added to the summary's counts.
     """
     module, mode, seed = request.module, request.mode, request.seed
     options = request.simulation
@@ -462,16 +498,26 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
         world = _world(simu, metrics.pop("session_id", None), views)
         stats = simu.dispatcher.statistics()
         wall = time.perf_counter() - started
+        dead = collections.Counter(stats.dead_letters)
+        details = collections.Counter(simu.dispatcher.dead_details)
+        errors = [f.summary() for f in simu.dispatcher.failures]
+        delivered, error_count = stats.delivered, stats.behaviour_errors
+        if before is not None:
+            dead.update(before.dead_letters)
+            details.update(before.details)
+            errors = [*before.errors, *errors][:KEPT_FAILURES]
+            delivered += before.delivered
+            error_count += len(before.errors)
         summary: RunSummary = {
             "scenario": getattr(module, "NAME", pathlib.Path(request.scenario).stem),
             "seed": seed, "mode": mode, "params": request.params,
             "time_scale": options.get("time_scale") if mode == "realtime" else None,
             "trace_digest": simu.dispatcher.trace_digest,
             "virtual_time": round(simu.now, 6), "wall_seconds": round(wall, 3),
-            "messages_delivered": stats.delivered,
-            "messages_dropped": sum(stats.dead_letters.values()),
-            "dead_letters": dict(stats.dead_letters),
-            "dead_letter_details": dict(simu.dispatcher.dead_details),
+            "messages_delivered": delivered,
+            "messages_dropped": sum(dead.values()),
+            "dead_letters": dict(dead),
+            "dead_letter_details": dict(details),
             "session_id": world["session_id"],
             "agents": world["agents"], "tiles_placed": world["tiles_placed"],
             "has_blueprint": world["has_blueprint"],
@@ -479,10 +525,11 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             "conflicts": world["conflicts"], "lost_work": world["lost_work"],
             "tasks_completed": world["tasks_completed"],
             "tasks_failed": world["tasks_failed"], "tasks": world["task_counts"],
-            "behaviour_errors": stats.behaviour_errors,
-            "errors": [f.summary() for f in simu.dispatcher.failures],
+            "behaviour_errors": error_count,
+            "errors": errors,
             "run_end": ending.reason, "waiting": [str(w) for w in ending.waiters],
             "metrics": metrics,
+            "resumed_metrics_only": before is not None,
             "faults": _faults_summary(simu),
             "success": False,  # until the check below says (it reads the rest)
         }

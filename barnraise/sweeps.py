@@ -100,7 +100,7 @@ RUN_COLUMNS: Final = ("success", "trace_digest", "wall_seconds", "virtual_time")
 _SKIP: Final = frozenset({"scenario", "seed", "params", "mode", "time_scale", "success",
                           "trace_digest", "wall_seconds", "virtual_time", "metrics",
                           "dead_letters", "dead_letter_details", "waiting", "tasks",
-                          "session_id"})
+                          "session_id", "resumed_metrics_only"})  # a sweep never resumes
 _ADDRESS: Final = re.compile(r"^(tcp|tls|inproc|ucx)://[^\s/]+(:\d{1,5})?/?$|^[\w.\-]+:\d{1,5}$")
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import pathlib
+import shlex
+import subprocess
+import sys
 import textwrap
 import types
 
@@ -12,6 +16,7 @@ import pandas as pd
 import pytest
 
 import barnraise
+import barnraise.cli
 from barnraise.cli import main
 from barnraise.loading import coerce_params
 from barnraise.runner import ScenarioError
@@ -105,6 +110,59 @@ def test_a_users_scenario_runs_by_path_and_a_failed_check_exits_1(
     assert main(["run", str(path), "--param", "agents=3", "--json"]) == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["metrics"] == {"agents_asked": 3} and summary["success"] is False
+    # `scenarios FILE` names it as the run's summary does, and says which file it is
+    assert main(["scenarios", str(path)]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"{summary['scenario']} (from {path})\n\nA scenario whose success check never holds.")
+    assert summary["scenario"] == "never_happy"
+
+
+_WORDY = textwrap.dedent('''
+    PARAMS = {}
+
+    def run(simu):
+        simu.client().session_create(session_name="x", grid_size=10)
+        return {"words": "w" * 400_000}
+
+    def check(summary):
+        return True
+''')
+
+
+def test_run_json_piped_into_head_exits_141_without_a_traceback(tmp_path: pathlib.Path) -> None:
+    # A summary far larger than a pipe's buffer: the writer is still writing when head
+    # has taken its 10 bytes and gone, whatever the timing.
+    path = tmp_path / "wordy.py"
+    path.write_text(_WORDY)
+    command = shlex.join([sys.executable, "-m", "barnraise.cli", "run", str(path), "--json"])
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {command} | head -c 10"],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (141, '{"agents":', "")
+
+
+class _ClosedPipe:
+    """A stdout whose reader has gone."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("fileno")  # as a captured stdout has none
+
+
+def test_a_closed_stdout_still_gets_out_written(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "wordy.py"
+    path.write_text(_WORDY)
+    written: list[str] = []
+    monkeypatch.setattr(barnraise.cli.RunResult, "write",
+                        lambda self, out: written.append(out))
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 141
+    assert written == [str(tmp_path / "out")]
 
 
 def test_every_scenarios_defaults_are_within_its_bounds() -> None:

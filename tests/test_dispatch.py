@@ -278,6 +278,8 @@ def test_deadlock_report_names_both_waiters() -> None:
         ("left", "wait_for_peer"), ("right", "wait_for_peer")]
     assert "a reply from right to coordination_request" in report.waiters[0].waits_for
     assert "left/wait_for_peer waits for a reply from right" in report.describe()
+    assert report.describe().startswith(
+        f"run ended: deadlock at t={report.now:g} after {report.steps} steps\n")
     events = [r for r in d.trace.records("event") if r.type == "deadlock"]
     assert len(events) == 1
 

@@ -69,7 +69,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import barnraise  # noqa: E402
-from barnraise.outputs import RunResult  # noqa: E402
+from barnraise.outputs import RunResult, sequence_window  # noqa: E402
 from barnraise.plots import (  # noqa: E402
     TILE_NAMES,
     canvas_animation,
@@ -152,16 +152,43 @@ def test_sequence_has_lifelines_arrows_and_drops() -> None:
         sequence_figure(table, max_messages=0)
 
 
+def test_the_sequence_window_spans_the_run_and_its_ticks_tell_rows_apart(
+        kernel: RunResult) -> None:
+    letters = kernel.messages()
+    window = sequence_window(letters)
+    assert 50 <= len(window) <= 60 and window["seq"].is_monotonic_increasing
+    # every message type once, not only the setup's letters at t=0
+    assert set(window["type"]) == set(letters["type"])
+    assert window["t"].iloc[-1] == letters["t"].iloc[-1] > 0 == letters["t"].iloc[59]
+    axes = sequence_figure(window).axes[0]
+    labels = [t.get_text() for t in axes.get_yticklabels()]
+    assert len(set(labels)) == len(labels)  # one instant's rows: their record numbers differ
+    assert labels[0] == f"0  #{int(window['seq'].iloc[0])}"
+    with pytest.raises(ValueError, match="size"):
+        sequence_window(letters, size=0)
+
+
 def test_timeseries_draws_one_line_per_measured_figure(kernel: RunResult) -> None:
     series = kernel.timeseries(kernel.session_id)
     figure = timeseries_figure(series)
     lines = [line for axes in figure.axes for line in axes.get_lines()]
     drawn = {line.get_label() for line in lines}
     assert {"completion_percent", "tiles_placed", "claims_active", "completed",
-            "messages_delivered", "mailbox_max"} <= drawn
+            "messages_delivered"} <= drawn
     assert "awaiting_approval" not in drawn  # never non-zero here: not drawn
+    # A deterministic run without latency leaves no letter waiting at a sample: its
+    # deepest mailbox is 0 throughout, and no flat panel of it is drawn ...
+    assert series["mailbox_max"].dropna().eq(0).all() and "mailbox_max" not in drawn
+    assert "deepest mailbox" not in {a.get_ylabel() for a in figure.axes}
     tiles = next(line for line in lines if line.get_label() == "tiles_placed")
     assert tiles.get_ydata()[-1] == kernel.summary["tiles_placed"]
+    # ... while one that was ever above 0 is
+    deeper = series.copy()
+    deeper.loc[deeper["mailbox_max"].notna().idxmax(), "mailbox_max"] = 3
+    again = timeseries_figure(deeper)
+    assert "deepest mailbox" in {a.get_ylabel() for a in again.axes}
+    assert max(line.get_ydata().max() for a in again.axes for line in a.get_lines()
+               if line.get_label() == "mailbox_max") == 3
 
 
 def test_sweep_plot_has_a_mean_line_and_band_per_mode() -> None:

@@ -285,3 +285,19 @@ def test_the_rng_is_the_same_whether_spawned_alone_or_among_others() -> None:
     finally:
         lone.shutdown()
         crowd.shutdown()
+
+
+def test_a_realtime_run_report_counts_letters_not_steps_it_never_takes() -> None:
+    d = realtime()
+    try:
+        gate = d.spawn(Gate, "gate")
+        for tag in ("a", "b", "c"):
+            d.send(d.message("outside", "gate", "task_update", {"tag": tag}))
+        report = d.run()
+    finally:
+        d.shutdown()
+    assert gate.seen == ["a", "b", "c"]
+    assert report.reason == "quiescent" and report.steps is None
+    assert report.delivered == d.statistics().delivered == 3
+    assert report.describe() == (
+        f"run ended: quiescent at t={report.now:g} after 3 letters delivered")

@@ -27,6 +27,7 @@ from barnraise.actors.regions_log import rows as _rows
 from barnraise.actors.stored.rebuild import pair_writes
 from barnraise.actors.stored.resume import Image, _matches, fold, image_of
 from barnraise.actors.world import Simulation
+from barnraise.cli import summary_lines
 from barnraise.loading import list_scenarios, load
 from barnraise.runner import check_request, open_store, resume, run_request
 from barnraise.sim.canvas import TileCanvas, parse_tile
@@ -291,6 +292,23 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     # resumed run's records follow it, numbered on.
     assert after[:len(prefix)] == prefix
     assert [r.seq for r in after] == list(range(len(after)))
+    # The summary counts the whole run, the stopped part's letters, drops and errors
+    # (read from its log) with the resumed part's; the scenario's figures are the resumed
+    # part's only, and it says so.
+    kinds = collections.Counter(r.kind for r in after)
+    drops = collections.Counter(r.content_obj()["reason"] for r in after if r.kind == "drop")
+    # (a realtime crew's last letters, a lease running out, can be logged after the
+    # summary was taken: a few more in the log than in the summary)
+    stopped = sum(r.kind == "deliver" for r in prefix)
+    assert kinds["deliver"] - 5 <= result.summary["messages_delivered"] <= kinds["deliver"]
+    assert stopped > 5 or len(prefix) < 100  # the check above tells whole from resumed part
+    assert all(n <= drops[reason] for reason, n in result.summary["dead_letters"].items())
+    assert drops.total() - 5 <= result.summary["messages_dropped"] <= drops.total()
+    assert result.summary["behaviour_errors"] == kinds["error"]
+    assert result.summary["resumed_metrics_only"] is True
+    assert "  a resumed realtime run: the counts above are the whole run's, the scenario's " \
+        "own figures (metrics, and its lines) the resumed part's only" in summary_lines(
+            result.summary)
     # Every task completed exactly once in the whole log, and every completed task's
     # result went to its delegator at most once as a letter (a result the stopped run had
     # not yet delivered is read from the task queue by the resumed architect, not sent

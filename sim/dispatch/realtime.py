@@ -363,7 +363,7 @@ class RealtimeDispatcher(Dispatcher):
         if until is not None:
             while self.clock.now < until:
                 time.sleep(min(poll, max(0.0, self.clock.to_wall(until - self.clock.now))))
-            return RunReport("until", self.clock.now, 0)
+            return RunReport("until", self.clock.now, None, delivered=self._delivered())
         if max_steps is not None:
             raise ValueError("max_steps applies to the deterministic dispatcher only")
         while not self.wait_idle(timeout=3600.0):
@@ -372,14 +372,19 @@ class RealtimeDispatcher(Dispatcher):
         if waiting:
             self.trace.event(self.clock.now, SYSTEM, SYSTEM, "deadlock",
                              {"waiters": [str(w) for w in waiting]})
-            return RunReport("deadlock", self.clock.now, 0, waiting)
-        return RunReport("quiescent", self.clock.now, 0)
+            return RunReport("deadlock", self.clock.now, None, waiting,
+                             delivered=self._delivered())
+        return RunReport("quiescent", self.clock.now, None, delivered=self._delivered())
+
+    def _delivered(self) -> int:
+        """Letters handled so far by every actor, the retired ones too."""
+        return sum(a.delivered for a in [*self._endpoints.values(), *self._lives.retired])
 
     def statistics(self) -> Statistics:
         actors = list(self._endpoints.values())
         return Statistics(
             mode=self.mode, now=self.clock.now, actors=len(actors),
-            delivered=sum(a.delivered for a in [*actors, *self._lives.retired]),
+            delivered=self._delivered(),
             queued=sum(len(a.actor_inbox) for a in actors), dead_letters=dict(self._dead),
             behaviour_errors=self.behaviour_errors, pending_timers=self._timers.pending(),
             trace_records=len(self.trace),

@@ -274,19 +274,28 @@ class RunReport:
     ``reason`` is ``"quiescent"`` (nothing left to do, nobody waiting),
     ``"deadlock"`` (nothing left to do, ``waiters`` still waiting), ``"until"``
     (the time limit was reached) or ``"max_steps"``.
+
+    ``steps`` counts the deterministic dispatcher's steps; the realtime dispatcher takes
+    none (its actors run on their own threads), so it reports None there and
+    ``delivered``, the letters its actors handled so far, instead.
     """
 
     reason: str
     now: float
-    steps: int
+    steps: int | None
     waiters: tuple[Waiter, ...] = field(default=())
+    delivered: int | None = None
 
     @property
     def deadlock(self) -> bool:
         return self.reason == "deadlock"
 
     def describe(self) -> str:
-        head = f"run ended: {self.reason} at t={self.now:g} after {self.steps} steps"
+        head = f"run ended: {self.reason} at t={self.now:g}"
+        if self.steps is not None:
+            head += f" after {self.steps} steps"
+        elif self.delivered is not None:
+            head += f" after {self.delivered} letters delivered"
         if not self.waiters:
             return head
         return head + "\n" + "\n".join(f"  - {w}" for w in self.waiters)

@@ -198,6 +198,13 @@ class StoredLog:
             args.append(kind)
         return (_record(row) for row in self._select(where, args))
 
+    def count(self, kind: str) -> int:
+        """How many of the log's records are of ``kind`` (``deliver``, ``drop``...),
+        counted in SQL: no record is decoded."""
+        with self._db() as db:
+            row = db.execute("SELECT COUNT(*) FROM events WHERE kind = ?", (kind,)).fetchone()
+        return int(row[0])
+
     def rows(self, *, types: Iterable[str] | None = None, upto: int | None = None
              ) -> Generator[tuple[int, float, str, str, str, str, bytes, int], None, None]:
         """The log's rows as stored, in order: (seq, t, kind, sender, recipient, type,
