@@ -20,7 +20,7 @@ def test_each_fold_reads_the_answers_of_its_own_services_tools_only() -> None:
         for tool in getattr(module, "ANSWERS", ()):
             assert TOOLS[tool].service == service, (module.__name__, tool)
     owners = [tool for module in FOLDS.values() for tool in getattr(module, "ANSWERS", ())]
-    assert len(owners) == len(set(owners)) == 8  # one fold per tool's answers
+    assert len(owners) == len(set(owners)) == 9  # one fold per tool's answers
 
 
 def test_the_resume_reads_the_record_types_it_always_read() -> None:
@@ -36,7 +36,8 @@ def test_the_resume_reads_the_record_types_it_always_read() -> None:
     answers = resume._ANSWERS_USED
     assert answers == {
         "session_create", "builder_place_tile", "builder_place_tiles", "builder_load_shader",
-        "builder_assemble_cartridge", "build_checkpoint", "task_report", "task_delegate"}
+        "builder_assemble_cartridge", "build_checkpoint", "task_report", "task_delegate",
+        "plan_start"}  # a plan's id is one of the coordinator's draws (since plan_start)
 
 
 def test_the_world_reads_each_event_type_in_one_services_part() -> None:
