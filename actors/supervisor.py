@@ -26,6 +26,13 @@ treats its work as lost: its tasks in progress go back to pending (with their
 claims released) so that it, or anyone, does them again; the task queue's state
 machine lets each be completed only once.
 
+A behaviour error that crashes a role agent (``crash_on_error``, the default for
+``Participant``) is reported first, as any error is, and then handled as any crash.
+The tree keeps one :class:`Recovery` per such error (:attr:`Supervisor.recoveries`,
+shared by every supervisor of the tree, the one owner of the fact): the failure,
+the child, and whether a restart followed. The runner reads it to excuse, under a
+fault plan, errors whose agent came back (``barnraise.runner.errors_excused``).
+
 Death watch is the dispatcher's (``Dispatcher.watch``): a child the group gives
 up on is stopped for good, and its watchers get their ``terminated`` notice.
 Every decision is a domain event on the ``supervision`` topic:
@@ -41,9 +48,10 @@ from typing import Any, Final, Literal
 
 from barnraise.actors.actor import A2AActor
 from barnraise.sim.events import ChildCrashed, ChildRestarted, SupervisorEscalated, SupervisorGaveUp
+from barnraise.sim.failures import Failure
 from barnraise.sim.messages import Priority
 
-__all__ = ["ROOT", "Backoff", "Supervisor"]
+__all__ = ["ROOT", "Backoff", "Recoveries", "Recovery", "Supervisor"]
 
 #: The name of the top supervisor a Simulation starts (``simu.supervisor``).
 ROOT: Final = "supervisor"
@@ -77,6 +85,40 @@ class Backoff:
 
 
 @dataclass(slots=True)
+class Recovery:
+    """One behaviour error that crashed a supervised child, and whether a restart followed."""
+
+    failure: Failure
+    child: str
+    restarted: bool = False
+
+
+class Recoveries:
+    """The tree's record of the errors that crashed its children (module docstring)."""
+
+    def __init__(self) -> None:
+        #: One per error, in the order the supervisors heard of them.
+        self.entries: list[Recovery] = []
+        self._waiting: dict[str, list[Recovery]] = {}  # child -> not restarted yet
+
+    def crashed(self, child: str, failure: Failure) -> None:
+        """``failure`` crashed ``child``: recorded as not (yet) followed by a restart."""
+        entry = Recovery(failure, child)
+        self.entries.append(entry)
+        self._waiting.setdefault(child, []).append(entry)
+
+    def came_back(self, child: str) -> None:
+        """``child`` was restarted: every error that crashed it since is recovered from."""
+        for entry in self._waiting.pop(child, ()):
+            entry.restarted = True
+
+    @property
+    def restarted(self) -> int:
+        """How many of the errors were followed by a restart of their agent."""
+        return sum(entry.restarted for entry in self.entries)
+
+
+@dataclass(slots=True)
 class _Child:
     cls: type[A2AActor] | None  # None: a supervisor of the group
     args: tuple[Any, ...]
@@ -106,6 +148,8 @@ class Supervisor(A2AActor):
         self.delays: list[tuple[str, int, float]] = []
         self.gave_up = False
         self._owners: dict[str, Supervisor] = {}  # the tree's child -> supervisor (shared)
+        #: The tree's record of errors that crashed a child (shared by the tree).
+        self.recoveries = Recoveries()
         self._restarting: set[str] = set()
         #: A resumed run (``Simulation.restore``): every child started is a next
         #: incarnation of the agent the stored run had under its name.
@@ -140,6 +184,7 @@ class Supervisor(A2AActor):
         """A supervisor whose group is a child of this one (it escalates to this one)."""
         sup: Supervisor = self.dispatcher.spawn(Supervisor, name, parent=self.name, **options)
         sup._owners = self._owners
+        sup.recoveries = self.recoveries
         sup.resumed = self.resumed
         self.children[name] = _Child(None, ())
         self._owners[name] = self
@@ -164,6 +209,9 @@ class Supervisor(A2AActor):
         if self.gave_up or name not in self.children:
             return
         self.emit(TOPIC, ChildCrashed(supervisor=self.name, child=name))
+        failure: Failure | None = getattr(self.dispatcher.actor(name), "crashed_by", None)
+        if failure is not None:
+            self.recoveries.crashed(name, failure)
         self._requeue_work(name)
         if not self._within_limit():
             self._escalate()
@@ -204,6 +252,7 @@ class Supervisor(A2AActor):
             actor = spec.cls(*spec.args, **spec.kwargs)
             actor.incarnation = spec.incarnation
             d.respawn(name, actor)
+            self.recoveries.came_back(name)
             if d.injector is not None:
                 d.injector.restarts += 1
             self.emit(TOPIC, ChildRestarted(supervisor=self.name, child=name,
