@@ -11,10 +11,10 @@ all go through ``Dispatcher.crash``), its supervisor:
    supervisor restarts the whole group (counting that against its own limit),
    and the top supervisor, with nobody to ask, reports (a ``supervisor_gave_up``
    event) and stops the group for good;
-2. waits a *backoff*: ``base * factor ** n`` simulated seconds for the n-th
-   restart in the window, at most ``cap``, times a jitter in ``[1 - jitter,
-   1 + jitter]`` drawn from the supervisor's own seeded stream (so a run
-   replays);
+2. waits a *backoff*: ``base * factor ** n`` simulated seconds for the child's
+   own n-th restart in the window (its siblings' do not count), at most ``cap``,
+   times a jitter in ``[1 - jitter, 1 + jitter]`` drawn from the supervisor's own
+   seeded stream (so a run replays);
 3. restarts, by its *strategy*: ``one_for_one`` builds a fresh child from the
    arguments it was first started with; ``all_for_one`` first crashes the
    rest of the group too, and restarts them all.
@@ -143,7 +143,8 @@ class Supervisor(A2AActor):
         self.backoff = backoff or Backoff()
         self.parent = parent
         self.children: dict[str, _Child] = {}
-        self.restarts: deque[float] = deque()  # times of the restarts in the window
+        #: The restarts in the window: (time, child), oldest first.
+        self.restarts: deque[tuple[float, str]] = deque()
         #: Every backoff waited, in order: (child, attempt, seconds). For tests and reports.
         self.delays: list[tuple[str, int, float]] = []
         self.gave_up = False
@@ -213,7 +214,7 @@ class Supervisor(A2AActor):
         if failure is not None:
             self.recoveries.crashed(name, failure)
         self._requeue_work(name)
-        if not self._within_limit():
+        if not self._within_limit(name):
             self._escalate()
             return
         names = [name]
@@ -223,21 +224,27 @@ class Supervisor(A2AActor):
                     self.dispatcher.crash(other, "all_for_one", supervised=True)
                     self._requeue_work(other)
                     names.append(other)
-        attempt = len(self.restarts) - 1
+        attempt = self._attempt(name)
         wait = self.backoff.delay(attempt, float(self.rng.random()))
         self.delays.append((name, attempt, wait))
         for child in names:
             self._restarting.add(child)
         self.call_later(wait, lambda: self._restart(names))
 
-    def _within_limit(self) -> bool:
+    def _within_limit(self, name: str) -> bool:
+        """Count a restart of ``name`` against the group's limit; False: one too many."""
         now = self.now
-        while self.restarts and now - self.restarts[0] > self.within:
+        while self.restarts and now - self.restarts[0][0] > self.within:
             self.restarts.popleft()
         if len(self.restarts) >= self.max_restarts:
             return False
-        self.restarts.append(now)
+        self.restarts.append((now, name))
         return True
+
+    def _attempt(self, name: str) -> int:
+        """Which restart of ``name`` in the window this is (0 for its first): the backoff
+        grows with one child's own restarts, not with its siblings'."""
+        return sum(child == name for _, child in self.restarts) - 1
 
     def _restart(self, names: list[str]) -> None:
         if self.gave_up:
@@ -284,11 +291,11 @@ class Supervisor(A2AActor):
         child = self._owners_group(name)
         if child is None or self.gave_up:
             return
-        if not self._within_limit():
+        if not self._within_limit(name):
             child.give_up()
             self._escalate()
             return
-        attempt = len(self.restarts) - 1
+        attempt = self._attempt(name)
         wait = self.backoff.delay(attempt, float(self.rng.random()))
         self.delays.append((name, attempt, wait))
         self.dispatcher.call_later(wait, child, child._restart, list(child.children))

@@ -23,7 +23,7 @@ SCENARIO = '''\
 from barnraise.actors.supervisor import Backoff
 from barnraise.kit import Participant, host_session, spawn
 
-PARAMS = {"failures": 1, "want": True, "limit": 5}
+PARAMS = {"failures": 1, "want": True, "limit": 5, "builders": 1}
 
 
 async def shaky(agent: Participant) -> None:
@@ -33,15 +33,17 @@ async def shaky(agent: Participant) -> None:
     agent.outcome["done"] = True
 
 
-def run(simu, *, failures, want, limit):
+def run(simu, *, failures, want, limit, builders):
     simu.supervisor.backoff = Backoff(base=1.0, factor=2.0, cap=4.0, jitter=0.0)
     simu.supervisor.max_restarts = limit
     simu.supervisor.within = 1000.0
     _, session_id = host_session(simu, session_name="Shaky", grid_size=6)
-    spawn(simu, session_id, "builder-1", "builder", crew=1, behaviour=shaky,
-          failures=failures)
+    for n in range(1, builders + 1):
+        spawn(simu, session_id, f"builder-{n}", "builder", crew=builders, behaviour=shaky,
+              failures=failures)
     simu.run()
-    done = simu.dispatcher.actor("builder-1").outcome.get("done", False)
+    done = all(simu.dispatcher.actor(f"builder-{n}").outcome.get("done", False)
+               for n in range(1, builders + 1))
     return {"session_id": session_id, "done": done}
 
 
@@ -117,6 +119,16 @@ def test_restarts_of_one_agent_back_off_exponentially_up_to_the_cap(shaky: str) 
     assert [round(b - a, 6) for a, b in zip(down, up, strict=True)] == [1.0, 2.0, 4.0, 4.0, 4.0]
     assert s["behaviour_errors"] == 5 and s["supervision"]["errors_restarted"] == 5
     assert s["metrics"]["done"] is True and s["success"] is True
+
+
+def test_the_backoff_grows_with_an_agents_own_restarts_not_its_siblings(shaky: str) -> None:
+    result = barnraise.run(shaky, seed=0, faults=PLAN, failures=2, builders=2, limit=10)
+    for agent in ("builder-1", "builder-2"):
+        down = [t for t, name, _ in crashes(result) if name == agent]
+        up = [t for t, event in supervision(result, "child_restarted")
+              if event["child"] == agent]
+        assert [round(b - a, 6) for a, b in zip(down, up, strict=True)] == [1.0, 2.0]
+    assert result.summary["behaviour_errors"] == 4 and result.success
 
 
 def test_past_its_restart_limit_the_supervisor_gives_up_and_the_run_fails(shaky: str) -> None:
