@@ -60,6 +60,7 @@ from barnraise.actors.errors import WaitTimeout
 from barnraise.actors.sending import Sending
 from barnraise.sim.dispatch.core import Dispatcher, answers
 from barnraise.sim.dispatch.values import WAKE, SubscriptionFilter, Timer, Waiter
+from barnraise.sim.failures import Failure
 from barnraise.sim.mailbox import DEFAULT_CAPACITY, PriorityMailbox
 from barnraise.sim.messages import (
     BROADCAST,
@@ -88,10 +89,14 @@ class A2AActor(Sending, pykka.ThreadingActor):
     """
 
     agent_type: str | None = None
-    #: "Let it crash": a behaviour error this actor does not handle crashes it
-    #: (``Dispatcher.crash``), for its supervisor to restart; False (the default)
-    #: reports the error and keeps the actor going.
+    #: "Let it crash": a behaviour error this actor does not handle is reported and
+    #: then crashes it (``Dispatcher.crash``), for its supervisor to restart; False
+    #: (the default here, and every service's) reports the error and keeps the actor
+    #: going. Role agents (``Participant``) set it True.
     crash_on_error: bool = False
+    #: The reported error that crashed it (``crash_on_error``), for its supervisor to
+    #: note whether a restart followed; None for any other crash.
+    crashed_by: Failure | None = None
     # Class-level defaults that an instance overrides only when it changes them: an
     # instance with more attributes than CPython's shared key table holds gets a dict
     # of its own (about 800 bytes more an agent, and a slower spawn of 100,000 agents).
@@ -488,8 +493,9 @@ class A2AActor(Sending, pykka.ThreadingActor):
                 return
             except Exception as exc:
                 task.done, task.error, task.waiting = True, exc, None
-                self.dispatcher.report_error(self.name, self.behaviour_name(task), exc)
+                failure = self.dispatcher.report_error(self.name, self.behaviour_name(task), exc)
                 if self.crash_on_error:
+                    self.crashed_by = failure
                     self.dispatcher.crash(self.name, f"behaviour_error: {type(exc).__name__}")
                 return
             if not isinstance(effect, Effect):

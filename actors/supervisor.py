@@ -11,10 +11,10 @@ all go through ``Dispatcher.crash``), its supervisor:
    supervisor restarts the whole group (counting that against its own limit),
    and the top supervisor, with nobody to ask, reports (a ``supervisor_gave_up``
    event) and stops the group for good;
-2. waits a *backoff*: ``base * factor ** n`` simulated seconds for the n-th
-   restart in the window, at most ``cap``, times a jitter in ``[1 - jitter,
-   1 + jitter]`` drawn from the supervisor's own seeded stream (so a run
-   replays);
+2. waits a *backoff*: ``base * factor ** n`` simulated seconds for the child's
+   own n-th restart in the window (its siblings' do not count), at most ``cap``,
+   times a jitter in ``[1 - jitter, 1 + jitter]`` drawn from the supervisor's own
+   seeded stream (so a run replays);
 3. restarts, by its *strategy*: ``one_for_one`` builds a fresh child from the
    arguments it was first started with; ``all_for_one`` first crashes the
    rest of the group too, and restarts them all.
@@ -25,6 +25,13 @@ know to resume from the world's state (``Agent.resuming``). The world meanwhile
 treats its work as lost: its tasks in progress go back to pending (with their
 claims released) so that it, or anyone, does them again; the task queue's state
 machine lets each be completed only once.
+
+A behaviour error that crashes a role agent (``crash_on_error``, the default for
+``Participant``) is reported first, as any error is, and then handled as any crash.
+The tree keeps one :class:`Recovery` per such error (:attr:`Supervisor.recoveries`,
+shared by every supervisor of the tree, the one owner of the fact): the failure,
+the child, and whether a restart followed. The runner reads it to excuse, under a
+fault plan, errors whose agent came back (``barnraise.runner.errors_excused``).
 
 Death watch is the dispatcher's (``Dispatcher.watch``): a child the group gives
 up on is stopped for good, and its watchers get their ``terminated`` notice.
@@ -41,9 +48,10 @@ from typing import Any, Final, Literal
 
 from barnraise.actors.actor import A2AActor
 from barnraise.sim.events import ChildCrashed, ChildRestarted, SupervisorEscalated, SupervisorGaveUp
+from barnraise.sim.failures import Failure
 from barnraise.sim.messages import Priority
 
-__all__ = ["ROOT", "Backoff", "Supervisor"]
+__all__ = ["ROOT", "Backoff", "Recoveries", "Recovery", "Supervisor"]
 
 #: The name of the top supervisor a Simulation starts (``simu.supervisor``).
 ROOT: Final = "supervisor"
@@ -77,6 +85,40 @@ class Backoff:
 
 
 @dataclass(slots=True)
+class Recovery:
+    """One behaviour error that crashed a supervised child, and whether a restart followed."""
+
+    failure: Failure
+    child: str
+    restarted: bool = False
+
+
+class Recoveries:
+    """The tree's record of the errors that crashed its children (module docstring)."""
+
+    def __init__(self) -> None:
+        #: One per error, in the order the supervisors heard of them.
+        self.entries: list[Recovery] = []
+        self._waiting: dict[str, list[Recovery]] = {}  # child -> not restarted yet
+
+    def crashed(self, child: str, failure: Failure) -> None:
+        """``failure`` crashed ``child``: recorded as not (yet) followed by a restart."""
+        entry = Recovery(failure, child)
+        self.entries.append(entry)
+        self._waiting.setdefault(child, []).append(entry)
+
+    def came_back(self, child: str) -> None:
+        """``child`` was restarted: every error that crashed it since is recovered from."""
+        for entry in self._waiting.pop(child, ()):
+            entry.restarted = True
+
+    @property
+    def restarted(self) -> int:
+        """How many of the errors were followed by a restart of their agent."""
+        return sum(entry.restarted for entry in self.entries)
+
+
+@dataclass(slots=True)
 class _Child:
     cls: type[A2AActor] | None  # None: a supervisor of the group
     args: tuple[Any, ...]
@@ -101,11 +143,14 @@ class Supervisor(A2AActor):
         self.backoff = backoff or Backoff()
         self.parent = parent
         self.children: dict[str, _Child] = {}
-        self.restarts: deque[float] = deque()  # times of the restarts in the window
+        #: The restarts in the window: (time, child), oldest first.
+        self.restarts: deque[tuple[float, str]] = deque()
         #: Every backoff waited, in order: (child, attempt, seconds). For tests and reports.
         self.delays: list[tuple[str, int, float]] = []
         self.gave_up = False
         self._owners: dict[str, Supervisor] = {}  # the tree's child -> supervisor (shared)
+        #: The tree's record of errors that crashed a child (shared by the tree).
+        self.recoveries = Recoveries()
         self._restarting: set[str] = set()
         #: A resumed run (``Simulation.restore``): every child started is a next
         #: incarnation of the agent the stored run had under its name.
@@ -140,6 +185,7 @@ class Supervisor(A2AActor):
         """A supervisor whose group is a child of this one (it escalates to this one)."""
         sup: Supervisor = self.dispatcher.spawn(Supervisor, name, parent=self.name, **options)
         sup._owners = self._owners
+        sup.recoveries = self.recoveries
         sup.resumed = self.resumed
         self.children[name] = _Child(None, ())
         self._owners[name] = self
@@ -164,8 +210,11 @@ class Supervisor(A2AActor):
         if self.gave_up or name not in self.children:
             return
         self.emit(TOPIC, ChildCrashed(supervisor=self.name, child=name))
+        failure: Failure | None = getattr(self.dispatcher.actor(name), "crashed_by", None)
+        if failure is not None:
+            self.recoveries.crashed(name, failure)
         self._requeue_work(name)
-        if not self._within_limit():
+        if not self._within_limit(name):
             self._escalate()
             return
         names = [name]
@@ -175,21 +224,27 @@ class Supervisor(A2AActor):
                     self.dispatcher.crash(other, "all_for_one", supervised=True)
                     self._requeue_work(other)
                     names.append(other)
-        attempt = len(self.restarts) - 1
+        attempt = self._attempt(name)
         wait = self.backoff.delay(attempt, float(self.rng.random()))
         self.delays.append((name, attempt, wait))
         for child in names:
             self._restarting.add(child)
         self.call_later(wait, lambda: self._restart(names))
 
-    def _within_limit(self) -> bool:
+    def _within_limit(self, name: str) -> bool:
+        """Count a restart of ``name`` against the group's limit; False: one too many."""
         now = self.now
-        while self.restarts and now - self.restarts[0] > self.within:
+        while self.restarts and now - self.restarts[0][0] > self.within:
             self.restarts.popleft()
         if len(self.restarts) >= self.max_restarts:
             return False
-        self.restarts.append(now)
+        self.restarts.append((now, name))
         return True
+
+    def _attempt(self, name: str) -> int:
+        """Which restart of ``name`` in the window this is (0 for its first): the backoff
+        grows with one child's own restarts, not with its siblings'."""
+        return sum(child == name for _, child in self.restarts) - 1
 
     def _restart(self, names: list[str]) -> None:
         if self.gave_up:
@@ -204,6 +259,7 @@ class Supervisor(A2AActor):
             actor = spec.cls(*spec.args, **spec.kwargs)
             actor.incarnation = spec.incarnation
             d.respawn(name, actor)
+            self.recoveries.came_back(name)
             if d.injector is not None:
                 d.injector.restarts += 1
             self.emit(TOPIC, ChildRestarted(supervisor=self.name, child=name,
@@ -235,11 +291,11 @@ class Supervisor(A2AActor):
         child = self._owners_group(name)
         if child is None or self.gave_up:
             return
-        if not self._within_limit():
+        if not self._within_limit(name):
             child.give_up()
             self._escalate()
             return
-        attempt = len(self.restarts) - 1
+        attempt = self._attempt(name)
         wait = self.backoff.delay(attempt, float(self.rng.random()))
         self.delays.append((name, attempt, wait))
         self.dispatcher.call_later(wait, child, child._restart, list(child.children))

@@ -93,6 +93,10 @@ class RunSummary(TypedDict):
     resumed_metrics_only: bool
     #: Counts of the injected faults (None: the run had no fault plan).
     faults: dict[str, Any] | None
+    #: What the supervisors did: ``errors_crashed`` (behaviour errors that crashed a
+    #: role agent), ``errors_restarted`` (of those, followed by a restart) and
+    #: ``gave_up`` (supervisors that hit their restart limit and stopped their group).
+    supervision: dict[str, Any]
     #: The scenario's success check, over the rest of the summary.
     success: bool
 

@@ -32,6 +32,7 @@ from barnraise import scenarios
 from barnraise.actors.recording import DEFAULT_INTERVAL, MAX_FRAME_SIZE, Recorder
 from barnraise.actors.stored.resume import Image, image_of
 from barnraise.actors.stored.run import StoredRun
+from barnraise.actors.supervisor import Supervisor
 from barnraise.actors.world import Simulation
 from barnraise.loading import UnverifiedScript, _load, coerce_params, is_script
 from barnraise.outputs import RunResult, RunSummary
@@ -531,6 +532,7 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
             "metrics": metrics,
             "resumed_metrics_only": before is not None,
             "faults": _faults_summary(simu),
+            "supervision": _supervision_summary(simu),
             "success": False,  # until the check below says (it reads the rest)
         }
         summary["success"] = bool(module.check(summary)) and (
@@ -559,13 +561,27 @@ def run_request(request: Request, *, progress: Callable[[float], None] | None = 
 
 def errors_excused(module: ModuleType, simu: Simulation) -> bool:
     """Whether exceptions escaping handlers or behaviours leave a run's success to its
-    check: when the scenario says it raises on purpose (``EXPECTED_ERRORS = True``).
-    Otherwise any one fails the run, whatever the check says.
-
-    The one place that decides: issue 27's exemption (an agent its supervisor restarted
-    while a fault plan was on) goes here, from ``simu``'s injector.
+    check: when the scenario says it raises on purpose (``EXPECTED_ERRORS = True``), or
+    when a fault plan was on and every one of them crashed its agent and a supervisor
+    restarted it (issue 27: under faults, a supervised restart is recovery, not failure;
+    the supervisors' record, ``Supervisor.recoveries``, says which were). Otherwise any
+    one fails the run, whatever the check says: without a plan, always.
     """
-    return getattr(module, "EXPECTED_ERRORS", False) is True
+    if getattr(module, "EXPECTED_ERRORS", False) is True:
+        return True
+    d = simu.dispatcher
+    return d.injector is not None and simu.supervisor.recoveries.restarted >= d.behaviour_errors
+
+
+def _supervision_summary(simu: Simulation) -> dict[str, Any]:
+    """What the supervisors did about crashes: errors that crashed an agent, how many of
+    those a restart followed, and the supervisors that reached their restart limit and
+    gave up (their children stay stopped)."""
+    recoveries = simu.supervisor.recoveries
+    return {"errors_crashed": len(recoveries.entries),
+            "errors_restarted": recoveries.restarted,
+            "gave_up": sorted(name for name, actor in simu.dispatcher.actors.items()
+                              if isinstance(actor, Supervisor) and actor.gave_up)}
 
 
 #: The summary's names for what an injector counts (barnraise.sim.dispatch.FAULT_KINDS).

@@ -90,6 +90,10 @@ class Participant(Agent):
         #: After a restart: ready tasks read from the task queue, taken before new mail.
         self.resumed_tasks: list[dict[str, Any]] = []
 
+    #: A behaviour error crashes a role agent, for its supervisor to restart (with
+    #: backoff, within limits); the error is reported first, as any is.
+    crash_on_error = True
+
     #: Takes the messages that no behaviour waits for and no handler serves, before
     #: they are kept for ``receive``; returns whether it took the message (then it is
     #: not kept). A class default: an agent without one has no extra attribute.
