@@ -51,7 +51,13 @@ from barnraise.sim.events import ChildCrashed, ChildRestarted, SupervisorEscalat
 from barnraise.sim.failures import Failure
 from barnraise.sim.messages import Priority
 
-__all__ = ["ROOT", "Backoff", "Recoveries", "Recovery", "Supervisor"]
+__all__ = ["MAX_ERROR_RESTARTS", "ROOT", "Backoff", "Recoveries", "Recovery", "Supervisor"]
+
+#: Behaviour errors after which a supervised child is restarted, in a whole run; the next
+#: leaves it stopped (:attr:`Recoveries.retired`): a behaviour that fails the same way in
+#: every life would otherwise restart for ever when each life outlasts the window the
+#: intensity limit counts restarts in.
+MAX_ERROR_RESTARTS: Final = 5
 
 #: The name of the top supervisor a Simulation starts (``simu.supervisor``).
 ROOT: Final = "supervisor"
@@ -100,12 +106,19 @@ class Recoveries:
         #: One per error, in the order the supervisors heard of them.
         self.entries: list[Recovery] = []
         self._waiting: dict[str, list[Recovery]] = {}  # child -> not restarted yet
+        self._by_child: dict[str, int] = {}  # child -> errors that crashed it, in the run
+        #: Children left stopped after MAX_ERROR_RESTARTS errors (their code fails each
+        #: life: a restart would only fail again).
+        self.retired: list[str] = []
 
-    def crashed(self, child: str, failure: Failure) -> None:
-        """``failure`` crashed ``child``: recorded as not (yet) followed by a restart."""
+    def crashed(self, child: str, failure: Failure) -> int:
+        """``failure`` crashed ``child``: recorded as not (yet) followed by a restart.
+        Returns how many errors have crashed ``child`` in the run, this one included."""
         entry = Recovery(failure, child)
         self.entries.append(entry)
         self._waiting.setdefault(child, []).append(entry)
+        self._by_child[child] = self._by_child.get(child, 0) + 1
+        return self._by_child[child]
 
     def came_back(self, child: str) -> None:
         """``child`` was restarted: every error that crashed it since is recovered from."""
@@ -131,12 +144,20 @@ class Supervisor(A2AActor):
 
     def __init__(self, *, strategy: Strategy = "one_for_one", max_restarts: int = 5,
                  within: float = 60.0, backoff: Backoff | None = None,
-                 parent: str | None = None) -> None:
+                 parent: str | None = None,
+                 max_error_restarts: int | None = MAX_ERROR_RESTARTS) -> None:
         super().__init__(mailbox_capacity=100_000)
         if strategy not in ("one_for_one", "all_for_one"):
             raise ValueError(f"strategy must be one_for_one or all_for_one, got {strategy!r}")
         if max_restarts < 0 or not within > 0:
             raise ValueError("max_restarts must be >= 0 and within > 0")
+        if max_error_restarts is not None and (isinstance(max_error_restarts, bool) or
+                                               not isinstance(max_error_restarts, int)
+                                               or max_error_restarts < 0):
+            raise ValueError("max_error_restarts must be an int >= 0 or None (no bound), "
+                             f"got {max_error_restarts!r}")
+        #: Behaviour errors a child is restarted after in the whole run (None: no bound).
+        self.max_error_restarts = max_error_restarts
         self.strategy = strategy
         self.max_restarts = max_restarts
         self.within = within
@@ -211,9 +232,14 @@ class Supervisor(A2AActor):
             return
         self.emit(TOPIC, ChildCrashed(supervisor=self.name, child=name))
         failure: Failure | None = getattr(self.dispatcher.actor(name), "crashed_by", None)
-        if failure is not None:
-            self.recoveries.crashed(name, failure)
+        errors = 0 if failure is None else self.recoveries.crashed(name, failure)
         self._requeue_work(name)
+        if self.max_error_restarts is not None and errors > self.max_error_restarts:
+            # Its code raised in every life: a behaviour that fails the same way each time
+            # (a wait that always times out) would restart for ever, each life longer than
+            # the window the intensity limit counts in. It stays stopped; the run goes on.
+            self.recoveries.retired.append(name)
+            return
         if not self._within_limit(name):
             self._escalate()
             return

@@ -575,13 +575,15 @@ def errors_excused(module: ModuleType, simu: Simulation) -> bool:
 
 def _supervision_summary(simu: Simulation) -> dict[str, Any]:
     """What the supervisors did about crashes: errors that crashed an agent, how many of
-    those a restart followed, and the supervisors that reached their restart limit and
-    gave up (their children stay stopped)."""
+    those a restart followed, the supervisors that reached their restart limit and gave
+    up (their children stay stopped), and the agents left stopped after more than
+    MAX_ERROR_RESTARTS errors in the run."""
     recoveries = simu.supervisor.recoveries
     return {"errors_crashed": len(recoveries.entries),
             "errors_restarted": recoveries.restarted,
             "gave_up": sorted(name for name, actor in simu.dispatcher.actors.items()
-                              if isinstance(actor, Supervisor) and actor.gave_up)}
+                              if isinstance(actor, Supervisor) and actor.gave_up),
+            "retired": list(recoveries.retired)}
 
 
 #: The summary's names for what an injector counts (barnraise.sim.dispatch.FAULT_KINDS).

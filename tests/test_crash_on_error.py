@@ -23,7 +23,7 @@ SCENARIO = '''\
 from barnraise.actors.supervisor import Backoff
 from barnraise.kit import Participant, host_session, spawn
 
-PARAMS = {"failures": 1, "want": True, "limit": 5, "builders": 1}
+PARAMS = {"failures": 1, "want": True, "limit": 5, "builders": 1, "within": 1000.0}
 
 
 async def shaky(agent: Participant) -> None:
@@ -33,10 +33,10 @@ async def shaky(agent: Participant) -> None:
     agent.outcome["done"] = True
 
 
-def run(simu, *, failures, want, limit, builders):
+def run(simu, *, failures, want, limit, builders, within):
     simu.supervisor.backoff = Backoff(base=1.0, factor=2.0, cap=4.0, jitter=0.0)
     simu.supervisor.max_restarts = limit
-    simu.supervisor.within = 1000.0
+    simu.supervisor.within = within
     _, session_id = host_session(simu, session_name="Shaky", grid_size=6)
     for n in range(1, builders + 1):
         spawn(simu, session_id, f"builder-{n}", "builder", crew=builders, behaviour=shaky,
@@ -95,7 +95,8 @@ def test_an_error_crashes_the_agent_it_restarts_and_the_error_is_shown(
     assert restarted["child"] == "builder-1" and restarted["incarnation"] == 1
     assert t_back - t_crash == pytest.approx(1.0)  # the first backoff, base 1
     assert s["metrics"]["done"] is True
-    assert s["supervision"] == {"errors_crashed": 1, "errors_restarted": 1, "gave_up": []}
+    assert s["supervision"] == {"errors_crashed": 1, "errors_restarted": 1, "gave_up": [],
+                                 "retired": []}
     # Without a fault plan an error fails the run, though the agent came back.
     assert s["faults"] is None and s["success"] is False
 
@@ -141,6 +142,26 @@ def test_past_its_restart_limit_the_supervisor_gives_up_and_the_run_fails(shaky:
     assert gave_up["supervisor"] == "supervisor" and "builder-1" in gave_up["children"]
     assert s["behaviour_errors"] == 4
     assert s["supervision"] == {"errors_crashed": 4, "errors_restarted": 3,
-                                "gave_up": ["supervisor"]}
+                                "gave_up": ["supervisor"], "retired": []}
     # The last error had no restart after it: not excused, even under the plan.
     assert s["metrics"]["done"] is False and s["success"] is False
+
+
+def test_an_agent_that_fails_in_every_life_is_left_stopped_after_five_restarts(
+        shaky: str) -> None:
+    """Each life outlasts the window the limit counts restarts in, so the limit never
+    trips: without a bound of its own the agent would restart for ever (a hang, which
+    the permissions scenario without its policy rule once was). After
+    MAX_ERROR_RESTARTS restarts the next error leaves it stopped, and the run ends."""
+    from barnraise.actors.supervisor import MAX_ERROR_RESTARTS
+
+    result = barnraise.run(shaky, seed=0, faults=PLAN, failures=100, limit=3, within=0.5,
+                           want=False)
+    s = result.summary
+    assert len(supervision(result, "child_restarted")) == MAX_ERROR_RESTARTS
+    assert not supervision(result, "supervisor_gave_up")
+    assert s["behaviour_errors"] == MAX_ERROR_RESTARTS + 1
+    assert s["supervision"] == {"errors_crashed": MAX_ERROR_RESTARTS + 1,
+                                "errors_restarted": MAX_ERROR_RESTARTS, "gave_up": [],
+                                "retired": ["builder-1"]}
+    assert s["run_end"] == "quiescent" and s["success"] is False

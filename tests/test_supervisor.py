@@ -75,7 +75,7 @@ def test_the_intensity_window_forgets_old_restarts(simu: Simulation) -> None:
     d = simu.dispatcher
     # two restarts in any 10 seconds; a crash every ~20 seconds never reaches it
     sup = d.spawn(Supervisor, "crew", max_restarts=2, within=10.0,
-                  backoff=Backoff(base=0.5, cap=1.0))
+                  backoff=Backoff(base=0.5, cap=1.0), max_error_restarts=None)
     sup.install()
     sup.start_child(Fragile, "w1", life=20.0)
     d.run(until=200.0)
