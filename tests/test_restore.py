@@ -299,11 +299,16 @@ def _check_realtime_resumed(path: Path, prefix: list[Any]) -> None:
     drops = collections.Counter(r.content_obj()["reason"] for r in after if r.kind == "drop")
     # (a realtime crew's last letters, a lease running out, can be logged after the
     # summary was taken: a few more in the log than in the summary)
+    # (how many: 6 once in a clean-clone CI; so a margin of half the stopped part's
+    # letters, which a summary counting the resumed part alone would still miss by)
     stopped = sum(r.kind == "deliver" for r in prefix)
-    assert kinds["deliver"] - 5 <= result.summary["messages_delivered"] <= kinds["deliver"]
-    assert stopped > 5 or len(prefix) < 100  # the check above tells whole from resumed part
+    margin = max(5, stopped // 2)
+    assert kinds["deliver"] - margin <= result.summary["messages_delivered"] \
+        <= kinds["deliver"]
+    assert stopped > margin or len(prefix) < 100  # the check tells whole from resumed part
     assert all(n <= drops[reason] for reason, n in result.summary["dead_letters"].items())
-    assert drops.total() - 5 <= result.summary["messages_dropped"] <= drops.total()
+    assert drops.total() - max(5, drops.total() // 20) <= result.summary["messages_dropped"] \
+        <= drops.total()
     assert result.summary["behaviour_errors"] == kinds["error"]
     assert result.summary["resumed_metrics_only"] is True
     assert "  a resumed realtime run: the counts above are the whole run's, the scenario's " \
