@@ -237,8 +237,11 @@ class Supervisor(A2AActor):
         if self.max_error_restarts is not None and errors > self.max_error_restarts:
             # Its code raised in every life: a behaviour that fails the same way each time
             # (a wait that always times out) would restart for ever, each life longer than
-            # the window the intensity limit counts in. It stays stopped; the run goes on.
+            # the window the intensity limit counts in. It stays stopped (its watchers are
+            # told, as for any end), and the run goes on.
             self.recoveries.retired.append(name)
+            del self.children[name]
+            self.dispatcher.announce_terminated(name, "too_many_errors")
             return
         if not self._within_limit(name):
             self._escalate()

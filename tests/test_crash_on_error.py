@@ -165,3 +165,9 @@ def test_an_agent_that_fails_in_every_life_is_left_stopped_after_five_restarts(
                                 "errors_restarted": MAX_ERROR_RESTARTS, "gave_up": [],
                                 "retired": ["builder-1"]}
     assert s["run_end"] == "quiescent" and s["success"] is False
+    # it is over, as any end: its watchers are told (the session's coordinator watches
+    # its members), and its supervisor no longer counts it among its children
+    ended = [r.content_obj() for r in result.trace.records("deliver")
+             if r.content_obj().get("event") == "terminated"]
+    assert {"event": "terminated", "agent_id": "builder-1",
+            "reason": "too_many_errors"} in ended
