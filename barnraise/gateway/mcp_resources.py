@@ -23,10 +23,9 @@ interval is up), and holds at most :data:`MAX_PER_CLIENT` subscriptions a client
 from __future__ import annotations
 
 import asyncio
+import io
 import re
-import struct
 import threading
-import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import Any, Final
 import msgspec
 import numpy as np
 from numpy.typing import NDArray
+from PIL import Image
 
 from barnraise.actors.world import Simulation
 from barnraise.plots import TILE_COLOURS
@@ -84,20 +84,15 @@ def parse_uri(uri: str) -> tuple[str, str]:
 
 
 def encode_png(tiles: NDArray[np.uint8]) -> bytes:
-    """``tiles`` (``[y, x]`` tile codes) as an indexed-colour PNG, one pixel a cell."""
-    height, width = tiles.shape
+    """``tiles`` (``[y, x]`` tile codes) as an indexed-colour PNG, one pixel a cell
+    (Pillow, which matplotlib installs, at zlib level :data:`PNG_LEVEL`)."""
     colours = len(_PALETTE) // 3
     codes = np.minimum(tiles, colours - 1).astype(np.uint8)  # an unknown code draws as the last
-    rows = np.zeros((height, width + 1), dtype=np.uint8)  # filter byte 0 before each row
-    rows[:, 1:] = codes
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"PLTE", _PALETTE)
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), PNG_LEVEL)) + chunk(b"IEND", b""))
+    image = Image.fromarray(np.ascontiguousarray(codes), mode="P")
+    image.putpalette(_PALETTE)
+    out = io.BytesIO()
+    image.save(out, format="PNG", compress_level=PNG_LEVEL)
+    return out.getvalue()
 
 
 class Feeds:
